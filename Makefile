@@ -1,0 +1,39 @@
+# make demo: set up .venv and launch the app on http://127.0.0.1:7860
+# make test: set up .venv (+ test extras) and run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --disable-pip-version-check -q
+
+.PHONY: demo test setup setup-test bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q --upgrade pip
+
+# torch first and alone: 2.13.0 is the CPU wheel here; later installs then find it satisfied.
+$(VENV)/.demo-installed: $(PY) requirements.txt requirements-eval.txt
+	$(PIP) torch==2.13.0
+	$(PIP) -r requirements.txt
+	$(PY) -c "import transformers, sys; from transformers import Qwen3_5ForCausalLM; print('transformers', transformers.__version__, 'has Qwen3.5')"
+	touch $@
+
+$(VENV)/.test-installed: $(VENV)/.demo-installed requirements-test.txt requirements-nemo.txt
+	$(PIP) -r requirements-test.txt
+	$(PIP) -r requirements-nemo.txt -c constraints.txt
+	touch $@
+
+setup: $(VENV)/.demo-installed
+setup-test: $(VENV)/.test-installed
+
+demo: setup
+	$(PY) app.py
+
+test: setup-test
+	$(PY) -m pytest
+
+bench: setup-test
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,93 @@
+"""Per-request settings, passed explicitly from the UI / CLI / eval down to the engine.
+
+Nothing below reads environment variables: the entry points (app.py, the CLIs) turn flags
+and env vars into these dataclasses once, and every layer below receives them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+# A frame is 1024 samples at 22.05 kHz, so 4096 frames is about 190 s: the same upper bound
+# vLLM-Omni's speech endpoint accepts for max_new_tokens.
+MAX_FRAMES_LIMIT = 4096
+
+
+class SettingsError(ValueError):
+    """A setting outside its allowed range; the message names the setting and the range."""
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise SettingsError(message)
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How frames are drawn and when generation ends (facts §3).
+
+    temperature: divides every head's logits before Gumbel-max sampling.
+    greedy: argmax instead of sampling (temperature and top_k are then ignored).
+    top_k: keep only the k best logits of each head (0 = all levels).
+    stop_threshold: stop when sigmoid(stop_head(h)) > threshold, from the second step on.
+    max_frames: frame budget; hitting it ends a runaway and is reported as one.
+    seed: the request's own noise generator; None draws a fresh random seed.
+    """
+
+    temperature: float = 0.3
+    greedy: bool = False
+    top_k: int = 0
+    stop_threshold: float = 0.5
+    max_frames: int = 1000
+    seed: int | None = None
+
+    def validate(self) -> "SamplingSettings":
+        _check(0.0 < self.temperature <= 5.0, f"temperature must be in (0, 5], got {self.temperature}")
+        _check(self.top_k >= 0, f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        _check(0.0 < self.stop_threshold < 1.0, f"stop_threshold must be in (0, 1), got {self.stop_threshold}")
+        _check(
+            1 <= self.max_frames <= MAX_FRAMES_LIMIT,
+            f"max_frames must be in [1, {MAX_FRAMES_LIMIT}], got {self.max_frames}",
+        )
+        _check(
+            self.seed is None or 0 <= self.seed < 2**63,
+            f"seed must be a non-negative 64-bit integer, got {self.seed}",
+        )
+        return self
+
+    def replace(self, **changes) -> "SamplingSettings":
+        return dataclasses.replace(self, **changes)
+
+
+DECODE_MODES = ("exact", "lookback")
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """How committed frames become audio chunks (facts §4-5).
+
+    first_chunk_frames / chunk_frames: decode cadence (vLLM-Omni: 10 then 86).
+    decode_mode: "exact" carries the decoder's causal state (no re-decode, equals one whole
+        decode); "lookback" re-decodes lookback_frames of history per chunk, as vLLM-Omni does.
+    fade_ms / silence_ms: end of speech: linear fade of the last fade_ms, then silence.
+    """
+
+    first_chunk_frames: int = 10
+    chunk_frames: int = 86
+    decode_mode: str = "exact"
+    lookback_frames: int = 8
+    fade_ms: float = 0.0
+    silence_ms: float = 0.0
+
+    def validate(self) -> "StreamSettings":
+        _check(1 <= self.first_chunk_frames <= 1000, f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")
+        _check(1 <= self.chunk_frames <= 1000, f"chunk_frames must be in [1, 1000], got {self.chunk_frames}")
+        _check(self.decode_mode in DECODE_MODES, f"decode_mode must be one of {DECODE_MODES}, got {self.decode_mode!r}")
+        _check(0 <= self.lookback_frames <= 256, f"lookback_frames must be in [0, 256], got {self.lookback_frames}")
+        _check(0.0 <= self.fade_ms <= 5000.0, f"fade_ms must be in [0, 5000], got {self.fade_ms}")
+        _check(0.0 <= self.silence_ms <= 10000.0, f"silence_ms must be in [0, 10000], got {self.silence_ms}")
+        return self
+
+    def replace(self, **changes) -> "StreamSettings":
+        return dataclasses.replace(self, **changes)
