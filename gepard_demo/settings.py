@@ -7,6 +7,7 @@ and env vars into these dataclasses once, and every layer below receives them.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from dataclasses import dataclass
 
 # A frame is 1024 samples at 22.05 kHz, so 4096 frames is about 190 s: the same upper bound
@@ -58,6 +59,10 @@ class SamplingSettings:
 
     def replace(self, **changes) -> "SamplingSettings":
         return dataclasses.replace(self, **changes)
+
+    def with_concrete_seed(self) -> "SamplingSettings":
+        """These settings with a seed: an unseeded request still gets one, so it can be replayed."""
+        return self if self.seed is not None else self.replace(seed=secrets.randbits(63))
 
 
 DECODE_MODES = ("exact", "lookback")

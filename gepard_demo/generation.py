@@ -1,0 +1,129 @@
+"""Batched prefill + incremental decode with the backbone's cache (facts §3).
+
+Stop semantics follow vLLM-Omni: the frame sampled from the SOS position always commits; from
+the next step on, the stop head is judged on the same hidden row that sampled the frame, and a
+step whose p_stop exceeds the threshold commits no frame. So an utterance has at least one
+frame. The frame budget ends a runaway and says so.
+
+Rows in a batch are left-padded: the full-attention layers mask the padding, and the
+Gated-DeltaNet layers zero it (transformers' padding mask), so a padded row starts from the
+same zero state as a solo one. A row that finishes is dropped from the cache at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from .sampling import RowSampler, sample_codes
+from .settings import SamplingSettings
+from .talker import GepardTalker
+
+
+@dataclass(frozen=True)
+class FrameStep:
+    """One decode step of one request."""
+
+    index: int  # step number; equals the number of frames committed before it
+    codes: torch.Tensor | None  # (32,) committed codes, or None on the stop step
+    p_stop: float
+    elapsed_s: float  # since the request (batch) started
+    done: str | None = None  # None, "stop" (stop head fired) or "budget" (max_frames hit)
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    frames: torch.Tensor  # (T, 32) long
+    p_stop: list[float]  # one per step: T, plus the stop step when the stop head fired
+    stop_fired: bool
+    stop_frame: int | None  # frames committed when the stop head fired
+    runaway: bool  # the budget ended it
+    seed: int
+    prompt_tokens: int
+    gen_time_s: float = 0.0
+    first_frame_s: float = 0.0
+    settings: SamplingSettings = field(default_factory=SamplingSettings)
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.frames.shape[0])
+
+
+def decode_batch(
+    talker: GepardTalker,
+    prompts: list[list[int]],
+    samplers: list[RowSampler],
+) -> Iterator[tuple[int, FrameStep]]:
+    """Yield (row, FrameStep) for every row at every step until each row is done.
+
+    Closing the iterator stops the work at the next step (the demo's Stop button).
+    """
+    device = talker.null_prefix.device
+    start = time.perf_counter()
+    n = len(prompts)
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros(n, width, dtype=torch.long, device=device)
+    mask = torch.zeros(n, width, dtype=torch.long, device=device)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = torch.tensor(p, device=device)
+        mask[i, width - len(p) :] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=talker.config.backbone)
+
+    with torch.inference_mode():
+        embeds = talker.embed_prompt(ids)
+        # A padding-free batch needs no mask; passing none keeps the fast path.
+        out = talker.model(
+            inputs_embeds=embeds,
+            attention_mask=mask if bool((mask == 0).any()) else None,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        hidden = out.last_hidden_state[:, -1]
+        active = list(range(n))  # batch row -> request index
+        committed = [0] * n
+        last_pos = positions[:, -1]
+
+        while active:
+            logits, p_stop = talker.head_logits(hidden)
+            codes = sample_codes(logits, [samplers[r] for r in active])
+            p_list = p_stop.tolist()
+            now = time.perf_counter() - start
+            keep: list[int] = []
+            for row, req in enumerate(active):
+                settings = samplers[req].settings
+                if committed[req] > 0 and p_list[row] > settings.stop_threshold:
+                    yield req, FrameStep(committed[req], None, p_list[row], now, "stop")
+                    continue
+                committed[req] += 1
+                done = "budget" if committed[req] >= settings.max_frames else None
+                yield req, FrameStep(committed[req] - 1, codes[row].clone(), p_list[row], now, done)
+                if done is None:
+                    keep.append(row)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                index = torch.tensor(keep, device=device)
+                # reorder_cache is an index_select on every layer kind (linear-attention states
+                # included), so a subset of indices drops the finished rows.
+                cache.reorder_cache(index)
+                mask = mask[index]
+                last_pos = last_pos[index]
+                codes = codes[index]
+                active = [active[r] for r in keep]
+            mask = torch.cat([mask, torch.ones(len(active), 1, dtype=mask.dtype, device=device)], dim=1)
+            last_pos = last_pos + 1
+            out = talker.model(
+                inputs_embeds=talker.embed_frame(codes).unsqueeze(1),
+                attention_mask=mask,
+                position_ids=last_pos.unsqueeze(1),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            hidden = out.last_hidden_state[:, -1]

@@ -1,0 +1,138 @@
+"""The Gepard talker: a Qwen3.5 backbone fed with input embeddings, 32 FSQ codebook heads,
+a binary stop head, and the audio-frame embedding that feeds each frame back (facts §1, §3).
+
+Attribute names mirror the checkpoint's weight names (`model.*`, `codebook_heads.i`,
+`stop_head`, `audio_embeddings.i`, `audio_embed_proj`, `audio_embed_scale`, `null_prefix`),
+so loading is a plain state-dict load with an explicit key check.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+from transformers import Qwen3_5TextModel
+
+from .config import GepardConfig
+
+# Present in training checkpoints, never used at inference.
+TRAINING_ONLY_PREFIXES = ("aligner.", "supcon_head.", "mtp.", "ref_compressor.")
+# The backbone's LM head predicts text tokens; a TTS step never reads it.
+UNUSED_PREFIXES = ("lm_head.",)
+
+
+class CheckpointError(RuntimeError):
+    """The weights on disk do not match the model the config describes."""
+
+
+class GepardTalker(nn.Module):
+    def __init__(self, config: GepardConfig):
+        super().__init__()
+        self.config = config
+        hidden = config.hidden_size
+        levels = list(config.audio_head_levels)
+        self.model = Qwen3_5TextModel(config.backbone)
+        self.codebook_heads = nn.ModuleList(nn.Linear(hidden, n) for n in levels)
+        self.stop_head = nn.Linear(hidden, 1)
+        self.audio_embeddings = nn.ModuleList(nn.Embedding(n, config.audio_embed_dim) for n in levels)
+        self.audio_embed_proj = nn.Sequential(
+            nn.Linear(len(levels) * config.audio_embed_dim, hidden),
+            nn.GELU(),
+            nn.Linear(hidden, hidden),
+            nn.LayerNorm(hidden, elementwise_affine=False),
+        )
+        self.register_buffer("audio_embed_scale", torch.tensor(1.0))
+        self.null_prefix = nn.Parameter(torch.zeros(config.num_speaker_prefix, hidden))
+
+        # All 32 heads as one matmul, then gathered into a padded (heads, max_level) grid.
+        # Padding slots get -inf so neither argmax nor top-k can pick them.
+        max_level = max(levels)
+        gather = torch.zeros(len(levels), max_level, dtype=torch.long)
+        pad = torch.zeros(len(levels), max_level)
+        offset = 0
+        for i, n in enumerate(levels):
+            gather[i, :n] = torch.arange(offset, offset + n)
+            gather[i, n:] = offset
+            pad[i, n:] = float("-inf")
+            offset += n
+        self.register_buffer("_head_gather", gather, persistent=False)
+        self.register_buffer("_head_pad", pad, persistent=False)
+        self._fused: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    # -- weights -------------------------------------------------------------------------
+
+    def load_checkpoint(self, model_dir: str | Path) -> None:
+        """Load `model.safetensors` (or its shards) with an explicit key check.
+
+        Training-only and LM-head weights are skipped; anything else the model does not
+        expect, and anything it expects but the files lack, fails with the key names.
+        """
+        state = read_safetensors(Path(model_dir))
+        state = {k: v for k, v in state.items() if not k.startswith(TRAINING_ONLY_PREFIXES + UNUSED_PREFIXES)}
+        expected = set(self.state_dict().keys())
+        missing = sorted(expected - state.keys())
+        unexpected = sorted(state.keys() - expected)
+        if missing or unexpected:
+            parts = []
+            if missing:
+                parts.append(f"missing keys ({len(missing)}): {', '.join(missing[:20])}")
+            if unexpected:
+                parts.append(f"unexpected keys ({len(unexpected)}): {', '.join(unexpected[:20])}")
+            raise CheckpointError(f"checkpoint in {model_dir} does not match the config: " + "; ".join(parts))
+        mine = self.state_dict()
+        bad_shapes = [f"{k} {tuple(v.shape)} != {tuple(mine[k].shape)}" for k, v in state.items() if v.shape != mine[k].shape]
+        if bad_shapes:
+            raise CheckpointError(f"checkpoint in {model_dir} has wrong shapes: {'; '.join(bad_shapes[:10])}")
+        self.load_state_dict(state, strict=True)
+        self._fused = None
+
+    def fused_heads(self) -> tuple[torch.Tensor, torch.Tensor]:
+        # Built lazily after loading so the fused copy always matches the loaded heads.
+        if self._fused is None:
+            weight = torch.cat([h.weight for h in self.codebook_heads], dim=0)
+            bias = torch.cat([h.bias for h in self.codebook_heads], dim=0)
+            self._fused = (weight.detach(), bias.detach())
+        return self._fused
+
+    # -- the three things a decode step needs ---------------------------------------------
+
+    def embed_prompt(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Token embeddings, with the speaker slots replaced by the learned null prefix."""
+        embeds = self.model.embed_tokens(input_ids)
+        base = self.config.speaker_token_base
+        slots = (input_ids >= base) & (input_ids < base + self.config.num_speaker_prefix)
+        if bool(slots.any()):
+            embeds = embeds.clone()
+            embeds[slots] = self.null_prefix[input_ids[slots] - base].to(embeds.dtype)
+        return embeds
+
+    def embed_frame(self, codes: torch.Tensor) -> torch.Tensor:
+        """(N, 32) codes -> (N, hidden): the next step's input embedding."""
+        parts = [emb(codes[:, i]) for i, emb in enumerate(self.audio_embeddings)]
+        return self.audio_embed_proj(torch.cat(parts, dim=-1)) * self.audio_embed_scale
+
+    def head_logits(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, hidden) -> logits (N, 32, max_level) in fp32 with -inf padding, p_stop (N,)."""
+        weight, bias = self.fused_heads()
+        flat = torch.nn.functional.linear(hidden, weight, bias).float()
+        logits = flat[:, self._head_gather] + self._head_pad
+        p_stop = torch.sigmoid(self.stop_head(hidden).float()).squeeze(-1)
+        return logits, p_stop
+
+
+def read_safetensors(model_dir: Path) -> dict[str, torch.Tensor]:
+    """One `model.safetensors`, or the shards its `model.safetensors.index.json` lists."""
+    single = model_dir / "model.safetensors"
+    index = model_dir / "model.safetensors.index.json"
+    if single.exists():
+        return load_file(str(single))
+    if index.exists():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        state: dict[str, torch.Tensor] = {}
+        for shard in shards:
+            state.update(load_file(str(model_dir / shard)))
+        return state
+    raise CheckpointError(f"no model.safetensors or model.safetensors.index.json in {model_dir}")
