@@ -1,0 +1,234 @@
+"""`python -m eval ...`: the command line. Flags become dataclasses here, once."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from gepard_demo.settings import DECODE_MODES, SamplingSettings, SettingsError, StreamSettings
+
+SAMPLING_FLAGS = {"temperature": float, "top_k": int, "stop_threshold": float, "max_frames": int}
+STREAM_FLAGS = {"first_chunk_frames": int, "chunk_frames": int, "lookback_frames": int, "fade_ms": float, "silence_ms": float}
+
+
+def add_settings_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sampling (SamplingSettings; defaults: SamplingSettings())")
+    for name, typ in SAMPLING_FLAGS.items():
+        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
+    g.add_argument("--greedy", action="store_true", default=None, help="argmax instead of sampling")
+    g = p.add_argument_group("stream (StreamSettings; fade/silence shape the end of each WAV)")
+    for name, typ in STREAM_FLAGS.items():
+        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
+    g.add_argument("--decode-mode", choices=DECODE_MODES, default=None)
+
+
+def settings_from_args(args, base_sampling: SamplingSettings, base_stream: StreamSettings):
+    samp = {k: getattr(args, k) for k in list(SAMPLING_FLAGS) + ["greedy"] if getattr(args, k) is not None}
+    strm = {k: getattr(args, k) for k in list(STREAM_FLAGS) + ["decode_mode"] if getattr(args, k) is not None}
+    return base_sampling.replace(**samp).validate(), base_stream.replace(**strm).validate()
+
+
+def add_asr_flags(p: argparse.ArgumentParser, required: bool = False) -> None:
+    g = p.add_argument_group("ASR")
+    g.add_argument("--asr", choices=["faster-whisper", "openai-whisper"], default="faster-whisper" if required else None,
+                   help="Whisper backend" + ("" if required else " (given: score and report right after synthesis)"))
+    g.add_argument("--asr-model", default="tiny.en", help="tiny.en, base (pip bundles) or a local CTranslate2 folder / .pt file")
+    g.add_argument("--compute-type", default="int8", help="faster-whisper CTranslate2 compute type")
+    g.add_argument("--beam-size", type=int, default=1, help="1 = greedy")
+    g.add_argument("--no-vad", action="store_true", help="do not trim non-speech with Silero VAD")
+    g.add_argument("--asr-threads", type=int, default=0)
+    g.add_argument("--cache", default=None, help="where converted / assembled Whisper weights go (default ~/.cache/gepard-eval)")
+
+
+def asr_settings(args):
+    from eval.asr import ASRSettings
+
+    return ASRSettings(backend=args.asr, model=args.asr_model, compute_type=args.compute_type,
+                       beam_size=args.beam_size, vad=not args.no_vad, threads=args.asr_threads).validate()
+
+
+def _cache(args) -> Path:
+    from eval.whisper_assets import DEFAULT_CACHE
+
+    return Path(args.cache) if args.cache else DEFAULT_CACHE
+
+
+def cmd_run(args) -> int:
+    from eval.run import RunConfig, run, saved_config
+
+    saved = saved_config(args.out)
+    base = saved or RunConfig()
+    changes = {k: v for k, v in {"engine": args.engine, "model": args.model, "set": args.set, "batch_size": args.batch_size,
+                                 "base_seed": args.seed, "limit": args.limit, "device": args.device,
+                                 "categories": tuple(args.category) if args.category else None}.items() if v is not None}
+    sampling, stream = settings_from_args(args, base.sampling, base.stream)
+    if not saved and changes.get("engine") == "piper" and "model" not in changes:
+        changes["model"] = "en_US-joe-medium"  # the voice Piper speaks with; --model is Gepard's
+    cfg = dataclasses.replace(base, sampling=sampling, stream=stream, **changes)
+    if saved:
+        print(f"{args.out}: existing run, resuming", file=sys.stderr)
+    run(cfg, args.out, log=lambda m: print(m, file=sys.stderr))
+    if args.asr:
+        return _score_and_report(args, args.out)
+    from eval.report import make_report
+
+    print(make_report(args.out))
+    return 0
+
+
+def _score_and_report(args, run_dir) -> int:
+    from eval.report import make_report
+    from eval.score import score
+
+    tag = score(run_dir, asr_settings(args), cache=_cache(args))
+    path = make_report(run_dir, tag)
+    summary = json.loads((Path(run_dir) / "summary.json").read_text())["overall"]
+    w = summary.get("wer_corpus")
+    if w:
+        print(f"corpus WER {100 * w['value']:.2f}% [{100 * w['ci_low']:.2f}, {100 * w['ci_high']:.2f}] ({tag}, n={summary['n_scored']})")
+    print(path)
+    return 0
+
+
+def cmd_score(args) -> int:
+    return _score_and_report(args, args.run_dir)
+
+
+def cmd_report(args) -> int:
+    from eval.report import make_report
+
+    print(make_report(args.run_dir, args.asr_tag))
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from eval.compare import compare, format_comparison
+
+    c = compare(args.base, args.new, args.max_wer_increase, args.asr_tag)
+    print(format_comparison(c, args.base, args.new))
+    if args.json:
+        from eval.jsonio import write_json_atomic
+
+        write_json_atomic(args.json, c.as_dict())
+    return 1 if c.regression else 0
+
+
+def cmd_sets(args) -> int:
+    from collections import Counter
+
+    from eval.sets import builtin_sets, load_set
+
+    for name in builtin_sets():
+        items = load_set(name)
+        cats = Counter(u.category for u in items)
+        print(f"{name}: {len(items)} utterances; " + ", ".join(f"{c} {n}" for c, n in cats.items()))
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from eval.sweep import SweepConfig, sweep
+
+    from eval.run import RunConfig
+
+    sampling, stream = settings_from_args(args, SamplingSettings(), StreamSettings())
+    base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
+                     batch_size=args.batch_size, base_seed=args.seed, limit=args.limit, device=args.device)
+    sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds))
+    asr = asr_settings(args) if args.asr else None
+    print(sweep(sc, args.out, asr=asr, cache=_cache(args)))
+    return 0
+
+
+def cmd_stream_chart(args) -> int:
+    from eval.stream_chart import StreamChartConfig, stream_chart
+
+    cfg = StreamChartConfig(model=args.model, set=args.set, limit=args.limit, base_seed=args.seed,
+                            chunk_sizes=tuple(args.chunk_sizes), fades_ms=tuple(args.fades_ms),
+                            silences_ms=tuple(args.silences_ms), lookback_frames=tuple(args.lookbacks))
+    print(stream_chart(cfg, args.out))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m eval", description="Gepard evaluation: synthesize, score with Whisper, report, compare.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="batch synthesis into a run folder (resumable)")
+    r.add_argument("--out", required=True, help="run folder, e.g. runs/NAME (rerun the same command to resume)")
+    r.add_argument("--engine", choices=["local", "piper"], default=None, help="local Gepard (default) or the Piper reference")
+    r.add_argument("--model", default=None, help="Gepard model: tiny, a local dir or a hub id (default tiny)")
+    r.add_argument("--set", default=None, help="built-in set (core, smoke) or a .jsonl/.txt file (default smoke)")
+    r.add_argument("--limit", type=int, default=None, help="first N utterances only")
+    r.add_argument("--category", action="append", help="only this category (repeatable)")
+    r.add_argument("--batch-size", type=int, default=None, help="utterances per engine.generate call (default 4)")
+    r.add_argument("--seed", type=int, default=None, help="base seed; each utterance's seed = f(base, id)")
+    r.add_argument("--device", default=None)
+    add_settings_flags(r)
+    add_asr_flags(r)
+    r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("score", help="transcribe a run with Whisper (resumable), then write the report")
+    s.add_argument("run_dir")
+    add_asr_flags(s, required=True)
+    s.set_defaults(func=cmd_score)
+
+    rp = sub.add_parser("report", help="table.csv/parquet, summary.json, report.md and charts of a run")
+    rp.add_argument("run_dir")
+    rp.add_argument("--asr-tag", default=None, help="which ASR scores (default: the latest)")
+    rp.set_defaults(func=cmd_report)
+
+    c = sub.add_parser("compare", help="paired comparison of two scored runs; exit 1 on a significant WER regression")
+    c.add_argument("base")
+    c.add_argument("new")
+    c.add_argument("--max-wer-increase", type=float, default=0.0, help="allowed absolute corpus WER increase (0.01 = 1 point)")
+    c.add_argument("--asr-tag", default=None)
+    c.add_argument("--json", default=None, help="also write the comparison here")
+    c.set_defaults(func=cmd_compare)
+
+    sw = sub.add_parser("sweep", help="grid over temperature x stop threshold, one sub-run per point")
+    sw.add_argument("--out", required=True)
+    sw.add_argument("--engine", choices=["local"], default="local")
+    sw.add_argument("--model", default="tiny")
+    sw.add_argument("--set", default="smoke")
+    sw.add_argument("--limit", type=int, default=None)
+    sw.add_argument("--batch-size", type=int, default=4)
+    sw.add_argument("--seed", type=int, default=1234)
+    sw.add_argument("--device", default="cpu")
+    sw.add_argument("--temperatures", type=float, nargs="+", default=[0.3, 0.7, 1.0])
+    sw.add_argument("--stop-thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7])
+    add_settings_flags(sw)
+    add_asr_flags(sw)
+    sw.set_defaults(func=cmd_sweep)
+
+    sc = sub.add_parser("stream-chart", help="chunk size / decode mode (TTFA, boundary error) and fade / silence (end click, tail) charts")
+    sc.add_argument("--out", required=True)
+    sc.add_argument("--model", default="tiny")
+    sc.add_argument("--set", default="smoke")
+    sc.add_argument("--limit", type=int, default=3)
+    sc.add_argument("--seed", type=int, default=1234)
+    sc.add_argument("--chunk-sizes", type=int, nargs="+", default=[1, 5, 10, 20, 43, 86])
+    sc.add_argument("--lookbacks", type=int, nargs="+", default=[0, 8, 16, 24])
+    sc.add_argument("--fades-ms", type=float, nargs="+", default=[0, 5, 10, 20, 50])
+    sc.add_argument("--silences-ms", type=float, nargs="+", default=[0, 50, 100, 200])
+    sc.set_defaults(func=cmd_stream_chart)
+
+    st = sub.add_parser("sets", help="list the built-in test sets")
+    st.set_defaults(func=cmd_sets)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from eval.compare import CompareError
+    from eval.run import RunError
+    from eval.sets import SetError
+    from eval.whisper_assets import WeightsNotFound
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (SetError, RunError, SettingsError, WeightsNotFound, CompareError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

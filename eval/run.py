@@ -1,0 +1,207 @@
+"""Batch synthesis into a run folder, resumable.
+
+Run folder layout:
+  config.json       what was asked (engine, model, set, sampling, stream, base seed, ...)
+  set.jsonl         the utterances of this run, as loaded
+  environment.json  one entry per (re)start: packages, machine, engine / model / revision
+  rows.jsonl        one row per finished utterance (written after its WAV)
+  wav/<id>.wav      16-bit PCM at the engine's sample rate
+  status.json       done / total / complete
+
+Resuming: the same command again (or `python -m eval run --out DIR` with no other flags
+needed: the saved config is reused). Utterances with a row are skipped, a torn last row is
+dropped, a WAV without a row is regenerated. Seeds depend only on (base seed, id), so the
+result equals an uninterrupted run (up to batch-shape rounding, facts §3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from eval.audio import write_wav_atomic
+from eval.environment import environment
+from eval.jsonio import append_jsonl, read_jsonl, write_json_atomic
+from eval.seeds import DEFAULT_BASE_SEED, utterance_seed
+from eval.sets import Utterance, load_set, resolve_set_path
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+# Changing any of these between a run and its resume would mix two experiments in one folder.
+IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed")
+
+
+class RunError(RuntimeError):
+    """A run folder that cannot be (re)used as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    engine: str = "local"
+    model: str = "tiny"
+    set: str = "smoke"
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    stream: StreamSettings = field(default_factory=StreamSettings)
+    batch_size: int = 4
+    base_seed: int = DEFAULT_BASE_SEED
+    limit: int | None = None
+    categories: tuple[str, ...] = ()
+    device: str = "cpu"
+
+    def validate(self) -> "RunConfig":
+        self.sampling.validate()
+        self.stream.validate()
+        if self.sampling.seed is not None:
+            raise RunError("per-utterance seeds come from base_seed; leave SamplingSettings.seed unset")
+        if not 1 <= self.batch_size <= 256:
+            raise RunError(f"batch_size must be in [1, 256], got {self.batch_size}")
+        if not 0 <= self.base_seed < 2**63:
+            raise RunError(f"base seed must be a non-negative 64-bit integer, got {self.base_seed}")
+        return self
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["categories"] = list(self.categories)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RunConfig":
+        d = {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
+        d["sampling"] = SamplingSettings(**d["sampling"])
+        d["stream"] = StreamSettings(**d["stream"])
+        d["categories"] = tuple(d.get("categories") or ())
+        return cls(**d)
+
+
+def set_digest(items: list[Utterance]) -> str:
+    h = hashlib.sha256()
+    for u in items:
+        h.update(json.dumps([u.id, u.text, u.category]).encode() + b"\n")
+    return h.hexdigest()
+
+
+def load_items(run_dir: Path) -> list[Utterance]:
+    return [Utterance(r["id"], r["text"], r["category"]) for r in read_jsonl(run_dir / "set.jsonl")]
+
+
+def saved_config(run_dir: str | Path) -> RunConfig | None:
+    p = Path(run_dir) / "config.json"
+    if not p.is_file():
+        return None
+    return RunConfig.from_json(json.loads(p.read_text())["run"])
+
+
+def _prepare(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
+    """Write config + set on a new folder; check they match on an existing one."""
+    cfg_path = run_dir / "config.json"
+    if cfg_path.is_file():
+        saved = json.loads(cfg_path.read_text())
+        items = load_items(run_dir)
+        fresh = {**cfg.to_json(), "set_sha256": None}
+        try:
+            fresh["set_sha256"] = set_digest(load_set(cfg.set, cfg.limit, list(cfg.categories) or None))
+        except Exception:
+            fresh["set_sha256"] = saved["set_sha256"]  # set file gone: the saved copy is used
+        diff = [k for k in IDENTITY_KEYS if json.dumps(fresh[k], sort_keys=True) != json.dumps(
+            {**saved["run"], "set_sha256": saved["set_sha256"]}[k], sort_keys=True)]
+        if diff:
+            raise RunError(f"{run_dir} holds a run with different {', '.join(diff)}; "
+                           "resume with the same settings or pass a new --out")
+        return items
+    if run_dir.exists() and any(p.name != ".lock" for p in run_dir.iterdir()):
+        raise RunError(f"{run_dir} exists and is not a run folder (no config.json); pick a new --out")
+    items = load_set(cfg.set, cfg.limit, list(cfg.categories) or None)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "wav").mkdir(exist_ok=True)
+    from eval.jsonio import write_bytes_atomic
+
+    write_bytes_atomic(run_dir / "set.jsonl", "".join(
+        json.dumps({"id": u.id, "text": u.text, "category": u.category}) + "\n" for u in items).encode())
+    write_json_atomic(cfg_path, {
+        "version": 1, "run": cfg.to_json(), "set_path": str(resolve_set_path(cfg.set)),
+        "set_sha256": set_digest(items), "items": len(items),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    })
+    return items
+
+
+def done_rows(run_dir: Path, repair: bool = False) -> list[dict]:
+    rows = read_jsonl(run_dir / "rows.jsonl", repair=repair)
+    seen, out = set(), []
+    for r in rows:
+        if r["id"] in seen:
+            raise RunError(f"{run_dir}/rows.jsonl has two rows for {r['id']!r}")
+        seen.add(r["id"])
+        out.append(r)
+    return out
+
+
+def make_row(u: Utterance, s, seed: int, cfg: RunConfig) -> dict:
+    """One utterance's row; every field is defined in eval.engines / eval.metrics."""
+    return {
+        "id": u.id, "category": u.category, "text": u.text, "words": u.words,
+        "frames": s.frames, "stop_fired": s.stop_fired, "stop_frame": s.stop_frame, "runaway": s.runaway,
+        "duration_s": s.duration_s, "sample_rate": s.sample_rate, "p_stop": s.p_stop,
+        "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,
+        "seed": s.seed if s.seed is not None else seed, "wav": f"wav/{u.id}.wav",
+        "settings": {"sampling": dataclasses.asdict(cfg.sampling.replace(seed=seed)),
+                     "stream": dataclasses.asdict(cfg.stream), "batch_size": cfg.batch_size},
+    }
+
+
+def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=print) -> Path:
+    """Synthesize every utterance of cfg.set that has no row yet in run_dir.
+
+    engine: an eval.engines.EvalEngine (loaded from cfg when None; only if work is left).
+    progress: optional callable(done, total) (the Gradio tab); tqdm is shown on stderr too.
+    """
+    cfg.validate()
+    run_dir = Path(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(exist_ok=True)
+    lock = open(run_dir / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise RunError(f"{run_dir} is being written by another process") from None
+    try:
+        items = _prepare(cfg, run_dir)
+        done = {r["id"] for r in done_rows(run_dir, repair=True)}
+        pending = [u for u in items if u.id not in done]
+        if done:
+            log(f"resuming {run_dir}: {len(done)}/{len(items)} done, {len(pending)} to go")
+        if pending:
+            if engine is None:
+                from eval.engines import load_engine
+
+                engine = load_engine(cfg.engine, cfg.model, cfg.device)
+            env_path = run_dir / "environment.json"
+            sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
+            sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "already_done": len(done), "engine": engine.describe(), **environment()})
+            write_json_atomic(env_path, {"sessions": sessions})
+        bar = tqdm(total=len(items), initial=len(done), desc=f"synth {run_dir.name}", unit="utt")
+        n_done = len(done)
+        for start in range(0, len(pending), cfg.batch_size):
+            batch = pending[start : start + cfg.batch_size]
+            seeds = [utterance_seed(cfg.base_seed, u.id) for u in batch]
+            results = engine.synthesize([(u.text, s) for u, s in zip(batch, seeds)], cfg.sampling, cfg.stream)
+            for u, seed, s in zip(batch, seeds, results):
+                write_wav_atomic(run_dir / "wav" / f"{u.id}.wav", s.audio, s.sample_rate)
+                append_jsonl(run_dir / "rows.jsonl", make_row(u, s, seed, cfg))
+                n_done += 1
+                bar.update(1)
+                if progress:
+                    progress(n_done, len(items))
+        bar.close()
+        write_json_atomic(run_dir / "status.json", {"done": n_done, "total": len(items), "complete": n_done == len(items)})
+        return run_dir
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
