@@ -1,0 +1,139 @@
+"""Command line: `python -m gepard_demo synth "TEXT" -o out.wav` and `make-tiny DIR`.
+
+The only place (with app.py and eval's CLI) that reads GEPARD_MODEL / GEPARD_CACHE: flags and
+env vars become settings dataclasses here and are passed down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .settings import DECODE_MODES, SamplingSettings, SettingsError, StreamSettings
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=os.environ.get("GEPARD_MODEL", "tiny"),
+                        help="local checkpoint dir, Hugging Face id, or 'tiny' (env GEPARD_MODEL)")
+    parser.add_argument("--cache-dir", default=os.environ.get("GEPARD_CACHE"),
+                        help="where 'tiny' is built (env GEPARD_CACHE; default ~/.cache/gepard-demo)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--codec", default=None, help="a .nemo path or hub id (default: the model's own)")
+    parser.add_argument("--codec-backend", choices=["native", "nemo"], default="native")
+
+
+def add_sampling_args(parser: argparse.ArgumentParser) -> None:
+    d = SamplingSettings()
+    parser.add_argument("--temperature", type=float, default=None, help="default: the checkpoint's")
+    parser.add_argument("--greedy", action="store_true")
+    parser.add_argument("--top-k", type=int, default=d.top_k)
+    parser.add_argument("--stop-threshold", type=float, default=None, help="default: the checkpoint's")
+    parser.add_argument("--max-frames", type=int, default=d.max_frames)
+    parser.add_argument("--seed", type=int, default=None)
+
+
+def add_stream_args(parser: argparse.ArgumentParser) -> None:
+    d = StreamSettings()
+    parser.add_argument("--first-chunk-frames", type=int, default=d.first_chunk_frames)
+    parser.add_argument("--chunk-frames", type=int, default=d.chunk_frames)
+    parser.add_argument("--decode-mode", choices=DECODE_MODES, default=d.decode_mode)
+    parser.add_argument("--lookback-frames", type=int, default=d.lookback_frames)
+    parser.add_argument("--fade-ms", type=float, default=d.fade_ms)
+    parser.add_argument("--silence-ms", type=float, default=d.silence_ms)
+
+
+def sampling_from_args(args: argparse.Namespace, defaults: SamplingSettings) -> SamplingSettings:
+    return defaults.replace(
+        temperature=defaults.temperature if args.temperature is None else args.temperature,
+        greedy=args.greedy,
+        top_k=args.top_k,
+        stop_threshold=defaults.stop_threshold if args.stop_threshold is None else args.stop_threshold,
+        max_frames=args.max_frames,
+        seed=args.seed,
+    ).validate()
+
+
+def stream_from_args(args: argparse.Namespace) -> StreamSettings:
+    return StreamSettings(
+        first_chunk_frames=args.first_chunk_frames,
+        chunk_frames=args.chunk_frames,
+        decode_mode=args.decode_mode,
+        lookback_frames=args.lookback_frames,
+        fade_ms=args.fade_ms,
+        silence_ms=args.silence_ms,
+    ).validate()
+
+
+def cmd_make_tiny(args: argparse.Namespace) -> int:
+    from .tiny import make_tiny
+
+    out = make_tiny(args.dir, seed=args.seed)
+    print(f"wrote tiny random-weight Gepard checkpoint to {out}")
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    import soundfile as sf
+    import torch
+
+    from .codec import load_codec
+    from .engine import GepardEngine
+    from .streaming import SynthesisSession
+
+    torch.set_num_threads(args.threads)
+    engine = GepardEngine.load(args.model, device=args.device, cache_dir=args.cache_dir)
+    sampling = sampling_from_args(args, engine.default_sampling())
+    stream = stream_from_args(args)
+    codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)
+    session = SynthesisSession(engine, codec, args.text, sampling, stream)
+    audio = session.run()
+    stats = session.stats
+    if args.output:
+        sf.write(args.output, audio, codec.sample_rate, subtype="PCM_16")
+    row = {
+        "frames": stats.frames,
+        "stop_fired": stats.stop_fired,
+        "stop_frame": stats.stop_frame,
+        "runaway": stats.runaway,
+        "duration_s": round(stats.audio_s, 4),
+        "ttfa_s": None if stats.ttfa_s is None else round(stats.ttfa_s, 4),
+        "rtf": None if stats.rtf is None else round(stats.rtf, 4),
+        "seed": stats.seed,
+        "model": engine.model_info.name,
+        "random_weights": engine.model_info.random_weights,
+    }
+    print(json.dumps(row))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gepard_demo", description="Gepard-1.0 TTS on CPU or one GPU")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    tiny = sub.add_parser("make-tiny", help="write a tiny random-weight checkpoint in the published layout")
+    tiny.add_argument("dir", type=Path)
+    tiny.add_argument("--seed", type=int, default=0)
+    tiny.set_defaults(func=cmd_make_tiny)
+
+    synth = sub.add_parser("synth", help="synthesize one text; prints one JSON line of stats")
+    synth.add_argument("text")
+    synth.add_argument("-o", "--output", type=Path, help="WAV file to write")
+    synth.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on small CPUs)")
+    add_model_args(synth)
+    add_sampling_args(synth)
+    add_stream_args(synth)
+    synth.set_defaults(func=cmd_synth)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (SettingsError, ValueError, RuntimeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
