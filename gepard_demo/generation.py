@@ -77,10 +77,11 @@ def decode_batch(
 
     with torch.inference_mode():
         embeds = talker.embed_prompt(ids)
-        # A padding-free batch needs no mask; passing none keeps the fast path.
+        # A padding-free batch needs no mask at all; passing none keeps the fast path.
+        padded = bool((mask == 0).any())
         out = talker.model(
             inputs_embeds=embeds,
-            attention_mask=mask if bool((mask == 0).any()) else None,
+            attention_mask=mask if padded else None,
             position_ids=positions,
             past_key_values=cache,
             use_cache=True,
@@ -94,6 +95,7 @@ def decode_batch(
             logits, p_stop = talker.head_logits(hidden)
             codes = sample_codes(logits, [samplers[r] for r in active])
             p_list = p_stop.tolist()
+            codes_cpu = codes.cpu().unbind(0)
             now = time.perf_counter() - start
             keep: list[int] = []
             for row, req in enumerate(active):
@@ -103,7 +105,7 @@ def decode_batch(
                     continue
                 committed[req] += 1
                 done = "budget" if committed[req] >= settings.max_frames else None
-                yield req, FrameStep(committed[req] - 1, codes[row].clone(), p_list[row], now, done)
+                yield req, FrameStep(committed[req] - 1, codes_cpu[row], p_list[row], now, done)
                 if done is None:
                     keep.append(row)
             if not keep:
@@ -121,7 +123,7 @@ def decode_batch(
             last_pos = last_pos + 1
             out = talker.model(
                 inputs_embeds=talker.embed_frame(codes).unsqueeze(1),
-                attention_mask=mask,
+                attention_mask=mask if padded else None,
                 position_ids=last_pos.unsqueeze(1),
                 past_key_values=cache,
                 use_cache=True,

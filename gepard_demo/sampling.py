@@ -34,18 +34,25 @@ class RowSampler:
 
 
 def sample_codes(logits: torch.Tensor, rows: list[RowSampler]) -> torch.Tensor:
-    """(N, heads, max_level) fp32 logits with -inf padding -> (N, heads) codes."""
-    codes = torch.empty(logits.shape[:2], dtype=torch.long, device=logits.device)
-    for i, row in enumerate(rows):
-        s = row.settings
-        lg = logits[i]
-        if s.greedy:
-            codes[i] = lg.argmax(dim=-1)
-            continue
-        if 0 < s.top_k < lg.shape[-1]:
-            kth = lg.topk(s.top_k, dim=-1).values[..., -1:]
-            lg = lg.masked_fill(lg < kth, float("-inf"))
-        # Noise is drawn for every slot, padding included, so its shape (and with it the
-        # generator's stream) is the same for every request and every step.
-        codes[i] = (lg / s.temperature + row.noise(lg.shape, lg.device)).argmax(dim=-1)
-    return codes
+    """(N, heads, max_level) fp32 logits with -inf padding -> (N, heads) codes.
+
+    Only the noise is drawn row by row (each from its own generator); the rest is batched.
+    """
+    settings = [r.settings for r in rows]
+    for k in {s.top_k for s in settings if 0 < s.top_k < logits.shape[-1] and not s.greedy}:
+        sel = torch.tensor([s.top_k == k and not s.greedy for s in settings], device=logits.device)
+        kth = logits[sel].topk(k, dim=-1).values[..., -1:]
+        logits = logits.clone()
+        logits[sel] = logits[sel].masked_fill(logits[sel] < kth, float("-inf"))
+    greedy = [s.greedy for s in settings]
+    if all(greedy):
+        return logits.argmax(dim=-1)
+    # Noise is drawn for every slot, padding included, so its shape (and with it the
+    # generator's stream) is the same for every request and every step.
+    shape = logits.shape[1:]
+    noise = torch.stack([r.noise(shape, logits.device) if not r.settings.greedy else torch.zeros(shape, device=logits.device) for r in rows])
+    temps = torch.tensor([s.temperature for s in settings], device=logits.device).view(-1, 1, 1)
+    sampled = (logits / temps + noise).argmax(dim=-1)
+    if any(greedy):
+        sampled[torch.tensor(greedy, device=logits.device)] = logits[torch.tensor(greedy, device=logits.device)].argmax(dim=-1)
+    return sampled

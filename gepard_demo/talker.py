@@ -60,7 +60,8 @@ class GepardTalker(nn.Module):
             offset += n
         self.register_buffer("_head_gather", gather, persistent=False)
         self.register_buffer("_head_pad", pad, persistent=False)
-        self._fused: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.register_buffer("_embed_offsets", torch.tensor([0, *levels[:-1]]).cumsum(0), persistent=False)
+        self._fused: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     # -- weights -------------------------------------------------------------------------
 
@@ -89,13 +90,24 @@ class GepardTalker(nn.Module):
         self.load_state_dict(state, strict=True)
         self._fused = None
 
-    def fused_heads(self) -> tuple[torch.Tensor, torch.Tensor]:
-        # Built lazily after loading so the fused copy always matches the loaded heads.
+    def fused(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The 32 heads as one weight + bias, and the 32 embedding tables as one table.
+
+        One matmul and one lookup per step instead of 32 each: at batch 1 a step is mostly
+        small-op overhead. Built lazily (after loading and after .to()) so the fused copies
+        always match the module's own weights; `load_checkpoint` and `_apply` reset them.
+        """
         if self._fused is None:
-            weight = torch.cat([h.weight for h in self.codebook_heads], dim=0)
-            bias = torch.cat([h.bias for h in self.codebook_heads], dim=0)
-            self._fused = (weight.detach(), bias.detach())
+            weight = torch.cat([h.weight for h in self.codebook_heads], dim=0).detach()
+            bias = torch.cat([h.bias for h in self.codebook_heads], dim=0).detach()
+            table = torch.cat([e.weight for e in self.audio_embeddings], dim=0).detach()
+            self._fused = (weight, bias, table)
         return self._fused
+
+    def _apply(self, fn, *args, **kwargs):
+        # .to(device/dtype) makes new tensors; drop fused copies of the old ones.
+        self._fused = None
+        return super()._apply(fn, *args, **kwargs)
 
     # -- the three things a decode step needs ---------------------------------------------
 
@@ -111,12 +123,13 @@ class GepardTalker(nn.Module):
 
     def embed_frame(self, codes: torch.Tensor) -> torch.Tensor:
         """(N, 32) codes -> (N, hidden): the next step's input embedding."""
-        parts = [emb(codes[:, i]) for i, emb in enumerate(self.audio_embeddings)]
-        return self.audio_embed_proj(torch.cat(parts, dim=-1)) * self.audio_embed_scale
+        table = self.fused()[2]
+        parts = torch.nn.functional.embedding(codes + self._embed_offsets, table)  # (N, 32, dim)
+        return self.audio_embed_proj(parts.flatten(1)) * self.audio_embed_scale
 
     def head_logits(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, hidden) -> logits (N, 32, max_level) in fp32 with -inf padding, p_stop (N,)."""
-        weight, bias = self.fused_heads()
+        weight, bias, _ = self.fused()
         flat = torch.nn.functional.linear(hidden, weight, bias).float()
         logits = flat[:, self._head_gather] + self._head_pad
         p_stop = torch.sigmoid(self.stop_head(hidden).float()).squeeze(-1)

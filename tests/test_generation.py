@@ -131,3 +131,18 @@ def test_top_k_one_equals_greedy_and_greedy_ignores_seed(tiny_engine):
 def test_bad_settings_are_rejected_before_any_work(tiny_engine, bad):
     with pytest.raises(SettingsError):
         tiny_engine.generate(["Hi"], SamplingSettings(**bad))
+
+
+def test_fused_heads_and_embedding_equal_the_checkpoint_modules(tiny_engine):
+    talker = tiny_engine.talker
+    torch.manual_seed(0)
+    hidden = torch.randn(3, talker.config.hidden_size)
+    codes = torch.stack([torch.randint(0, n, (3,)) for n in talker.config.audio_head_levels], dim=1)
+    with torch.inference_mode():
+        logits, _ = talker.head_logits(hidden)
+        for i, (head, n) in enumerate(zip(talker.codebook_heads, talker.config.audio_head_levels)):
+            assert torch.allclose(logits[:, i, :n], head(hidden), atol=1e-6)
+            assert torch.isinf(logits[:, i, n:]).all()
+        parts = torch.cat([emb(codes[:, i]) for i, emb in enumerate(talker.audio_embeddings)], dim=-1)
+        expected = talker.audio_embed_proj(parts) * talker.audio_embed_scale
+        assert torch.allclose(talker.embed_frame(codes), expected, atol=1e-6)
