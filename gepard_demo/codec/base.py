@@ -1,0 +1,60 @@
+"""The backend-neutral Codec and StreamDecoder interfaces (docs/DESIGN.md, Codec API)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from .fsq import FSQLayout
+
+STREAM_MODES = ("exact", "lookback")
+
+
+class StreamDecoder(ABC):
+    """Turns frames pushed in any chunking into audio: each push of n frames returns n*spf samples."""
+
+    samples_per_frame: int
+    frames_pushed: int
+
+    @abstractmethod
+    def push(self, codes: Any) -> np.ndarray:
+        """(n, 32) codes -> float32 samples for exactly those n frames."""
+
+
+class Codec(ABC):
+    backend: str
+    sample_rate: int
+    samples_per_frame: int
+    layout: FSQLayout
+    source: str
+
+    @property
+    def num_codes(self) -> int:
+        return self.layout.num_codes
+
+    @property
+    def frame_rate_hz(self) -> float:
+        return self.sample_rate / self.samples_per_frame
+
+    @abstractmethod
+    def decode(self, codes: Any) -> np.ndarray:
+        """(T, 32) codes (LongTensor or ndarray) -> float32 (T * samples_per_frame,), one whole decode."""
+
+    @abstractmethod
+    def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
+        """A fresh incremental decoder; see gepard_demo.codec.stream for the modes."""
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(backend={self.backend!r}, source={self.source!r}, "
+            f"sample_rate={self.sample_rate}, samples_per_frame={self.samples_per_frame})"
+        )
+
+
+def check_mode(mode: str, lookback: int) -> None:
+    if mode not in STREAM_MODES:
+        raise ValueError(f"stream mode must be one of {STREAM_MODES}, got {mode!r}")
+    if int(lookback) < 0:
+        raise ValueError(f"lookback must be >= 0 frames, got {lookback}")

@@ -1,0 +1,108 @@
+"""Per-dimension FSQ codes -> the decoder's continuous input, matching NeMo's GroupFiniteScalarQuantizer.
+
+Gepard emits one code per FSQ dimension (32 = 8 groups x 4 dims, levels [8,7,6,6]); column
+`g * dims + d` is dimension d of group g, the order NeMo's quantizer concatenates its groups.
+NeMo itself works with one mixed-radix token per group (token = sum code_d * prod(levels[:d]));
+`codes_to_tokens` / `tokens_to_codes` convert, so the NeMo backend and the parity tests can use
+NeMo's own dequantization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import CodecLoadError
+
+
+@dataclass(frozen=True)
+class FSQLayout:
+    num_groups: int
+    levels_per_group: tuple[int, ...]
+
+    @property
+    def levels(self) -> tuple[int, ...]:
+        return tuple(self.levels_per_group) * self.num_groups
+
+    @property
+    def num_codes(self) -> int:
+        return self.num_groups * len(self.levels_per_group)
+
+    @classmethod
+    def from_config(cls, vq: dict[str, Any] | None) -> "FSQLayout":
+        if not vq:
+            raise CodecLoadError("codec config has no vector_quantizer: cannot map codes to decoder input")
+        target = str(vq.get("_target_", ""))
+        if target.endswith("GroupFiniteScalarQuantizer"):
+            return cls(int(vq["num_groups"]), tuple(int(x) for x in vq["num_levels_per_group"]))
+        if target.endswith("FiniteScalarQuantizer"):
+            return cls(1, tuple(int(x) for x in vq["num_levels"]))
+        raise CodecLoadError(f"unsupported vector_quantizer {target!r}: only (Group)FiniteScalarQuantizer")
+
+
+NANOCODEC_LAYOUT = FSQLayout(8, (8, 7, 6, 6))
+
+
+def _as_long_tensor(codes: Any) -> torch.Tensor:
+    if isinstance(codes, torch.Tensor):
+        t = codes
+    else:
+        t = torch.as_tensor(np.asarray(codes))
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise ValueError(f"codes must be integers, got dtype {t.dtype}")
+    return t.long()
+
+
+def check_codes(codes: Any, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offset: int = 0) -> torch.Tensor:
+    """(T, num_codes) integer codes as a LongTensor, or ValueError naming the first bad code."""
+    t = _as_long_tensor(codes)
+    if t.dim() != 2 or t.shape[1] != layout.num_codes:
+        raise ValueError(f"codes must have shape (T, {layout.num_codes}), got {tuple(t.shape)}")
+    levels = torch.tensor(layout.levels, dtype=torch.long, device=t.device)
+    bad = (t < 0) | (t >= levels)
+    if bool(bad.any()):
+        frame, channel = (int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"code out of range at frame {frame + frame_offset}, channel {channel}: "
+            f"value {int(t[frame, channel])}, allowed 0..{layout.levels[channel] - 1}"
+        )
+    return t
+
+
+def dequantize(codes: Any, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offset: int = 0) -> torch.Tensor:
+    """(T, 32) codes -> (T, 32) float32 decoder input: per dim (code - L//2) / (L//2).
+
+    The same arithmetic as NeMo's FiniteScalarQuantizer.nonnegative_to_codes (integer half,
+    so an even L reaches -1 but not +1), hence bit-equal to NeMo's dequantize.
+    """
+    t = check_codes(codes, layout, frame_offset=frame_offset)
+    half = torch.tensor([lv // 2 for lv in layout.levels], dtype=torch.long, device=t.device)
+    return ((t - half).float() / half.float()).contiguous()
+
+
+def _bases(layout: FSQLayout) -> list[int]:
+    bases, b = [], 1
+    for lv in layout.levels_per_group:
+        bases.append(b)
+        b *= lv
+    return bases
+
+
+def codes_to_tokens(codes: Any, layout: FSQLayout = NANOCODEC_LAYOUT) -> torch.Tensor:
+    """(T, G*D) per-dim codes -> (T, G) NeMo group tokens (mixed radix, first dim least significant)."""
+    t = check_codes(codes, layout)
+    d = len(layout.levels_per_group)
+    bases = torch.tensor(_bases(layout), dtype=torch.long, device=t.device)
+    return (t.view(t.shape[0], layout.num_groups, d) * bases).sum(-1)
+
+
+def tokens_to_codes(tokens: Any, layout: FSQLayout = NANOCODEC_LAYOUT) -> torch.Tensor:
+    """(T, G) NeMo group tokens -> (T, G*D) per-dim codes (Gepard's layout)."""
+    t = _as_long_tensor(tokens)
+    bases = torch.tensor(_bases(layout), dtype=torch.long, device=t.device)
+    levels = torch.tensor(layout.levels_per_group, dtype=torch.long, device=t.device)
+    codes = (t.unsqueeze(-1) // bases) % levels
+    return codes.reshape(t.shape[0], layout.num_codes)

@@ -1,0 +1,89 @@
+"""The NeMo-free backend: our causal HiFi-GAN decoder with weights read from the .nemo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .base import Codec, StreamDecoder, check_mode
+from .errors import CodecLoadError
+from .fsq import FSQLayout, dequantize
+from .hifigan import CausalHiFiGANDecoder, DecoderConfig, load_decoder
+from .nemo_archive import read_nemo
+from .stream import ExactStreamDecoder, LookbackStreamDecoder
+
+
+def codec_topology(config: dict[str, Any]) -> tuple[DecoderConfig, FSQLayout, int, int]:
+    """(decoder config, FSQ layout, sample rate, samples per frame) from a model_config.yaml."""
+    dec = DecoderConfig.from_config(config.get("audio_decoder"))
+    layout = FSQLayout.from_config(config.get("vector_quantizer"))
+    if layout.num_codes != dec.input_dim:
+        raise CodecLoadError(
+            f"quantizer yields {layout.num_codes} dims but audio_decoder.input_dim is {dec.input_dim}"
+        )
+    try:
+        sample_rate = int(config.get("output_sample_rate") or config["sample_rate"])
+    except KeyError as e:
+        raise CodecLoadError("codec config has no sample_rate") from e
+    spf = int(config.get("samples_per_frame", dec.samples_per_frame))
+    if spf != dec.samples_per_frame:
+        raise CodecLoadError(
+            f"samples_per_frame {spf} != product of up_sample_rates {dec.up_sample_rates} = {dec.samples_per_frame}"
+        )
+    return dec, layout, sample_rate, spf
+
+
+class NativeCodec(Codec):
+    backend = "native"
+
+    def __init__(
+        self,
+        decoder: CausalHiFiGANDecoder,
+        layout: FSQLayout,
+        sample_rate: int,
+        source: str = "<memory>",
+        device: str | torch.device = "cpu",
+    ):
+        self.device = torch.device(device)
+        self.decoder = decoder.to(self.device).eval()
+        self.layout = layout
+        self.sample_rate = int(sample_rate)
+        self.samples_per_frame = decoder.samples_per_frame
+        self.source = source
+
+    @classmethod
+    def from_archive(
+        cls, config: dict[str, Any], state: dict[str, torch.Tensor], source: str, device: str | torch.device = "cpu"
+    ) -> "NativeCodec":
+        dec_cfg, layout, sample_rate, _ = codec_topology(config)
+        decoder = load_decoder(dec_cfg, state)
+        return cls(decoder, layout, sample_rate, source=source, device=device)
+
+    @classmethod
+    def from_nemo(cls, path: Path, device: str | torch.device = "cpu") -> "NativeCodec":
+        # Only the decoder's tensors are kept: discriminators can be larger than the decoder.
+        archive = read_nemo(path, prefixes=("audio_decoder.",))
+        return cls.from_archive(archive.config, archive.state_dict, source=str(path), device=device)
+
+    def dequantize(self, codes: Any) -> torch.Tensor:
+        return dequantize(codes, self.layout)
+
+    def _decode_tensor(self, codes: Any) -> np.ndarray:
+        x = dequantize(codes, self.layout)
+        if x.shape[0] == 0:
+            return np.zeros(0, dtype=np.float32)
+        with torch.inference_mode():
+            audio = self.decoder(x.T.unsqueeze(0).to(self.device))
+        return audio[0].float().cpu().numpy()
+
+    def decode(self, codes: Any) -> np.ndarray:
+        return self._decode_tensor(codes)
+
+    def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
+        check_mode(mode, lookback)
+        if mode == "exact":
+            return ExactStreamDecoder(self.decoder, self.layout, self.device)
+        return LookbackStreamDecoder(self._decode_tensor, self.layout, self.samples_per_frame, lookback)
