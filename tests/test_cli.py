@@ -1,0 +1,49 @@
+"""`python -m gepard_demo` as a user runs it: a real subprocess, real files."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import soundfile as sf
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cache_dir):
+    env = {**os.environ, "GEPARD_CACHE": str(cache_dir), "GEPARD_MODEL": "tiny"}
+    return subprocess.run([sys.executable, "-m", "gepard_demo", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_synth_writes_a_wav_and_one_json_line(tiny_cache_dir, tmp_path):
+    out = tmp_path / "out.wav"
+    proc = run_cli("synth", "Hello world, this is Gepard.", "-o", str(out), "--seed", "3",
+                   "--max-frames", "40", "--silence-ms", "100", cache_dir=tiny_cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    stats = json.loads(lines[-1])
+    assert {"frames", "stop_fired", "stop_frame", "duration_s", "ttfa_s", "rtf"} <= stats.keys()
+    assert 1 <= stats["frames"] <= 40 and stats["seed"] == 3 and stats["random_weights"] is True
+    assert stats["stop_fired"] != stats["runaway"]
+    audio, sr = sf.read(out)
+    assert sr == 22050
+    assert len(audio) == stats["frames"] * 1024 + round(0.1 * sr)
+    assert abs(stats["duration_s"] - len(audio) / sr) < 1e-3
+
+
+def test_synth_rejects_bad_settings_and_empty_text(tiny_cache_dir):
+    proc = run_cli("synth", "Hello", "--temperature", "-1", cache_dir=tiny_cache_dir)
+    assert proc.returncode == 2 and "temperature" in proc.stderr
+    proc = run_cli("synth", "   ", cache_dir=tiny_cache_dir)
+    assert proc.returncode == 2 and "empty" in proc.stderr.lower()
+
+
+def test_make_tiny_writes_the_published_layout(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gepard_demo", "make-tiny", str(tmp_path / "ck")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    names = {p.name for p in (tmp_path / "ck").iterdir()}
+    assert {"config.json", "gepard_config.json", "model.safetensors", "tokenizer.json",
+            "nemo-nano-codec-tiny.nemo"} <= names
