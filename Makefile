@@ -14,12 +14,12 @@ $(PY):
 # torch first and alone: 2.13.0 is the CPU wheel here; later installs then find it satisfied.
 $(VENV)/.demo-installed: $(PY) requirements.txt requirements-eval.txt
 	$(PIP) torch==2.13.0
-	$(PIP) -r requirements.txt
+	$(PIP) -r requirements.txt -c constraints.txt
 	$(PY) -c "import transformers, sys; from transformers import Qwen3_5ForCausalLM; print('transformers', transformers.__version__, 'has Qwen3.5')"
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.demo-installed requirements-test.txt requirements-nemo.txt
-	$(PIP) -r requirements-test.txt
+	$(PIP) -r requirements-test.txt -c constraints.txt
 	$(PIP) -r requirements-nemo.txt -c constraints.txt
 	touch $@
 
