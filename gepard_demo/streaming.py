@@ -55,7 +55,8 @@ class AudioChunk:
         frame numbering across segments). Because the end fade holds samples back (see
         `SynthesisSession`), the samples may lag the frames by up to fade_ms.
     wall_s: seconds from the request start until these samples were ready.
-    final: the last chunk (carries the end fade and silence).
+    final: the last chunk (carries the end fade and silence). When the stop head fires right
+        after a chunk boundary and there is no fade or silence, it is empty: an end marker.
     """
 
     samples: np.ndarray
@@ -331,7 +332,8 @@ class SynthesisSession:
             return out
 
         try:
-            for seg_text in self.segments:
+            for seg_no, seg_text in enumerate(self.segments):
+                last_segment = seg_no == len(self.segments) - 1
                 with self._lock:
                     if self._cancel.is_set():
                         break
@@ -354,7 +356,9 @@ class SynthesisSession:
                         pending.append(step.codes)
                         stats.frames += 1
                     target = stream.first_chunk_frames if stats.chunks == 0 else stream.chunk_frames
-                    if len(pending) >= target:
+                    # The utterance's last frames go out with the end shaping in the final chunk.
+                    ending = step.done is not None and last_segment
+                    if len(pending) >= target and not ending:
                         frame_start = pending_start
                         out = decode_pending()
                         if len(out):  # all of it may be held back for a long fade

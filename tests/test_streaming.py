@@ -274,3 +274,20 @@ def test_long_text_streams_segments_in_order_in_one_session():
     assert chunks[-1].frame_end == sess.stats.frames
     assert engine.closed == len(texts)
     assert len(sess.audio()) == sess.stats.frames * SPF
+
+
+def test_budget_end_on_chunk_boundary_goes_out_as_the_final_chunk():
+    # The budget's last frame is known to be last: it is not sent as a plain chunk followed by
+    # an empty final one.
+    sess, _, _ = make(8, end="budget", first_chunk_frames=3, chunk_frames=5)
+    chunks = list(sess)
+    assert [(c.frame_start, c.frame_end, c.final) for c in chunks] == [(0, 3, False), (3, 8, True)]
+
+
+def test_stop_on_chunk_boundary_ends_with_a_marker_chunk():
+    # The stop step comes after the last frame, so that frame's chunk is already out; the final
+    # chunk then carries only the held fade samples (or nothing, with no fade or silence).
+    sess, _, _ = make(8, first_chunk_frames=3, chunk_frames=5)
+    chunks = list(sess)
+    assert [(c.frame_start, c.frame_end, c.final) for c in chunks] == [(0, 3, False), (3, 8, False), (8, 8, True)]
+    assert len(chunks[-1].samples) == 0

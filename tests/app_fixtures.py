@@ -1,0 +1,93 @@
+"""Fixtures for the demo app tests: the tiny codec, a live demo server, a headless browser.
+
+Imported by the test modules that use them (`from app_fixtures import ...`); conftest.py
+(owned by the lead) provides `tiny_engine` and `tiny_cache_dir`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+CHROMIUM = os.environ.get("GEPARD_CHROMIUM", "/usr/bin/chromium")
+# facts §8: the flags headless Chromium needs on these machines.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def tiny_codec(tiny_engine):
+    from gepard_demo.codec import load_codec
+
+    return load_codec(tiny_engine.codec_source())
+
+
+@dataclass
+class LiveDemo:
+    url: str
+    port: int
+    demo: object  # gepard_demo.ui.server.DemoApp
+
+
+@pytest.fixture(scope="session")
+def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
+    """The real app (PCM route + Gradio page) on a free 127.0.0.1 port, in this process."""
+    import uvicorn
+
+    from app import DEMO_STREAM
+    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.server import build_app
+
+    host = ModelHost(tiny_engine, tiny_codec, requested="tiny")
+    demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs"))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(demo.app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="demo-server", daemon=True)
+    thread.start()
+    wait_for_port(port)
+    yield LiveDemo(f"http://127.0.0.1:{port}", port, demo)
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Debian Chromium driven by Playwright (its own browser download fails here)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} not found: install the `chromium` apt package (.ci/apt-packages.txt)")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def pcm_f32(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype="<f4").astype(np.float32)
