@@ -19,17 +19,21 @@ class PromptError(ValueError):
     """The text cannot be turned into a prompt (empty after normalisation)."""
 
 
-def normalize_text(text: str) -> str:
-    """NFC, control characters to spaces, whitespace collapsed.
+# Control, format (zero-width joiners), surrogate, private-use and unassigned code points.
+_UNSPEAKABLE = ("Cc", "Cf", "Cs", "Co", "Cn")
 
-    A control character (a stray NUL from a paste, a form feed) carries no speech and would
-    otherwise reach the tokenizer as an unseen byte sequence.
+
+def normalize_text(text: str) -> str:
+    """NFC, unspeakable code points dropped, whitespace collapsed to single spaces.
+
+    Browsers and pastes bring lone surrogates, zero-width characters and stray controls; they
+    carry no speech, and would reach the tokenizer as byte sequences it never saw in training.
     """
     if not isinstance(text, str):
         raise PromptError(f"text must be a string, got {type(text).__name__}")
     text = unicodedata.normalize("NFC", text)
-    text = "".join(" " if unicodedata.category(ch).startswith("C") else ch for ch in text)
-    return " ".join(text.split())
+    kept = (" " if ch.isspace() else ch for ch in text if ch.isspace() or unicodedata.category(ch) not in _UNSPEAKABLE)
+    return " ".join("".join(kept).split())
 
 
 def repetitions(n_tokens: int, rep: TextRepetition) -> int:
