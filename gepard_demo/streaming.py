@@ -226,8 +226,9 @@ class SynthesisSession:
         self.text = clean_text(text, max_text_chars)
         self.segments = split_text(self.text, segment_chars)
         # Draw the seed here, not in the engine, so the stats can say which seed was used
-        # and a listener can replay the exact utterance.
-        seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
+        # and a listener can replay the exact utterance. Below 2**53 so it survives a trip
+        # through JSON numbers and the page's number field (a float64) unchanged.
+        seed = sampling.seed if sampling.seed is not None else secrets.randbelow(2**53)
         self.sampling = sampling.replace(seed=seed)
         self.stream = stream
         self.sample_rate = int(codec.sample_rate)

@@ -68,7 +68,7 @@ def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
     host = ModelHost(tiny_engine, tiny_codec, requested="tiny")
     demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs"))
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(demo.app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(demo.app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, name="demo-server", daemon=True)
     thread.start()
     wait_for_port(port)

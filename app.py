@@ -1,0 +1,65 @@
+"""Gepard-1.0 streaming demo: `python app.py` (or `make demo`), then open http://127.0.0.1:7860.
+
+The only place the demo reads environment variables:
+  GEPARD_MODEL         model to serve (a local checkpoint dir, a Hugging Face id, or `tiny`);
+                       `--model` wins. Default: nineninesix/gepard-1.0. If it cannot be loaded
+                       (offline, no local copy) the app starts on `tiny` and says so.
+  GEPARD_CACHE_DIR     where `tiny` is built (default ~/.cache/gepard-demo); `--cache-dir` wins.
+  GRADIO_SERVER_NAME   address to listen on (default 127.0.0.1); `--host` wins.
+  GRADIO_SERVER_PORT   port (default 7860); `--port` wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gepard_demo.model_source import DEFAULT_MODEL
+from gepard_demo.settings import StreamSettings
+
+# Streaming defaults for the page. Chunks of 10 frames (0.46 s) after a 10-frame first chunk:
+# on CPU the talker is only a few times faster than real time, so vLLM-Omni's 86-frame chunks
+# (4 s of audio made while only 0.46 s plays) would leave gaps; exact decoding carries the
+# codec state, so small chunks cost no re-decode.
+DEMO_STREAM = StreamSettings(first_chunk_frames=10, chunk_frames=10, decode_mode="exact", fade_ms=20.0)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    env = os.environ
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=env.get("GEPARD_MODEL") or DEFAULT_MODEL,
+                   help="local checkpoint dir, Hugging Face id, or 'tiny' (env GEPARD_MODEL)")
+    p.add_argument("--cache-dir", default=env.get("GEPARD_CACHE_DIR") or None,
+                   help="where the tiny model is built (env GEPARD_CACHE_DIR)")
+    p.add_argument("--host", default=env.get("GRADIO_SERVER_NAME") or "127.0.0.1",
+                   help="listen address (env GRADIO_SERVER_NAME)")
+    p.add_argument("--port", type=int, default=int(env.get("GRADIO_SERVER_PORT") or 7860),
+                   help="listen port (env GRADIO_SERVER_PORT)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (1 is fastest for the talker on small CPUs, facts §8)")
+    p.add_argument("--no-eval-tab", action="store_true", help="leave out the Eval tab")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(max(1, args.threads))
+
+    from gepard_demo.ui.model_host import load_model_host
+    from gepard_demo.ui.server import build_app, serve
+
+    print(f"Loading model {args.model!r} ...", file=sys.stderr, flush=True)
+    host = load_model_host(args.model, cache_dir=args.cache_dir)
+    if host.fallback_reason:
+        print(f"Could not load {args.model!r}: {host.fallback_reason}\n"
+              f"Serving the random-weight 'tiny' model instead (it makes noise).", file=sys.stderr, flush=True)
+    demo = build_app(host, stream=DEMO_STREAM, with_eval_tab=not args.no_eval_tab)
+    print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    serve(demo.app, args.host, args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""The banner at the top of the page: which model runs, and whether it can speak."""
+
+from __future__ import annotations
+
+import html
+
+from .model_host import ModelHost
+
+
+def banner_markdown(host: ModelHost) -> str:
+    info = host.info
+    name = html.escape(str(info.name))
+    where = f"`{html.escape(str(info.path))}`"
+    rev = f", revision `{html.escape(str(info.revision))}`" if getattr(info, "revision", None) else ""
+    lines = []
+    if info.random_weights:
+        lines.append(
+            f"⚠️ **Running `{name}`, a model with random weights: it makes noise, not speech.** "
+            f"Everything else (streaming, controls, stats) works as with the real model."
+        )
+    else:
+        lines.append(f"**Model:** `{name}`{rev}, loaded from {where} ({info.device}, {info.dtype}).")
+    if host.fallback_reason:
+        reason = html.escape(host.fallback_reason)
+        requested = html.escape(host.requested)
+        lines.append(
+            f"The requested model `{requested}` did not load: {reason}\n\n"
+            f"**To fix:** on a machine with internet run `hf download nineninesix/gepard-1.0 "
+            f"--local-dir DIR`, copy DIR here, and start the app with `GEPARD_MODEL=DIR python app.py` "
+            f"(or `python app.py --model DIR`)."
+        )
+    return "\n\n".join(lines)

@@ -1,0 +1,184 @@
+"""What the Generate and Stop buttons do.
+
+Generate runs one SynthesisSession in its own thread, pushing every chunk into the job's
+mailbox (which the PCM route streams to the browser), while the Gradio event only polls it
+for progress text: the speed of generation never waits on Gradio's update loop. At the end it
+writes the WAV and returns the stats and the p_stop plot. Gradio's queue (concurrency_limit=1
+on this event) lines requests up; `host.lock` also keeps the Eval tab off the engine meanwhile.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import gradio as gr
+import numpy as np
+import soundfile as sf
+
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.streaming import SynthesisSession, TextError
+
+from .jobs import JobError, JobRegistry
+from .model_host import ModelHost
+from .views import p_stop_figure, stats_markdown
+
+# The control values, in the order the page passes them after the job id.
+CONTROL_NAMES = (
+    "text", "temperature", "top_k", "greedy", "stop_threshold", "seed", "random_seed",
+    "max_frames", "first_chunk_frames", "chunk_frames", "decode_mode", "lookback_frames",
+    "fade_ms", "silence_ms",
+)
+POLL_S = 0.25  # how often the page's progress line updates while audio streams
+
+
+def _number(name: str, value: Any) -> float:
+    if value is None or isinstance(value, bool) or isinstance(value, str) and not value.strip():
+        raise SettingsError(f"{name} is empty")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise SettingsError(f"{name} must be a finite number, got {value!r}")
+    return x
+
+
+def _integer(name: str, value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value  # exact, even above 2**53 (a float would round a 63-bit seed)
+    x = _number(name, value)
+    if not x.is_integer():
+        raise SettingsError(f"{name} must be a whole number, got {value!r}")
+    return int(x)
+
+
+def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
+    """Page values -> validated settings; raises SettingsError naming the bad control."""
+    seed = None if values["random_seed"] else _integer("seed", values["seed"])
+    sampling = SamplingSettings(
+        temperature=_number("temperature", values["temperature"]),
+        greedy=bool(values["greedy"]),
+        top_k=_integer("top_k", values["top_k"]),
+        stop_threshold=_number("stop threshold", values["stop_threshold"]),
+        max_frames=_integer("max frames", values["max_frames"]),
+        seed=seed,
+    ).validate()
+    stream = StreamSettings(
+        first_chunk_frames=_integer("first chunk frames", values["first_chunk_frames"]),
+        chunk_frames=_integer("chunk frames", values["chunk_frames"]),
+        decode_mode=str(values["decode_mode"]),
+        lookback_frames=_integer("lookback frames", values["lookback_frames"]),
+        fade_ms=_number("end fade ms", values["fade_ms"]),
+        silence_ms=_number("end silence ms", values["silence_ms"]),
+    ).validate()
+    return sampling, stream
+
+
+class DemoController:
+    """Generate/Stop handlers bound to one model host, job registry and WAV folder."""
+
+    def __init__(self, host: ModelHost, registry: JobRegistry, wav_dir: Path, keep_wavs: int = 50):
+        self.host = host
+        self.registry = registry
+        self.wav_dir = Path(wav_dir)
+        self.wav_dir.mkdir(parents=True, exist_ok=True)
+        self.keep_wavs = keep_wavs
+
+    # -- Generate ----------------------------------------------------------------------------
+
+    def generate(self, job_id: str, *controls: Any) -> Iterator[tuple]:
+        """Gradio generator: (status, wav path, stats markdown, p_stop figure) updates."""
+        t0 = time.perf_counter()
+        if len(controls) != len(CONTROL_NAMES):
+            raise gr.Error(f"expected {len(CONTROL_NAMES)} control values, got {len(controls)}")
+        values = dict(zip(CONTROL_NAMES, controls))
+        # API clients may leave the job id empty: they get a fresh one (and no live stream).
+        job_id = job_id or secrets.token_hex(16)
+        try:
+            job = self.registry.open(job_id)
+        except JobError as exc:
+            raise gr.Error(str(exc)) from None
+        job.claimed = True
+        queued_s = max(0.0, time.monotonic() - job.created)
+        try:
+            try:
+                sampling, stream = parse_controls(values)
+                session = SynthesisSession(
+                    self.host.engine, self.host.codec, values["text"], sampling, stream, request_start=t0
+                )
+            except (SettingsError, TextError) as exc:
+                raise gr.Error(str(exc), title="Cannot generate") from None
+            if job.cancelled:
+                yield ("Stopped before it started.", None, "", None)
+                return
+            job.session = session
+            yield from self._run(job, session, sampling, queued_s)
+        finally:
+            if not job.finished:
+                job.finish()
+
+    def _run(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float):
+        failure: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                with self.host.lock:
+                    for chunk in session:
+                        job.put(chunk.samples)
+            except BaseException as exc:  # shown to the user below; the server keeps going
+                failure.append(exc)
+            finally:
+                job.finish(error=repr(failure[0]) if failure else None)
+
+        worker = threading.Thread(target=work, name=f"gepard-job-{job.job_id[:8]}", daemon=True)
+        yield (f"Generating… (seed `{session.stats.seed}`)", None, "", None)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(POLL_S)
+                st = session.stats
+                if worker.is_alive():
+                    sent = sum(len(c) for c in job.chunks) / 4 / session.sample_rate
+                    yield (
+                        f"Generating… {st.frames} frames, {sent:.2f} s of audio streamed "
+                        f"(seed `{st.seed}`)",
+                        gr.skip(), gr.skip(), gr.skip(),
+                    )
+        finally:
+            # The page went away or Gradio cancelled the event: free the engine.
+            if worker.is_alive():
+                session.cancel()
+                worker.join()
+        if failure:
+            raise gr.Error(f"Synthesis failed: {failure[0]}", title="Error") from None
+        stats = session.stats
+        audio = session.audio()
+        wav = self._write_wav(job.job_id, audio, session.sample_rate) if len(audio) else None
+        queued = f" · waited {queued_s:.1f} s in the queue" if queued_s >= 0.5 else ""
+        state = "Stopped" if stats.cancelled else "Done"
+        status = (
+            f"{state}: {stats.audio_s:.2f} s of audio, first audio after "
+            f"{(stats.ttfa_s or 0) * 1000:.0f} ms, seed `{stats.seed}`{queued}"
+        )
+        yield (status, wav, stats_markdown(stats, sampling), p_stop_figure(stats, sampling.stop_threshold))
+
+    def _write_wav(self, job_id: str, audio: np.ndarray, sample_rate: int) -> str:
+        # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).
+        path = self.wav_dir / f"gepard-{job_id}.wav"
+        sf.write(str(path), audio, sample_rate, subtype="FLOAT")
+        old = sorted(self.wav_dir.glob("gepard-*.wav"), key=lambda p: p.stat().st_mtime)
+        for stale in old[: max(0, len(old) - self.keep_wavs)]:
+            stale.unlink(missing_ok=True)
+        return str(path)
+
+    # -- Stop --------------------------------------------------------------------------------
+
+    def stop(self, job_id: str) -> str:
+        if job_id and self.registry.cancel(job_id):
+            return "Stopping…"
+        return "Nothing to stop."

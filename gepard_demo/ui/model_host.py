@@ -1,0 +1,77 @@
+"""The one loaded model (engine + codec) the app serves, and why it is the one it is.
+
+app.py's entry point decides which model to ask for; this module loads it and, when that
+fails (no weights on an offline machine), falls back to the tiny random-weight model so the
+demo still starts, remembering the reason for the banner.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+FALLBACK_MODEL = "tiny"
+
+
+@dataclass
+class ModelHost:
+    """engine + codec + the lock that serializes every use of them.
+
+    Calling the host returns the engine: it is the `engine_provider` handed to the Eval tab.
+    Anything that runs the engine outside the demo's queue holds `lock` while it does.
+    """
+
+    engine: Any
+    codec: Any
+    requested: str
+    fallback_reason: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self) -> Any:
+        return self.engine
+
+    @property
+    def info(self) -> Any:
+        return self.engine.model_info
+
+    @property
+    def sample_rate(self) -> int:
+        return int(self.codec.sample_rate)
+
+
+def _default_engine_loader(model: str, cache_dir: str | None) -> Any:
+    from gepard_demo.engine import GepardEngine
+
+    return GepardEngine.load(model, cache_dir=cache_dir)
+
+
+def _default_codec_loader(engine: Any) -> Any:
+    from gepard_demo.codec import load_codec
+
+    return load_codec(engine.codec_source())
+
+
+def _load_pair(model, cache_dir, engine_loader, codec_loader):
+    engine = engine_loader(model, cache_dir)
+    return engine, codec_loader(engine)
+
+
+def load_model_host(
+    requested: str,
+    cache_dir: str | None = None,
+    *,
+    fallback: str | None = FALLBACK_MODEL,
+    engine_loader: Callable[[str, str | None], Any] = _default_engine_loader,
+    codec_loader: Callable[[Any], Any] = _default_codec_loader,
+) -> ModelHost:
+    """Load `requested`; on any failure load `fallback` instead and keep the reason."""
+    try:
+        engine, codec = _load_pair(requested, cache_dir, engine_loader, codec_loader)
+        return ModelHost(engine, codec, requested)
+    except Exception as exc:  # the banner shows the reason; the fallback keeps the demo up
+        if fallback is None or requested == fallback:
+            raise
+        reason = f"{type(exc).__name__}: {exc}"
+    engine, codec = _load_pair(fallback, cache_dir, engine_loader, codec_loader)
+    return ModelHost(engine, codec, requested, fallback_reason=reason)

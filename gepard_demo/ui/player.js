@@ -1,0 +1,213 @@
+// Gepard streaming player: fetches a job's raw PCM from the same origin and feeds an
+// AudioWorklet, so playback starts on the first chunk and chunks play back to back.
+//
+// Exposed as window.gepardPlayer. `start()` is called from the Generate button's js hook
+// (it returns the new job id, which the Python side then produces into); `stop()` from
+// Stop. `stats` is what the tests and the latency benchmark read:
+//   clickAt, firstByteAt, firstPlayAt (performance.now() ms; firstPlayAt is when the first
+//   sample reached the output, from the worklet's frame clock), clickToSoundMs,
+//   samplesReceived, samplesPlayed, underruns, gapMs, state, contextState.
+(function () {
+  const CFG = window.GEPARD_PLAYER_CONFIG || {};
+  const SAMPLE_RATE = CFG.sampleRate || 22050;
+  const PCM_PREFIX = CFG.pcmPrefix || '/gepard/pcm/';
+  const WORKLET_URL = CFG.workletUrl || '/gepard/pcm-worklet.js';
+
+  function newJobId() {
+    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
+    // Plain-http pages on a LAN address have no randomUUID (not a secure context).
+    const b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  }
+
+  function freshStats(jobId) {
+    return {
+      jobId, state: jobId ? 'connecting' : 'idle', clickAt: null, responseAt: null,
+      firstByteAt: null, firstPlayAt: null, doneAt: null, clickToSoundMs: null,
+      samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, error: null,
+      contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null,
+    };
+  }
+
+  class GepardPlayer {
+    constructor() {
+      this.ctx = null;
+      this.node = null;
+      this.ready = null;
+      this.abort = null;
+      this.jobId = null;
+      this.stats = freshStats(null);
+      this.history = [];  // stats of finished jobs, newest last (tests read it)
+      this.listeners = [];
+    }
+
+    // Build the audio graph once. The context may start 'suspended' before any user
+    // gesture; resume() on the first pointer/key event (or the click) unlocks it.
+    init() {
+      if (this.ready) return this.ready;
+      this.ready = (async () => {
+        this.ctx = new AudioContext({sampleRate: SAMPLE_RATE, latencyHint: 'interactive'});
+        await this.ctx.audioWorklet.addModule(WORKLET_URL);
+        this.node = new AudioWorkletNode(this.ctx, 'gepard-pcm-player',
+          {numberOfInputs: 0, numberOfOutputs: 1, outputChannelCount: [1]});
+        this.node.connect(this.ctx.destination);
+        this.node.port.onmessage = (e) => this.onWorklet(e.data);
+      })();
+      this.ready.catch((err) => { this.stats.error = String(err); this.render(); });
+      return this.ready;
+    }
+
+    unlock() {
+      this.init().then(() => { if (this.ctx.state !== 'running') return this.ctx.resume(); })
+        .catch(() => {});
+    }
+
+    // Called inside the Generate click: returns the job id the server will produce into.
+    start(opts) {
+      const clickAt = performance.now();
+      this.stop('replaced');
+      const jobId = newJobId();
+      this.jobId = jobId;
+      this.stats = freshStats(jobId);
+      this.stats.clickAt = clickAt;
+      const prebuffer = Math.round(((opts && opts.prebufferMs) || 0) * SAMPLE_RATE / 1000);
+      const controller = new AbortController();
+      this.abort = controller;
+      this.render();
+      // Resume inside the user gesture (autoplay policy), then stream.
+      this.init().then(() => {
+        if (this.ctx.state !== 'running') this.ctx.resume();
+        this.node.port.postMessage({type: 'reset', jobId, prebuffer});
+        return this.pump(jobId, controller.signal);
+      }).catch((err) => {
+        if (this.jobId !== jobId || controller.signal.aborted) return;
+        this.stats.state = 'error';
+        this.stats.error = String(err);
+        this.render();
+      });
+      return jobId;
+    }
+
+    async pump(jobId, signal) {
+      const resp = await fetch(PCM_PREFIX + encodeURIComponent(jobId), {signal, cache: 'no-store'});
+      if (!resp.ok) throw new Error('audio stream: HTTP ' + resp.status);
+      this.stats.responseAt = performance.now();
+      const reader = resp.body.getReader();
+      let carry = new Uint8Array(0);  // a float32 may straddle two network reads
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done || this.jobId !== jobId) break;
+        if (this.stats.firstByteAt === null) {
+          this.stats.firstByteAt = performance.now();
+          this.stats.state = 'buffering';
+        }
+        let bytes = value;
+        if (carry.length) {
+          bytes = new Uint8Array(carry.length + value.length);
+          bytes.set(carry, 0);
+          bytes.set(value, carry.length);
+        }
+        const usable = bytes.length - (bytes.length % 4);
+        carry = bytes.slice(usable);
+        if (!usable) continue;
+        // Copy into an aligned buffer we can transfer to the audio thread.
+        const samples = new Float32Array(bytes.slice(0, usable).buffer);
+        this.stats.samplesReceived += samples.length;
+        this.node.port.postMessage({type: 'push', jobId, samples}, [samples.buffer]);
+      }
+      if (this.jobId === jobId) {
+        this.node.port.postMessage({type: 'end', jobId});
+        if (this.stats.samplesReceived === 0) {
+          this.stats.state = 'ended';
+          this.finishStats();
+        }
+      }
+    }
+
+    // Stop playback and the download; returns the id of the job that was playing.
+    // reason: the state to record ('stopped' by default, 'replaced', 'failed').
+    stop(reason) {
+      const jobId = this.jobId;
+      if (this.abort) this.abort.abort();
+      this.abort = null;
+      if (jobId) {
+        if (this.node) this.node.port.postMessage({type: 'reset', jobId: null});
+        if (this.stats.state !== 'ended') this.stats.state = reason || 'stopped';
+        this.finishStats();
+      }
+      this.jobId = null;
+      this.render();
+      return jobId || '';
+    }
+
+    // The Generate request failed (bad input, or rejected before it ran): if its stream
+    // has not delivered anything, nothing ever will, so close it.
+    failed() {
+      if (this.jobId && this.stats.samplesReceived === 0) this.stop('failed');
+    }
+
+    finishStats() {
+      this.stats.contextState = this.ctx ? this.ctx.state : null;
+      if (!this.history.length || this.history[this.history.length - 1] !== this.stats) {
+        this.history.push(this.stats);
+      }
+      this.listeners.forEach((f) => { try { f(this.stats); } catch (e) {} });
+    }
+
+    // The worklet's frame counter -> performance.now() time at which that frame is heard.
+    frameToPerf(frame) {
+      const ts = this.ctx.getOutputTimestamp ? this.ctx.getOutputTimestamp() : null;
+      const t = frame / this.ctx.sampleRate;
+      if (ts && ts.performanceTime > 0) return ts.performanceTime + (t - ts.contextTime) * 1000;
+      const lat = (this.ctx.outputLatency || this.ctx.baseLatency || 0);
+      return performance.now() + (t - this.ctx.currentTime + lat) * 1000;
+    }
+
+    onWorklet(m) {
+      if (m.jobId !== this.jobId || !m.jobId) return;
+      const s = this.stats;
+      s.samplesPlayed = m.played;
+      s.underruns = m.underruns;
+      s.gapMs = m.gapFrames * 1000 / this.ctx.sampleRate;
+      s.contextState = this.ctx.state;
+      if (m.type === 'started') {
+        s.firstPlayAt = this.frameToPerf(m.firstFrame);
+        s.clickToSoundMs = s.firstPlayAt - s.clickAt;
+        s.outputLatencyMs = (this.ctx.outputLatency || this.ctx.baseLatency || 0) * 1000;
+        s.state = 'playing';
+      } else if (m.type === 'done') {
+        s.state = 'ended';
+        s.doneAt = performance.now();
+        this.finishStats();
+      }
+      this.render();
+    }
+
+    render() {
+      const el = document.getElementById('gepard-player-status');
+      if (!el) return;
+      const s = this.stats;
+      const secs = (s.samplesPlayed / SAMPLE_RATE).toFixed(2);
+      let text = 'Player: ' + s.state;
+      if (s.state !== 'idle') text += ' · played ' + secs + ' s';
+      if (s.clickToSoundMs !== null) text += ' · click→sound ' + Math.round(s.clickToSoundMs) + ' ms';
+      if (s.state !== 'idle') text += ' · gaps ' + s.underruns;
+      if (s.error) text += ' · ' + s.error;
+      el.textContent = text;
+      el.dataset.state = s.state;
+    }
+  }
+
+  const player = new GepardPlayer();
+  window.gepardPlayer = player;
+  const unlock = () => player.unlock();
+  window.addEventListener('pointerdown', unlock, {capture: true, passive: true});
+  window.addEventListener('keydown', unlock, {capture: true, passive: true});
+  // Load the worklet early so the click path only has to resume the context.
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', () => player.init());
+  } else {
+    player.init();
+  }
+})();

@@ -1,0 +1,79 @@
+"""Assemble the ASGI app (PCM route + Gradio page) and serve it."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import gradio as gr
+from fastapi import FastAPI
+
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+from .audio_route import make_audio_router
+from .controller import DemoController
+from .jobs import JobRegistry
+from .layout import CSS, build_demo, page_head
+from .model_host import ModelHost
+
+
+def find_eval_tab() -> tuple[Callable[[Any], Any] | None, str | None]:
+    """eval/ui.py's build_eval_tab, if the eval package provides it (else no Eval tab).
+
+    Returns (builder, None), (None, None) when there is no eval/ui.py, or (None, error) when
+    it exists but fails to import: the page then says why instead of silently hiding the tab.
+    """
+    try:
+        if importlib.util.find_spec("eval") is None or importlib.util.find_spec("eval.ui") is None:
+            return None, None
+        module = importlib.import_module("eval.ui")
+        return getattr(module, "build_eval_tab"), None
+    except Exception as exc:  # shown in the tab; the demo itself must still start
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class DemoApp:
+    """Everything one running demo owns; created by app.py's main (or a test) and passed in."""
+
+    host: ModelHost
+    registry: JobRegistry
+    controller: DemoController
+    blocks: gr.Blocks
+    app: FastAPI
+
+
+def build_app(
+    host: ModelHost,
+    sampling: SamplingSettings | None = None,
+    stream: StreamSettings | None = None,
+    *,
+    wav_dir: str | Path | None = None,
+    with_eval_tab: bool = True,
+) -> DemoApp:
+    sampling = sampling or host.engine.default_sampling()
+    stream = stream or StreamSettings()
+    registry = JobRegistry()
+    wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
+    controller = DemoController(host, registry, wav_dir)
+    eval_tab, eval_error = find_eval_tab() if with_eval_tab else (None, None)
+    blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_error)
+    blocks.queue(default_concurrency_limit=1)
+    api = FastAPI()
+    # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.
+    api.include_router(make_audio_router(registry, host.sample_rate))
+    api = gr.mount_gradio_app(
+        api, blocks, path="/", head=page_head(host.sample_rate), css=CSS,
+        allowed_paths=[str(wav_dir)], footer_links=["api", "gradio"],
+    )
+    return DemoApp(host, registry, controller, blocks, api)
+
+
+def serve(app: FastAPI, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)

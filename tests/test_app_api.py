@@ -1,0 +1,223 @@
+"""The demo server through its public surfaces: gradio_client for the event, HTTP for the PCM.
+
+A real Gradio server on 127.0.0.1 (free port) serving the real tiny engine and codec.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from app_fixtures import live_demo, pcm_f32, tiny_codec  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.slow
+
+DEFAULTS = dict(
+    text="Hello world, this is Gepard.", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5,
+    seed=1234, random_seed=False, max_frames=60, first_chunk_frames=10, chunk_frames=10,
+    decode_mode="exact", lookback_frames=8, fade_ms=20, silence_ms=100,
+)
+ORDER = list(DEFAULTS)
+
+
+@pytest.fixture(scope="module")
+def client(live_demo):
+    from gradio_client import Client
+
+    return Client(live_demo.url, verbose=False)
+
+
+def args(job_id: str, **over):
+    values = {**DEFAULTS, **over}
+    return [job_id] + [values[k] for k in ORDER]
+
+
+def new_id() -> str:
+    return secrets.token_hex(16)
+
+
+class Listener(threading.Thread):
+    """Reads a job's PCM stream the way the page does, recording when bytes arrived."""
+
+    def __init__(self, url: str, job_id: str, stop_after_bytes: int | None = None):
+        super().__init__(daemon=True)
+        self.url, self.job_id, self.stop_after = url, job_id, stop_after_bytes
+        self.data = bytearray()
+        self.reads = 0
+        self.status = None
+        self.connected = threading.Event()
+
+    def run(self):
+        with httpx.stream("GET", f"{self.url}/gepard/pcm/{self.job_id}", timeout=120) as r:
+            self.status = r.status_code
+            self.headers = r.headers
+            self.connected.set()
+            for part in r.iter_bytes():
+                self.data += part
+                self.reads += 1
+                if self.stop_after is not None and len(self.data) >= self.stop_after:
+                    return  # leaving the with-block closes the connection mid-stream
+
+
+def generate_with_stream(client, url, **over):
+    job_id = new_id()
+    listener = Listener(url, job_id)
+    listener.start()
+    listener.connected.wait(10)
+    result = client.submit(*args(job_id, **over), api_name="/generate").result(timeout=120)
+    listener.join(30)
+    assert not listener.is_alive()
+    return result, listener
+
+
+def read_wav(path) -> np.ndarray:
+    audio, sr = sf.read(path, dtype="float32")
+    assert sr == 22050
+    return audio
+
+
+def test_streamed_chunks_concatenate_to_the_final_wav(client, live_demo, tiny_engine, tiny_codec):
+    result, listener = generate_with_stream(client, live_demo.url)
+    status, wav_path, stats_md, plot = result
+    assert listener.status == 200 and listener.headers["x-gepard-sample-rate"] == "22050"
+    streamed = pcm_f32(bytes(listener.data))
+    final = read_wav(wav_path)
+    assert len(streamed) == 60 * 1024 + int(22050 * 0.1)  # 60 frames + 100 ms silence
+    np.testing.assert_array_equal(streamed, final)
+    assert "Done" in status and "1234" in status
+    assert "seed used" in stats_md and "runaway" in stats_md and "| frames | 60 |" in stats_md
+    assert plot is not None
+    # The same request run directly through SynthesisSession gives the same samples.
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+    from gepard_demo.streaming import SynthesisSession
+
+    host = live_demo.demo.host
+    with host.lock:
+        direct = SynthesisSession(
+            tiny_engine, tiny_codec, DEFAULTS["text"],
+            SamplingSettings(temperature=0.3, seed=1234, max_frames=60),
+            StreamSettings(first_chunk_frames=10, chunk_frames=10, fade_ms=20, silence_ms=100),
+        ).run()
+    np.testing.assert_array_equal(direct, final)
+
+
+def test_two_clients_at_once_each_get_their_solo_audio(client, live_demo):
+    from gradio_client import Client
+
+    solo = {}
+    for seed in (7, 8):
+        result, listener = generate_with_stream(client, live_demo.url, seed=seed, max_frames=40)
+        solo[seed] = read_wav(result[1])
+    assert not np.array_equal(solo[7], solo[8])
+    other = Client(live_demo.url, verbose=False)
+    out = {}
+
+    def run(c, seed):
+        out[seed] = generate_with_stream(c, live_demo.url, seed=seed, max_frames=40)
+
+    threads = [threading.Thread(target=run, args=(c, s)) for c, s in ((client, 7), (other, 8))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for seed in (7, 8):
+        result, listener = out[seed]
+        np.testing.assert_array_equal(read_wav(result[1]), solo[seed])
+        np.testing.assert_array_equal(pcm_f32(bytes(listener.data)), solo[seed])
+
+
+def test_random_seed_is_reported_and_replays(client, live_demo):
+    result, _ = generate_with_stream(client, live_demo.url, random_seed=True, max_frames=20)
+    stats_md = result[2]
+    seed = int(stats_md.split("| seed used | `")[1].split("`")[0])
+    again, _ = generate_with_stream(client, live_demo.url, seed=seed, max_frames=20)
+    np.testing.assert_array_equal(read_wav(again[1]), read_wav(result[1]))
+
+
+def test_stop_cancels_and_frees_the_engine(client, live_demo):
+    job_id = new_id()
+    listener = Listener(live_demo.url, job_id)
+    listener.start()
+    job = client.submit(*args(job_id, max_frames=4000), api_name="/generate")
+    deadline = time.monotonic() + 30
+    while len(listener.data) < 20 * 1024 * 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(listener.data) > 0, "no audio streamed before Stop"
+    t0 = time.monotonic()
+    assert client.predict(job_id, api_name="/stop") == "Stopping…"
+    status, wav_path, stats_md, _ = job.result(timeout=30)
+    assert time.monotonic() - t0 < 5
+    assert status.startswith("Stopped") and "stopped by the user" in stats_md
+    listener.join(10)
+    assert not listener.is_alive()
+    assert len(read_wav(wav_path)) < 4000 * 1024 / 4
+    # The engine is free: the next request runs at once.
+    result, _ = generate_with_stream(client, live_demo.url, max_frames=10)
+    assert result[0].startswith("Done")
+
+
+def test_listener_leaving_cancels_the_job(client, live_demo):
+    job_id = new_id()
+    listener = Listener(live_demo.url, job_id, stop_after_bytes=10 * 1024 * 4)
+    listener.start()
+    status, _, stats_md, _ = client.submit(*args(job_id, max_frames=4000), api_name="/generate").result(timeout=60)
+    assert status.startswith("Stopped")
+
+
+BAD = [
+    (dict(text=""), "enter some text"),
+    (dict(text="   \n\t"), "enter some text"),
+    (dict(text="\u200b\u200d\ufeff"), "enter some text"),
+    (dict(text="x" * 2001), "limit is 2000"),
+    # Outside a slider's range: Gradio's own check answers before the handler runs (the
+    # sliders span exactly the settings' valid ranges).
+    (dict(temperature=0), "less than minimum value 0.05"),
+    (dict(temperature=9), "greater than maximum value 5"),
+    (dict(max_frames=0), "less than minimum value 1"),
+    (dict(max_frames=5000), "greater than maximum value 4096"),
+    (dict(chunk_frames=5000), "greater than maximum value 200"),
+    (dict(silence_ms=1e9), "greater than maximum value 2000"),
+    (dict(top_k=2.5), "top_k must be a whole number"),
+    (dict(seed=-3), "less than minimum value 0"),
+    (dict(decode_mode="bogus"), "not in the list of choices"),
+    # Accepted by the components but not valid settings: our own parse / validate() answers.
+    (dict(seed=None), "seed is empty"),
+    (dict(max_frames=12.5), "max frames must be a whole number"),
+]
+
+
+@pytest.mark.parametrize("over,message", BAD, ids=[m + str(i) for i, (_, m) in enumerate(BAD)])
+def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client, live_demo, over, message):
+    from gradio_client.exceptions import AppError
+
+    job_id = new_id()
+    with pytest.raises(AppError) as err:
+        client.predict(*args(job_id, **over), api_name="/generate")
+    assert message in str(err.value)
+    # The job's stream (had a page opened one) is closed, not left hanging.
+    job = live_demo.demo.registry.get(job_id)
+    assert job is None or job.finished
+
+
+def test_odd_unicode_is_spoken_after_cleaning(client, live_demo):
+    result, listener = generate_with_stream(
+        client, live_demo.url, text="Cafe\u0301 \U0001F406 \u05e9\u05dc\u05d5\u05dd\u200b\x07 ok", max_frames=8
+    )
+    assert result[0].startswith("Done")
+    assert len(listener.data) == (8 * 1024 + int(22050 * 0.1)) * 4
+    # ...and the server still serves a plain request.
+    result, _ = generate_with_stream(client, live_demo.url, max_frames=8)
+    assert result[0].startswith("Done")
+
+
+def test_bad_job_id_is_refused(live_demo):
+    r = httpx.get(f"{live_demo.url}/gepard/pcm/..%2f..%2fetc", timeout=10)
+    assert r.status_code in (400, 404)
+    r = httpx.get(f"{live_demo.url}/gepard/pcm/short", timeout=10)
+    assert r.status_code == 400
