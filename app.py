@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     if host.fallback_reason:
         print(f"Could not load {args.model!r}: {host.fallback_reason}\n"
               f"Serving the random-weight 'tiny' model instead (it makes noise).", file=sys.stderr, flush=True)
+    print(f"Warm-up synthesis took {host.warm_up(DEMO_STREAM):.1f} s", file=sys.stderr, flush=True)
     demo = build_app(host, stream=DEMO_STREAM, with_eval_tab=not args.no_eval_tab)
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     serve(demo.app, args.host, args.port)

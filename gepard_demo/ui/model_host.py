@@ -8,6 +8,7 @@ demo still starts, remembering the reason for the banner.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -30,6 +31,19 @@ class ModelHost:
 
     def __call__(self) -> Any:
         return self.engine
+
+    def warm_up(self, stream: Any = None) -> float:
+        """One short synthesis, so the first visitor does not pay for lazy initialisation
+        (first-call kernel setup made the first request's time to audio ~4x slower here).
+        Returns the seconds it took."""
+        from gepard_demo.settings import StreamSettings
+        from gepard_demo.streaming import SynthesisSession
+
+        t0 = time.perf_counter()
+        sampling = self.engine.default_sampling().replace(max_frames=12, seed=0)
+        with self.lock:
+            SynthesisSession(self.engine, self.codec, "Warm up.", sampling, stream or StreamSettings()).run()
+        return time.perf_counter() - t0
 
     @property
     def info(self) -> Any:

@@ -6,7 +6,8 @@
 // Stop. `stats` is what the tests and the latency benchmark read:
 //   clickAt, firstByteAt, firstPlayAt (performance.now() ms; firstPlayAt is when the first
 //   sample reached the output, from the worklet's frame clock), clickToSoundMs,
-//   samplesReceived, samplesPlayed, underruns, gapMs, state, contextState.
+//   samplesReceived, samplesPlayed, underruns, gapMs, outputPeak (largest |sample| seen at
+//   the output tap), state, contextState.
 (function () {
   const CFG = window.GEPARD_PLAYER_CONFIG || {};
   const SAMPLE_RATE = CFG.sampleRate || 22050;
@@ -25,7 +26,7 @@
     return {
       jobId, state: jobId ? 'connecting' : 'idle', clickAt: null, responseAt: null,
       firstByteAt: null, firstPlayAt: null, doneAt: null, clickToSoundMs: null,
-      samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, error: null,
+      samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
       contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null,
     };
   }
@@ -52,6 +53,12 @@
         this.node = new AudioWorkletNode(this.ctx, 'gepard-pcm-player',
           {numberOfInputs: 0, numberOfOutputs: 1, outputChannelCount: [1]});
         this.node.connect(this.ctx.destination);
+        // A tap after the worklet, independent of its own counters: proves that non-silent
+        // samples reach the output (stats.outputPeak), sampled every 50 ms while playing.
+        this.analyser = new AnalyserNode(this.ctx, {fftSize: 2048});
+        this.node.connect(this.analyser);
+        this.tapBuf = new Float32Array(this.analyser.fftSize);
+        setInterval(() => this.sampleOutput(), 50);
         this.node.port.onmessage = (e) => this.onWorklet(e.data);
       })();
       this.ready.catch((err) => { this.stats.error = String(err); this.render(); });
@@ -153,6 +160,14 @@
         this.history.push(this.stats);
       }
       this.listeners.forEach((f) => { try { f(this.stats); } catch (e) {} });
+    }
+
+    sampleOutput() {
+      if (!this.jobId || this.stats.state !== 'playing') return;
+      this.analyser.getFloatTimeDomainData(this.tapBuf);
+      let peak = 0;
+      for (let i = 0; i < this.tapBuf.length; i++) peak = Math.max(peak, Math.abs(this.tapBuf[i]));
+      this.stats.outputPeak = Math.max(this.stats.outputPeak, peak);
     }
 
     // The worklet's frame counter -> performance.now() time at which that frame is heard.

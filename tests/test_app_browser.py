@@ -1,0 +1,102 @@
+"""The demo in a real headless Chromium: type, click, hear (per the player's own stats).
+
+Debian's /usr/bin/chromium driven by Playwright's Python package; no autoplay flag, so the
+AudioContext has to be unlocked by the click itself as it would for a person.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app_fixtures import ARTIFACTS, browser, live_demo, tiny_codec  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+PLAYER_DONE = """(jobId) => {
+  const p = window.gepardPlayer;
+  const s = p.history.find((h) => h.jobId === jobId) || (p.stats.jobId === jobId ? p.stats : null);
+  return s && ['ended', 'stopped', 'failed', 'error'].includes(s.state) ? s : null;
+}"""
+
+
+@pytest.fixture
+def page(browser, live_demo):
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    pg = context.new_page()
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(live_demo.url + "/", wait_until="networkidle")
+    pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')")
+    yield pg
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def set_number(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+    box.blur()
+
+
+def click_generate(page) -> str:
+    page.click("#gepard-generate")
+    page.wait_for_function("() => window.gepardPlayer.stats.jobId")
+    return page.evaluate("window.gepardPlayer.stats.jobId")
+
+
+def wait_player(page, job_id: str, timeout_ms: int = 60_000) -> dict:
+    return page.wait_for_function(PLAYER_DONE, arg=job_id, timeout=timeout_ms).json_value()
+
+
+def test_generate_plays_audio_and_shows_stats_and_plot(page):
+    page.fill("#gepard-text textarea", "The weather is sunny today.")
+    set_number(page, "gepard-max-frames", 40)
+    job_id = click_generate(page)
+    stats = wait_player(page, job_id)
+    # It actually played: the context ran and the worklet output every streamed sample.
+    assert stats["state"] == "ended", stats
+    assert stats["contextState"] == "running"
+    assert stats["samplesReceived"] == 40 * 1024  # DEMO_STREAM: 20 ms fade, no silence
+    assert stats["samplesPlayed"] == stats["samplesReceived"]
+    assert stats["outputPeak"] > 0.01  # not silence: the tiny model's noise reached the output
+    assert stats["firstPlayAt"] is not None and 0 < stats["clickToSoundMs"] < 10_000
+    # Results: status, stats table (with the seed used), p_stop plot, the WAV player.
+    page.wait_for_function("() => document.querySelector('#gepard-stats')?.innerText.includes('seed used')")
+    assert "Done" in page.inner_text("#gepard-status")
+    assert "| frames |" not in page.inner_text("#gepard-stats")  # rendered as a table
+    assert "40" in page.inner_text("#gepard-stats")
+    page.wait_for_selector("#gepard-plot img, #gepard-plot svg, #gepard-plot canvas", timeout=15_000)
+    page.wait_for_selector("#gepard-audio audio, #gepard-audio [data-testid='waveform-Full audio (WAV)']",
+                           state="attached", timeout=15_000)
+    assert "gaps" in page.inner_text("#gepard-player-status")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "app_browser.png"), full_page=True)
+
+
+def test_stop_stops_playback_and_frees_the_engine(page):
+    page.fill("#gepard-text textarea", "This one would run for a very long time.")
+    set_number(page, "gepard-max-frames", 4000)
+    job_id = click_generate(page)
+    page.wait_for_function("() => window.gepardPlayer.stats.state === 'playing'", timeout=30_000)
+    page.click("#gepard-stop")
+    stats = wait_player(page, job_id)
+    assert stats["state"] == "stopped"
+    page.wait_for_function("() => document.querySelector('#gepard-status')?.innerText.startsWith('Stopped')",
+                           timeout=15_000)
+    # The engine is free again: a short request plays to the end.
+    set_number(page, "gepard-max-frames", 10)
+    job2 = click_generate(page)
+    assert wait_player(page, job2)["state"] == "ended"
+
+
+def test_empty_text_shows_a_message_and_the_page_keeps_working(page):
+    page.fill("#gepard-text textarea", "   ")
+    job_id = click_generate(page)
+    page.get_by_text("Please enter some text").first.wait_for(timeout=15_000)
+    # The stream opened for the click is closed, not left hanging.
+    assert wait_player(page, job_id, 15_000)["state"] in ("ended", "failed")
+    page.fill("#gepard-text textarea", "Now with words.")
+    set_number(page, "gepard-max-frames", 10)
+    job2 = click_generate(page)
+    assert wait_player(page, job2)["state"] == "ended"

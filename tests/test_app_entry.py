@@ -1,0 +1,50 @@
+"""`python app.py` as a user runs it: env vars, the offline fallback to tiny, the banner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app_fixtures import free_port, wait_for_port
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_app_falls_back_to_tiny_offline_and_says_why(tiny_cache_dir, tmp_path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "GEPARD_MODEL": "nineninesix/gepard-1.0",
+        "HF_HUB_OFFLINE": "1",  # no weights here; be explicit so it fails fast everywhere
+        "GEPARD_CACHE_DIR": str(tiny_cache_dir),
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+    }
+    log = open(tmp_path / "app.log", "w+")
+    proc = subprocess.Popen([sys.executable, "app.py", "--no-eval-tab"], cwd=ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, timeout=120)
+        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=30)
+        assert page.status_code == 200 and "GEPARD_PLAYER_CONFIG" in page.text
+        config = httpx.get(f"http://127.0.0.1:{port}/config", timeout=30).text
+        assert "random weights" in config and "makes noise" in config
+        assert "nineninesix/gepard-1.0" in config and "did not load" in config
+        assert "GEPARD_MODEL=DIR" in config
+        # The worklet and a PCM route are served by the same server.
+        assert httpx.get(f"http://127.0.0.1:{port}/gepard/pcm-worklet.js", timeout=10).status_code == 200
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.seek(0)
+        output = log.read()
+    assert "Serving the random-weight 'tiny' model instead" in output, output
