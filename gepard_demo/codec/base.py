@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .fsq import FSQLayout
+from .fsq import FSQLayout, dequantize
 
 STREAM_MODES = ("exact", "lookback")
 
@@ -37,6 +37,10 @@ class Codec(ABC):
     @property
     def frame_rate_hz(self) -> float:
         return self.sample_rate / self.samples_per_frame
+
+    def dequantize(self, codes: Any):
+        """(T, 32) codes -> (T, 32) float32 torch tensor: the decoder's input."""
+        return dequantize(codes, self.layout)
 
     @abstractmethod
     def decode(self, codes: Any) -> np.ndarray:

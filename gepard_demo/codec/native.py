@@ -68,9 +68,6 @@ class NativeCodec(Codec):
         archive = read_nemo(path, prefixes=("audio_decoder.",))
         return cls.from_archive(archive.config, archive.state_dict, source=str(path), device=device)
 
-    def dequantize(self, codes: Any) -> torch.Tensor:
-        return dequantize(codes, self.layout)
-
     def _decode_tensor(self, codes: Any) -> np.ndarray:
         x = dequantize(codes, self.layout)
         if x.shape[0] == 0:
