@@ -63,6 +63,7 @@ def cmd_run(args) -> int:
     base = saved or RunConfig()
     changes = {k: v for k, v in {"engine": args.engine, "model": args.model, "set": args.set, "batch_size": args.batch_size,
                                  "base_seed": args.seed, "limit": args.limit, "device": args.device,
+                                 "model_cache": args.model_cache,
                                  "categories": tuple(args.category) if args.category else None}.items() if v is not None}
     sampling, stream = settings_from_args(args, base.sampling, base.stream)
     if not saved and changes.get("engine") == "piper" and "model" not in changes:
@@ -70,6 +71,9 @@ def cmd_run(args) -> int:
     cfg = dataclasses.replace(base, sampling=sampling, stream=stream, **changes)
     if saved:
         print(f"{args.out}: existing run, resuming", file=sys.stderr)
+    import torch
+
+    torch.set_num_threads(args.torch_threads)
     run(cfg, args.out, log=lambda m: print(m, file=sys.stderr))
     if args.asr:
         return _score_and_report(args, args.out)
@@ -135,7 +139,8 @@ def cmd_sweep(args) -> int:
 
     sampling, stream = settings_from_args(args, SamplingSettings(), StreamSettings())
     base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
-                     batch_size=args.batch_size, base_seed=args.seed, limit=args.limit, device=args.device)
+                     batch_size=args.batch_size, base_seed=args.seed, limit=args.limit, device=args.device,
+                     model_cache=args.model_cache)
     sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds))
     asr = asr_settings(args) if args.asr else None
     print(sweep(sc, args.out, asr=asr, cache=_cache(args)))
@@ -145,7 +150,8 @@ def cmd_sweep(args) -> int:
 def cmd_stream_chart(args) -> int:
     from eval.stream_chart import StreamChartConfig, stream_chart
 
-    cfg = StreamChartConfig(model=args.model, set=args.set, limit=args.limit, base_seed=args.seed,
+    cfg = StreamChartConfig(model=args.model, model_cache=args.model_cache, set=args.set, limit=args.limit, base_seed=args.seed,
+                            max_frames=args.max_frames,
                             chunk_sizes=tuple(args.chunk_sizes), fades_ms=tuple(args.fades_ms),
                             silences_ms=tuple(args.silences_ms), lookback_frames=tuple(args.lookbacks))
     print(stream_chart(cfg, args.out))
@@ -166,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--batch-size", type=int, default=None, help="utterances per engine.generate call (default 4)")
     r.add_argument("--seed", type=int, default=None, help="base seed; each utterance's seed = f(base, id)")
     r.add_argument("--device", default=None)
+    r.add_argument("--model-cache", default=None, help="cache folder for `tiny` / hub models (default: gepard_demo's)")
+    r.add_argument("--torch-threads", type=int, default=1, help="torch threads for synthesis (1 is fastest here, facts §8)")
     add_settings_flags(r)
     add_asr_flags(r)
     r.set_defaults(func=cmd_run)
@@ -197,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--batch-size", type=int, default=4)
     sw.add_argument("--seed", type=int, default=1234)
     sw.add_argument("--device", default="cpu")
+    sw.add_argument("--model-cache", default=None)
     sw.add_argument("--temperatures", type=float, nargs="+", default=[0.3, 0.7, 1.0])
     sw.add_argument("--stop-thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7])
     add_settings_flags(sw)
@@ -206,11 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("stream-chart", help="chunk size / decode mode (TTFA, boundary error) and fade / silence (end click, tail) charts")
     sc.add_argument("--out", required=True)
     sc.add_argument("--model", default="tiny")
+    sc.add_argument("--model-cache", default=None)
     sc.add_argument("--set", default="smoke")
-    sc.add_argument("--limit", type=int, default=3)
+    sc.add_argument("--limit", type=int, default=2)
+    sc.add_argument("--max-frames", type=int, default=100)
     sc.add_argument("--seed", type=int, default=1234)
-    sc.add_argument("--chunk-sizes", type=int, nargs="+", default=[1, 5, 10, 20, 43, 86])
-    sc.add_argument("--lookbacks", type=int, nargs="+", default=[0, 8, 16, 24])
+    sc.add_argument("--chunk-sizes", type=int, nargs="+", default=[5, 10, 20, 43, 86])
+    sc.add_argument("--lookbacks", type=int, nargs="+", default=[0, 8, 24])
     sc.add_argument("--fades-ms", type=float, nargs="+", default=[0, 5, 10, 20, 50])
     sc.add_argument("--silences-ms", type=float, nargs="+", default=[0, 50, 100, 200])
     sc.set_defaults(func=cmd_stream_chart)
@@ -223,12 +234,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from eval.compare import CompareError
     from eval.run import RunError
+    from gepard_demo.codec import CodecLoadError
+    from gepard_demo.model_source import ModelNotFoundError
     from eval.sets import SetError
     from eval.whisper_assets import WeightsNotFound
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SetError, RunError, SettingsError, WeightsNotFound, CompareError, FileNotFoundError) as e:
+    except (SetError, RunError, SettingsError, WeightsNotFound, CompareError, FileNotFoundError,
+            ModelNotFoundError, CodecLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -53,6 +53,7 @@ class RunConfig:
     limit: int | None = None
     categories: tuple[str, ...] = ()
     device: str = "cpu"
+    model_cache: str | None = None  # where `tiny` is built / hub models are cached (not part of the identity)
 
     def validate(self) -> "RunConfig":
         self.sampling.validate()
@@ -180,7 +181,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             if engine is None:
                 from eval.engines import load_engine
 
-                engine = load_engine(cfg.engine, cfg.model, cfg.device)
+                engine = load_engine(cfg.engine, cfg.model, cfg.device, cfg.model_cache)
             env_path = run_dir / "environment.json"
             sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
             sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
