@@ -1,0 +1,171 @@
+"""Click-to-first-sound and playback gaps of the streaming demo, in headless Chromium.
+
+One run: start the real app (PCM route + Gradio page) on a free port in this process, open it
+in Debian's Chromium through Playwright, click Generate once to warm the page and the engine
+up, then click again and measure:
+
+  click_to_sound_ms  click -> first sample at the audio output (player's own stats: the
+                     worklet's frame clock mapped through AudioContext.getOutputTimestamp,
+                     so it includes the output latency the browser reports)
+  engine_ttfa_ms     the same request's server-side time to first audio (handler start ->
+                     first chunk's samples ready: prefill, first_chunk_frames decode steps,
+                     codec), from SynthesisSession.stats
+  overhead_ms        click_to_sound - engine_ttfa: page, queue, HTTP and player cost
+  underruns / gap_ms gaps heard in the middle of the utterance
+  rtf                server wall time / speech seconds (< 1: generated faster than real time)
+
+Targets (issue 4): overhead <= 300 ms; zero underruns for an utterance made faster than
+real time. Writes artifacts/demo_latency.json.
+
+    .venv/bin/python benchmarks/demo_latency.py [--model tiny] [--max-frames 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+TARGET_OVERHEAD_MS = 300.0
+
+WAIT_DONE = """(jobId) => {
+  const p = window.gepardPlayer;
+  const s = p.history.find((h) => h.jobId === jobId);
+  return s && ['ended', 'stopped', 'failed', 'error'].includes(s.state) ? s : null;
+}"""
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="tiny")
+    p.add_argument("--cache-dir", default=None)
+    p.add_argument("--text", default="Hello! This is Gepard, a text to speech model that starts talking almost at once.")
+    p.add_argument("--max-frames", type=int, default=200, help="frames to generate (tiny never stops on its own)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--chromium", default="/usr/bin/chromium")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", default=str(ROOT / "artifacts" / "demo_latency.json"))
+    p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    return p.parse_args()
+
+
+def start_server(demo_app):
+    import socket
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(demo_app, host="127.0.0.1", port=port, log_level="warning",
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise TimeoutError("server did not start")
+        time.sleep(0.05)
+    return server, thread, port
+
+
+def click_and_wait(page, timeout_ms=300_000):
+    page.click("#gepard-generate")
+    page.wait_for_function("() => window.gepardPlayer.stats.jobId")
+    job_id = page.evaluate("window.gepardPlayer.stats.jobId")
+    stats = page.wait_for_function(WAIT_DONE, arg=job_id, timeout=timeout_ms).json_value()
+    return job_id, stats
+
+
+def main() -> int:
+    args = parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from playwright.sync_api import sync_playwright
+
+    from app import DEMO_STREAM
+    from gepard_demo.ui.model_host import load_model_host
+    from gepard_demo.ui.server import build_app
+
+    host = load_model_host(args.model, cache_dir=args.cache_dir or tempfile.mkdtemp(prefix="gepard-bench-"),
+                           fallback=None)
+    host.warm_up(DEMO_STREAM)
+    demo = build_app(host, stream=DEMO_STREAM, with_eval_tab=False)
+    server, thread, port = start_server(demo.app)
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/", wait_until="networkidle")
+            page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')")
+            page.fill("#gepard-text textarea", args.text)
+            for elem, value in (("gepard-max-frames", args.max_frames),):
+                box = page.locator(f"#{elem} input[type=number]")
+                box.fill(str(value))
+                box.press("Enter")
+            page.locator("#gepard-random-seed input").uncheck()
+            seed_box = page.locator("#gepard-seed input")
+            seed_box.fill(str(args.seed))
+            seed_box.press("Enter")
+            warm_job, warm = click_and_wait(page)
+            job_id, player = click_and_wait(page)
+            browser.close()
+        job = demo.registry.get(job_id)
+        st = job.session.stats
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+    engine_ttfa_ms = st.ttfa_s * 1000
+    overhead_ms = player["clickToSoundMs"] - engine_ttfa_ms
+    result = {
+        "model": host.info.name,
+        "random_weights": host.info.random_weights,
+        "stream": {"first_chunk_frames": DEMO_STREAM.first_chunk_frames, "chunk_frames": DEMO_STREAM.chunk_frames,
+                   "decode_mode": DEMO_STREAM.decode_mode, "fade_ms": DEMO_STREAM.fade_ms},
+        "frames": st.frames,
+        "audio_s": round(st.audio_s, 3),
+        "click_to_first_byte_ms": round(player["firstByteAt"] - player["clickAt"], 1),
+        "click_to_sound_ms": round(player["clickToSoundMs"], 1),
+        "engine_ttfa_ms": round(engine_ttfa_ms, 1),
+        "overhead_ms": round(overhead_ms, 1),
+        "output_latency_ms": player["outputLatencyMs"],
+        "underruns": player["underruns"],
+        "gap_ms": round(player["gapMs"], 1),
+        "samples_played": player["samplesPlayed"],
+        "samples_received": player["samplesReceived"],
+        "rtf": round(st.rtf, 3),
+        "warmup_click_to_sound_ms": round(warm["clickToSoundMs"], 1) if warm.get("clickToSoundMs") else None,
+        "targets": {
+            "overhead_ms<=300": overhead_ms <= TARGET_OVERHEAD_MS,
+            "zero_gaps": player["underruns"] == 0,
+            "faster_than_real_time": st.rtf < 1.0,
+        },
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    print(f"\nclick-to-sound {result['click_to_sound_ms']:.0f} ms = engine TTFA {result['engine_ttfa_ms']:.0f} ms "
+          f"+ {result['overhead_ms']:.0f} ms (target <= {TARGET_OVERHEAD_MS:.0f}); "
+          f"gaps {result['underruns']} over {result['audio_s']:.1f} s at RTF {result['rtf']:.2f}")
+    missed = [k for k, ok in result["targets"].items() if not ok]
+    if missed:
+        print("targets missed: " + ", ".join(missed))
+    return 1 if (missed and args.strict) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
