@@ -22,11 +22,13 @@ def banner_markdown(host: ModelHost) -> str:
         lines.append(f"**Model:** `{name}`{rev}, loaded from {where} ({info.device}, {info.dtype}).")
     if host.fallback_reason:
         reason = html.escape(host.fallback_reason)
+        kind = html.escape(host.fallback_reason.split(":", 1)[0])
         requested = html.escape(host.requested)
         lines.append(
-            f"The requested model `{requested}` did not load: {reason}\n\n"
+            f"The requested model `{requested}` did not load ({kind}; no weights on this machine?). "
             f"**To fix:** on a machine with internet run `hf download nineninesix/gepard-1.0 "
             f"--local-dir DIR`, copy DIR here, and start the app with `GEPARD_MODEL=DIR python app.py` "
-            f"(or `python app.py --model DIR`)."
+            f"(or `python app.py --model DIR`).\n\n"
+            f"<details><summary>Full error</summary>\n\n{reason}\n\n</details>"
         )
     return "\n\n".join(lines)

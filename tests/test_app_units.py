@@ -1,0 +1,147 @@
+"""The demo's small parts without a server: job mailboxes, control parsing, model fallback, banner."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gepard_demo.settings import SettingsError
+from gepard_demo.ui.banner import banner_markdown
+from gepard_demo.ui.controller import CONTROL_NAMES, parse_controls
+from gepard_demo.ui.jobs import JobError, JobRegistry
+from gepard_demo.ui.model_host import ModelHost, load_model_host
+
+GOOD = dict(
+    text="hi", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5, seed=5, random_seed=False,
+    max_frames=100, first_chunk_frames=10, chunk_frames=10, decode_mode="exact", lookback_frames=8,
+    fade_ms=0, silence_ms=0,
+)
+
+
+def test_control_names_match_parse():
+    assert set(GOOD) == set(CONTROL_NAMES)
+
+
+def test_parse_controls_keeps_big_seeds_exact_and_names_bad_values():
+    sampling, stream = parse_controls({**GOOD, "seed": 2**62 + 1})
+    assert sampling.seed == 2**62 + 1
+    assert parse_controls({**GOOD, "random_seed": True})[0].seed is None
+    assert parse_controls({**GOOD, "top_k": 3.0})[0].top_k == 3
+    for key, value, msg in [
+        ("temperature", float("nan"), "finite"),
+        ("temperature", "abc", "must be a number"),
+        ("top_k", 1.5, "whole number"),
+        ("max_frames", None, "max frames is empty"),
+        ("fade_ms", -1, "fade_ms"),
+        ("decode_mode", "x", "decode_mode"),
+    ]:
+        with pytest.raises(SettingsError, match=msg):
+            parse_controls({**GOOD, key: value})
+
+
+def test_registry_refuses_bad_ids_and_too_many_jobs():
+    reg = JobRegistry(max_jobs=2)
+    for bad in ["", "short", "../../etc/passwd", "a" * 65, None]:
+        with pytest.raises(JobError):
+            reg.open(bad)
+    a = reg.open("job-aaaaaaaa")
+    assert reg.open("job-aaaaaaaa") is a
+    reg.open("job-bbbbbbbb")
+    with pytest.raises(JobError, match="too many"):
+        reg.open("job-cccccccc")
+
+
+def test_registry_sweeps_finished_and_unclaimed_jobs():
+    reg = JobRegistry(finished_ttl_s=0.0, unclaimed_ttl_s=0.05)
+    done = reg.open("job-finished")
+    done.claimed = True
+    done.finish()
+    waiting = reg.open("job-unclaimed")
+    running = reg.open("job-running")
+    running.claimed = True
+    time.sleep(0.1)
+    reg.open("job-new-one")
+    assert reg.get("job-finished") is None and reg.get("job-unclaimed") is None
+    assert reg.get("job-running") is running and waiting is not None
+
+
+def test_mailbox_streams_chunks_put_from_another_thread():
+    reg = JobRegistry()
+    job = reg.open("job-stream-1")
+    chunks = [np.full(n, i, dtype=np.float32) for i, n in enumerate((5, 0, 7, 3))]
+
+    def produce():
+        for c in chunks:
+            time.sleep(0.01)
+            job.put(c)
+        job.finish()
+
+    async def consume():
+        t = threading.Thread(target=produce)
+        t.start()
+        data = b"".join([b async for b in job.iter_bytes()])
+        t.join()
+        return data
+
+    data = asyncio.run(consume())
+    np.testing.assert_array_equal(np.frombuffer(data, "<f4"), np.concatenate(chunks))
+    assert not job.cancelled
+
+
+def test_listener_leaving_early_cancels_the_session():
+    reg = JobRegistry()
+    job = reg.open("job-stream-2")
+    session = SimpleNamespace(cancelled=False)
+    session.cancel = lambda: setattr(session, "cancelled", True)
+    job.session = session
+    job.put(np.zeros(4, np.float32))
+
+    async def consume_one():
+        gen = job.iter_bytes()
+        await gen.__anext__()
+        await gen.aclose()
+
+    asyncio.run(consume_one())
+    assert job.cancelled and session.cancelled
+
+
+def fake_engine(name, random_weights):
+    info = SimpleNamespace(name=name, path=f"/models/{name}", revision=None, random_weights=random_weights,
+                           device="cpu", dtype="float32")
+    return SimpleNamespace(model_info=info)
+
+
+def test_fallback_to_tiny_keeps_the_reason():
+    def engine_loader(model, cache_dir):
+        if model != "tiny":
+            raise RuntimeError("no weights here")
+        return fake_engine("tiny", True)
+
+    host = load_model_host("nineninesix/gepard-1.0", engine_loader=engine_loader,
+                           codec_loader=lambda e: SimpleNamespace(sample_rate=22050))
+    assert host.engine.model_info.name == "tiny"
+    assert host.fallback_reason == "RuntimeError: no weights here"
+    assert host() is host.engine  # the Eval tab's engine provider
+    text = banner_markdown(host)
+    assert "random weights" in text and "makes noise" in text
+    assert "nineninesix/gepard-1.0" in text and "no weights here" in text and "GEPARD_MODEL=DIR" in text
+
+
+def test_no_fallback_when_tiny_itself_fails():
+    def engine_loader(model, cache_dir):
+        raise RuntimeError("broken")
+
+    with pytest.raises(RuntimeError, match="broken"):
+        load_model_host("tiny", engine_loader=engine_loader, codec_loader=lambda e: None)
+
+
+def test_banner_for_real_weights_has_no_warning():
+    host = ModelHost(fake_engine("/models/gepard", False), SimpleNamespace(sample_rate=22050), "/models/gepard")
+    text = banner_markdown(host)
+    assert "random weights" not in text and "did not load" not in text
+    assert "/models/gepard" in text
