@@ -100,3 +100,61 @@ def test_empty_text_shows_a_message_and_the_page_keeps_working(page):
     set_number(page, "gepard-max-frames", 10)
     job2 = click_generate(page)
     assert wait_player(page, job2)["state"] == "ended"
+
+
+WORKLET_SCENARIO = """async () => {
+  // Render the player worklet offline, injecting chunks at chosen render times.
+  const sr = 22050, ctx = new OfflineAudioContext(1, sr * 4, sr);
+  await ctx.audioWorklet.addModule('/gepard/pcm-worklet.js');
+  const node = new AudioWorkletNode(ctx, 'gepard-pcm-player',
+    {numberOfInputs: 0, numberOfOutputs: 1, outputChannelCount: [1]});
+  node.connect(ctx.destination);
+  const msgs = [];
+  let pongs = 0;
+  node.port.onmessage = (e) => { if (e.data.type === 'pong') pongs++; else msgs.push(e.data); };
+  const sync = async () => {  // wait until the worklet has handled everything posted so far
+    const want = pongs + 1;
+    node.port.postMessage({type: 'ping'});
+    while (pongs < want) await new Promise((r) => setTimeout(r, 5));
+  };
+  const push = (seconds) => node.port.postMessage(
+    {type: 'push', jobId: 'j', samples: new Float32Array(Math.round(seconds * sr)).fill(0.5)});
+  const plan = [
+    [1.0, () => push(0.2)],                                    // starved; 0.2 s < 0.5 s rebuffer
+    [1.5, () => push(0.4)],                                    // 0.6 s queued: resume (gap 1)
+    [2.5, () => { push(0.3); node.port.postMessage({type: 'end', jobId: 'j'}); }],  // gap 2
+  ];
+  node.port.postMessage({type: 'reset', jobId: 'j'});
+  push(0.5);
+  await sync();
+  for (const [t, act] of plan) {
+    ctx.suspend(t).then(async () => { act(); await sync(); ctx.resume(); });
+  }
+  const buf = await ctx.startRendering();
+  const out = buf.getChannelData(0);
+  let nonzero = 0, firstZero = -1;
+  for (let i = 0; i < out.length; i++) {
+    if (out[i] !== 0) nonzero++; else if (firstZero < 0) firstZero = i;
+  }
+  await new Promise((r) => setTimeout(r, 50));
+  const last = msgs.filter((m) => m.type !== 'pong').pop();
+  return {nonzero, firstZero, last, underrunMsgs: msgs.filter((m) => m.type === 'underrun'),
+          started: msgs.find((m) => m.type === 'started'), done: msgs.some((m) => m.type === 'done')};
+}"""
+
+
+def test_worklet_counts_gaps_and_rebuffers(page):
+    r = page.evaluate(WORKLET_SCENARIO)
+    sr = 22050
+    total = round(0.5 * sr) + round(0.2 * sr) + round(0.4 * sr) + round(0.3 * sr)
+    assert r["started"]["firstFrame"] == 0
+    assert r["nonzero"] == total  # every sample played once, none dropped or repeated
+    assert r["firstZero"] == round(0.5 * sr)  # no silence before the first chunk ran out
+    gaps = r["underrunMsgs"]
+    assert len(gaps) == 2 and r["last"]["underruns"] == 2
+    # Gap 1: dry at 0.5 s, 0.2 s at 1.0 s is under the 0.5 s rebuffer target, resumes at 1.5 s.
+    assert abs(gaps[0]["frames"] / sr - 1.0) < 0.01
+    # Gap 2: dry at 2.1 s; at 2.5 s only 0.3 s comes (under the doubled 1 s target) but the
+    # stream ended, so it plays at once. Running dry at the very end is not a gap.
+    assert abs(gaps[1]["frames"] / sr - 0.4) < 0.01
+    assert r["done"]

@@ -145,3 +145,24 @@ def test_banner_for_real_weights_has_no_warning():
     text = banner_markdown(host)
     assert "random weights" not in text and "did not load" not in text
     assert "/models/gepard" in text
+
+
+def test_eval_tab_builder_gets_the_host_and_a_broken_one_is_reported():
+    import gradio as gr
+
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+    from gepard_demo.ui.layout import build_demo
+
+    host = ModelHost(fake_engine("tiny", True), SimpleNamespace(sample_rate=22050), "tiny")
+    controller = SimpleNamespace(generate=lambda *a: None, stop=lambda *a: None)
+    seen = []
+
+    def build_eval_tab(provider):
+        seen.append(provider)
+        gr.Markdown("EVAL-TAB-CONTENT")
+
+    demo = build_demo(host, controller, SamplingSettings(), StreamSettings(), eval_tab=build_eval_tab)
+    assert seen == [host] and seen[0]() is host.engine
+    assert "EVAL-TAB-CONTENT" in str(demo.config)
+    broken = build_demo(host, controller, SamplingSettings(), StreamSettings(), eval_tab_error="ImportError: x")
+    assert "The Eval tab could not be built" in str(broken.config)

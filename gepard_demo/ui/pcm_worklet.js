@@ -2,9 +2,18 @@
 //
 // The page runs the AudioContext at the codec's own rate (22050 Hz), so samples go out as
 // they came, with no resampling here. Each render quantum (128 frames) takes samples from a
-// FIFO of chunks. Once playback has started, a quantum that finds the FIFO empty before the
-// stream has ended is the start of a gap; it is counted as an underrun only if more samples
-// arrive afterwards (running dry right before 'end' arrives is the end of speech, not a gap).
+// FIFO of chunks. Playback starts on the first sample (lowest latency).
+//
+// Gaps: once playing, a quantum that finds the FIFO empty before the stream has ended starts
+// a starved spell. If the stream then ends with nothing more, that was just the end of speech.
+// If more samples come, the listener heard a gap: it is counted (underruns, gapFrames) when
+// playback resumes. On hardware slower than real time, resuming on every new chunk would
+// stutter at every chunk; instead playback resumes only once `rebuffer` samples are queued,
+// and that target doubles after each gap (0.5 s, 1 s, 2 s ... capped at 8 s): a few longer
+// pauses instead of a stutter, the usual jitter-buffer trade.
+
+const REBUFFER_START_S = 0.5;
+const REBUFFER_MAX_S = 8;
 
 class GepardPcmPlayer extends AudioWorkletProcessor {
   constructor() {
@@ -26,6 +35,7 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
     this.underruns = 0;
     this.gapFrames = 0;
     this.prebuffer = 0;    // samples to hold before starting (0 = start on the first sample)
+    this.rebuffer = Math.round(REBUFFER_START_S * sampleRate);
     this.sinceReport = 0;
     this.doneReported = false;
   }
@@ -38,21 +48,15 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
       if (msg.jobId !== this.jobId) return;  // a late chunk of a stopped job
       const s = msg.samples;
       if (!s.length) return;
-      if (this.starvedAt >= 0) {
-        // Real gap: the listener heard silence between two samples of the utterance.
-        this.underruns += 1;
-        this.gapFrames += currentFrame - this.starvedAt;
-        this.port.postMessage({type: 'underrun', jobId: this.jobId, at: this.starvedAt,
-                               frames: currentFrame - this.starvedAt, underruns: this.underruns});
-        this.starvedAt = -1;
-      }
       this.queue.push(s);
       this.buffered += s.length;
       this.received += s.length;
     } else if (msg.type === 'end') {
       if (msg.jobId !== this.jobId) return;
       this.ended = true;
-      this.starvedAt = -1;
+    } else if (msg.type === 'ping') {
+      // Lets a caller know every earlier message has been handled (used by the tests).
+      this.port.postMessage({type: 'pong', id: msg.id});
     }
   }
 
@@ -64,13 +68,26 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
     }, extra || {}));
   }
 
+  // May samples flow in this quantum?
+  flowing() {
+    if (this.jobId === null || this.buffered === 0) return false;
+    if (!this.started) return this.buffered >= Math.max(1, this.prebuffer) || this.ended;
+    if (this.starvedAt < 0) return true;
+    if (this.buffered < this.rebuffer && !this.ended) return false;
+    // Resuming after a gap the listener heard.
+    this.underruns += 1;
+    this.gapFrames += currentFrame - this.starvedAt;
+    this.report('underrun', {at: this.starvedAt, frames: currentFrame - this.starvedAt});
+    this.starvedAt = -1;
+    this.rebuffer = Math.min(this.rebuffer * 2, Math.round(REBUFFER_MAX_S * sampleRate));
+    return true;
+  }
+
   process(inputs, outputs) {
     const out = outputs[0][0];
     const n = out.length;
     let i = 0;
-    const canStart = this.started || this.buffered >= Math.max(1, this.prebuffer) ||
-      (this.ended && this.buffered > 0);
-    if (this.jobId !== null && canStart) {
+    if (this.flowing()) {
       while (i < n && this.queue.length) {
         const head = this.queue[0];
         const take = Math.min(n - i, head.length - this.offset);
@@ -93,6 +110,8 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
       out.fill(0, i);
       if (this.started && !this.ended && this.starvedAt < 0) this.starvedAt = currentFrame + i;
     }
+    // Ran dry and the stream ended with nothing more: that was the end of speech, not a gap.
+    if (this.ended && this.buffered === 0) this.starvedAt = -1;
     if (this.started && this.ended && this.buffered === 0 && !this.doneReported) {
       this.doneReported = true;
       this.report('done');
