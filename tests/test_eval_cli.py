@@ -1,0 +1,89 @@
+"""`python -m eval` end to end on the tiny random checkpoint, and its bad-input errors."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from eval.cli import main
+from eval.seeds import utterance_seed
+
+from eval_fixtures import rows_of
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, tiny_cache_dir):
+    out = tmp_path_factory.mktemp("cli") / "tiny-smoke"
+    rc = main(["run", "--model", "tiny", "--model-cache", str(tiny_cache_dir), "--set", "smoke", "--out", str(out),
+               "--max-frames", "24", "--batch-size", "3", "--seed", "7", "--temperature", "0.8", "--fade-ms", "10",
+               "--asr", "faster-whisper", "--asr-model", "tiny.en"])
+    assert rc == 0
+    return out
+
+
+def test_run_score_report_on_tiny(tiny_run, tiny_cache_dir):
+    rows = rows_of(tiny_run)
+    assert [r["id"] for r in rows] == [f"smoke-{i}" for i in range(1, 7)]
+    for r in rows:
+        assert (tiny_run / r["wav"]).is_file()
+        assert r["seed"] == utterance_seed(7, r["id"])
+        assert 1 <= r["frames"] <= 24 and r["stop_fired"] != r["runaway"]
+        assert r["runaway"] == (r["frames"] == 24)
+        assert len(r["p_stop"]) == r["frames"] + (1 if r["stop_fired"] else 0)
+        assert r["settings"]["sampling"]["temperature"] == 0.8 and r["settings"]["stream"]["fade_ms"] == 10
+        assert r["ttfa_s"] > 0 and r["rtf"] > 0
+    cfg = json.loads((tiny_run / "config.json").read_text())
+    assert cfg["run"]["sampling"]["temperature"] == 0.8 and cfg["items"] == 6
+    env = json.loads((tiny_run / "environment.json").read_text())["sessions"][0]
+    assert env["engine"]["random_weights"] is True and env["packages"]["torch"]
+    for name in ("table.csv", "table.parquet", "summary.json", "report.md", "charts/wer_by_category.png",
+                 "charts/duration_ratio.png", "charts/frames_vs_words.png", "charts/stop_head.png"):
+        assert (tiny_run / name).is_file(), name
+    summary = json.loads((tiny_run / "summary.json").read_text())
+    # random weights make noise, not speech: Whisper hears (almost) none of the words
+    assert summary["overall"]["wer_corpus"]["value"] > 0.8
+    assert summary["overall"]["n_scored"] == 6
+    assert set(summary["by_category"]) == {r["category"] for r in rows}
+    table = pd.read_parquet(tiny_run / "table.parquet")
+    assert len(table) == 6 and {"wer", "hyp", "duration_ratio", "frames_per_word"} <= set(table.columns)
+    assert "corpus WER" in (tiny_run / "report.md").read_text()
+    # report alone rebuilds the outputs; compare against itself is no regression
+    assert main(["report", str(tiny_run)]) == 0
+    assert main(["compare", str(tiny_run), str(tiny_run)]) == 0
+
+
+def test_bad_input_is_a_clear_error(tiny_run, tmp_path, capsys):
+    assert main(["run", "--set", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "a")]) == 2
+    assert "not found" in capsys.readouterr().err
+    (tmp_path / "empty.txt").write_text("\n")
+    assert main(["run", "--set", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "b")]) == 2
+    assert "empty" in capsys.readouterr().err
+    assert main(["run", "--temperature", "0", "--out", str(tmp_path / "c")]) == 2
+    assert "temperature" in capsys.readouterr().err
+    assert main(["run", "--decode-mode", "exact", "--lookback-frames", "999", "--out", str(tmp_path / "d")]) == 2
+    # resuming with other settings would mix two experiments in one folder
+    assert main(["run", "--out", str(tiny_run), "--temperature", "0.5"]) == 2
+    assert "different sampling" in capsys.readouterr().err
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "x").write_text("x")
+    assert main(["run", "--out", str(tmp_path / "junk")]) == 2
+    assert main(["score", str(tmp_path / "junk")]) == 2
+    assert main(["report", str(tmp_path / "nowhere")]) == 2
+    assert main(["score", str(tiny_run), "--asr-model", "large-v9"]) == 2
+    assert "no offline Whisper weights" in capsys.readouterr().err
+
+
+def test_sweep_makes_one_subrun_per_point(tmp_path, tiny_cache_dir):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--out", str(out), "--model-cache", str(tiny_cache_dir), "--set", "smoke", "--limit", "2",
+                 "--max-frames", "8", "--temperatures", "0.5", "1.0", "--stop-thresholds", "0.2", "0.6"]) == 0
+    df = pd.read_csv(out / "sweep.csv")
+    assert len(df) == 4 and set(df["temperature"]) == {0.5, 1.0} and set(df["stop_threshold"]) == {0.2, 0.6}
+    assert (out / "sweep.png").is_file()
+    for t, s in [(0.5, 0.2), (1.0, 0.6)]:
+        cfg = json.loads((out / f"T{t:g}_S{s:g}" / "config.json").read_text())["run"]["sampling"]
+        assert (cfg["temperature"], cfg["stop_threshold"]) == (t, s)
