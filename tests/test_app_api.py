@@ -107,6 +107,14 @@ def test_streamed_chunks_concatenate_to_the_final_wav(client, live_demo, tiny_en
     np.testing.assert_array_equal(direct, final)
 
 
+def test_lookback_mode_stream_equals_its_wav(client, live_demo):
+    result, listener = generate_with_stream(client, live_demo.url, decode_mode="lookback", lookback_frames=4,
+                                            first_chunk_frames=3, chunk_frames=7, max_frames=30, silence_ms=0)
+    streamed = pcm_f32(bytes(listener.data))
+    assert len(streamed) == 30 * 1024
+    np.testing.assert_array_equal(streamed, read_wav(result[1]))
+
+
 def test_two_clients_at_once_each_get_their_solo_audio(client, live_demo):
     from gradio_client import Client
 

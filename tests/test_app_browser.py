@@ -74,6 +74,18 @@ def test_generate_plays_audio_and_shows_stats_and_plot(page):
     page.screenshot(path=str(ARTIFACTS / "app_browser.png"), full_page=True)
 
 
+def test_player_start_buffer_holds_playback(page):
+    page.fill("#gepard-text textarea", "Wait for a second of audio first.")
+    set_number(page, "gepard-max-frames", 40)
+    page.get_by_text("Streaming", exact=True).click()  # the accordion starts closed
+    set_number(page, "gepard-prebuffer", 1000)
+    first = wait_player(page, click_generate(page))
+    assert first["state"] == "ended" and first["startBufferMs"] >= 1000
+    set_number(page, "gepard-prebuffer", 0)
+    second = wait_player(page, click_generate(page))
+    assert second["startBufferMs"] < 1000  # default: starts on the first chunk (10 frames)
+
+
 def test_stop_stops_playback_and_frees_the_engine(page):
     page.fill("#gepard-text textarea", "This one would run for a very long time.")
     set_number(page, "gepard-max-frames", 4000)

@@ -45,7 +45,9 @@ def _start_js(n_inputs: int) -> str:
     # resumes the AudioContext inside the user gesture) and sends that id as the first input.
     return (
         "(...args) => { const out = args.slice(0, %d);"
-        " out[0] = window.gepardPlayer ? window.gepardPlayer.start() : ''; return out; }" % n_inputs
+        " const pre = document.querySelector('#gepard-prebuffer input[type=number]');"
+        " const prebufferMs = pre ? Number(pre.value) || 0 : 0;"
+        " out[0] = window.gepardPlayer ? window.gepardPlayer.start({prebufferMs}) : ''; return out; }" % n_inputs
     )
 
 
@@ -98,6 +100,9 @@ def build_demo(
                             lookback = gr.Slider(0, 64, value=stream.lookback_frames, step=1, label="Lookback frames (lookback mode)", elem_id="gepard-lookback")
                             fade_ms = gr.Slider(0, 500, value=stream.fade_ms, step=5, label="End fade (ms)", elem_id="gepard-fade")
                             silence_ms = gr.Slider(0, 2000, value=stream.silence_ms, step=10, label="End silence (ms)", elem_id="gepard-silence")
+                            # Read by the page's player only (see _start_js), never sent to Python.
+                            gr.Slider(0, 10000, value=0, step=100, elem_id="gepard-prebuffer",
+                                      label="Player start buffer (ms): 0 starts on the first chunk; raise it where generation is slower than real time")
                 with gr.Row():
                     with gr.Column(scale=3):
                         audio = gr.Audio(label="Full audio (WAV)", type="filepath", interactive=False,

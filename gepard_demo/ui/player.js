@@ -27,7 +27,7 @@
       jobId, state: jobId ? 'connecting' : 'idle', clickAt: null, responseAt: null,
       firstByteAt: null, firstPlayAt: null, doneAt: null, clickToSoundMs: null,
       samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
-      contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null,
+      contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null, startBufferMs: null,
     };
   }
 
@@ -190,6 +190,7 @@
         s.firstPlayAt = this.frameToPerf(m.firstFrame);
         s.clickToSoundMs = s.firstPlayAt - s.clickAt;
         s.outputLatencyMs = (this.ctx.outputLatency || this.ctx.baseLatency || 0) * 1000;
+        s.startBufferMs = m.buffered * 1000 / this.ctx.sampleRate;  // queued when it started
         s.state = 'playing';
       } else if (m.type === 'done') {
         s.state = 'ended';
