@@ -229,3 +229,21 @@ def test_bad_job_id_is_refused(live_demo):
     assert r.status_code in (400, 404)
     r = httpx.get(f"{live_demo.url}/gepard/pcm/short", timeout=10)
     assert r.status_code == 400
+
+
+def test_generate_waits_for_the_engine_lock_and_stop_still_works(client, live_demo):
+    # Something else (the Eval tab) holds the engine: Generate says so, and Stop ends it.
+    lock = live_demo.demo.host.lock
+    job_id = new_id()
+    with lock:
+        job = client.submit(*args(job_id, max_frames=10), api_name="/generate")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            statuses = [o[0] for o in job.outputs() if o]
+            if any("Waiting for the model" in s for s in statuses):
+                break
+            time.sleep(0.05)
+        assert any("Waiting for the model" in s for s in statuses), statuses
+        client.predict(job_id, api_name="/stop")
+        status, wav, stats_md, _ = job.result(timeout=10)
+    assert status.startswith("Stopped") and wav is None and "stopped by the user" in stats_md

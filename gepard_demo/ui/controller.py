@@ -124,12 +124,22 @@ class DemoController:
 
     def _run(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float):
         failure: list[BaseException] = []
+        waiting = threading.Event()
 
         def work() -> None:
             try:
-                with self.host.lock:
+                # The Eval tab may hold the engine for a whole run: wait, but stay stoppable.
+                while not self.host.lock.acquire(timeout=0.1):
+                    waiting.set()
+                    if session.cancelled:
+                        session.stats.cancelled = True
+                        return
+                waiting.clear()
+                try:
                     for chunk in session:
                         job.put(chunk.samples)
+                finally:
+                    self.host.lock.release()
             except BaseException as exc:  # shown to the user below; the server keeps going
                 failure.append(exc)
             finally:
@@ -142,7 +152,9 @@ class DemoController:
             while worker.is_alive():
                 worker.join(POLL_S)
                 st = session.stats
-                if worker.is_alive():
+                if worker.is_alive() and waiting.is_set():
+                    yield ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip())
+                elif worker.is_alive():
                     sent = sum(len(c) for c in job.chunks) / 4 / session.sample_rate
                     yield (
                         f"Generating… {st.frames} frames, {sent:.2f} s of audio streamed "
