@@ -17,7 +17,7 @@ up, then click again and measure:
 Targets (issue 4): overhead <= 300 ms; zero underruns for an utterance made faster than
 real time. Writes artifacts/demo_latency.json.
 
-    .venv/bin/python benchmarks/demo_latency.py [--model tiny] [--max-frames 200]
+    .venv/bin/python benchmarks/demo_latency.py [--model tiny | --full-size] [--max-frames 200]
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ WAIT_DONE = """(jobId) => {
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="tiny")
+    p.add_argument("--full-size", action="store_true",
+                   help="instead of --model: a random model with Gepard-1.0's full backbone and a full-size "
+                        "random NanoCodec, in memory (real per-frame cost; its stop head is silenced)")
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--text", default="Hello! This is Gepard, a text to speech model that starts talking almost at once.")
     p.add_argument("--max-frames", type=int, default=200, help="frames to generate (tiny never stops on its own)")
@@ -80,6 +83,22 @@ def start_server(demo_app):
     return server, thread, port
 
 
+def full_size_host(cache_dir):
+    """Full-size shapes with random weights: what the real model costs per frame on this box."""
+    import torch
+
+    from gepard_demo.codec import build_random_codec
+    from gepard_demo.tiny import ensure_tiny
+    from gepard_demo.ui.model_host import ModelHost
+    from talker_step import full_size_engine  # benchmarks/talker_step.py: Gepard-1.0's backbone
+
+    engine = full_size_engine(ensure_tiny(Path(cache_dir)))  # the tiny tokenizer is enough here
+    with torch.no_grad():  # random stop heads fire at random; make every run its full length
+        engine.talker.stop_head.weight.zero_()
+        engine.talker.stop_head.bias.fill_(-30.0)
+    return ModelHost(engine, build_random_codec(seed=0), requested="full-size-random")
+
+
 def click_and_wait(page, timeout_ms=300_000):
     page.click("#gepard-generate")
     page.wait_for_function("() => window.gepardPlayer.stats.jobId")
@@ -99,8 +118,11 @@ def main() -> int:
     from gepard_demo.ui.model_host import load_model_host
     from gepard_demo.ui.server import build_app
 
-    host = load_model_host(args.model, cache_dir=args.cache_dir or tempfile.mkdtemp(prefix="gepard-bench-"),
-                           fallback=None)
+    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="gepard-bench-")
+    if args.full_size:
+        host = full_size_host(cache_dir)
+    else:
+        host = load_model_host(args.model, cache_dir=cache_dir, fallback=None)
     host.warm_up(DEMO_STREAM)
     demo = build_app(host, stream=DEMO_STREAM, with_eval_tab=False)
     server, thread, port = start_server(demo.app)

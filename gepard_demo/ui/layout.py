@@ -32,7 +32,8 @@ CSS = """
 
 def page_head(sample_rate: int) -> str:
     """<head> markup: the player's config and code (inline, so it runs before any click)."""
-    config = {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX, "workletUrl": WORKLET_PATH}
+    # Relative URLs, so the page also works when a proxy serves it under a path prefix.
+    config = {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX.lstrip("/"), "workletUrl": WORKLET_PATH.lstrip("/")}
     player_js = Path(__file__).with_name("player.js").read_text(encoding="utf-8")
     return (
         f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(config)};</script>\n"
