@@ -247,3 +247,11 @@ def test_generate_waits_for_the_engine_lock_and_stop_still_works(client, live_de
         client.predict(job_id, api_name="/stop")
         status, wav, stats_md, _ = job.result(timeout=10)
     assert status.startswith("Stopped") and wav is None and "stopped by the user" in stats_md
+
+
+def test_a_job_id_cannot_be_reused(client, live_demo):
+    from gradio_client.exceptions import AppError
+
+    result, listener = generate_with_stream(client, live_demo.url, max_frames=5)
+    with pytest.raises(AppError, match="already running or done"):
+        client.predict(*args(listener.job_id, max_frames=5), api_name="/generate")

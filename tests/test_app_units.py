@@ -166,3 +166,15 @@ def test_eval_tab_builder_gets_the_host_and_a_broken_one_is_reported():
     assert "EVAL-TAB-CONTENT" in str(demo.config)
     broken = build_demo(host, controller, SamplingSettings(), StreamSettings(), eval_tab_error="ImportError: x")
     assert "The Eval tab could not be built" in str(broken.config)
+
+
+def test_a_job_has_one_producer_and_stop_before_attach_still_cancels():
+    reg = JobRegistry()
+    job = reg.claim("job-claimed-1")
+    with pytest.raises(JobError, match="already running"):
+        reg.claim("job-claimed-1")
+    assert reg.cancel("job-claimed-1")
+    session = SimpleNamespace(cancelled=False)
+    session.cancel = lambda: setattr(session, "cancelled", True)
+    job.attach(session)  # Stop came before the session existed: it is cancelled on attach
+    assert session.cancelled

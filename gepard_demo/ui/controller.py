@@ -100,10 +100,9 @@ class DemoController:
         # API clients may leave the job id empty: they get a fresh one (and no live stream).
         job_id = job_id or secrets.token_hex(16)
         try:
-            job = self.registry.open(job_id)
+            job = self.registry.claim(job_id)
         except JobError as exc:
             raise gr.Error(str(exc)) from None
-        job.claimed = True
         queued_s = max(0.0, time.monotonic() - job.created)
         try:
             try:
@@ -113,10 +112,10 @@ class DemoController:
                 )
             except (SettingsError, TextError) as exc:
                 raise gr.Error(str(exc), title="Cannot generate") from None
+            job.attach(session)  # from here on, Stop reaches the session
             if job.cancelled:
                 yield ("Stopped before it started.", None, "", None)
                 return
-            job.session = session
             yield from self._run(job, session, sampling, queued_s)
         finally:
             if not job.finished:

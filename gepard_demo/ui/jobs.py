@@ -54,6 +54,14 @@ class Job:
             self.error = error
         self._wake()
 
+    def attach(self, session: Any) -> None:
+        """Make `session` the one Stop cancels; cancels it at once if Stop came first."""
+        with self._cond:
+            self.session = session
+            cancelled = self.cancelled
+        if cancelled:
+            session.cancel()
+
     def cancel(self) -> None:
         with self._cond:
             self.cancelled = True
@@ -134,6 +142,15 @@ class JobRegistry:
                     raise JobError("too many jobs in flight; try again in a moment")
                 job = self._jobs[job_id] = Job(job_id)
             return job
+
+    def claim(self, job_id: str) -> Job:
+        """Open the job for its one producer; a second producer for the same id is refused."""
+        job = self.open(job_id)
+        with self._lock:
+            if job.claimed:
+                raise JobError(f"job {job_id} is already running or done; a new request needs a new id")
+            job.claimed = True
+        return job
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
