@@ -8,6 +8,7 @@ Weights come from eval.whisper_assets (offline).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,34 +47,48 @@ class ASRSettings:
         return asdict(self)
 
 
+@contextlib.contextmanager
+def _keep_torch_threads():
+    """CTranslate2 sets the process-wide OpenMP thread count when it loads a model (measured:
+    torch went from 1 to 2 threads and the Gepard decode loop ran 20x slower afterwards), so
+    torch's setting is put back after every CTranslate2 call."""
+    import torch
+
+    n = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+
+
 class FasterWhisperASR:
     def __init__(self, settings: ASRSettings, cache: Path = DEFAULT_CACHE):
         from faster_whisper import WhisperModel
 
         self.settings = settings
         self.model_path = ct2_dir(settings.model, cache)
-        self._model = WhisperModel(
-            str(self.model_path), device="cpu", compute_type=settings.compute_type,
-            cpu_threads=settings.threads, local_files_only=True,
-        )
+        with _keep_torch_threads():
+            self._model = WhisperModel(
+                str(self.model_path), device="cpu", compute_type=settings.compute_type,
+                cpu_threads=settings.threads, local_files_only=True,
+            )
 
     def _decode(self, audio16k: np.ndarray) -> str:
-        segments, _ = self._model.transcribe(
-            audio16k, language="en", task="transcribe", beam_size=self.settings.beam_size,
-            temperature=0.0, condition_on_previous_text=False, without_timestamps=True,
-            vad_filter=False,
-        )
-        return " ".join(s.text.strip() for s in segments).strip()
+        with _keep_torch_threads():
+            segments, _ = self._model.transcribe(
+                audio16k, language="en", task="transcribe", beam_size=self.settings.beam_size,
+                temperature=0.0, condition_on_previous_text=False, without_timestamps=True,
+                vad_filter=False,
+            )
+            return " ".join(s.text.strip() for s in segments).strip()
 
 
 class OpenAIWhisperASR:
     def __init__(self, settings: ASRSettings, cache: Path = DEFAULT_CACHE):
-        import torch
         import whisper
 
         self.settings = settings
-        if settings.threads:
-            torch.set_num_threads(settings.threads)
         self.model_path = openai_checkpoint(settings.model, cache)
         self._model = whisper.load_model(str(self.model_path), device="cpu")
 
@@ -84,7 +99,13 @@ class OpenAIWhisperASR:
         )
         if self.settings.beam_size > 1:
             opts["beam_size"] = self.settings.beam_size
-        return self._model.transcribe(audio16k, **opts)["text"].strip()
+        import torch
+
+        # threads only for this call: the process's setting belongs to the TTS engine.
+        with _keep_torch_threads():
+            if self.settings.threads:
+                torch.set_num_threads(self.settings.threads)
+            return self._model.transcribe(audio16k, **opts)["text"].strip()
 
 
 class Transcriber:

@@ -1,0 +1,113 @@
+"""Evaluation throughput on this machine.
+
+1. End to end on the tiny checkpoint: `eval run` (synthesis, codec decode, WAVs) + scoring
+   with faster-whisper tiny.en -> utterances per minute.
+2. ASR cost: CPU seconds (process time, all threads) per audio second, for every backend x
+   bundled Whisper size, on real speech (Piper), VAD on, greedy.
+3. Batched vs sequential synthesis on tiny: the same utterances and seeds, batch N vs 1.
+
+    python benchmarks/eval_throughput.py [--utts 8] [--max-frames 40] [--out runs/bench-eval]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from eval.asr import ASRSettings, Transcriber  # noqa: E402
+from eval.audio import read_mono  # noqa: E402
+from eval.engines import GepardLocal, PiperReference  # noqa: E402
+from eval.run import RunConfig, run  # noqa: E402
+from eval.score import score  # noqa: E402
+from eval.seeds import utterance_seed  # noqa: E402
+from eval.sets import load_set  # noqa: E402
+from eval.whisper_assets import bundled_sizes  # noqa: E402
+from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
+
+
+def spread(items, n):
+    """n utterances taken round-robin over the categories (short and long sentences alike)."""
+    by_cat: dict = {}
+    for u in items:
+        by_cat.setdefault(u.category, []).append(u)
+    out, i = [], 0
+    while len(out) < n:
+        for cat in by_cat.values():
+            if i < len(cat) and len(out) < n:
+                out.append(cat[i])
+        i += 1
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--utts", type=int, default=8)
+    ap.add_argument("--max-frames", type=int, default=40)
+    ap.add_argument("--out", default="runs/bench-eval")
+    ap.add_argument("--model-cache", default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    out = Path(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    results: dict = {"utts": args.utts, "max_frames": args.max_frames}
+
+    gepard = GepardLocal.load("tiny", cache_dir=args.model_cache)
+    sampling = SamplingSettings(max_frames=args.max_frames)
+    items = spread(load_set("core"), args.utts)
+    out.mkdir(parents=True)
+    set_file = out / "bench.jsonl"
+    set_file.write_text("".join(json.dumps({"id": u.id, "text": u.text, "category": u.category}) + "\n" for u in items))
+
+    # 1. end to end
+    t0 = time.perf_counter()
+    cfg = RunConfig(set=str(set_file), sampling=sampling, batch_size=args.utts)
+    run(cfg, out / "e2e", engine=gepard, log=lambda m: None)
+    t_synth = time.perf_counter() - t0
+    score(out / "e2e", ASRSettings(), log=lambda m: None)
+    t_all = time.perf_counter() - t0
+    results["e2e"] = {"utt_per_min": 60 * args.utts / t_all, "synth_s": t_synth, "total_s": t_all,
+                      "note": "tiny random weights: every utterance runs to max_frames"}
+
+    # 3. batched vs sequential (same seeds)
+    reqs = [(u.text, utterance_seed(1, u.id)) for u in items]
+    times = {}
+    for bs in (1, args.utts):
+        t0 = time.perf_counter()
+        for i in range(0, len(reqs), bs):
+            gepard.synthesize(reqs[i : i + bs], sampling, StreamSettings())
+        times[bs] = time.perf_counter() - t0
+    results["batching"] = {"sequential_s": times[1], f"batch{args.utts}_s": times[args.utts],
+                           "speedup": times[1] / times[args.utts]}
+
+    # 2. ASR cost on real speech
+    piper = PiperReference.load()
+    run(RunConfig(engine="piper", model="en_US-joe-medium", set=str(set_file)), out / "piper", engine=piper,
+        log=lambda m: None)
+    rows = [json.loads(l) for l in (out / "piper" / "rows.jsonl").read_text().splitlines()]
+    audios = [read_mono(out / "piper" / r["wav"]) for r in rows]
+    audio_s = sum(len(a) / sr for a, sr in audios)
+    asr = {}
+    for backend in ("faster-whisper", "openai-whisper"):
+        for size in bundled_sizes():
+            tr = Transcriber(ASRSettings(backend=backend, model=size, threads=2))
+            tr.transcribe(*audios[0])  # warm-up (first-call setup is not throughput)
+            c0, w0 = time.process_time(), time.perf_counter()
+            for a, sr in audios:
+                tr.transcribe(a, sr)
+            asr[f"{backend}/{size}"] = {"cpu_s_per_audio_s": (time.process_time() - c0) / audio_s,
+                                        "wall_s_per_audio_s": (time.perf_counter() - w0) / audio_s}
+    results["asr"] = {"audio_s": audio_s, **asr}
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
