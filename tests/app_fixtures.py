@@ -80,7 +80,10 @@ def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
 @pytest.fixture(scope="session")
 def browser():
     """Headless Debian Chromium driven by Playwright (its own browser download fails here)."""
-    sync_api = pytest.importorskip("playwright.sync_api")
+    try:
+        from playwright import sync_api
+    except ImportError:  # loud, not a skip: the browser tests are part of `make test`
+        pytest.fail("playwright is not installed: pip install -r requirements-test.txt")
     if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} not found: install the `chromium` apt package (.ci/apt-packages.txt)")
     with sync_api.sync_playwright() as pw:
