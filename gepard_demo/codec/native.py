@@ -13,7 +13,7 @@ from .errors import CodecLoadError
 from .fsq import FSQLayout, dequantize
 from .hifigan import CausalHiFiGANDecoder, DecoderConfig, load_decoder
 from .nemo_archive import read_nemo
-from .stream import ExactStreamDecoder, LookbackStreamDecoder
+from .stream import DECODE_BLOCK_FRAMES, ExactStreamDecoder, LookbackStreamDecoder
 
 
 def codec_topology(config: dict[str, Any]) -> tuple[DecoderConfig, FSQLayout, int, int]:
@@ -37,13 +37,12 @@ def codec_topology(config: dict[str, Any]) -> tuple[DecoderConfig, FSQLayout, in
 
 
 class NativeCodec(Codec):
-    """decode() runs the exact streamer over blocks of `decode_block_frames` frames: the same
-    samples as one single pass (the streaming tests check this against `decode_single_pass`),
-    but ~1.4x faster on long inputs here, because each layer's activations stay cache-sized
-    (430 frames: 15 s in 86-frame blocks vs 21 s in one pass, 1 thread)."""
+    """decode() is one push into a fresh exact streamer, which decodes long inputs in blocks
+    (stream.DECODE_BLOCK_FRAMES): the same samples as `decode_single_pass` (the streaming tests
+    check it), faster on long inputs."""
 
     backend = "native"
-    decode_block_frames = 86
+    decode_block_frames = DECODE_BLOCK_FRAMES
 
     def __init__(
         self,
@@ -84,20 +83,10 @@ class NativeCodec(Codec):
         return audio[0].float().cpu().numpy()
 
     def decode(self, codes: Any) -> np.ndarray:
-        x = dequantize(codes, self.layout)
-        n, block = x.shape[0], max(1, int(self.decode_block_frames))
-        if n <= block:
-            return self.decode_single_pass(codes)
-        state: dict = {}
-        parts = []
-        with torch.inference_mode():
-            x = x.T.unsqueeze(0).to(self.device)
-            for start in range(0, n, block):
-                parts.append(self.decoder(x[..., start : start + block], state)[0].float().cpu().numpy())
-        return np.concatenate(parts)
+        return ExactStreamDecoder(self.decoder, self.layout, self.device, self.decode_block_frames).push(codes)
 
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
         check_mode(mode, lookback)
         if mode == "exact":
-            return ExactStreamDecoder(self.decoder, self.layout, self.device)
+            return ExactStreamDecoder(self.decoder, self.layout, self.device, self.decode_block_frames)
         return LookbackStreamDecoder(self.decode, self.layout, self.samples_per_frame, lookback)

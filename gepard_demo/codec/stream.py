@@ -24,11 +24,24 @@ from .hifigan import CausalHiFiGANDecoder
 _EMPTY = np.zeros(0, dtype=np.float32)
 
 
+# A long push is decoded in blocks of this many frames with the state carried between them:
+# the same samples, but each layer's activations stay cache-sized. On this CPU, 430 frames take
+# ~14 s in 86-frame blocks against ~20 s in one pass (1 thread).
+DECODE_BLOCK_FRAMES = 86
+
+
 class ExactStreamDecoder(StreamDecoder):
-    def __init__(self, decoder: CausalHiFiGANDecoder, layout: FSQLayout, device: torch.device):
+    def __init__(
+        self,
+        decoder: CausalHiFiGANDecoder,
+        layout: FSQLayout,
+        device: torch.device,
+        block_frames: int = DECODE_BLOCK_FRAMES,
+    ):
         self.decoder = decoder
         self.layout = layout
         self.device = device
+        self.block_frames = max(1, int(block_frames))
         self.samples_per_frame = decoder.samples_per_frame
         self.frames_pushed = 0
         self._state: dict = {}
@@ -38,10 +51,14 @@ class ExactStreamDecoder(StreamDecoder):
         n = x.shape[0]
         if n == 0:
             return _EMPTY.copy()
+        x = x.T.unsqueeze(0).to(self.device)
+        parts = []
         with torch.inference_mode():
-            audio = self.decoder(x.T.unsqueeze(0).to(self.device), self._state)
+            for start in range(0, n, self.block_frames):
+                audio = self.decoder(x[..., start : start + self.block_frames], self._state)
+                parts.append(audio[0].float().cpu().numpy())
         self.frames_pushed += n
-        return audio[0].float().cpu().numpy()
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 class LookbackStreamDecoder(StreamDecoder):
