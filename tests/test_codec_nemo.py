@@ -106,3 +106,25 @@ def test_nemo_streamers():
 
     assert max_diff(run(nemo.streamer("exact")), whole) <= TOL  # whole-history re-decode
     assert max_diff(run(nemo.streamer("lookback", 8)), run(native.streamer("lookback", 8))) <= TOL
+
+
+@pytest.mark.slow
+def test_other_topology_read_from_config_matches_nemo():
+    """Kernel sizes, dilations, rates, activation and output activation come from the yaml:
+    a codec unlike NanoCodec in each of them still decodes as NeMo decodes it."""
+    from gepard_demo.codec.nemo_archive import write_nemo
+    from gepard_demo.codec.tiny import nanocodec_config, random_codec_state
+
+    config = nanocodec_config(decoder_channels=32, encoder_channels=4)
+    config["audio_decoder"].update(
+        up_sample_rates=[4, 4, 2], resblock_kernel_sizes=[3, 5], resblock_dilation_sizes=[1, 2],
+        activation="snake", output_activation="tanh", in_kernel_size=5, out_kernel_size=7,
+        n_groups_equal_to_out_channels=False,
+    )
+    config["audio_encoder"]["down_sample_rates"] = [2, 4, 4]
+    config["samples_per_frame"] = 32
+    path = write_nemo(workdir() / "other.nemo", config, random_codec_state(config, seed=3))
+    codes = random_codes(40, seed=10)
+    native, nemo = load_codec(path), load_codec(path, backend="nemo")
+    assert native.samples_per_frame == nemo.samples_per_frame == 32
+    assert max_diff(native.decode(codes), nemo.decode(codes)) <= TOL
