@@ -178,6 +178,17 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             cmp_btn = gr.Button("Compare")
         cmp_out = gr.Markdown()
 
+    def _pictures(paths):
+        # In-memory images: Gradio serves them from its cache, wherever runs_dir lives
+        # (file paths outside the app's allowed folders would be refused).
+        from PIL import Image
+
+        out = []
+        for p in paths:
+            with Image.open(p) as im:
+                out.append((im.copy(), Path(p).stem))
+        return out
+
     def _refresh():
         names = list_runs(runs_dir)
         return gr.update(choices=names), gr.update(choices=names), gr.update(choices=names)
@@ -188,11 +199,12 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
         except Exception as e:  # shown in the tab: a bad setting or set file must not look like a crash
             raise gr.Error(f"{type(e).__name__}: {e}") from e
         names = list_runs(runs_dir)
-        return text, tbl, imgs, gr.update(choices=names, value=name), gr.update(choices=names), gr.update(choices=names)
+        return text, tbl, _pictures(imgs), gr.update(choices=names, value=name), gr.update(choices=names), gr.update(choices=names)
 
     def _open(name):
         try:
-            return view_run(runs_dir, name)
+            text, tbl, imgs = view_run(runs_dir, name)
+            return text, tbl, _pictures(imgs)
         except Exception as e:
             raise gr.Error(f"{type(e).__name__}: {e}") from e
 
@@ -202,9 +214,9 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
         except Exception as e:
             raise gr.Error(f"{type(e).__name__}: {e}") from e
 
-    run_btn.click(_run, [run_name, set_name, set_file, limit, batch_size, base_seed, engine_name, temperature, top_k, greedy,
+    run_btn.click(_run, api_name="eval_run", inputs= [run_name, set_name, set_file, limit, batch_size, base_seed, engine_name, temperature, top_k, greedy,
                          stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model, vad],
-                  [summary, table, charts, pick, base, new], concurrency_limit=1)
+                  outputs=[summary, table, charts, pick, base, new], concurrency_limit=1)
     refresh.click(_refresh, None, [pick, base, new])
-    open_btn.click(_open, [pick], [summary, table, charts])
-    cmp_btn.click(_compare, [base, new, max_inc], [cmp_out])
+    open_btn.click(_open, [pick], [summary, table, charts], api_name="eval_open")
+    cmp_btn.click(_compare, [base, new, max_inc], [cmp_out], api_name="eval_compare")
