@@ -313,7 +313,6 @@ def load_decoder(cfg: DecoderConfig, state: dict[str, torch.Tensor], prefix: str
         raise CodecLoadError(f"checkpoint has no {prefix}* weights")
     folded = fold_weight_norm(sub)
     decoder = CausalHiFiGANDecoder(cfg)
-    missing, unexpected = [], []
     own = decoder.state_dict()
     missing = sorted(set(own) - set(folded))
     unexpected = sorted(set(folded) - set(own))
