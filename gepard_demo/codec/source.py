@@ -38,10 +38,8 @@ def _from_hub(repo_id: str, cache_dir: Path | None) -> Path:
     try:  # cache first: no network needed when it was downloaded before
         folder = snapshot_download(repo_id, allow_patterns=["*.nemo"], cache_dir=cache_dir, local_files_only=True)
         return _single_nemo(Path(folder), f"hub cache of {repo_id}")
-    except CodecLoadError:
-        raise
     except Exception:
-        pass
+        pass  # not cached (or cached without its .nemo): ask the hub
     try:
         files = [f for f in HfApi().list_repo_files(repo_id) if f.endswith(".nemo")]
     except Exception as e:
