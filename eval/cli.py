@@ -164,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="batch synthesis into a run folder (resumable)")
     r.add_argument("--out", required=True, help="run folder, e.g. runs/NAME (rerun the same command to resume)")
-    r.add_argument("--engine", choices=["local", "piper"], default=None, help="local Gepard (default) or the Piper reference")
+    r.add_argument("--engine", choices=["local", "local-stream", "piper"], default=None,
+                   help="local: Gepard batched (default); local-stream: Gepard through the app's streaming session, "
+                        "one at a time (measured TTFA); piper: the real-speech reference")
     r.add_argument("--model", default=None, help="Gepard model: tiny, a local dir or a hub id (default tiny)")
     r.add_argument("--set", default=None, help="built-in set (core, smoke) or a .jsonl/.txt file (default smoke)")
     r.add_argument("--limit", type=int, default=None, help="first N utterances only")
@@ -198,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="grid over temperature x stop threshold, one sub-run per point")
     sw.add_argument("--out", required=True)
-    sw.add_argument("--engine", choices=["local"], default="local")
+    sw.add_argument("--engine", choices=["local", "local-stream"], default="local")
     sw.add_argument("--model", default="tiny")
     sw.add_argument("--set", default="smoke")
     sw.add_argument("--limit", type=int, default=None)

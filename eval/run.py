@@ -150,7 +150,7 @@ def make_row(u: Utterance, s, seed: int, cfg: RunConfig) -> dict:
         "frames": s.frames, "stop_fired": s.stop_fired, "stop_frame": s.stop_frame, "runaway": s.runaway,
         "duration_s": s.duration_s, "sample_rate": s.sample_rate, "p_stop": s.p_stop,
         "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,
-        "seed": s.seed if s.seed is not None else seed, "wav": f"wav/{u.id}.wav",
+        "seed": s.seed, "wav": f"wav/{u.id}.wav",
         "settings": {"sampling": dataclasses.asdict(cfg.sampling.replace(seed=seed)),
                      "stream": dataclasses.asdict(cfg.stream), "batch_size": cfg.batch_size},
     }

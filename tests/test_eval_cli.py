@@ -111,3 +111,26 @@ def test_stream_chart_measures_real_decodes(tmp_path, tiny_engine):
     assert raw["end_click"].iloc[0] == raw["end_click_raw"].iloc[0] > 0
     assert faded["end_click"].iloc[0] < 0.05 * raw["end_click"].iloc[0]
     assert raw["tail_ms"].iloc[0] == pytest.approx(100, abs=0.1)
+
+
+def test_batched_adapter_and_streaming_session_agree(tiny_engine):
+    """The batch path (generate + whole decode + end shaping) and the app's streaming path
+    make the same utterance from the same seed (solo, so no batch-shape rounding)."""
+    import numpy as np
+
+    from gepard_demo.codec import load_codec
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+
+    from eval.engines import GepardLocal, GepardStreaming
+
+    codec = load_codec(tiny_engine.codec_source())
+    sampling = SamplingSettings(max_frames=14, temperature=0.7)
+    stream = StreamSettings(first_chunk_frames=4, chunk_frames=5, decode_mode="exact", fade_ms=10, silence_ms=20)
+    req = [("Turn off the kitchen lights.", 4242)]
+    a = GepardLocal(tiny_engine, codec).synthesize(req, sampling, stream)[0]
+    b = GepardStreaming(tiny_engine, codec).synthesize(req, sampling, stream)[0]
+    assert (a.frames, a.stop_fired, a.runaway, a.seed) == (b.frames, b.stop_fired, b.runaway, b.seed)
+    assert np.allclose(a.p_stop, b.p_stop, atol=1e-6)
+    assert len(a.audio) == len(b.audio) == a.frames * 1024 + round(0.02 * codec.sample_rate)
+    assert np.abs(a.audio - b.audio).max() < 1e-4
+    assert 0 < b.ttfa_s and 0 < a.ttfa_s
