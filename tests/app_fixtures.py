@@ -77,9 +77,12 @@ def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
     thread.join(10)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Headless Debian Chromium driven by Playwright (its own browser download fails here)."""
+    """Headless Debian Chromium driven by Playwright (its own browser download fails here).
+
+    Module scope: Playwright's sync API keeps an asyncio loop running in the main thread
+    while it is open, which would break later tests' asyncio.run()."""
     try:
         from playwright import sync_api
     except ImportError:  # loud, not a skip: the browser tests are part of `make test`

@@ -16,6 +16,25 @@ from gepard_demo.ui.controller import CONTROL_NAMES, parse_controls
 from gepard_demo.ui.jobs import JobError, JobRegistry
 from gepard_demo.ui.model_host import ModelHost, load_model_host
 
+def run_async(coro_fn):
+    """asyncio.run in a fresh thread, so it works even while a Playwright sync session (which
+    keeps an event loop running in the main thread) is open."""
+    out = {}
+
+    def target():
+        try:
+            out["value"] = asyncio.run(coro_fn())
+        except BaseException as exc:  # re-raised in the test thread
+            out["error"] = exc
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join(30)
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
 GOOD = dict(
     text="hi", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5, seed=5, random_seed=False,
     max_frames=100, first_chunk_frames=10, chunk_frames=10, decode_mode="exact", lookback_frames=8,
@@ -88,7 +107,7 @@ def test_mailbox_streams_chunks_put_from_another_thread():
         t.join()
         return data
 
-    data = asyncio.run(consume())
+    data = run_async(consume)
     np.testing.assert_array_equal(np.frombuffer(data, "<f4"), np.concatenate(chunks))
     assert not job.cancelled
 
@@ -106,7 +125,7 @@ def test_listener_leaving_early_cancels_the_session():
         await gen.__anext__()
         await gen.aclose()
 
-    asyncio.run(consume_one())
+    run_async(consume_one)
     assert job.cancelled and session.cancelled
 
 
