@@ -28,9 +28,9 @@ from tqdm import tqdm
 
 from eval.audio import write_wav_atomic
 from eval.environment import environment
-from eval.jsonio import append_jsonl, read_jsonl, write_json_atomic
+from eval.jsonio import append_jsonl, read_jsonl, write_bytes_atomic, write_json_atomic
 from eval.seeds import DEFAULT_BASE_SEED, utterance_seed
-from eval.sets import Utterance, load_set, resolve_set_path
+from eval.sets import SetError, Utterance, load_set, resolve_set_path
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 # Changing any of these between a run and its resume would mix two experiments in one folder.
@@ -107,10 +107,10 @@ def _prepare(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
         fresh = {**cfg.to_json(), "set_sha256": None}
         try:
             fresh["set_sha256"] = set_digest(load_set(cfg.set, cfg.limit, list(cfg.categories) or None))
-        except Exception:
-            fresh["set_sha256"] = saved["set_sha256"]  # set file gone: the saved copy is used
-        diff = [k for k in IDENTITY_KEYS if json.dumps(fresh[k], sort_keys=True) != json.dumps(
-            {**saved["run"], "set_sha256": saved["set_sha256"]}[k], sort_keys=True)]
+        except SetError:
+            fresh["set_sha256"] = saved["set_sha256"]  # set file gone or moved: the saved copy is used
+        old = {**saved["run"], "set_sha256": saved["set_sha256"]}
+        diff = [k for k in IDENTITY_KEYS if json.dumps(fresh[k], sort_keys=True) != json.dumps(old[k], sort_keys=True)]
         if diff:
             raise RunError(f"{run_dir} holds a run with different {', '.join(diff)}; "
                            "resume with the same settings or pass a new --out")
@@ -120,8 +120,6 @@ def _prepare(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
     items = load_set(cfg.set, cfg.limit, list(cfg.categories) or None)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "wav").mkdir(exist_ok=True)
-    from eval.jsonio import write_bytes_atomic
-
     write_bytes_atomic(run_dir / "set.jsonl", "".join(
         json.dumps({"id": u.id, "text": u.text, "category": u.category}) + "\n" for u in items).encode())
     write_json_atomic(cfg_path, {
