@@ -255,3 +255,13 @@ def test_a_job_id_cannot_be_reused(client, live_demo):
     result, listener = generate_with_stream(client, live_demo.url, max_frames=5)
     with pytest.raises(AppError, match="already running or done"):
         client.predict(*args(listener.job_id, max_frames=5), api_name="/generate")
+
+
+def test_long_text_is_read_in_segments_in_one_stream(client, live_demo):
+    text = " ".join(f"This is sentence number {i}, which is here to make the text long." for i in range(14))
+    assert 800 < len(text) < 2000
+    result, listener = generate_with_stream(client, live_demo.url, text=text, max_frames=6, silence_ms=0)
+    status, wav_path, stats_md, _ = result
+    assert "3 text segments" in stats_md and "| frames | 18 |" in stats_md
+    np.testing.assert_array_equal(pcm_f32(bytes(listener.data)), read_wav(wav_path))
+    assert len(read_wav(wav_path)) == 18 * 1024
