@@ -144,8 +144,7 @@ def main() -> int:
             warm_job, warm = click_and_wait(page)
             job_id, player = click_and_wait(page)
             browser.close()
-        job = demo.registry.get(job_id)
-        st = job.session.stats
+        st = demo.controller.stats_for(job_id)
     finally:
         server.should_exit = True
         thread.join(10)

@@ -38,7 +38,15 @@ def make_audio_router(registry: JobRegistry, sample_rate: int) -> APIRouter:
             # Proxies (a Space sits behind one) must not hold the stream back to buffer it.
             "X-Accel-Buffering": "no",
         }
-        return StreamingResponse(job.iter_bytes(), media_type="application/octet-stream", headers=headers)
+
+        async def body():
+            async for data in job.iter_bytes():
+                yield data
+            # Only reached when the whole stream was sent: free the job's audio now rather
+            # than at the registry's next sweep.
+            registry.discard_if_done(job_id)
+
+        return StreamingResponse(body(), media_type="application/octet-stream", headers=headers)
 
     @router.get(WORKLET_PATH)
     async def worklet():

@@ -13,6 +13,7 @@ import math
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,7 +22,7 @@ import numpy as np
 import soundfile as sf
 
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
-from gepard_demo.streaming import SynthesisSession, TextError
+from gepard_demo.streaming import SynthesisSession, SynthesisStats, TextError
 
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
@@ -88,6 +89,19 @@ class DemoController:
         self.wav_dir = Path(wav_dir)
         self.wav_dir.mkdir(parents=True, exist_ok=True)
         self.keep_wavs = keep_wavs
+        # The last few sessions' stats by job id, for the latency benchmark and the tests.
+        self._recent: OrderedDict[str, SynthesisStats] = OrderedDict()
+        self._recent_lock = threading.Lock()
+
+    def stats_for(self, job_id: str) -> SynthesisStats | None:
+        with self._recent_lock:
+            return self._recent.get(job_id)
+
+    def _remember(self, job_id: str, stats: SynthesisStats, keep: int = 32) -> None:
+        with self._recent_lock:
+            self._recent[job_id] = stats
+            while len(self._recent) > keep:
+                self._recent.popitem(last=False)
 
     # -- Generate ----------------------------------------------------------------------------
 
@@ -168,6 +182,7 @@ class DemoController:
         if failure:
             raise gr.Error(f"Synthesis failed: {failure[0]}", title="Error") from None
         stats = session.stats
+        self._remember(job.job_id, stats)
         audio = session.audio()
         wav = self._write_wav(job.job_id, audio, session.sample_rate) if len(audio) else None
         queued = f" · waited {queued_s:.1f} s in the queue" if queued_s >= 0.5 else ""

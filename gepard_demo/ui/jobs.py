@@ -123,7 +123,7 @@ class JobRegistry:
     max_jobs bounds memory against clients opening streams for ids that never run.
     """
 
-    def __init__(self, max_jobs: int = 64, finished_ttl_s: float = 120.0, unclaimed_ttl_s: float = 300.0):
+    def __init__(self, max_jobs: int = 64, finished_ttl_s: float = 60.0, unclaimed_ttl_s: float = 300.0):
         self.max_jobs = max_jobs
         self.finished_ttl_s = finished_ttl_s
         self.unclaimed_ttl_s = unclaimed_ttl_s
@@ -151,6 +151,16 @@ class JobRegistry:
                 raise JobError(f"job {job_id} is already running or done; a new request needs a new id")
             job.claimed = True
         return job
+
+    def discard_if_done(self, job_id: str) -> None:
+        """Forget a job whose producer has finished (its listener has all the audio).
+
+        An unclaimed job is kept even if cancelled: its request may still be waiting in the
+        queue, and must find the cancellation when it starts."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is not None and job.claimed and job.finished:
+                del self._jobs[job_id]
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
