@@ -61,8 +61,11 @@ class SamplingSettings:
         return dataclasses.replace(self, **changes)
 
     def with_concrete_seed(self) -> "SamplingSettings":
-        """These settings with a seed: an unseeded request still gets one, so it can be replayed."""
-        return self if self.seed is not None else self.replace(seed=secrets.randbits(63))
+        """These settings with a seed: an unseeded request still gets one, so it can be replayed.
+
+        Drawn below 2**53 so it survives a trip through JSON and a browser's number field.
+        """
+        return self if self.seed is not None else self.replace(seed=secrets.randbelow(2**53))
 
 
 DECODE_MODES = ("exact", "lookback")

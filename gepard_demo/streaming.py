@@ -26,15 +26,14 @@ from __future__ import annotations
 
 import math
 import re
-import secrets
 import threading
 import time
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
 
+from gepard_demo.prompt import PromptError, normalize_text
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 MAX_TEXT_CHARS = 2000
@@ -120,26 +119,16 @@ class SynthesisStats:
 
 
 def clean_text(text: str, max_chars: int = MAX_TEXT_CHARS) -> str:
-    """NFC, drop control/format/surrogate/unassigned code points, collapse whitespace.
+    """The prompt's own normalisation (NFC, unspeakable code points dropped, whitespace
+    collapsed), checked up front so the page can say what is wrong before any work starts.
 
-    Browsers can send lone surrogates, zero-width joiners and stray control characters; the
-    tokenizer either chokes on them or the model voices them as noise. Raises TextError when
-    nothing speakable is left (empty text must be rejected loudly, facts §2) or when the
-    text is longer than max_chars.
+    Raises TextError when nothing speakable is left (empty text must be rejected loudly,
+    facts §2) or when the text is longer than max_chars.
     """
-    if not isinstance(text, str):
-        raise TextError(f"text must be a string, got {type(text).__name__}")
-    text = unicodedata.normalize("NFC", text)
-    kept = []
-    for ch in text:
-        cat = unicodedata.category(ch)
-        if ch.isspace():
-            kept.append(" ")
-        elif cat in ("Cc", "Cf", "Cs", "Co", "Cn"):
-            continue
-        else:
-            kept.append(ch)
-    cleaned = re.sub(r"\s+", " ", "".join(kept)).strip()
+    try:
+        cleaned = normalize_text(text)
+    except PromptError as exc:
+        raise TextError(str(exc)) from exc
     if not cleaned:
         raise TextError("Please enter some text to speak (the text is empty or has no printable characters).")
     if len(cleaned) > max_chars:
@@ -225,11 +214,10 @@ class SynthesisSession:
         self.codec = codec
         self.text = clean_text(text, max_text_chars)
         self.segments = split_text(self.text, segment_chars)
-        # Draw the seed here, not in the engine, so the stats can say which seed was used
-        # and a listener can replay the exact utterance. Below 2**53 so it survives a trip
-        # through JSON numbers and the page's number field (a float64) unchanged.
-        seed = sampling.seed if sampling.seed is not None else secrets.randbelow(2**53)
-        self.sampling = sampling.replace(seed=seed)
+        # Fix the seed here, not in the engine, so the stats can say which seed was used
+        # and a listener can replay the exact utterance.
+        self.sampling = sampling.with_concrete_seed()
+        seed = self.sampling.seed
         self.stream = stream
         self.sample_rate = int(codec.sample_rate)
         self.samples_per_frame = int(codec.samples_per_frame)
