@@ -17,7 +17,8 @@ from eval.metrics import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, OVERLONG_RATIO, T
 FRAME_RATE_HZ = 21.5
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
+    """Write a PNG atomically (a report never links a half-written chart) and free the figure."""
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
     fig.savefig(tmp, dpi=110)
@@ -42,7 +43,7 @@ def wer_by_category(summary: dict, path: Path) -> Path | None:
     ax.invert_yaxis()
     ax.set_xlabel(f"corpus WER (95% bootstrap CI), ASR {summary['asr']}")
     ax.set_title("WER by category")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def duration_ratio_hist(df: pd.DataFrame, path: Path) -> Path:
@@ -55,7 +56,7 @@ def duration_ratio_hist(df: pd.DataFrame, path: Path) -> Path:
     ax.set_xlabel(f"duration / ({EXPECTED_BASE_S} + {EXPECTED_PER_WORD_S} x words) s   (clipped at 5)")
     ax.set_ylabel("utterances")
     ax.set_title("Duration ratio")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def frames_vs_words(df: pd.DataFrame, path: Path) -> Path:
@@ -70,7 +71,7 @@ def frames_vs_words(df: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel(ylabel)
     ax.set_title("Length against text (red: budget hit)")
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def stop_head(df: pd.DataFrame, path: Path, threshold: float | None) -> Path | None:
@@ -92,7 +93,7 @@ def stop_head(df: pd.DataFrame, path: Path, threshold: float | None) -> Path | N
     a2.set_xlabel("stop frame (frames committed when the stop fired)")
     a2.set_ylabel("utterances")
     a2.set_title(f"Stop frame ({len(sf)}/{len(df)} stopped)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_charts(run_dir: str | Path, df: pd.DataFrame, summary: dict) -> list[Path]:

@@ -141,6 +141,16 @@ def done_rows(run_dir: Path, repair: bool = False) -> list[dict]:
     return out
 
 
+def synthesized_rows(run_dir: Path) -> list[dict]:
+    """The rows of a run folder that scoring and reporting read; a clear error when there are none."""
+    if not (run_dir / "config.json").is_file():
+        raise RunError(f"{run_dir} is not a run folder (no config.json)")
+    rows = done_rows(run_dir)
+    if not rows:
+        raise RunError(f"{run_dir} has no synthesized utterances yet")
+    return rows
+
+
 def make_row(u: Utterance, s, seed: int, cfg: RunConfig) -> dict:
     """One utterance's row; every field is defined in eval.engines / eval.metrics."""
     return {

@@ -8,7 +8,6 @@ only rows without a score; a run still being synthesized can be scored again lat
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from eval.environment import package_versions
 from eval.jsonio import append_jsonl, read_jsonl, write_json_atomic
 from eval.metrics import word_errors
 from eval.normalize import normalize
-from eval.run import RunError, done_rows
+from eval.run import synthesized_rows
 from eval.whisper_assets import DEFAULT_CACHE
 
 
@@ -52,11 +51,7 @@ def score(run_dir: str | Path, settings: ASRSettings, transcriber: Transcriber |
           cache: Path = DEFAULT_CACHE, progress=None, log=print) -> str:
     """Score every unscored row; returns the ASR tag (the folder under <run>/asr/)."""
     run_dir = Path(run_dir)
-    if not (run_dir / "config.json").is_file():
-        raise RunError(f"{run_dir} is not a run folder (no config.json)")
-    rows = done_rows(run_dir)
-    if not rows:
-        raise RunError(f"{run_dir} has no synthesized utterances yet")
+    rows = synthesized_rows(run_dir)
     settings.validate()
     tag = asr_tag(settings)
     out = run_dir / "asr" / tag

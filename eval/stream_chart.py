@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from eval.charts import save_figure  # noqa: E402
 from eval.jsonio import replace_atomic  # noqa: E402
 from eval.seeds import utterance_seed  # noqa: E402
 from eval.sets import load_set  # noqa: E402
@@ -95,14 +96,6 @@ def measure(cfg: StreamChartConfig, engine, codec) -> tuple[pd.DataFrame, pd.Dat
     return pd.DataFrame(chunk_rows), pd.DataFrame(tail_rows)
 
 
-def _save(fig, path: Path) -> None:
-    fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-
-
 def chart(chunks: pd.DataFrame, tails: pd.DataFrame, out: Path) -> list[Path]:
     g = chunks.groupby(["mode", "chunk"], as_index=False).agg(
         ttfa_s=("ttfa_s", "median"), boundary_err=("boundary_err", "max"), decode_s=("decode_s", "median"))
@@ -118,7 +111,7 @@ def chart(chunks: pd.DataFrame, tails: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_xscale("log")
         ax.legend(fontsize=7)
     p1 = out / "chunk_size.png"
-    _save(fig, p1)
+    save_figure(fig, p1)
     t = tails.groupby(["fade_ms", "silence_ms"], as_index=False).agg(end_click=("end_click", "mean"), tail_ms=("tail_ms", "mean"))
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for s, d in t.groupby("silence_ms"):
@@ -130,7 +123,7 @@ def chart(chunks: pd.DataFrame, tails: pd.DataFrame, out: Path) -> list[Path]:
     for ax in axes:
         ax.legend(fontsize=7)
     p2 = out / "fade_silence.png"
-    _save(fig, p2)
+    save_figure(fig, p2)
     return [p1, p2]
 
 

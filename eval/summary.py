@@ -17,7 +17,7 @@ import pandas as pd
 from eval.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, mean_ci, ratio_ci
 from eval.jsonio import read_jsonl, replace_atomic, write_json_atomic
 from eval.metrics import CATASTROPHIC_WER, length_figures
-from eval.run import RunError, done_rows
+from eval.run import RunError, synthesized_rows
 from eval.score import scored_tags
 
 DEFINITIONS = {
@@ -46,11 +46,7 @@ def load_table(run_dir: str | Path, tag: str | None = None) -> tuple[pd.DataFram
     tag None: the run's only ASR tag, or the most recently written one; no scores: None.
     """
     run_dir = Path(run_dir)
-    if not (run_dir / "config.json").is_file():
-        raise RunError(f"{run_dir} is not a run folder (no config.json)")
-    rows = done_rows(run_dir)
-    if not rows:
-        raise RunError(f"{run_dir} has no synthesized utterances yet")
+    rows = synthesized_rows(run_dir)
     df = pd.DataFrame(rows)
     df["p_stop"] = df["p_stop"].map(lambda p: json.dumps(p) if p is not None else None)
     df["p_stop_max"] = [max(json.loads(p)) if p else np.nan for p in df["p_stop"]]

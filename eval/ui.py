@@ -19,7 +19,6 @@ table and the charts, reopen earlier runs, and compare two runs.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from pathlib import Path
