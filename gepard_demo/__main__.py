@@ -1,6 +1,6 @@
 """Command line: `python -m gepard_demo synth "TEXT" -o out.wav` and `make-tiny DIR`.
 
-The only place (with app.py and eval's CLI) that reads GEPARD_MODEL / GEPARD_CACHE: flags and
+The only place (with app.py and eval's CLI) that reads GEPARD_MODEL / GEPARD_CACHE_DIR: flags and
 env vars become settings dataclasses here and are passed down.
 """
 
@@ -18,8 +18,8 @@ from .settings import DECODE_MODES, SamplingSettings, SettingsError, StreamSetti
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=os.environ.get("GEPARD_MODEL", "tiny"),
                         help="local checkpoint dir, Hugging Face id, or 'tiny' (env GEPARD_MODEL)")
-    parser.add_argument("--cache-dir", default=os.environ.get("GEPARD_CACHE"),
-                        help="where 'tiny' is built (env GEPARD_CACHE; default ~/.cache/gepard-demo)")
+    parser.add_argument("--cache-dir", default=os.environ.get("GEPARD_CACHE_DIR"),
+                        help="where 'tiny' is built (env GEPARD_CACHE_DIR; default ~/.cache/gepard-demo)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--codec", default=None, help="a .nemo path or hub id (default: the model's own)")
     parser.add_argument("--codec-backend", choices=["native", "nemo"], default="native")

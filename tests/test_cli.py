@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args, cache_dir):
-    env = {**os.environ, "GEPARD_CACHE": str(cache_dir), "GEPARD_MODEL": "tiny"}
+    env = {**os.environ, "GEPARD_CACHE_DIR": str(cache_dir), "GEPARD_MODEL": "tiny"}
     return subprocess.run([sys.executable, "-m", "gepard_demo", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
 
