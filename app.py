@@ -39,6 +39,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0,
                    help="torch threads; 0 = auto: 1 for the tiny model (fastest and steadiest, facts §8), "
                         "all cores for a full-size one (measured on 2 cores: 129 vs 215 ms per frame)")
+    p.add_argument("--device", default=None, help="cpu or cuda[:n] (default: cuda when available)")
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="talker weights (default: bfloat16 on a GPU, as vLLM-Omni deploys it; float32 on CPU)")
     p.add_argument("--no-eval-tab", action="store_true", help="leave out the Eval tab")
     return p.parse_args(argv)
 
@@ -47,11 +50,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    from gepard_demo.ui.model_host import load_model_host
+    from gepard_demo.ui.model_host import engine_loader_for, load_model_host
     from gepard_demo.ui.server import build_app, serve
 
-    print(f"Loading model {args.model!r} ...", file=sys.stderr, flush=True)
-    host = load_model_host(args.model, cache_dir=args.cache_dir)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    print(f"Loading model {args.model!r} on {device} ({dtype}) ...", file=sys.stderr, flush=True)
+    host = load_model_host(args.model, cache_dir=args.cache_dir, engine_loader=engine_loader_for(device, dtype))
     if host.fallback_reason:
         print(f"Could not load {args.model!r}: {host.fallback_reason}\n"
               f"Serving the random-weight 'tiny' model instead (it makes noise).", file=sys.stderr, flush=True)

@@ -20,7 +20,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                         help="local checkpoint dir, Hugging Face id, or 'tiny' (env GEPARD_MODEL)")
     parser.add_argument("--cache-dir", default=os.environ.get("GEPARD_CACHE_DIR"),
                         help="where 'tiny' is built (env GEPARD_CACHE_DIR; default ~/.cache/gepard-demo)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:n]")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="talker weights (bfloat16 on a GPU as vLLM-Omni deploys it; fp32 on CPU)")
     parser.add_argument("--codec", default=None, help="a .nemo path or hub id (default: the model's own)")
     parser.add_argument("--codec-backend", choices=["native", "nemo"], default="native")
 
@@ -84,7 +86,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from .streaming import SynthesisSession
 
     torch.set_num_threads(args.threads)
-    engine = GepardEngine.load(args.model, device=args.device, cache_dir=args.cache_dir)
+    engine = GepardEngine.load(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
     sampling = sampling_from_args(args, engine.default_sampling())
     stream = stream_from_args(args)
     codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)

@@ -54,16 +54,20 @@ class ModelHost:
         return int(self.codec.sample_rate)
 
 
-def _default_engine_loader(model: str, cache_dir: str | None) -> Any:
-    from gepard_demo.engine import GepardEngine
+def engine_loader_for(device: str = "cpu", dtype: str = "float32") -> Callable[[str, str | None], Any]:
+    def load(model: str, cache_dir: str | None) -> Any:
+        from gepard_demo.engine import GepardEngine
 
-    return GepardEngine.load(model, cache_dir=cache_dir)
+        return GepardEngine.load(model, device=device, dtype=dtype, cache_dir=cache_dir)
+
+    return load
 
 
 def _default_codec_loader(engine: Any) -> Any:
     from gepard_demo.codec import load_codec
 
-    return load_codec(engine.codec_source())
+    # The codec runs where the talker runs; it decodes in fp32 whatever the talker's dtype.
+    return load_codec(engine.codec_source(), device=str(engine.device))
 
 
 def _load_pair(model, cache_dir, engine_loader, codec_loader):
@@ -76,10 +80,14 @@ def load_model_host(
     cache_dir: str | None = None,
     *,
     fallback: str | None = FALLBACK_MODEL,
-    engine_loader: Callable[[str, str | None], Any] = _default_engine_loader,
+    engine_loader: Callable[[str, str | None], Any] | None = None,
     codec_loader: Callable[[Any], Any] = _default_codec_loader,
 ) -> ModelHost:
-    """Load `requested`; on any failure load `fallback` instead and keep the reason."""
+    """Load `requested`; on any failure load `fallback` instead and keep the reason.
+
+    engine_loader defaults to `engine_loader_for()` (CPU, fp32).
+    """
+    engine_loader = engine_loader or engine_loader_for()
     try:
         engine, codec = _load_pair(requested, cache_dir, engine_loader, codec_loader)
         return ModelHost(engine, codec, requested)
