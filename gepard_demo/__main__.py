@@ -1,4 +1,4 @@
-"""Command line: `python -m gepard_demo synth "TEXT" -o out.wav` and `make-tiny DIR`.
+"""Command line: `python -m gepard_demo synth "TEXT" -o out.wav`, `serve` and `make-tiny DIR`.
 
 The only place (with app.py and eval's CLI) that reads GEPARD_MODEL / GEPARD_CACHE_DIR: flags and
 env vars become settings dataclasses here and are passed down.
@@ -111,6 +111,26 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import torch
+    import uvicorn
+
+    from .codec import load_codec
+    from .engine import GepardEngine
+    from .speech_server import build_speech_app
+
+    torch.set_num_threads(args.threads)
+    engine = GepardEngine.load(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
+    # Fixed for the server's lifetime, like vLLM-Omni's gepard_config.json and env vars.
+    sampling = sampling_from_args(args, engine.default_sampling())
+    stream = stream_from_args(args)
+    codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)
+    app = build_speech_app(engine, codec, sampling, stream)
+    print(f"serving {engine.model_info.name} on http://{args.host}:{args.port}/v1/audio/speech", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gepard_demo", description="Gepard-1.0 TTS on CPU or one GPU")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -128,6 +148,17 @@ def main(argv: list[str] | None = None) -> int:
     add_sampling_args(synth)
     add_stream_args(synth)
     synth.set_defaults(func=cmd_synth)
+
+    serve = sub.add_parser("serve", help="vLLM-Omni's POST /v1/audio/speech (subset) on our engine; "
+                                          "sampling and stream flags are fixed for the server's lifetime")
+    serve.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
+    serve.add_argument("--port", type=int, default=8091)
+    serve.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on small CPUs)")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    add_model_args(serve)
+    add_sampling_args(serve)  # --max-frames: default max_new_tokens; --seed: for requests without one
+    add_stream_args(serve)
+    serve.set_defaults(func=cmd_serve)
 
     args = parser.parse_args(argv)
     try:
