@@ -65,10 +65,14 @@ def cmd_run(args) -> int:
                                  "base_seed": args.seed, "limit": args.limit, "device": args.device,
                                  "model_cache": args.model_cache,
                                  "categories": tuple(args.category) if args.category else None}.items() if v is not None}
+    changes.update({k: v for k, v in {"server_url": args.server_url, "server_timeout": args.server_timeout}.items()
+                    if v is not None})
     sampling, stream = settings_from_args(args, base.sampling, base.stream)
     if not saved and changes.get("engine") == "piper" and "model" not in changes:
         changes["model"] = "en_US-joe-medium"  # the voice Piper speaks with; --model is Gepard's
     cfg = dataclasses.replace(base, sampling=sampling, stream=stream, **changes)
+    if cfg.engine == "server":
+        cfg = _server_config(cfg, saved, changes)
     if saved:
         print(f"{args.out}: existing run, resuming", file=sys.stderr)
     import torch
@@ -81,6 +85,23 @@ def cmd_run(args) -> int:
 
     print(make_report(args.out))
     return 0
+
+
+def _server_config(cfg, saved, changes: dict):
+    """--engine server, checked before anything is written: settings fixed per server are
+    refused, the server must answer, and the run is named after the model it serves."""
+    from eval.engines import GepardServer, ServerError, check_server_settings
+
+    check_server_settings(cfg.sampling, cfg.stream)
+    cfg.validate()  # --server-url given, timeout sane
+    served = GepardServer(cfg.server_url, cfg.server_timeout).served_model()
+    if not saved:
+        # One request at a time anyway: batch 1 writes each row as soon as it is back, so a
+        # server that dies mid-run loses nothing already synthesized.
+        cfg = dataclasses.replace(cfg, model=changes.get("model", served), batch_size=changes.get("batch_size", 1))
+    if cfg.model != served:
+        raise ServerError(f"Gepard server at {cfg.server_url} serves {served!r}, but this run is for {cfg.model!r}")
+    return cfg
 
 
 def _score_and_report(args, run_dir) -> int:
@@ -164,9 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="batch synthesis into a run folder (resumable)")
     r.add_argument("--out", required=True, help="run folder, e.g. runs/NAME (rerun the same command to resume)")
-    r.add_argument("--engine", choices=["local", "local-stream", "piper"], default=None,
+    r.add_argument("--engine", choices=["local", "local-stream", "server", "piper"], default=None,
                    help="local: Gepard batched (default); local-stream: Gepard through the app's streaming session, "
-                        "one at a time (measured TTFA); piper: the real-speech reference")
+                        "one at a time (measured TTFA); server: a served Gepard (vLLM-Omni or `python -m gepard_demo "
+                        "serve`) at --server-url; piper: the real-speech reference")
+    r.add_argument("--server-url", default=None, help="--engine server: http://HOST:PORT of the speech API")
+    r.add_argument("--server-timeout", type=float, default=None,
+                   help="--engine server: seconds to wait to connect or for the next bytes (default 60)")
     r.add_argument("--model", default=None, help="Gepard model: tiny, a local dir or a hub id (default tiny)")
     r.add_argument("--set", default=None, help="built-in set (core, smoke) or a .jsonl/.txt file (default smoke)")
     r.add_argument("--limit", type=int, default=None, help="first N utterances only")

@@ -54,6 +54,10 @@ class RunConfig:
     categories: tuple[str, ...] = ()
     device: str = "cpu"
     model_cache: str | None = None  # where `tiny` is built / hub models are cached (not part of the identity)
+    # --engine server only. Not part of the identity: a resumed run may reach the same
+    # served model at another address (the served model id is checked instead).
+    server_url: str | None = None
+    server_timeout: float = 60.0
 
     def validate(self) -> "RunConfig":
         self.sampling.validate()
@@ -64,6 +68,10 @@ class RunConfig:
             raise RunError(f"batch_size must be in [1, 256], got {self.batch_size}")
         if not 0 <= self.base_seed < 2**63:
             raise RunError(f"base seed must be a non-negative 64-bit integer, got {self.base_seed}")
+        if self.engine == "server" and not self.server_url:
+            raise RunError("--engine server needs --server-url http://HOST:PORT")
+        if not self.server_timeout > 0:
+            raise RunError(f"server timeout must be > 0 s, got {self.server_timeout}")
         return self
 
     def to_json(self) -> dict:
@@ -189,7 +197,8 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             if engine is None:
                 from eval.engines import load_engine
 
-                engine = load_engine(cfg.engine, cfg.model, cfg.device, cfg.model_cache)
+                engine = load_engine(cfg.engine, cfg.model, cfg.device, cfg.model_cache,
+                                     server_url=cfg.server_url, server_timeout=cfg.server_timeout)
             env_path = run_dir / "environment.json"
             sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
             sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

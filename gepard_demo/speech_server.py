@@ -123,9 +123,11 @@ def parse_request(body: Any, model_id: str, default_max_frames: int) -> SpeechRe
 
 
 def to_pcm16(samples: np.ndarray) -> bytes:
-    """float32 [-1, 1] -> s16le. Element-wise, so converting chunks equals converting the whole."""
-    clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
-    return np.round(clipped * 32767.0).astype("<i2").tobytes()
+    """float32 [-1, 1] -> s16le, scaled by 32768 as libsndfile does (so a client dividing by
+    32768 and writing a WAV with soundfile gets these very integers back). Element-wise, so
+    converting chunks equals converting the whole."""
+    scaled = np.round(np.asarray(samples, dtype=np.float32) * 32768.0)
+    return np.clip(scaled, -32768, 32767).astype("<i2").tobytes()
 
 
 def wav_bytes(pcm16: bytes, sample_rate: int = SAMPLE_RATE) -> bytes:

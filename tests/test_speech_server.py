@@ -56,12 +56,12 @@ def test_wav_equals_the_session_audio(server, tiny_engine, tiny_codec):  # noqa:
     assert r.headers["x-gepard-seed"] == "5" and r.headers["x-gepard-frames"] == str(FRAMES)
     with wave.open(io.BytesIO(r.content)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 22050)
-        served = _pcm(w.readframes(w.getnframes())).astype(np.float32) / 32767.0
+        served = _pcm(w.readframes(w.getnframes())).astype(np.float32) / 32768.0
     session = SynthesisSession(tiny_engine, tiny_codec, TEXT, tiny_engine.default_sampling().replace(seed=5, max_frames=FRAMES), STREAM)
     local = np.clip(session.run(), -1, 1)
     assert session.stats.frames == FRAMES
     assert len(served) == len(local) > 0
-    assert np.max(np.abs(served - local)) <= 0.5 / 32767 + 1e-6  # int16 rounding only
+    assert np.max(np.abs(served - local)) <= 0.5 / 32768 + 1e-6  # int16 rounding only
 
 
 def test_streamed_pcm_and_sse_equal_the_whole_pcm(server):

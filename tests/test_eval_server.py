@@ -1,0 +1,142 @@
+"""`python -m eval run --engine server`: a served tiny Gepard (`python -m gepard_demo serve`, a
+real subprocess) scored like the local one, and a dead or silent server as a clear exit 2
+that keeps the finished rows for a resume."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from app_fixtures import free_port, wait_for_port
+from eval.cli import main
+from eval.engines import GepardServer, ServerError
+from eval.run import RunConfig, run
+from eval.seeds import utterance_seed
+from eval_fixtures import rows_of
+
+REPO = Path(__file__).resolve().parents[1]
+FRAMES = "20"
+
+
+@pytest.fixture(scope="module")
+def server_url(tiny_cache_dir):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--cache-dir", str(tiny_cache_dir),
+         "--port", str(port), "--log-level", "warning"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_port(port, timeout=90)
+    except TimeoutError:
+        proc.kill()
+        pytest.fail(f"`python -m gepard_demo serve` did not start: {proc.communicate()[1][-2000:]}")
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(15)
+
+
+def _run(out: Path, url: str, *extra: str) -> int:
+    return main(["run", "--engine", "server", "--server-url", url, "--set", "smoke", "--limit", "3",
+                 "--max-frames", FRAMES, "--seed", "7", "--out", str(out), *extra])
+
+
+def _dead_url() -> str:
+    return f"http://127.0.0.1:{free_port()}"  # nothing listens there once the probe socket closed
+
+
+def test_served_run_equals_the_local_streaming_run(server_url, tiny_cache_dir, tmp_path):
+    served = tmp_path / "served"
+    assert _run(served, server_url) == 0
+    rows = rows_of(served)
+    assert [r["id"] for r in rows] == ["smoke-1", "smoke-2", "smoke-3"]
+    for r in rows:
+        assert r["seed"] == utterance_seed(7, r["id"]) and r["sample_rate"] == 22050
+        assert r["frames"] is None and r["stop_fired"] is None and r["p_stop"] is None  # not in the protocol
+        assert 0 < r["ttfa_s"] <= r["gen_s"] and r["decode_s"] == 0
+        assert (served / r["wav"]).is_file()
+    cfg = json.loads((served / "config.json").read_text())["run"]
+    assert cfg["engine"] == "server" and cfg["model"] == "tiny" and cfg["server_url"] == server_url
+    env = json.loads((served / "environment.json").read_text())["sessions"][0]["engine"]
+    assert env["server_url"] == server_url and env["random_weights"] is True
+    assert env["models"]["data"][0]["id"] == "tiny"
+
+    # the same seeds through the app's streaming session on this process: the same audio
+    local = tmp_path / "local"
+    assert main(["run", "--engine", "local-stream", "--model", "tiny", "--model-cache", str(tiny_cache_dir),
+                 "--set", "smoke", "--limit", "3", "--max-frames", FRAMES, "--seed", "7", "--out", str(local)]) == 0
+    for a, b in zip(rows, rows_of(local)):
+        wa, _ = sf.read(served / a["wav"])
+        wb, _ = sf.read(local / b["wav"])
+        assert len(wa) == len(wb) > 0 and np.max(np.abs(wa - wb)) <= 1 / 32768, a["id"]
+
+    # a dead server: exit 2 naming the URL; the finished rows stay and a rerun resumes
+    lines = (served / "rows.jsonl").read_text().splitlines(keepends=True)
+    (served / "rows.jsonl").write_text("".join(lines[:2]))  # as if the run had stopped after two rows
+    dead = _dead_url()
+    assert _run(served, dead) == 2
+    assert rows_of(served) == rows[:2]
+    assert _run(served, server_url) == 0
+    assert rows_of(served)[2]["seed"] == rows[2]["seed"]
+    assert (served / "status.json").is_file()
+
+
+def test_dead_or_silent_server_is_exit_2_naming_the_url(tmp_path, capsys):
+    dead = _dead_url()
+    assert _run(tmp_path / "dead", dead) == 2
+    err = capsys.readouterr().err
+    assert dead in err and "connection failed" in err
+    assert not (tmp_path / "dead").exists()  # checked before anything is written
+
+    with socket.socket() as silent:  # accepts connections (backlog) but never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        assert _run(tmp_path / "silent", url, "--server-timeout", "0.5") == 2
+    err = capsys.readouterr().err
+    assert url in err and "no answer within 0.5 s" in err
+
+
+def test_settings_fixed_per_server_are_refused(server_url, tmp_path, capsys):
+    assert _run(tmp_path / "t", server_url, "--temperature", "0.9", "--chunk-frames", "20") == 2
+    err = capsys.readouterr().err
+    assert "temperature=0.9" in err and "chunk_frames=20" in err and "fixed per server" in err
+    assert _run(tmp_path / "m", server_url, "--model", "nineninesix/gepard-1.0") == 2
+    assert "serves 'tiny'" in capsys.readouterr().err
+    assert main(["run", "--engine", "server", "--out", str(tmp_path / "u")]) == 2
+    assert "--server-url" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_server_dying_mid_run_keeps_finished_rows(tmp_path):
+    """A mock transport: the first utterance arrives in odd-sized pieces (the carried byte),
+    then the server is gone."""
+    pcm = (np.arange(-300, 301, dtype="<i2") * 50).tobytes()
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "tiny", "random_weights": True}]})
+        calls.append(json.loads(request.content))
+        if len(calls) > 1:
+            raise httpx.ConnectError("connection refused", request=request)
+        pieces = [pcm[:1], pcm[1:4], pcm[4:777], pcm[777:]]  # splits inside samples
+        return httpx.Response(200, content=iter(pieces))
+
+    engine = GepardServer("http://gepard.test:9", transport=httpx.MockTransport(handler))
+    cfg = RunConfig(engine="server", model="tiny", limit=3, batch_size=1, server_url="http://gepard.test:9").validate()
+    with pytest.raises(ServerError, match="http://gepard.test:9"):
+        run(cfg, tmp_path / "r", engine=engine, log=lambda m: None)
+    rows = rows_of(tmp_path / "r")
+    assert len(rows) == 1 and rows[0]["duration_s"] == 601 / 22050
+    audio, sr = sf.read(tmp_path / "r" / rows[0]["wav"], dtype="int16")
+    assert sr == 22050 and (audio == np.frombuffer(pcm, "<i2")).all()
+    assert calls[0] == {"input": rows[0]["text"], "voice": "default", "response_format": "pcm", "stream": True,
+                        "stream_format": "audio", "max_new_tokens": 1000, "seed": rows[0]["seed"]}
