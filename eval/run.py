@@ -167,9 +167,23 @@ def make_row(u: Utterance, s, seed: int, cfg: RunConfig) -> dict:
         "duration_s": s.duration_s, "sample_rate": s.sample_rate, "p_stop": s.p_stop,
         "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,
         "seed": s.seed, "wav": f"wav/{u.id}.wav",
-        "settings": {"sampling": dataclasses.asdict(cfg.sampling.replace(seed=seed)),
-                     "stream": dataclasses.asdict(cfg.stream), "batch_size": cfg.batch_size},
+        "settings": row_settings(cfg, seed),
     }
+
+
+def row_settings(cfg: RunConfig, seed: int) -> dict:
+    """The settings a row was really made with, and nothing it was not.
+
+    A served model takes only the seed and a frame budget (the rest is fixed per server and
+    recorded in environment.json); Piper takes none of Gepard's settings.
+    """
+    if cfg.engine == "server":
+        return {"server_url": cfg.server_url, "seed": seed, "max_new_tokens": cfg.sampling.max_frames,
+                "fixed_by_server": "temperature, top-k, stop threshold, streaming: see environment.json"}
+    if cfg.engine == "piper":
+        return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}
+    return {"sampling": dataclasses.asdict(cfg.sampling.replace(seed=seed)),
+            "stream": dataclasses.asdict(cfg.stream), "batch_size": cfg.batch_size}
 
 
 def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=print) -> Path:

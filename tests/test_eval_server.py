@@ -62,6 +62,9 @@ def test_served_run_equals_the_local_streaming_run(server_url, tiny_cache_dir, t
         assert r["frames"] is None and r["stop_fired"] is None and r["p_stop"] is None  # not in the protocol
         assert 0 < r["ttfa_s"] <= r["gen_s"] and r["decode_s"] == 0
         assert (served / r["wav"]).is_file()
+        # only what was sent: a served row must not claim eval's own sampling defaults
+        assert r["settings"]["server_url"] == server_url and r["settings"]["seed"] == r["seed"]
+        assert "sampling" not in r["settings"]
     cfg = json.loads((served / "config.json").read_text())["run"]
     assert cfg["engine"] == "server" and cfg["model"] == "tiny" and cfg["server_url"] == server_url
     env = json.loads((served / "environment.json").read_text())["sessions"][0]["engine"]
