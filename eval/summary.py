@@ -34,7 +34,7 @@ DEFINITIONS = {
     "premature_stop_rate": "share where the stop head fired and (duration ratio < 0.5 or the transcript's alignment ends in deleted reference words)",
     "duration_ratio": "audio seconds / expected seconds, expected = 0.7 + 0.4 x words of the input text (median, p10, p90)",
     "frames_per_word": "codec frames / words of the input text (21.5 frames per second)",
-    "ttfa_s": "time to first audio (eval.engines): engine local = when the first chunk's last frame was committed (estimated from the row's step rate) + that chunk's measured decode; local-stream = measured in the app's streaming session; piper = first audio chunk",
+    "ttfa_s": "time to first audio (eval.engines): engine local = when the first chunk's last frame was committed (estimated from the row's step rate) + that chunk's measured decode; local-stream = measured in the app's streaming session; server = request sent -> first audio bytes received (network and queueing included); piper = first audio chunk",
     "rtf": "(generation + codec decode seconds) / audio seconds; in a batch, generation time is shared",
     "asr_rtf": "ASR wall seconds / audio seconds",
 }
