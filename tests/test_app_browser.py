@@ -52,6 +52,9 @@ def wait_player(page, job_id: str, timeout_ms: int = 60_000) -> dict:
 def test_generate_plays_audio_and_shows_stats_and_plot(page):
     page.fill("#gepard-text textarea", "The weather is sunny today.")
     set_number(page, "gepard-max-frames", 40)
+    # The seed is random: a 0.99 threshold keeps the tiny model's stop head from ending it
+    # early, so exactly the budget's 40 frames stream.
+    set_number(page, "gepard-stop-threshold", 0.99)
     job_id = click_generate(page)
     stats = wait_player(page, job_id)
     # It actually played: the context ran and the worklet output every streamed sample.
@@ -77,9 +80,11 @@ def test_generate_plays_audio_and_shows_stats_and_plot(page):
 def test_player_start_buffer_holds_playback(page):
     page.fill("#gepard-text textarea", "Wait for a second of audio first.")
     set_number(page, "gepard-max-frames", 40)
+    set_number(page, "gepard-stop-threshold", 0.99)  # run the whole budget (1.86 s)
     page.get_by_text("Streaming", exact=True).click()  # the accordion starts closed
     set_number(page, "gepard-prebuffer", 1000)
     first = wait_player(page, click_generate(page))
+    assert first["samplesReceived"] == 40 * 1024
     assert first["state"] == "ended" and first["startBufferMs"] >= 1000
     set_number(page, "gepard-prebuffer", 0)
     second = wait_player(page, click_generate(page))
