@@ -77,19 +77,27 @@ def cmd_make_tiny(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_synth(args: argparse.Namespace) -> int:
-    import soundfile as sf
+def load_from_args(args: argparse.Namespace):
+    """engine, codec, sampling and stream settings from the model / sampling / stream flags."""
     import torch
 
     from .codec import load_codec
     from .engine import GepardEngine
-    from .streaming import SynthesisSession
 
     torch.set_num_threads(args.threads)
     engine = GepardEngine.load(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
     sampling = sampling_from_args(args, engine.default_sampling())
     stream = stream_from_args(args)
     codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)
+    return engine, codec, sampling, stream
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    import soundfile as sf
+
+    from .streaming import SynthesisSession
+
+    engine, codec, sampling, stream = load_from_args(args)
     session = SynthesisSession(engine, codec, args.text, sampling, stream)
     audio = session.run()
     stats = session.stats
@@ -112,19 +120,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import torch
     import uvicorn
 
-    from .codec import load_codec
-    from .engine import GepardEngine
     from .speech_server import build_speech_app
 
-    torch.set_num_threads(args.threads)
-    engine = GepardEngine.load(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
-    # Fixed for the server's lifetime, like vLLM-Omni's gepard_config.json and env vars.
-    sampling = sampling_from_args(args, engine.default_sampling())
-    stream = stream_from_args(args)
-    codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)
+    # Sampling and stream settings are fixed for the server's lifetime, like vLLM-Omni's
+    # gepard_config.json and env vars.
+    engine, codec, sampling, stream = load_from_args(args)
     app = build_speech_app(engine, codec, sampling, stream)
     print(f"serving {engine.model_info.name} on http://{args.host}:{args.port}/v1/audio/speech", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
