@@ -74,18 +74,17 @@ class LookbackStreamDecoder(StreamDecoder):
         self.samples_per_frame = samples_per_frame
         self.lookback = None if lookback is None else int(lookback)
         self.frames_pushed = 0
-        self._history: list[torch.Tensor] = []
+        # Only the frames a later push re-decodes: the last `lookback` (all when None).
+        self._context: torch.Tensor | None = None
 
     def push(self, codes: Any) -> np.ndarray:
         new = check_codes(codes, self.layout, frame_offset=self.frames_pushed).cpu()
         n = new.shape[0]
         if n == 0:
             return _EMPTY.copy()
-        start = self.frames_pushed
-        self._history.append(new)
         self.frames_pushed += n
-        history = torch.cat(self._history) if len(self._history) > 1 else new
-        self._history = [history]
-        first = 0 if self.lookback is None else max(0, start - self.lookback)
-        audio = self.decode_fn(history[first:])
-        return np.ascontiguousarray(audio[(start - first) * self.samples_per_frame :], dtype=np.float32)
+        window = new if self._context is None else torch.cat([self._context, new])
+        skip = window.shape[0] - n
+        audio = self.decode_fn(window)
+        self._context = window if self.lookback is None else window[window.shape[0] - self.lookback :]
+        return np.ascontiguousarray(audio[skip * self.samples_per_frame :], dtype=np.float32)
