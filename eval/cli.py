@@ -8,28 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from gepard_demo.settings import DECODE_MODES, SamplingSettings, SettingsError, StreamSettings
-
-SAMPLING_FLAGS = {"temperature": float, "top_k": int, "stop_threshold": float, "max_frames": int}
-STREAM_FLAGS = {"first_chunk_frames": int, "chunk_frames": int, "lookback_frames": int, "fade_ms": float, "silence_ms": float}
-
-
-def add_settings_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("sampling (SamplingSettings; defaults: SamplingSettings())")
-    for name, typ in SAMPLING_FLAGS.items():
-        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
-    g.add_argument("--greedy", action="store_true", default=None, help="argmax instead of sampling")
-    g = p.add_argument_group("stream (StreamSettings; fade/silence shape the end of each WAV)")
-    for name, typ in STREAM_FLAGS.items():
-        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
-    g.add_argument("--decode-mode", choices=DECODE_MODES, default=None)
-
-
-def settings_from_args(args, base_sampling: SamplingSettings, base_stream: StreamSettings):
-    samp = {k: getattr(args, k) for k in list(SAMPLING_FLAGS) + ["greedy"] if getattr(args, k) is not None}
-    strm = {k: getattr(args, k) for k in list(STREAM_FLAGS) + ["decode_mode"] if getattr(args, k) is not None}
-    return base_sampling.replace(**samp).validate(), base_stream.replace(**strm).validate()
-
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings_flags import add_settings_flags, settings_from_args
 
 def add_asr_flags(p: argparse.ArgumentParser, required: bool = False) -> None:
     g = p.add_argument_group("ASR")

@@ -12,7 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from .settings import DECODE_MODES, SamplingSettings, SettingsError, StreamSettings
+from .settings import SettingsError, StreamSettings
+from .settings_flags import add_settings_flags, settings_from_args
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -25,48 +26,6 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                         help="talker weights (bfloat16 on a GPU as vLLM-Omni deploys it; fp32 on CPU)")
     parser.add_argument("--codec", default=None, help="a .nemo path or hub id (default: the model's own)")
     parser.add_argument("--codec-backend", choices=["native", "nemo"], default="native")
-
-
-def add_sampling_args(parser: argparse.ArgumentParser) -> None:
-    d = SamplingSettings()
-    parser.add_argument("--temperature", type=float, default=None, help="default: the checkpoint's")
-    parser.add_argument("--greedy", action="store_true")
-    parser.add_argument("--top-k", type=int, default=d.top_k)
-    parser.add_argument("--stop-threshold", type=float, default=None, help="default: the checkpoint's")
-    parser.add_argument("--max-frames", type=int, default=d.max_frames)
-    parser.add_argument("--seed", type=int, default=None)
-
-
-def add_stream_args(parser: argparse.ArgumentParser) -> None:
-    d = StreamSettings()
-    parser.add_argument("--first-chunk-frames", type=int, default=d.first_chunk_frames)
-    parser.add_argument("--chunk-frames", type=int, default=d.chunk_frames)
-    parser.add_argument("--decode-mode", choices=DECODE_MODES, default=d.decode_mode)
-    parser.add_argument("--lookback-frames", type=int, default=d.lookback_frames)
-    parser.add_argument("--fade-ms", type=float, default=d.fade_ms)
-    parser.add_argument("--silence-ms", type=float, default=d.silence_ms)
-
-
-def sampling_from_args(args: argparse.Namespace, defaults: SamplingSettings) -> SamplingSettings:
-    return defaults.replace(
-        temperature=defaults.temperature if args.temperature is None else args.temperature,
-        greedy=args.greedy,
-        top_k=args.top_k,
-        stop_threshold=defaults.stop_threshold if args.stop_threshold is None else args.stop_threshold,
-        max_frames=args.max_frames,
-        seed=args.seed,
-    ).validate()
-
-
-def stream_from_args(args: argparse.Namespace) -> StreamSettings:
-    return StreamSettings(
-        first_chunk_frames=args.first_chunk_frames,
-        chunk_frames=args.chunk_frames,
-        decode_mode=args.decode_mode,
-        lookback_frames=args.lookback_frames,
-        fade_ms=args.fade_ms,
-        silence_ms=args.silence_ms,
-    ).validate()
 
 
 def cmd_make_tiny(args: argparse.Namespace) -> int:
@@ -86,8 +45,8 @@ def load_from_args(args: argparse.Namespace):
 
     torch.set_num_threads(args.threads)
     engine = GepardEngine.load(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
-    sampling = sampling_from_args(args, engine.default_sampling())
-    stream = stream_from_args(args)
+    sampling, stream = settings_from_args(args, engine.default_sampling(), StreamSettings())
+    sampling = sampling.replace(seed=args.seed).validate()
     codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)
     return engine, codec, sampling, stream
 
@@ -147,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     synth.add_argument("-o", "--output", type=Path, help="WAV file to write")
     synth.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on small CPUs)")
     add_model_args(synth)
-    add_sampling_args(synth)
-    add_stream_args(synth)
+    add_settings_flags(synth)
+    synth.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed in the stats")
     synth.set_defaults(func=cmd_synth)
 
     serve = sub.add_parser("serve", help="vLLM-Omni's POST /v1/audio/speech (subset) on our engine; "
@@ -158,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on small CPUs)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     add_model_args(serve)
-    add_sampling_args(serve)  # --max-frames: default max_new_tokens; --seed: for requests without one
-    add_stream_args(serve)
+    add_settings_flags(serve)  # --max-frames: the default max_new_tokens
+    serve.add_argument("--seed", type=int, default=None, help="seed for requests that send none (default: a fresh one each)")
     serve.set_defaults(func=cmd_serve)
 
     args = parser.parse_args(argv)

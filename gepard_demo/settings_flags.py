@@ -1,0 +1,36 @@
+"""Command-line flags for every sampling and streaming setting, shared by all CLIs.
+
+Each flag defaults to None, meaning "not given": the settings start from a base (the
+checkpoint's defaults, or a resumed run's saved settings) and only given flags change them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .settings import DECODE_MODES, SamplingSettings, StreamSettings
+
+# The seed is not here: each CLI means something of its own by --seed (one request's seed,
+# a server's default, an evaluation run's base seed).
+SAMPLING_FLAGS = {"temperature": float, "top_k": int, "stop_threshold": float, "max_frames": int}
+STREAM_FLAGS = {"first_chunk_frames": int, "chunk_frames": int, "lookback_frames": int, "fade_ms": float, "silence_ms": float}
+
+
+def add_settings_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sampling (SamplingSettings; unset: the checkpoint's / saved defaults)")
+    for name, typ in SAMPLING_FLAGS.items():
+        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
+    g.add_argument("--greedy", action="store_true", default=None, help="argmax instead of sampling")
+    g = p.add_argument_group("stream (StreamSettings)")
+    for name, typ in STREAM_FLAGS.items():
+        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
+    g.add_argument("--decode-mode", choices=DECODE_MODES, default=None)
+
+
+def settings_from_args(
+    args: argparse.Namespace, base_sampling: SamplingSettings, base_stream: StreamSettings
+) -> tuple[SamplingSettings, StreamSettings]:
+    """The base settings with the given flags applied, validated (SettingsError names the bad one)."""
+    samp = {k: getattr(args, k) for k in [*SAMPLING_FLAGS, "greedy"] if getattr(args, k) is not None}
+    strm = {k: getattr(args, k) for k in [*STREAM_FLAGS, "decode_mode"] if getattr(args, k) is not None}
+    return base_sampling.replace(**samp).validate(), base_stream.replace(**strm).validate()
