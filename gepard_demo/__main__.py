@@ -31,7 +31,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 def cmd_make_tiny(args: argparse.Namespace) -> int:
     from .tiny import make_tiny
 
-    out = make_tiny(args.dir, seed=args.seed)
+    out = make_tiny(args.dir, seed=args.seed, layout="hybrid" if args.hybrid else "full")
     print(f"wrote tiny random-weight Gepard checkpoint to {out}")
     return 0
 
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     tiny = sub.add_parser("make-tiny", help="write a tiny random-weight checkpoint in the published layout")
     tiny.add_argument("dir", type=Path)
     tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("--hybrid", action="store_true",
+                      help="the second test layout: 3 Gated-DeltaNet + 1 full-attention layer, no voice cloning")
     tiny.set_defaults(func=cmd_make_tiny)
 
     synth = sub.add_parser("synth", help="synthesize one text; prints one JSON line of stats")

@@ -60,6 +60,10 @@ class GepardConfig:
     text_repetition: TextRepetition = field(default_factory=TextRepetition)
     codec: CodecSettings = field(default_factory=CodecSettings)
     num_speaker_prefix: int = 8
+    # Authoritative rotary coverage (gepard_config.json top level, default 1.0): forced into
+    # both the flat and the nested rope copies of the backbone config.
+    partial_rotary_factor: float = 1.0
+    voice_cloning: bool = False  # the sidecar says the checkpoint carries a ref_compressor
     stop_threshold: float = 0.5
     temperature: float = 0.3
     max_frames: int = 1000
@@ -96,10 +100,8 @@ class GepardConfig:
             )
         bb.pop("model_type", None)
         bb.pop("architectures", None)
-        rope = bb.get("rope_parameters")
-        if isinstance(rope, dict):
-            bb["rope_parameters"] = {k: v for k, v in rope.items() if k not in _MROPE_KEYS}
-        backbone_cfg = Qwen3_5TextConfig(**bb)
+        rotary = float(sidecar.get("partial_rotary_factor", 1.0))
+        backbone_cfg = _backbone_config(bb, rotary)
 
         heads = sidecar.get("audio_heads")
         levels = (
@@ -134,10 +136,36 @@ class GepardConfig:
             text_repetition=_pick(TextRepetition, sidecar.get("text_repetition")),
             codec=codec_settings,
             num_speaker_prefix=int(compressor.get("num_queries", 8)),
+            partial_rotary_factor=rotary,
+            voice_cloning=bool((sidecar.get("voice_cloning") or {}).get("enabled", False)),
             stop_threshold=float(sidecar.get("stop_threshold", 0.5)),
             temperature=float(sidecar.get("temperature", 0.3)),
             max_frames=int(sidecar.get("max_frames", 1000)),
         )
+
+
+def _backbone_config(bb: dict, rotary: float) -> Qwen3_5TextConfig:
+    """The backbone config with `rotary` forced into BOTH rope copies, as the authors load it.
+
+    transformers 5.x computes RoPE from the nested `rope_parameters` copy and vLLM reads the
+    flat one; the stock backbone ships them diverged (flat 0.25, nested 1.0 or absent), and an
+    absent nested copy would silently fall back to the flat 0.25 here. So neither copy in
+    config.json is trusted: the sidecar's value goes into both, before the backbone is built.
+    """
+    bb = dict(bb)
+    rope = dict(bb.get("rope_parameters") or {})
+    rope = {k: v for k, v in rope.items() if k not in _MROPE_KEYS}
+    rope.setdefault("rope_type", "default")
+    if "rope_theta" not in rope and "rope_theta" in bb:
+        rope["rope_theta"] = bb["rope_theta"]
+    rope["partial_rotary_factor"] = rotary
+    bb["rope_parameters"] = rope
+    bb["partial_rotary_factor"] = rotary
+    cfg = Qwen3_5TextConfig(**bb)
+    # Whatever the constructor's standardisation did, both copies now say `rotary`.
+    cfg.partial_rotary_factor = rotary
+    cfg.rope_parameters = {**(cfg.rope_parameters or {}), "partial_rotary_factor": rotary}
+    return cfg
 
 
 def _pick(kind, values: dict | None):

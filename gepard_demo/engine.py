@@ -19,7 +19,7 @@ from .model_source import ResolvedModel, resolve_model
 from .prompt import build_prompt_ids, encode_text
 from .sampling import RowSampler
 from .settings import SamplingSettings
-from .talker import GepardTalker
+from .talker import GepardTalker, config_for_checkpoint
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -61,7 +61,7 @@ class GepardEngine:
             if dtype not in DTYPES:
                 raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
             dtype = DTYPES[dtype]
-        config = GepardConfig.from_dir(resolved.path)
+        config = config_for_checkpoint(GepardConfig.from_dir(resolved.path), resolved.path)
         tokenizer = AutoTokenizer.from_pretrained(str(resolved.path))
         talker = GepardTalker(config)
         talker.load_checkpoint(resolved.path)
@@ -78,7 +78,7 @@ class GepardEngine:
 
     @property
     def device(self) -> torch.device:
-        return self.talker.null_prefix.device
+        return self.talker.device
 
     def default_sampling(self) -> SamplingSettings:
         """The checkpoint's own operating point (gepard_config.json)."""

@@ -8,6 +8,14 @@ frame. The frame budget ends a runaway and says so.
 Rows in a batch are left-padded: the full-attention layers mask the padding, and the
 Gated-DeltaNet layers zero it (transformers' padding mask), so a padded row starts from the
 same zero state as a solo one. A row that finishes is dropped from the cache at once.
+
+On an all-full-attention backbone (Gepard-1.0) transformers 5.14 cannot take a 2-D padding
+mask: the model always builds the linear-attention mask too, which asks the cache
+`has_previous_state()`, and a cache without linear-attention layers raises. So for that layout
+the loop builds the full-attention mask itself with transformers' own `create_causal_mask` and
+passes the model its mask mapping (`{"full_attention": mask}`), which the model uses as given.
+The hybrid layout keeps the plain 2-D mask. tests/test_padded_batch.py fails if either path
+stops matching solo runs after a transformers upgrade.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
+from transformers.masking_utils import create_causal_mask
 
 from .sampling import RowSampler, sample_codes
 from .settings import SamplingSettings
@@ -54,6 +63,21 @@ class GenerationResult:
         return int(self.frames.shape[0])
 
 
+def full_attention_only(backbone_config) -> bool:
+    return all(t == "full_attention" for t in backbone_config.layer_types)
+
+
+def _padding_mask(talker: GepardTalker, mask, embeds, positions, cache):
+    """What to pass as `attention_mask` for a padded batch (see the module docstring)."""
+    backbone = talker.config.backbone
+    if not full_attention_only(backbone):
+        return mask
+    causal = create_causal_mask(
+        config=backbone, inputs_embeds=embeds, attention_mask=mask, past_key_values=cache, position_ids=positions
+    )
+    return {"full_attention": causal}
+
+
 def decode_batch(
     talker: GepardTalker,
     prompts: list[list[int]],
@@ -63,7 +87,7 @@ def decode_batch(
 
     Closing the iterator stops the work at the next step (the demo's Stop button).
     """
-    device = talker.null_prefix.device
+    device = talker.device
     start = time.perf_counter()
     n = len(prompts)
     width = max(len(p) for p in prompts)
@@ -81,7 +105,7 @@ def decode_batch(
         padded = bool((mask == 0).any())
         out = talker.model(
             inputs_embeds=embeds,
-            attention_mask=mask if padded else None,
+            attention_mask=_padding_mask(talker, mask, embeds, positions, cache) if padded else None,
             position_ids=positions,
             past_key_values=cache,
             use_cache=True,
@@ -121,10 +145,12 @@ def decode_batch(
                 active = [active[r] for r in keep]
             mask = torch.cat([mask, torch.ones(len(active), 1, dtype=mask.dtype, device=device)], dim=1)
             last_pos = last_pos + 1
+            step_embeds = talker.embed_frame(codes).unsqueeze(1)
+            step_pos = last_pos.unsqueeze(1)
             out = talker.model(
-                inputs_embeds=talker.embed_frame(codes).unsqueeze(1),
-                attention_mask=mask if padded else None,
-                position_ids=last_pos.unsqueeze(1),
+                inputs_embeds=step_embeds,
+                attention_mask=_padding_mask(talker, mask, step_embeds, step_pos, cache) if padded else None,
+                position_ids=step_pos,
                 past_key_values=cache,
                 use_cache=True,
             )

@@ -4,14 +4,23 @@ a binary stop head, and the audio-frame embedding that feeds each frame back (fa
 Attribute names mirror the checkpoint's weight names (`model.*`, `codebook_heads.i`,
 `stop_head`, `audio_embeddings.i`, `audio_embed_proj`, `audio_embed_scale`, `null_prefix`),
 so loading is a plain state-dict load with an explicit key check.
+
+What the loader accepts (README "Models"): any one-element tensor into a one-element parameter
+whatever its shape ([] or [1]: the authors' model declares `audio_embed_scale` as [1], older
+files hold 0-dim); any floating dtype on disk (the authors upload bf16) cast to the module's
+dtype; a checkpoint without `null_prefix` (trained without voice cloning) runs with no speaker
+slots, the layout it was trained with. Every other missing, unexpected or misshapen key fails
+with its name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 from torch import nn
 from transformers import Qwen3_5TextModel
@@ -19,7 +28,10 @@ from transformers import Qwen3_5TextModel
 from .config import GepardConfig
 
 # Present in training checkpoints, never used at inference.
-TRAINING_ONLY_PREFIXES = ("aligner.", "supcon_head.", "mtp.", "ref_compressor.")
+TRAINING_ONLY_PREFIXES = ("aligner.", "supcon_head.", "mtp.")
+# The voice-cloning compressor: used at inference only for cloning, which this talker does not
+# do yet, so its weights are skipped (names: the authors' RefCompressor, see tiny.py).
+CLONING_PREFIXES = ("ref_compressor.",)
 # The backbone's LM head predicts text tokens; a TTS step never reads it.
 UNUSED_PREFIXES = ("lm_head.",)
 
@@ -44,8 +56,12 @@ class GepardTalker(nn.Module):
             nn.Linear(hidden, hidden),
             nn.LayerNorm(hidden, elementwise_affine=False),
         )
-        self.register_buffer("audio_embed_scale", torch.tensor(1.0))
-        self.null_prefix = nn.Parameter(torch.zeros(config.num_speaker_prefix, hidden))
+        # A frozen one-element parameter of shape [1], as the authors declare it.
+        self.audio_embed_scale = nn.Parameter(torch.ones(1), requires_grad=False)
+        if config.num_speaker_prefix > 0:
+            self.null_prefix = nn.Parameter(torch.zeros(config.num_speaker_prefix, hidden))
+        else:  # trained without voice cloning: no speaker slots at all
+            self.register_parameter("null_prefix", None)
 
         # All 32 heads as one matmul, then gathered into a padded (heads, max_level) grid.
         # Padding slots get -inf so neither argmax nor top-k can pick them.
@@ -72,7 +88,8 @@ class GepardTalker(nn.Module):
         expect, and anything it expects but the files lack, fails with the key names.
         """
         state = read_safetensors(Path(model_dir))
-        state = {k: v for k, v in state.items() if not k.startswith(TRAINING_ONLY_PREFIXES + UNUSED_PREFIXES)}
+        skipped = TRAINING_ONLY_PREFIXES + CLONING_PREFIXES + UNUSED_PREFIXES
+        state = {k: v for k, v in state.items() if not k.startswith(skipped)}
         expected = set(self.state_dict().keys())
         missing = sorted(expected - state.keys())
         unexpected = sorted(state.keys() - expected)
@@ -84,6 +101,8 @@ class GepardTalker(nn.Module):
                 parts.append(f"unexpected keys ({len(unexpected)}): {', '.join(unexpected[:20])}")
             raise CheckpointError(f"checkpoint in {model_dir} does not match the config: " + "; ".join(parts))
         mine = self.state_dict()
+        # One element into one element, whatever the shapes ([] vs [1]): they broadcast alike.
+        state = {k: v.reshape(mine[k].shape) if v.numel() == 1 == mine[k].numel() else v for k, v in state.items()}
         bad_shapes = [f"{k} {tuple(v.shape)} != {tuple(mine[k].shape)}" for k, v in state.items() if v.shape != mine[k].shape]
         if bad_shapes:
             raise CheckpointError(f"checkpoint in {model_dir} has wrong shapes: {'; '.join(bad_shapes[:10])}")
@@ -109,11 +128,17 @@ class GepardTalker(nn.Module):
         self._fused = None
         return super()._apply(fn, *args, **kwargs)
 
+    @property
+    def device(self) -> torch.device:
+        return self.stop_head.weight.device
+
     # -- the three things a decode step needs ---------------------------------------------
 
     def embed_prompt(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Token embeddings, with the speaker slots replaced by the learned null prefix."""
         embeds = self.model.embed_tokens(input_ids)
+        if self.null_prefix is None:
+            return embeds
         base = self.config.speaker_token_base
         slots = (input_ids >= base) & (input_ids < base + self.config.num_speaker_prefix)
         if bool(slots.any()):
@@ -136,16 +161,42 @@ class GepardTalker(nn.Module):
         return logits, p_stop
 
 
-def read_safetensors(model_dir: Path) -> dict[str, torch.Tensor]:
-    """One `model.safetensors`, or the shards its `model.safetensors.index.json` lists."""
+def config_for_checkpoint(config: GepardConfig, model_dir: str | Path) -> GepardConfig:
+    """The config with the speaker-slot count the weights were trained with.
+
+    A checkpoint whose training had voice cloning off has no `null_prefix` and saw no prefix
+    (facts §2), so it gets K=0 slots; otherwise K is `null_prefix`'s first dimension.
+    """
+    shapes = checkpoint_shapes(Path(model_dir))
+    slots = shapes["null_prefix"][0] if "null_prefix" in shapes else 0
+    if slots != config.num_speaker_prefix:
+        config = dataclasses.replace(config, num_speaker_prefix=slots)
+    return config
+
+
+def checkpoint_shapes(model_dir: Path) -> dict[str, tuple[int, ...]]:
+    """Key -> shape of every tensor on disk, read from the headers only."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for path in _safetensors_files(model_dir):
+        with safe_open(str(path), framework="pt") as f:
+            for key in f.keys():
+                shapes[key] = tuple(f.get_slice(key).get_shape())
+    return shapes
+
+
+def _safetensors_files(model_dir: Path) -> list[Path]:
     single = model_dir / "model.safetensors"
     index = model_dir / "model.safetensors.index.json"
     if single.exists():
-        return load_file(str(single))
+        return [single]
     if index.exists():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        state: dict[str, torch.Tensor] = {}
-        for shard in shards:
-            state.update(load_file(str(model_dir / shard)))
-        return state
+        return [model_dir / s for s in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
     raise CheckpointError(f"no model.safetensors or model.safetensors.index.json in {model_dir}")
+
+
+def read_safetensors(model_dir: Path) -> dict[str, torch.Tensor]:
+    """One `model.safetensors`, or the shards its `model.safetensors.index.json` lists."""
+    state: dict[str, torch.Tensor] = {}
+    for path in _safetensors_files(model_dir):
+        state.update(load_file(str(path)))
+    return state

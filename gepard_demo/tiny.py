@@ -1,14 +1,26 @@
 """A tiny Gepard checkpoint in exactly the published layout, with random weights.
 
 Real checkpoints cannot be downloaded here, so tests and the offline demo load this one through
-the same code path as the real model: `config.json` (qwen3_5_text, both linear and full attention
-layers), `gepard_config.json`, `model.safetensors` with the real key names (plus a few
-training-only ones the loader must skip), a byte-level BPE tokenizer trained here, and a tiny
-NanoCodec `.nemo` beside them. Its audio is noise, and its config says so (`random_weights`).
+the same code path as the real model. The default layout is Gepard-1.0 in miniature (facts §1):
+every layer full attention, `partial_rotary_factor` 1.0 in `gepard_config.json` while the flat
+and nested rotary copies in `config.json` disagree with it and with each other (the loader must
+not care), `audio_embed_scale` shaped [1], a `null_prefix` and the voice-cloning compressor's
+`ref_compressor.*` weights (names and shapes of the authors' RefCompressor), plus a few
+training-only keys the loader must skip, a byte-level BPE tokenizer trained here, and a tiny
+NanoCodec `.nemo` beside them.
+
+`layout="hybrid"` writes the second test model: Qwen3.5's class default of 3 Gated-DeltaNet
+layers + 1 full-attention layer, quarter rotary, and no voice cloning (no `null_prefix`, so no
+speaker slots), as a checkpoint trained without cloning is laid out.
+
+No weight is left at an identity value (scale 1, norm gains 1, zero offsets): a stage the code
+forgot to apply then changes the output, and the tests can see it. Its audio is noise, and its
+config says so (`random_weights`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,7 +34,8 @@ from transformers import PreTrainedTokenizerFast, Qwen3_5TextConfig
 
 from .config import GepardConfig
 
-TINY_VERSION = "tiny-v1"
+TINY_VERSION = "tiny-v2"
+LAYOUTS = ("full", "hybrid")
 TINY_CODEC_FILE = "nemo-nano-codec-tiny.nemo"
 TEXT_VOCAB = 512
 # The real special ids sit just past the text vocabulary (SOS 248070 ... tokeniser_length
@@ -53,11 +66,17 @@ One two three four five six seven eight nine ten eleven twelve hundred thousand 
 """.strip().splitlines()
 
 
-def backbone_config() -> Qwen3_5TextConfig:
-    """Qwen3.5 text config in miniature: 3 Gated-DeltaNet layers then 1 full-attention layer.
 
-    Linear key/value head dim stays 128 because vLLM's CPU kernel requires it.
+def backbone_config(layout: str = "full") -> Qwen3_5TextConfig:
+    """Qwen3.5 text config in miniature.
+
+    "full": 4 full-attention layers, as Gepard-1.0's 14 (facts §1). "hybrid": 3 Gated-DeltaNet
+    layers then 1 full-attention layer; linear key/value head dim stays 128 because vLLM's CPU
+    kernel requires it.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    hybrid = layout == "hybrid"
     return Qwen3_5TextConfig(
         vocab_size=VOCAB_SIZE,
         hidden_size=64,
@@ -71,22 +90,55 @@ def backbone_config() -> Qwen3_5TextConfig:
         linear_key_head_dim=128,
         linear_value_head_dim=128,
         linear_conv_kernel_dim=4,
-        layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        layer_types=["linear_attention"] * 3 + ["full_attention"] if hybrid else ["full_attention"] * 4,
         max_position_embeddings=4096,
-        rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25},
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0,
+                         "partial_rotary_factor": rotary_factor(layout)},
         tie_word_embeddings=False,
     )
 
 
-def sidecar(backbone: dict) -> dict:
+def rotary_factor(layout: str) -> float:
+    """The authoritative rotary coverage the sidecar states for each layout."""
+    return 0.25 if layout == "hybrid" else 1.0
+
+
+def backbone_json(layout: str = "full") -> dict:
+    """config.json as written to disk. For "full" its two rotary copies disagree with each other
+    and with the sidecar (flat 0.25 as the stock backbone ships, nested 0.5): only the sidecar's
+    top-level value may decide."""
+    bb = backbone_config(layout).to_dict()
+    bb["model_type"] = "qwen3_5_text"
+    bb["architectures"] = ["Qwen3_5ForCausalLM"]
+    if layout == "full":
+        bb["partial_rotary_factor"] = 0.25
+        bb["rope_parameters"] = {**bb["rope_parameters"], "partial_rotary_factor": 0.5}
+    return bb
+
+
+def compressor_settings(hidden: int) -> dict:
+    """The sidecar's voice_cloning.compressor section (authors' schema), scaled to the tiny."""
+    return {"num_queries": 8, "num_layers": 2, "num_heads": 2, "d_model": hidden,
+            "ffn_hidden_size_multiplier": 4, "dropout": 0.1}
+
+
+def sidecar(backbone: dict, layout: str = "full") -> dict:
     nested = dict(backbone)
     # The published sidecar carries vestigial mRoPE keys; keep them so the loader's stripping is exercised.
     nested["rope_parameters"] = {**backbone["rope_parameters"], "mrope_section": [11, 11, 10], "mrope_interleaved": True}
     levels = [8, 7, 6, 6] * 8
+    cloning = layout == "full"
+    voice_cloning = (
+        {"enabled": True, "compressor": compressor_settings(backbone["hidden_size"]),
+         "training": {"cfg_dropout_prob": 0.15, "supcon": {"enabled": False, "use_projection": False},
+                      "diversity_loss": {"enabled": False}}}
+        if cloning else {"enabled": False}
+    )
     return {
         "backbone_config": nested,
         "audio_heads": {f"level_audio_{i}": n for i, n in enumerate(levels)},
         "audio_embed_dim": 32,
+        "partial_rotary_factor": rotary_factor(layout),
         "special_tokens": SPECIAL_TOKENS,
         "text_repetition": {"enabled": True, "target_text_tokens": 16, "apply_below": 13, "max_repeats": 8},
         "codec": {
@@ -97,12 +149,14 @@ def sidecar(backbone: dict) -> dict:
             "num_layers": 8,
             "do_unfold": True,
         },
-        "voice_cloning": {"enabled": False, "compressor": {"num_queries": 8}},
+        "voice_cloning": voice_cloning,
+        "model_dtype": "bfloat16",
         "stop_threshold": 0.5,
         "temperature": 0.3,
         "max_frames": 1000,
         "random_weights": True,
         "tiny_version": TINY_VERSION,
+        "tiny_layout": layout,
     }
 
 
@@ -120,58 +174,103 @@ def train_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, model_max_length=4096)
 
 
-def random_state(config: GepardConfig, seed: int) -> dict[str, torch.Tensor]:
+def ref_compressor_state(settings: dict, codec_channels: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """`ref_compressor.*` with the names and shapes of the authors' RefCompressor
+    (gepard/model/ref_compressor.py): input_proj, queries, Q-Former blocks (RMSNorm gains,
+    self/cross attention q/k/v/out projections without bias, SwiGLU FFN), final_norm and a
+    one-element output_scale of shape [1]."""
+    d = int(settings["d_model"])
+    ffn = d * int(settings["ffn_hidden_size_multiplier"])
+
+    def rand(*shape, std=None):
+        return torch.randn(*shape, generator=gen) * (std if std is not None else shape[-1] ** -0.5)
+
+    state = {
+        "ref_compressor.input_proj.weight": rand(d, codec_channels),
+        "ref_compressor.input_proj.bias": rand(d, std=0.02),
+        "ref_compressor.queries": rand(int(settings["num_queries"]), d, std=0.02),
+        "ref_compressor.final_norm.weight": 1.0 + rand(d, std=0.1),
+        "ref_compressor.output_scale": torch.tensor([d ** -0.5 * 1.3]),
+    }
+    for b in range(int(settings["num_layers"])):
+        p = f"ref_compressor.blocks.{b}."
+        for norm in ("norm_self", "norm_cross", "norm_ffn"):
+            state[p + norm + ".weight"] = 1.0 + rand(d, std=0.1)
+        for attn in ("self_attn", "cross_attn"):
+            for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                state[f"{p}{attn}.{proj}.weight"] = rand(d, d)
+        state[p + "ffn.gate_proj.weight"] = rand(ffn, d)
+        state[p + "ffn.up_proj.weight"] = rand(ffn, d)
+        state[p + "ffn.down_proj.weight"] = rand(d, ffn)
+    return state
+
+
+def _no_identity_values(talker, gen: torch.Generator) -> None:
+    """Every weight that init leaves constant (norm gains 1 or 0-offset, dt_bias 1, zero biases)
+    gets a random, non-trivial value, so a stage the code skips changes the output."""
+    for name, p in talker.named_parameters():
+        if p.numel() > 1 and bool((p == p.flatten()[0]).all()):
+            p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+
+
+def random_state(config: GepardConfig, seed: int, layout: str = "full") -> dict[str, torch.Tensor]:
     from .talker import GepardTalker
 
     torch.manual_seed(seed)
     talker = GepardTalker(config)
+    gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
+        _no_identity_values(talker, gen)
         # A stop head that fires now and then (utterances of a few dozen frames at 0.5),
         # rather than at the first step or never, so the demo and eval see both outcomes.
         talker.stop_head.weight.normal_(0.0, 0.15)
         talker.stop_head.bias.fill_(-3.5)
-        talker.null_prefix.normal_(0.0, 0.02)
-        talker.audio_embed_scale.fill_(1.0)
+        if talker.null_prefix is not None:
+            # Well away from the slot tokens' own embeddings, so using those shows.
+            talker.null_prefix.normal_(0.0, 1.0)
+        # The authors set it to the text-embedding std; anything but 1.0 makes it visible.
+        talker.audio_embed_scale.fill_(0.37)
     state = {k: v.detach().clone().contiguous() for k, v in talker.state_dict().items()}
     hidden = config.hidden_size
-    gen = torch.Generator().manual_seed(seed + 1)
-    # Keys a real training checkpoint carries and inference must skip (or never reads).
+    # Keys a real training checkpoint may carry and inference must skip (or never reads).
     state["lm_head.weight"] = torch.randn(VOCAB_SIZE, hidden, generator=gen) * 0.02
     state["aligner.proj.weight"] = torch.randn(16, hidden, generator=gen)
-    state["supcon_head.weight"] = torch.randn(16, hidden, generator=gen)
+    state["supcon_head.fc1.weight"] = torch.randn(16, hidden, generator=gen)
     state["mtp.0.weight"] = torch.randn(hidden, hidden, generator=gen)
-    state["ref_compressor.queries"] = torch.randn(8, hidden, generator=gen)
+    if layout == "full":
+        state.update(ref_compressor_state(compressor_settings(hidden), config.num_heads, gen))
     return state
 
 
-def make_tiny(out_dir: str | Path, seed: int = 0) -> Path:
+def make_tiny(out_dir: str | Path, seed: int = 0, layout: str = "full") -> Path:
     """Write the tiny checkpoint (and its codec) into out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    bb = backbone_config().to_dict()
-    bb["model_type"] = "qwen3_5_text"
-    bb["architectures"] = ["Qwen3_5ForCausalLM"]
+    bb = backbone_json(layout)
     (out / "config.json").write_text(json.dumps(bb, indent=2, sort_keys=True))
-    (out / "gepard_config.json").write_text(json.dumps(sidecar(bb), indent=2))
+    (out / "gepard_config.json").write_text(json.dumps(sidecar(bb, layout), indent=2))
     train_tokenizer().save_pretrained(str(out))
     config = GepardConfig.from_dir(out)
-    save_file(random_state(config, seed), str(out / "model.safetensors"), metadata={"format": "pt"})
+    if layout == "hybrid":
+        config = dataclasses.replace(config, num_speaker_prefix=0)
+    save_file(random_state(config, seed, layout), str(out / "model.safetensors"), metadata={"format": "pt"})
     from .codec import make_tiny_codec
 
     make_tiny_codec(out / TINY_CODEC_FILE, seed=seed)
     return out
 
 
-def ensure_tiny(cache_dir: Path, seed: int = 0) -> Path:
+def ensure_tiny(cache_dir: Path, seed: int = 0, layout: str = "full") -> Path:
     """The cached tiny checkpoint, built on first use. Built aside and renamed into place, so a
     crash or a concurrent builder never leaves a half-written checkpoint behind."""
-    target = cache_dir / f"{TINY_VERSION}-seed{seed}"
+    suffix = "" if layout == "full" else f"-{layout}"
+    target = cache_dir / f"{TINY_VERSION}{suffix}-seed{seed}"
     if (target / "model.safetensors").exists() and (target / TINY_CODEC_FILE).exists():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".tiny-", dir=cache_dir))
     try:
-        make_tiny(staging, seed=seed)
+        make_tiny(staging, seed=seed, layout=layout)
         try:
             os.rename(staging, target)
         except OSError:

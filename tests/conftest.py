@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gepard_demo.engine import GepardEngine
-from gepard_demo.tiny import ensure_tiny
+from gepard_demo.tiny import LAYOUTS, ensure_tiny
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,3 +31,15 @@ def tiny_model_dir(tiny_cache_dir):
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_cache_dir):
     return GepardEngine.load("tiny", cache_dir=tiny_cache_dir)
+
+
+@pytest.fixture(scope="session", params=LAYOUTS)
+def tiny_layout(request):
+    """Both tiny layouts: "full" (Gepard-1.0 in miniature) and "hybrid" (3 linear + 1 full)."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def layout_engine(tiny_cache_dir, tiny_layout):
+    """The tiny engine in each layout: engine, streaming and batch tests run on both."""
+    return GepardEngine.load(str(ensure_tiny(tiny_cache_dir, layout=tiny_layout)))

@@ -11,20 +11,40 @@ from gepard_demo.config import ConfigError, GepardConfig
 from gepard_demo.engine import GepardEngine
 from gepard_demo.model_source import ModelNotFoundError, resolve_model
 from gepard_demo.talker import CheckpointError, GepardTalker
+from gepard_demo.tiny import ensure_tiny
 
 
-def test_tiny_has_the_published_layout(tiny_model_dir):
+def test_tiny_has_the_published_layout(tiny_model_dir, tiny_cache_dir):
     names = {p.name for p in tiny_model_dir.iterdir()}
     assert {"config.json", "gepard_config.json", "model.safetensors", "tokenizer.json"} <= names
     bb = json.loads((tiny_model_dir / "config.json").read_text())
+    side = json.loads((tiny_model_dir / "gepard_config.json").read_text())
     assert bb["model_type"] == "qwen3_5_text"
-    assert {"linear_attention", "full_attention"} <= set(bb["layer_types"])
-    assert bb["linear_key_head_dim"] == bb["linear_value_head_dim"] == 128
-    keys = load_file(str(tiny_model_dir / "model.safetensors")).keys()
+    # Gepard-1.0 in miniature: all full attention; rotary copies that disagree with the sidecar.
+    assert set(bb["layer_types"]) == {"full_attention"}
+    assert side["partial_rotary_factor"] == 1.0
+    assert len({bb["partial_rotary_factor"], bb["rope_parameters"]["partial_rotary_factor"], 1.0}) == 3
+    assert side["voice_cloning"]["enabled"] and side["voice_cloning"]["compressor"]["num_queries"] == 8
+    state = load_file(str(tiny_model_dir / "model.safetensors"))
     for name in ["model.embed_tokens.weight", "codebook_heads.31.bias", "stop_head.weight",
                  "audio_embeddings.0.weight", "audio_embed_proj.0.weight", "audio_embed_scale",
-                 "null_prefix", "lm_head.weight", "aligner.proj.weight", "mtp.0.weight"]:
-        assert name in keys
+                 "null_prefix", "lm_head.weight", "aligner.proj.weight", "mtp.0.weight",
+                 "ref_compressor.queries", "ref_compressor.output_scale",
+                 "ref_compressor.blocks.1.cross_attn.out_proj.weight", "ref_compressor.blocks.0.ffn.down_proj.weight"]:
+        assert name in state
+    assert state["audio_embed_scale"].shape == (1,)
+    d, comp = bb["hidden_size"], side["voice_cloning"]["compressor"]
+    assert state["ref_compressor.input_proj.weight"].shape == (d, 32)
+    assert state["ref_compressor.queries"].shape == state["null_prefix"].shape == (8, d)
+    assert state["ref_compressor.blocks.0.ffn.gate_proj.weight"].shape == (d * comp["ffn_hidden_size_multiplier"], d)
+    assert len({k.split(".")[2] for k in state if k.startswith("ref_compressor.blocks.")}) == comp["num_layers"]
+    # The second test model: Qwen3.5's hybrid default, no voice cloning, so no speaker slots.
+    hybrid = ensure_tiny(tiny_cache_dir, layout="hybrid")
+    hb = json.loads((hybrid / "config.json").read_text())
+    assert hb["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+    assert hb["linear_key_head_dim"] == hb["linear_value_head_dim"] == 128
+    hstate = load_file(str(hybrid / "model.safetensors"))
+    assert "null_prefix" not in hstate and not any(k.startswith("ref_compressor.") for k in hstate)
 
 
 def test_config_reads_sidecar_and_strips_mrope(tiny_model_dir):

@@ -22,11 +22,11 @@ def _full_forward(engine, text, frames):
 
 
 @pytest.mark.parametrize("batch", [1, 3])
-def test_incremental_decode_matches_full_forward(tiny_engine, batch):
+def test_incremental_decode_matches_full_forward(layout_engine, batch):
     settings = SamplingSettings(greedy=True, max_frames=40, stop_threshold=0.999)
-    results = tiny_engine.generate(TEXTS[:batch], settings)
+    results = layout_engine.generate(TEXTS[:batch], settings)
     for res in results:
-        logits, p_stop = _full_forward(tiny_engine, res.text, res.frames)
+        logits, p_stop = _full_forward(layout_engine, res.text, res.frames)
         steps = res.num_frames
         # Greedy codes are the argmax of the full-forward logits at every step...
         assert torch.equal(logits[:steps].argmax(-1), res.frames)
@@ -34,23 +34,23 @@ def test_incremental_decode_matches_full_forward(tiny_engine, batch):
         assert torch.allclose(p_stop[:steps], torch.tensor(res.p_stop[:steps]), atol=1e-5)
 
 
-def test_same_seed_same_frames_solo_and_in_a_batch_of_three(tiny_engine):
+def test_same_seed_same_frames_solo_and_in_a_batch_of_three(layout_engine):
     settings = [SamplingSettings(seed=s, max_frames=60) for s in (11, 22, 33)]
-    batched = tiny_engine.generate(TEXTS, settings)
+    batched = layout_engine.generate(TEXTS, settings)
     for text, s, res in zip(TEXTS, settings, batched):
-        solo = tiny_engine.generate([text], s)[0]
+        solo = layout_engine.generate([text], s)[0]
         assert res.seed == s.seed
         assert torch.equal(solo.frames, res.frames)
         assert (solo.stop_fired, solo.stop_frame, solo.runaway) == (res.stop_fired, res.stop_frame, res.runaway)
-    again = tiny_engine.generate([TEXTS[1]], settings[1])[0]
+    again = layout_engine.generate([TEXTS[1]], settings[1])[0]
     assert torch.equal(again.frames, batched[1].frames)
-    other = tiny_engine.generate([TEXTS[1]], settings[1].replace(seed=99))[0]
+    other = layout_engine.generate([TEXTS[1]], settings[1].replace(seed=99))[0]
     assert not torch.equal(other.frames[:5], batched[1].frames[:5])
 
 
-def test_unseeded_request_reports_a_seed_that_replays_it(tiny_engine):
-    first = tiny_engine.generate([TEXTS[0]], SamplingSettings(max_frames=30))[0]
-    replay = tiny_engine.generate([TEXTS[0]], SamplingSettings(max_frames=30, seed=first.seed))[0]
+def test_unseeded_request_reports_a_seed_that_replays_it(layout_engine):
+    first = layout_engine.generate([TEXTS[0]], SamplingSettings(max_frames=30))[0]
+    replay = layout_engine.generate([TEXTS[0]], SamplingSettings(max_frames=30, seed=first.seed))[0]
     assert torch.equal(first.frames, replay.frames)
 
 
@@ -69,13 +69,13 @@ def _restore(engine, saved):
         engine.talker.stop_head.bias.copy_(saved[1])
 
 
-def test_stop_forced_high_gives_exactly_one_frame(tiny_engine):
-    saved = _force_stop_logit(tiny_engine, 20.0)
+def test_stop_forced_high_gives_exactly_one_frame(layout_engine):
+    saved = _force_stop_logit(layout_engine, 20.0)
     try:
-        res = tiny_engine.generate(TEXTS, SamplingSettings(seed=1, max_frames=50))
-        steps = list(tiny_engine.stream_frames("Hi", SamplingSettings(seed=1, max_frames=50)))
+        res = layout_engine.generate(TEXTS, SamplingSettings(seed=1, max_frames=50))
+        steps = list(layout_engine.stream_frames("Hi", SamplingSettings(seed=1, max_frames=50)))
     finally:
-        _restore(tiny_engine, saved)
+        _restore(layout_engine, saved)
     for r in res:
         assert r.num_frames == 1 and r.stop_fired and r.stop_frame == 1 and not r.runaway
         assert len(r.p_stop) == 2  # the committed SOS frame, then the stop step
@@ -83,32 +83,32 @@ def test_stop_forced_high_gives_exactly_one_frame(tiny_engine):
     assert steps[-1].done == "stop"
 
 
-def test_stop_forced_low_hits_the_budget_and_reports_a_runaway(tiny_engine):
-    saved = _force_stop_logit(tiny_engine, -20.0)
+def test_stop_forced_low_hits_the_budget_and_reports_a_runaway(layout_engine):
+    saved = _force_stop_logit(layout_engine, -20.0)
     try:
-        res = tiny_engine.generate(TEXTS, SamplingSettings(seed=1, max_frames=25))
+        res = layout_engine.generate(TEXTS, SamplingSettings(seed=1, max_frames=25))
     finally:
-        _restore(tiny_engine, saved)
+        _restore(layout_engine, saved)
     for r in res:
         assert r.num_frames == 25 and r.runaway and not r.stop_fired and r.stop_frame is None
         assert len(r.p_stop) == 25
 
 
-def test_rows_finish_on_their_own(tiny_engine):
+def test_rows_finish_on_their_own(layout_engine):
     settings = [SamplingSettings(seed=5, max_frames=m) for m in (3, 17, 9)]
-    res = tiny_engine.generate(TEXTS, settings)
+    res = layout_engine.generate(TEXTS, settings)
     for r, s in zip(res, settings):
         assert 1 <= r.num_frames <= s.max_frames
         assert r.stop_fired != r.runaway
     assert all(int(r.frames.max()) < 8 and int(r.frames.min()) >= 0 for r in res)
-    levels = torch.tensor(tiny_engine.config.audio_head_levels)
+    levels = torch.tensor(layout_engine.config.audio_head_levels)
     assert all(bool((r.frames < levels).all()) for r in res)
 
 
-def test_stream_frames_equals_generate(tiny_engine):
+def test_stream_frames_equals_generate(layout_engine):
     s = SamplingSettings(seed=7, max_frames=80)
-    steps = list(tiny_engine.stream_frames(TEXTS[1], s))
-    res = tiny_engine.generate([TEXTS[1]], s)[0]
+    steps = list(layout_engine.stream_frames(TEXTS[1], s))
+    res = layout_engine.generate([TEXTS[1]], s)[0]
     frames = torch.stack([st.codes for st in steps if st.codes is not None])
     assert torch.equal(frames, res.frames)
     assert [st.p_stop for st in steps] == pytest.approx(res.p_stop, abs=1e-6)
@@ -116,10 +116,10 @@ def test_stream_frames_equals_generate(tiny_engine):
     assert all(st.done is None for st in steps[:-1])
 
 
-def test_top_k_one_equals_greedy_and_greedy_ignores_seed(tiny_engine):
-    greedy = tiny_engine.generate([TEXTS[0]], SamplingSettings(greedy=True, seed=1, max_frames=30))[0]
-    greedy2 = tiny_engine.generate([TEXTS[0]], SamplingSettings(greedy=True, seed=2, max_frames=30))[0]
-    top1 = tiny_engine.generate([TEXTS[0]], SamplingSettings(top_k=1, seed=3, max_frames=30))[0]
+def test_top_k_one_equals_greedy_and_greedy_ignores_seed(layout_engine):
+    greedy = layout_engine.generate([TEXTS[0]], SamplingSettings(greedy=True, seed=1, max_frames=30))[0]
+    greedy2 = layout_engine.generate([TEXTS[0]], SamplingSettings(greedy=True, seed=2, max_frames=30))[0]
+    top1 = layout_engine.generate([TEXTS[0]], SamplingSettings(top_k=1, seed=3, max_frames=30))[0]
     assert torch.equal(greedy.frames, greedy2.frames)
     assert torch.equal(greedy.frames, top1.frames)
 
@@ -128,13 +128,13 @@ def test_top_k_one_equals_greedy_and_greedy_ignores_seed(tiny_engine):
     "bad",
     [dict(temperature=0.0), dict(top_k=-1), dict(stop_threshold=1.0), dict(max_frames=0), dict(max_frames=10**6), dict(seed=-1)],
 )
-def test_bad_settings_are_rejected_before_any_work(tiny_engine, bad):
+def test_bad_settings_are_rejected_before_any_work(layout_engine, bad):
     with pytest.raises(SettingsError):
-        tiny_engine.generate(["Hi"], SamplingSettings(**bad))
+        layout_engine.generate(["Hi"], SamplingSettings(**bad))
 
 
-def test_fused_heads_and_embedding_equal_the_checkpoint_modules(tiny_engine):
-    talker = tiny_engine.talker
+def test_fused_heads_and_embedding_equal_the_checkpoint_modules(layout_engine):
+    talker = layout_engine.talker
     torch.manual_seed(0)
     hidden = torch.randn(3, talker.config.hidden_size)
     codes = torch.stack([torch.randint(0, n, (3,)) for n in talker.config.audio_head_levels], dim=1)

@@ -44,8 +44,8 @@ def run(engine, codec, text="Hello world, this is Gepard.", **kw):
     return sess, chunks, rec
 
 
-def test_chunk_schedule_on_tiny(tiny_engine, tiny_codec):
-    sess, chunks, rec = run(tiny_engine, tiny_codec, first_chunk_frames=5, chunk_frames=8)
+def test_chunk_schedule_on_tiny(layout_engine, tiny_codec):
+    sess, chunks, rec = run(layout_engine, tiny_codec, first_chunk_frames=5, chunk_frames=8)
     # 37 frames: 5, then 8 at a time, then the remainder with the end shaping.
     assert [(c.frame_start, c.frame_end) for c in chunks] == [(0, 5), (5, 13), (13, 21), (21, 29), (29, 37)]
     assert [len(c.samples) for c in chunks] == [n * 1024 for n in (5, 8, 8, 8, 8)]
@@ -53,11 +53,11 @@ def test_chunk_schedule_on_tiny(tiny_engine, tiny_codec):
 
 
 @pytest.mark.parametrize("fade_ms,silence_ms", [(0, 0), (20, 0), (100, 250)])
-def test_exact_chunks_equal_whole_decode_plus_end_shaping(tiny_engine, tiny_codec, fade_ms, silence_ms):
+def test_exact_chunks_equal_whole_decode_plus_end_shaping(layout_engine, tiny_codec, fade_ms, silence_ms):
     # 100 ms is 2205 samples: more than the 2-frame final chunk (2048), so the fade reaches back
     # into samples held from the previous chunk.
     sess, chunks, rec = run(
-        tiny_engine, tiny_codec, first_chunk_frames=5, chunk_frames=10, fade_ms=fade_ms, silence_ms=silence_ms
+        layout_engine, tiny_codec, first_chunk_frames=5, chunk_frames=10, fade_ms=fade_ms, silence_ms=silence_ms
     )
     if fade_ms == 100:
         last = chunks[-1]
@@ -75,17 +75,17 @@ def test_exact_chunks_equal_whole_decode_plus_end_shaping(tiny_engine, tiny_code
         assert not got[len(whole):].any()
 
 
-def test_lookback_mode_streams_same_length(tiny_engine, tiny_codec):
-    sess, chunks, rec = run(tiny_engine, tiny_codec, first_chunk_frames=4, chunk_frames=6,
+def test_lookback_mode_streams_same_length(layout_engine, tiny_codec):
+    sess, chunks, rec = run(layout_engine, tiny_codec, first_chunk_frames=4, chunk_frames=6,
                             decode_mode="lookback", lookback_frames=8)
     got = np.concatenate([c.samples for c in chunks])
     assert len(got) == 37 * 1024
     assert np.isfinite(got).all()
 
 
-def test_stats_consistent_runaway(tiny_engine, tiny_codec):
+def test_stats_consistent_runaway(layout_engine, tiny_codec):
     # The random-weight tiny model's stop head stays under 0.5: the budget ends it.
-    sess, chunks, rec = run(tiny_engine, tiny_codec, first_chunk_frames=10, chunk_frames=10)
+    sess, chunks, rec = run(layout_engine, tiny_codec, first_chunk_frames=10, chunk_frames=10)
     st = sess.stats
     assert st.complete and not st.cancelled
     assert st.runaway and not st.stop_fired and st.stop_frame is None
@@ -101,9 +101,9 @@ def test_stats_consistent_runaway(tiny_engine, tiny_codec):
     assert rec.closed == 1
 
 
-def test_stats_stop_fired(tiny_engine, tiny_codec):
+def test_stats_stop_fired(layout_engine, tiny_codec):
     # A threshold below every p_stop makes the stop head fire at the first step it may.
-    sess, chunks, rec = run(tiny_engine, tiny_codec, sampling={"stop_threshold": 1e-6})
+    sess, chunks, rec = run(layout_engine, tiny_codec, sampling={"stop_threshold": 1e-6})
     st = sess.stats
     assert st.stop_fired and not st.runaway
     assert st.stop_frame == st.frames == 1
@@ -111,17 +111,17 @@ def test_stats_stop_fired(tiny_engine, tiny_codec):
     assert len(sess.audio()) == 1024
 
 
-def test_same_seed_same_audio_random_seed_reported(tiny_engine, tiny_codec):
-    a, _, _ = run(tiny_engine, tiny_codec, sampling={"seed": 5, "max_frames": 12})
-    b, _, _ = run(tiny_engine, tiny_codec, sampling={"seed": 5, "max_frames": 12})
+def test_same_seed_same_audio_random_seed_reported(layout_engine, tiny_codec):
+    a, _, _ = run(layout_engine, tiny_codec, sampling={"seed": 5, "max_frames": 12})
+    b, _, _ = run(layout_engine, tiny_codec, sampling={"seed": 5, "max_frames": 12})
     np.testing.assert_array_equal(a.audio(), b.audio())
-    c, _, _ = run(tiny_engine, tiny_codec, sampling={"seed": None, "max_frames": 12})
-    d, _, _ = run(tiny_engine, tiny_codec, sampling={"seed": c.stats.seed, "max_frames": 12})
+    c, _, _ = run(layout_engine, tiny_codec, sampling={"seed": None, "max_frames": 12})
+    d, _, _ = run(layout_engine, tiny_codec, sampling={"seed": c.stats.seed, "max_frames": 12})
     np.testing.assert_array_equal(c.audio(), d.audio())
 
 
-def test_close_frees_engine_for_next_request(tiny_engine, tiny_codec):
-    rec = RecordingEngine(tiny_engine)
+def test_close_frees_engine_for_next_request(layout_engine, tiny_codec):
+    rec = RecordingEngine(layout_engine)
     sess = SynthesisSession(rec, tiny_codec, "A long one.", SamplingSettings(seed=3, max_frames=4000),
                             StreamSettings(first_chunk_frames=2, chunk_frames=2))
     it = iter(sess)
@@ -130,5 +130,5 @@ def test_close_frees_engine_for_next_request(tiny_engine, tiny_codec):
     assert rec.closed == 1 and list(it) == [] and sess.stats.cancelled
     assert sess.stats.frames < 10
     # The engine serves the next request normally.
-    again, chunks, _ = run(tiny_engine, tiny_codec, sampling={"max_frames": 5})
+    again, chunks, _ = run(layout_engine, tiny_codec, sampling={"max_frames": 5})
     assert again.stats.frames == 5
