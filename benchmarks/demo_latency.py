@@ -90,9 +90,9 @@ def full_size_host(cache_dir):
     from gepard_demo.codec import build_random_codec
     from gepard_demo.tiny import ensure_tiny
     from gepard_demo.ui.model_host import ModelHost
-    from talker_step import full_size_engine  # benchmarks/talker_step.py: Gepard-1.0's backbone
+    from gepard_demo.full_size import build_full_size_engine
 
-    engine = full_size_engine(ensure_tiny(Path(cache_dir)))  # the tiny tokenizer is enough here
+    engine = build_full_size_engine(ensure_tiny(Path(cache_dir)))  # the tiny tokenizer is enough here
     with torch.no_grad():  # random stop heads fire at random; make every run its full length
         engine.talker.stop_head.weight.zero_()
         engine.talker.stop_head.bias.fill_(-30.0)

@@ -156,3 +156,20 @@ def test_checkpoint_in_the_authors_export_layout(tiny_model_dir, tmp_path):
     assert set(loaded) == {k for k in on_disk if not k.startswith(("ref_compressor.", "supcon_head.", "aligner.", "mtp."))}
     res = engine.generate(["Hello world", "The weather is sunny today."], SamplingSettings(seed=1, max_frames=10))
     assert all(1 <= r.num_frames <= 10 for r in res)
+
+
+def test_full_size_builder_has_gepard_1_0s_shape():
+    from gepard_demo.full_size import full_size_config
+    from gepard_demo.talker import GepardTalker
+
+    cfg = full_size_config()
+    bb = cfg.backbone
+    assert bb.layer_types == ["full_attention"] * 14
+    assert (bb.hidden_size, bb.num_attention_heads, bb.num_key_value_heads, bb.head_dim) == (1024, 8, 2, 256)
+    assert (bb.intermediate_size, bb.vocab_size) == (3584, 248320)
+    assert bb.rope_parameters["rope_theta"] == 1e7 and bb.rope_parameters["partial_rotary_factor"] == 1.0
+    assert cfg.num_speaker_prefix == 8 and cfg.special_tokens.tokeniser_length + 8 <= bb.vocab_size
+    with torch.device("meta"):
+        talker = GepardTalker(cfg)
+    params = sum(p.numel() for p in talker.parameters())
+    assert 0.45e9 < params < 0.55e9  # "about 0.5B"
