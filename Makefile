@@ -18,8 +18,9 @@ $(VENV)/.demo-installed: $(PY) requirements.txt requirements-eval.txt
 	$(PY) -c "import transformers, sys; from transformers import Qwen3_5ForCausalLM; print('transformers', transformers.__version__, 'has Qwen3.5')"
 	touch $@
 
-$(VENV)/.test-installed: $(VENV)/.demo-installed requirements-test.txt requirements-nemo.txt
+$(VENV)/.test-installed: $(VENV)/.demo-installed requirements-test.txt requirements-test-nodeps.txt requirements-nemo.txt
 	$(PIP) -r requirements-test.txt -c constraints.txt
+	$(PIP) --no-deps -r requirements-test-nodeps.txt
 	$(PIP) -r requirements-nemo.txt -c constraints.txt
 	touch $@
 

@@ -54,6 +54,7 @@ def load_from_args(args: argparse.Namespace):
 def cmd_synth(args: argparse.Namespace) -> int:
     import soundfile as sf
 
+    from .speech_api import pcm16_array
     from .streaming import SynthesisSession
 
     engine, codec, sampling, stream = load_from_args(args)
@@ -61,7 +62,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
     audio = session.run()
     stats = session.stats
     if args.output:
-        sf.write(args.output, audio, codec.sample_rate, subtype="PCM_16")
+        # The speech server's int16 conversion, so `synth` and `serve` give the same samples.
+        sf.write(args.output, pcm16_array(audio), codec.sample_rate, subtype="PCM_16")
     row = {
         "frames": stats.frames,
         "stop_fired": stats.stop_fired,

@@ -52,8 +52,9 @@ class SamplingSettings:
             f"max_frames must be in [1, {MAX_FRAMES_LIMIT}], got {self.max_frames}",
         )
         _check(
-            self.seed is None or 0 <= self.seed < 2**63,
-            f"seed must be a non-negative 64-bit integer, got {self.seed}",
+            # vLLM-Omni's range; torch seeds a generator with the value's two's complement.
+            self.seed is None or -(2**63) <= self.seed < 2**63,
+            f"seed must be a 64-bit integer, got {self.seed}",
         )
         return self
 

@@ -1,156 +1,100 @@
-"""A vLLM-Omni-compatible speech endpoint backed by our engine + codec (facts §6).
+"""vLLM-Omni's speech endpoint (as it serves Gepard, facts §6) backed by our engine + codec.
 
-Production serves Gepard with vLLM-Omni; this app speaks the same `/v1/audio/speech` subset
-so that one client (eval's `--engine server`, a regression CI, curl) can score either the
-served model or ours, and differences come from the model, not the protocol:
+Production serves Gepard with vLLM-Omni; this server speaks the same protocol so one client
+(eval's `--engine server`, the app's `--server-url`, the OpenAI SDK, curl) can drive either,
+and differences come from the model, not the protocol. What is accepted, refused and streamed
+is decided by `speech_api` (vLLM-Omni's request model + its Gepard adapter's rules):
 
-- `POST /v1/audio/speech`, JSON: `input` (text), `voice` ("default" only), `response_format`
-  ("wav" or "pcm": s16le mono at 22050 Hz), `stream` (bool), `stream_format` ("audio": raw
-  bytes; "sse": `speech.audio.delta` events with base64 audio, then `speech.audio.done`),
-  `max_new_tokens` (frames, 1-4096), `seed`, `model` (must name the served model if given).
-  Rejected with 400 as vLLM-Omni does: `speed` != 1, any `extra_params`, voice-cloning fields,
-  and formats other than wav / pcm. Streaming needs `response_format` "pcm".
+- `POST /v1/audio/speech`: `input`, `voice` ("default"), `response_format` (wav default, pcm =
+  s16le mono 22050 Hz, flac, mp3), `stream` / `stream_format` (none, raw bytes or SSE
+  `speech.audio.delta` events; pcm or wav), `max_new_tokens` (frames, 1-4096), `seed`, `model`.
 - `GET /v1/models`: the served model id, plus `random_weights` and the fixed settings.
+- Errors in OpenAI's shape for every status (400, 404, 405, 413, 500); a body over
+  `max_body_bytes` is refused with 413 from its Content-Length, before it is read.
 - Temperature, top-k, greedy, stop threshold and the chunking / fade / silence are fixed per
   server (chosen at start, as vLLM-Omni reads them from gepard_config.json and env vars).
 
 Every request goes through `SynthesisSession`, the path the app and eval use. One engine,
 one request at a time: an asyncio lock serializes them and the engine work runs in a worker
-thread, so the event loop keeps answering (and rejecting bad requests) meanwhile.
+thread, so the event loop keeps answering (and rejecting bad requests) meanwhile. A client
+that hangs up, streamed or not, cancels its session and frees the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import json
 import logging
-import wave
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import anyio
-import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .settings import MAX_FRAMES_LIMIT, SamplingSettings, SettingsError, StreamSettings
+from .settings import SamplingSettings, SettingsError, StreamSettings
+from .speech_api import (MODELS_PATH, SAMPLE_RATE, SPEECH_PATH, RequestError, SpeechRequest, delta_event,
+                         encode_audio, error_body, parse_speech_request, pcm16, sse_event, streaming_wav_header)
 from .streaming import SynthesisSession, TextError
 
 log = logging.getLogger(__name__)
 
-SAMPLE_RATE = 22050  # the only rate the protocol's pcm format has (facts §6)
-SPEECH_PATH = "/v1/audio/speech"
-MODELS_PATH = "/v1/models"
-RESPONSE_FORMATS = ("wav", "pcm")
-VLLM_ONLY_FORMATS = ("flac", "mp3")  # vLLM-Omni serves these; we do not encode them
-STREAM_FORMATS = ("audio", "sse")
-CLONING_FIELDS = ("ref_audio", "ref_text", "ref_audio_url", "speaker_embedding", "x_vector_only_mode", "task_type")
-KNOWN_FIELDS = {"model", "input", "voice", "response_format", "stream", "stream_format", "max_new_tokens", "seed",
-                "speed", "extra_params", *CLONING_FIELDS}
+MAX_BODY_BYTES = 16 * 2**20  # room for a base64 reference clip; text alone is a few KB
 
 
-class RequestError(ValueError):
-    """A request the server refuses; status is the HTTP code, param the offending field."""
-
-    def __init__(self, message: str, param: str | None = None, status: int = 400):
-        super().__init__(message)
-        self.param = param
-        self.status = status
+def _error(message: str, status: int = 400, param: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(message, status, param), status_code=status)
 
 
-@dataclass(frozen=True)
-class SpeechRequest:
-    text: str
-    response_format: str
-    stream: bool
-    stream_format: str
-    max_new_tokens: int
-    seed: int | None
+class BodyLimit:
+    """ASGI middleware: a request whose Content-Length exceeds the limit gets 413 at once,
+    its body unread; a chunked body that grows past it is cut off with 413 too."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        too_big = _error(f"request body over {self.max_bytes} bytes", 413)
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            return await too_big(scope, receive, send)
+        seen = 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await too_big(scope, receive, send)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is not a number
+class _TooLarge(Exception):
+    pass
 
 
-def parse_request(body: Any, model_id: str, default_max_frames: int) -> SpeechRequest:
-    """Check a request body field by field; raises RequestError naming the field."""
-    if not isinstance(body, dict):
-        raise RequestError("the request body must be a JSON object")
-    unknown = sorted(set(body) - KNOWN_FIELDS)
-    if unknown:
-        raise RequestError(f"unknown field(s) {unknown}; accepted: {sorted(KNOWN_FIELDS - set(CLONING_FIELDS))}", unknown[0])
-    model = body.get("model")
-    if model is not None and model != model_id:
-        raise RequestError(f"The model `{model}` does not exist; this server serves `{model_id}`.", "model", 404)
-    cloning = [f for f in CLONING_FIELDS if body.get(f) is not None]
-    if cloning:
-        raise RequestError(f"voice cloning is not supported (got {cloning}); Gepard has one voice: 'default'", cloning[0])
-    if body.get("extra_params") is not None:
-        raise RequestError("extra_params are not accepted: temperature, top-k and the stop threshold are fixed "
-                           "per server (see GET /v1/models)", "extra_params")
-    speed = body.get("speed", 1.0)
-    if isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed != 1:
-        raise RequestError(f"speed must be 1.0 (Gepard cannot change its speaking rate), got {speed!r}", "speed")
-    voice = body.get("voice", "default")
-    if voice != "default":
-        raise RequestError(f"voice must be 'default' (Gepard has one voice), got {voice!r}", "voice")
-    text = body.get("input")
-    if not isinstance(text, str):
-        raise RequestError("input must be a string: the text to speak", "input")
-    fmt = body.get("response_format", "wav")
-    if fmt not in RESPONSE_FORMATS:
-        also = " (vLLM-Omni also encodes flac and mp3; this server does not)" if fmt in VLLM_ONLY_FORMATS else ""
-        raise RequestError(f"response_format must be one of {list(RESPONSE_FORMATS)}, got {fmt!r}{also}", "response_format")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise RequestError(f"stream must be true or false, got {stream!r}", "stream")
-    stream_format = body.get("stream_format", "audio")
-    if stream_format not in STREAM_FORMATS:
-        raise RequestError(f"stream_format must be one of {list(STREAM_FORMATS)}, got {stream_format!r}", "stream_format")
-    if stream and fmt != "pcm":
-        # A streamed WAV would need a header whose length is not known yet.
-        raise RequestError("streaming needs response_format 'pcm' (s16le mono 22050 Hz)", "response_format")
-    max_new_tokens = body.get("max_new_tokens", default_max_frames)
-    if not _is_int(max_new_tokens) or not 1 <= max_new_tokens <= MAX_FRAMES_LIMIT:
-        raise RequestError(f"max_new_tokens must be an integer in [1, {MAX_FRAMES_LIMIT}] (frames), got {max_new_tokens!r}",
-                           "max_new_tokens")
-    seed = body.get("seed")
-    if seed is not None and (not _is_int(seed) or not 0 <= seed < 2**63):
-        raise RequestError(f"seed must be a non-negative 64-bit integer, got {seed!r}", "seed")
-    return SpeechRequest(text, fmt, stream, stream_format, max_new_tokens, seed)
+async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
+    """Cancel the session when the client disconnects (the body is already read, so the next
+    ASGI message can only be the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            session.cancel()
+            return
 
 
-def to_pcm16(samples: np.ndarray) -> bytes:
-    """float32 [-1, 1] -> s16le, scaled by 32768 as libsndfile does (so a client dividing by
-    32768 and writing a WAV with soundfile gets these very integers back). Element-wise, so
-    converting chunks equals converting the whole."""
-    scaled = np.round(np.asarray(samples, dtype=np.float32) * 32768.0)
-    return np.clip(scaled, -32768, 32767).astype("<i2").tobytes()
-
-
-def wav_bytes(pcm16: bytes, sample_rate: int = SAMPLE_RATE) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(sample_rate)
-        w.writeframes(pcm16)
-    return buf.getvalue()
-
-
-def _error(message: str, param: str | None = None, status: int = 400) -> JSONResponse:
-    # OpenAI's error shape, which vLLM's clients already parse.
-    kind = "NotFoundError" if status == 404 else "BadRequestError"
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status)
-
-
-def _sse(event: dict) -> bytes:
-    return f"data: {json.dumps(event)}\n\n".encode()
-
-
-def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream: StreamSettings) -> FastAPI:
+def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream: StreamSettings,
+                     max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """The FastAPI app for one loaded engine + codec.
 
     sampling: the server's fixed temperature / top-k / greedy / stop threshold; its
@@ -164,10 +108,21 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
     info = engine.model_info
     model_id = info.name
     lock = asyncio.Lock()  # one engine: requests take turns
-    app = FastAPI(title="Gepard speech server (vLLM-Omni /v1/audio/speech subset)")
+    app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return _error(str(exc.detail), exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception):
+        log.exception("speech request failed")
+        return _error(f"{type(exc).__name__}: {exc}", 500)
 
     def session_for(req: SpeechRequest) -> SynthesisSession:
-        settings = sampling.replace(max_frames=req.max_new_tokens, seed=req.seed if req.seed is not None else sampling.seed)
+        settings = sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames,
+                                    seed=req.seed if req.seed is not None else sampling.seed)
         # Checks text and settings up front, without touching the engine.
         return SynthesisSession(engine, codec, req.text, settings, stream)
 
@@ -176,65 +131,80 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         return {"object": "list", "data": [{
             "id": model_id, "object": "model", "owned_by": "gepard-demo", "root": info.path,
             "revision": info.revision, "random_weights": info.random_weights,
-            "device": info.device, "dtype": info.dtype,
+            "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE,
             "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
         }]}
 
     @app.post(SPEECH_PATH)
     async def speech(request: Request):
         try:
-            body = await request.json()
+            body = json.loads(await request.body())
         except (ValueError, UnicodeDecodeError):
             return _error("the request body must be JSON")
         try:
-            req = parse_request(body, model_id, sampling.max_frames)
+            req = parse_speech_request(body, model_id)
             session = session_for(req)
         except RequestError as exc:
-            return _error(str(exc), exc.param, exc.status)
+            return _error(str(exc), exc.status, exc.param)
         except (TextError, SettingsError) as exc:
-            return _error(str(exc), "input" if isinstance(exc, TextError) else None)
+            return _error(str(exc), 400, "input" if isinstance(exc, TextError) else None)
         headers = {"X-Gepard-Seed": str(session.sampling.seed), "X-Gepard-Sample-Rate": str(SAMPLE_RATE),
                    "Cache-Control": "no-store"}
-        if req.stream:
-            media = "text/event-stream" if req.stream_format == "sse" else "application/octet-stream"
-            body_iter = _stream_body(session, lock, sse=req.stream_format == "sse")
+        if req.mode != "none":
+            media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
+            body_iter = _stream_body(session, lock, req)
             return StreamingResponse(body_iter, media_type=media, headers={**headers, "X-Accel-Buffering": "no"})
-        async with lock:
-            audio = await anyio.to_thread.run_sync(session.run)
+        watcher = asyncio.create_task(_wait_for_hangup(request, session))
+        try:
+            async with lock:
+                audio = await anyio.to_thread.run_sync(session.run)
+        finally:
+            watcher.cancel()
+        if session.cancelled:  # the client is gone: nobody reads this
+            return Response(status_code=499)
         st = session.stats
         headers.update({"X-Gepard-Frames": str(st.frames), "X-Gepard-Stop-Fired": str(st.stop_fired).lower(),
                         "X-Gepard-Runaway": str(st.runaway).lower()})
-        pcm = to_pcm16(audio)
-        if req.response_format == "wav":
-            return Response(wav_bytes(pcm), media_type="audio/wav", headers=headers)
-        return Response(pcm, media_type="audio/pcm", headers=headers)
+        data, media = encode_audio(audio, req.response_format)
+        return Response(data, media_type=media, headers=headers)
 
     return app
 
 
-async def _stream_body(session: SynthesisSession, lock: asyncio.Lock, sse: bool):
-    """Chunks as the session makes them. The lock is taken only once the body is iterated,
-    so a response that is never sent cannot hold the engine."""
+FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}
+
+
+async def _stream_body(session: SynthesisSession, lock: asyncio.Lock, req: SpeechRequest):
+    """Chunks as the session makes them: raw bytes or SSE events; a streamed WAV starts with
+    a header whose sizes are unknown. The lock is taken only once the body is iterated, so a
+    response that is never sent cannot hold the engine."""
+    sse = req.mode == "sse"
+
+    def out(data: bytes) -> bytes:
+        return delta_event(data, req.response_format) if sse else data
+
     it = iter(session)
     async with lock:
         try:
+            first = True
             while True:
                 chunk = await anyio.to_thread.run_sync(next, it, None)
                 if chunk is None:
                     break
                 if not len(chunk.samples):
                     continue
-                data = to_pcm16(chunk.samples)
-                yield _sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()}) if sse else data
+                if first and req.response_format == "wav":
+                    yield out(streaming_wav_header())
+                first = False
+                yield out(pcm16(chunk.samples))
             if sse:
                 st = session.stats
-                yield _sse({"type": "speech.audio.done",
-                            "gepard": {"frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway,
-                                       "seed": st.seed}})
+                yield sse_event("speech.audio.done", {"gepard": {
+                    "frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway, "seed": st.seed}})
         except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
             log.exception("speech stream failed")
             if sse:
-                yield _sse({"type": "error", "error": {"message": str(exc)}})
+                yield sse_event("speech.audio.error", {"error": error_body(str(exc), 500)["error"]})
             else:
                 raise
         finally:

@@ -126,7 +126,7 @@ def test_top_k_one_equals_greedy_and_greedy_ignores_seed(layout_engine):
 
 @pytest.mark.parametrize(
     "bad",
-    [dict(temperature=0.0), dict(top_k=-1), dict(stop_threshold=1.0), dict(max_frames=0), dict(max_frames=10**6), dict(seed=-1)],
+    [dict(temperature=0.0), dict(top_k=-1), dict(stop_threshold=1.0), dict(max_frames=0), dict(max_frames=10**6), dict(seed=2**63)],
 )
 def test_bad_settings_are_rejected_before_any_work(layout_engine, bad):
     with pytest.raises(SettingsError):

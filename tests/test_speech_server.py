@@ -1,44 +1,61 @@
-"""The vLLM-Omni-style speech server on the tiny model: same audio as SynthesisSession, in
-every response shape, and clear 400s that leave it serving."""
+"""The vLLM-Omni-style speech server on the tiny model: same audio as SynthesisSession (and as
+`synth`, sample for sample) in every response shape, the official OpenAI SDK against it,
+errors in OpenAI's shape, a 413 before the body is read, and a client that hangs up (streamed
+or not) freeing the engine. What is accepted or refused: test_speech_conformance.py."""
 
 from __future__ import annotations
 
-import base64
 import io
 import json
+import socket
 import threading
+import time
 import wave
 
 import httpx
 import numpy as np
 import pytest
+import soundfile as sf
 
 from app_fixtures import free_port, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
 from gepard_demo.settings import StreamSettings
+from gepard_demo.speech_api import iter_sse_events, pcm16_array, sse_audio
 from gepard_demo.streaming import SynthesisSession
 
 TEXT = "Hello there, this is the served model."
 FRAMES = 30
 # A small fade and silence make the end shaping part of what must match.
 STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=7, fade_ms=5.0, silence_ms=20.0)
+BODY_LIMIT = 64 * 1024
 
 
-@pytest.fixture(scope="module")
-def server(tiny_engine, tiny_codec):  # noqa: F811
+def _start(app) -> tuple:
     import uvicorn
 
-    from gepard_demo.speech_server import build_speech_app
-
-    app = build_speech_app(tiny_engine, tiny_codec, tiny_engine.default_sampling(), STREAM)
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1))
     thread = threading.Thread(target=srv.run, name="speech-server", daemon=True)
     thread.start()
     wait_for_port(port)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-        yield client
+    return srv, thread, port
+
+
+@pytest.fixture(scope="module")
+def served(tiny_engine, tiny_codec):  # noqa: F811
+    from gepard_demo.speech_server import build_speech_app
+
+    # The tiny model's stop head stays far below 0.5, so every request runs its whole budget.
+    app = build_speech_app(tiny_engine, tiny_codec, tiny_engine.default_sampling(), STREAM, max_body_bytes=BODY_LIMIT)
+    srv, thread, port = _start(app)
+    yield port
     srv.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def server(served):
+    with httpx.Client(base_url=f"http://127.0.0.1:{served}", timeout=60) as client:
+        yield client
 
 
 def _speak(client, **fields):
@@ -49,38 +66,57 @@ def _pcm(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype="<i2")
 
 
-def test_wav_equals_the_session_audio(server, tiny_engine, tiny_codec):  # noqa: F811
+def test_wav_equals_the_session_audio_and_synth_sample_for_sample(server, tiny_engine, tiny_codec, tiny_cache_dir, tmp_path):  # noqa: F811
     r = _speak(server, response_format="wav")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"] == "audio/wav"
     assert r.headers["x-gepard-seed"] == "5" and r.headers["x-gepard-frames"] == str(FRAMES)
     with wave.open(io.BytesIO(r.content)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 22050)
-        served = _pcm(w.readframes(w.getnframes())).astype(np.float32) / 32768.0
+        served = _pcm(w.readframes(w.getnframes()))
     session = SynthesisSession(tiny_engine, tiny_codec, TEXT, tiny_engine.default_sampling().replace(seed=5, max_frames=FRAMES), STREAM)
-    local = np.clip(session.run(), -1, 1)
-    assert session.stats.frames == FRAMES
-    assert len(served) == len(local) > 0
-    assert np.max(np.abs(served - local)) <= 0.5 / 32768 + 1e-6  # int16 rounding only
+    local = session.run()
+    assert session.stats.frames == FRAMES and len(served) == len(local) > 0
+    assert np.array_equal(served, pcm16_array(local))
+    # `synth` with the same seed and settings writes the very same integers
+    from gepard_demo.__main__ import main
+
+    out = tmp_path / "synth.wav"
+    assert main(["synth", TEXT, "-o", str(out), "--model", "tiny", "--cache-dir", str(tiny_cache_dir), "--seed", "5",
+                 "--max-frames", str(FRAMES), "--first-chunk-frames", "4", "--chunk-frames", "7", "--fade-ms", "5",
+                 "--silence-ms", "20"]) == 0
+    synth, sr = sf.read(out, dtype="int16")
+    assert sr == 22050 and np.array_equal(synth, served)
 
 
-def test_streamed_pcm_and_sse_equal_the_whole_pcm(server):
+def test_every_response_shape_carries_the_same_samples(server):
     whole = _speak(server, response_format="pcm")
     assert whole.status_code == 200 and whole.headers["content-type"] == "audio/pcm"
     assert len(whole.content) == 2 * (FRAMES * 1024 + int(0.02 * 22050))  # speech + 20 ms silence
 
-    with server.stream("POST", "/v1/audio/speech",
-                       json={"input": TEXT, "max_new_tokens": FRAMES, "seed": 5, "response_format": "pcm", "stream": True}) as r:
-        assert r.status_code == 200 and r.headers["x-gepard-seed"] == "5"
+    # stream_format "audio": raw bytes, chunked as made
+    with server.stream("POST", "/v1/audio/speech", json={"input": TEXT, "max_new_tokens": FRAMES, "seed": 5,
+                                                          "response_format": "pcm", "stream_format": "audio"}) as r:
+        assert r.status_code == 200 and r.headers["x-gepard-seed"] == "5" and "content-length" not in r.headers
         raw = b"".join(r.iter_bytes())
     assert raw == whole.content
 
-    r = _speak(server, response_format="pcm", stream=True, stream_format="sse")
-    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    events = [json.loads(line[len("data: "):]) for line in r.text.splitlines() if line.startswith("data: ")]
-    assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1) and len(events) > 2
-    assert events[-1]["type"] == "speech.audio.done" and events[-1]["gepard"]["frames"] == FRAMES
-    assert b"".join(base64.b64decode(e["audio"]) for e in events[:-1]) == whole.content
+    # stream=true alone is SSE (vLLM-Omni's rule); a streamed WAV starts with a size-less header
+    for fields in ({"stream": True}, {"stream_format": "sse"}):
+        r = _speak(server, response_format="pcm", **fields)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), fields
+        events = list(iter_sse_events(r.text.splitlines()))
+        assert [e["type"] for e in events] == ["speech.audio.delta"] * (len(events) - 1) + ["speech.audio.done"]
+        assert len(events) > 2 and events[-1]["gepard"]["frames"] == FRAMES
+        assert b"".join(sse_audio(e) or b"" for e in events) == whole.content
+    r = _speak(server, stream=True, stream_format="audio", response_format="wav")
+    assert r.status_code == 200 and r.content[:4] == b"RIFF" and r.content[4:8] == b"\xff\xff\xff\xff"
+    assert r.content[44:] == whole.content
+    for fmt in ("flac", "mp3"):  # whole responses only, as in vLLM-Omni
+        r = _speak(server, response_format=fmt)
+        assert r.status_code == 200 and r.headers["content-type"] == f"audio/{'mpeg' if fmt == 'mp3' else fmt}"
+        audio, sr = sf.read(io.BytesIO(r.content))
+        assert sr == 22050 and abs(len(audio) - len(whole.content) // 2) < 3000  # mp3 pads its frames
 
     # an unseeded request still says which seed it drew, and replaying it gives the same audio
     r = server.post("/v1/audio/speech", json={"input": TEXT, "max_new_tokens": FRAMES, "response_format": "pcm"})
@@ -88,44 +124,83 @@ def test_streamed_pcm_and_sse_equal_the_whole_pcm(server):
     assert again.content == r.content
 
 
-@pytest.mark.parametrize("fields, param, words", [
-    ({"speed": 1.5}, "speed", "speed"),
-    ({"extra_params": {"temperature": 0.9}}, "extra_params", "fixed per server"),
-    ({"ref_audio": "data:audio/wav;base64,AAAA"}, "ref_audio", "cloning"),
-    ({"ref_text": "hi"}, "ref_text", "cloning"),
-    ({"voice": "alloy"}, "voice", "default"),
-    ({"response_format": "mp3"}, "response_format", "wav"),
-    ({"response_format": "flac"}, "response_format", "flac"),
-    ({"response_format": "opus"}, "response_format", "pcm"),
-    ({"response_format": "wav", "stream": True}, "response_format", "streaming"),
-    ({"stream_format": "chunks"}, "stream_format", "sse"),
-    ({"max_new_tokens": 0}, "max_new_tokens", "[1, 4096]"),
-    ({"max_new_tokens": 4097}, "max_new_tokens", "[1, 4096]"),
-    ({"seed": -1}, "seed", "seed"),
-    ({"input": ""}, "input", "empty"),
-    ({"input": "\u200b \n"}, "input", "empty"),
-    ({"temperature": 0.9}, "temperature", "unknown"),
+def test_the_openai_sdk_speaks_to_it(served):
+    import openai
+
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{served}/v1", api_key="unused", max_retries=0)
+    assert [m.id for m in client.models.list()] == ["tiny"]
+    extra = {"max_new_tokens": FRAMES, "seed": 5}
+    whole = client.audio.speech.create(model="tiny", voice="default", input=TEXT, response_format="pcm", extra_body=extra)
+    pcm = whole.content
+    assert len(pcm) > FRAMES * 2048
+
+    with client.audio.speech.with_streaming_response.create(
+            model="tiny", voice="default", input=TEXT, response_format="pcm", stream_format="audio", extra_body=extra) as r:
+        t0 = time.perf_counter()
+        chunks = list(r.iter_bytes())
+        assert r.headers["content-type"] == "audio/pcm" and time.perf_counter() - t0 >= 0
+    assert b"".join(chunks) == pcm and len(chunks) > 1  # streamed, not buffered
+
+    with client.audio.speech.with_streaming_response.create(
+            model="tiny", voice="default", input=TEXT, response_format="pcm", stream_format="sse", extra_body=extra) as r:
+        events = list(iter_sse_events(r.iter_lines()))
+    assert b"".join(sse_audio(e) or b"" for e in events) == pcm
+
+    with pytest.raises(openai.BadRequestError) as e:
+        client.audio.speech.create(model="tiny", voice="alloy", input=TEXT)
+    assert e.value.body["param"] == "voice" and "default" in e.value.body["message"]
+    with pytest.raises(openai.BadRequestError):
+        client.audio.speech.create(model="tiny", voice="default", input=TEXT, speed=1.5)
+    with pytest.raises(openai.NotFoundError) as e:
+        client.audio.speech.create(model="gpt-4o-mini-tts", voice="default", input=TEXT)
+    assert "does not exist" in e.value.body["message"]
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("tiny")  # no such route: 404 in OpenAI's shape
+    with pytest.raises(openai.APIStatusError) as e:
+        client.audio.speech.create(model="tiny", voice="default", input="x" * (BODY_LIMIT + 1))
+    assert e.value.status_code == 413 and "request body over" in e.value.body["message"]
+
+
+@pytest.mark.parametrize("method, path, status", [
+    ("GET", "/v1/nothing", 404), ("GET", "/v1/audio/speech", 405), ("DELETE", "/v1/models", 405),
+    ("POST", "/v1/audio/speech", 400),
 ])
-def test_rejected_fields_are_400_and_the_server_keeps_serving(server, fields, param, words):
-    r = _speak(server, **fields)
-    assert r.status_code == 400, r.text
+def test_errors_have_openai_shape_for_every_status(server, method, path, status):
+    r = server.request(method, path, content=b"not json")
+    assert r.status_code == status
     err = r.json()["error"]
-    assert err["param"] == param and words in err["message"] and err["code"] == 400
+    assert err["code"] == status and err["message"] and err["type"].endswith("Error") and "param" in err
 
 
-def test_models_and_recovery(server):
-    assert server.post("/v1/audio/speech", content=b"not json").status_code == 400
-    assert _speak(server, model="someone/else").status_code == 404
-    models = server.get("/v1/models").json()["data"]
-    assert models[0]["id"] == "tiny" and models[0]["random_weights"] is True
-    assert models[0]["fixed_settings"]["stream"]["chunk_frames"] == 7
-    ok = _speak(server, model="tiny", response_format="pcm", speed=1.0, voice="default")
-    assert ok.status_code == 200 and len(ok.content) > 0
+def _raw_http(port: int, head: str, body: bytes = b"") -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(head.encode() + b"\r\n" + body)
+    return sock
 
 
-def test_a_client_that_hangs_up_frees_the_engine(server):
-    with server.stream("POST", "/v1/audio/speech",
-                       json={"input": TEXT, "max_new_tokens": 400, "response_format": "pcm", "stream": True}) as r:
-        next(r.iter_bytes())  # first chunk, then hang up mid-utterance
-    # the next request is served (it would wait forever if the engine lock leaked)
-    assert _speak(server, response_format="pcm").status_code == 200
+def test_oversized_body_is_413_before_it_is_read(served):
+    # Announce 1 GB and send none of it: the answer must come anyway.
+    sock = _raw_http(served, "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 1000000000\r\n")
+    reply = ""
+    with sock:
+        while '"code"' not in reply and (data := sock.recv(65536)):
+            reply += data.decode()
+    assert reply.startswith("HTTP/1.1 413") and '"code":413' in reply
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_client_that_hangs_up_frees_the_engine(served, server, stream):
+    """A 4096-frame request (the tiny model never stops by itself) abandoned after a second;
+    the next request must not wait for it: before the fix the whole one ran out (27 s here)."""
+    body = json.dumps({"input": TEXT, "max_new_tokens": 4096, "response_format": "pcm",
+                       **({"stream_format": "audio"} if stream else {})}).encode()
+    sock = _raw_http(served, f"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(body)}\r\n", body)
+    if stream:
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # audio is flowing
+    time.sleep(1.0)
+    sock.close()  # hang up mid-utterance
+    t0 = time.perf_counter()
+    assert _speak(server, response_format="pcm", max_new_tokens=2).status_code == 200
+    assert time.perf_counter() - t0 < 10

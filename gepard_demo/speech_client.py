@@ -1,0 +1,144 @@
+"""A client of the speech API (vLLM-Omni serving Gepard, or our `python -m gepard_demo serve`).
+
+Used by eval's served engine and the app's served mode; the wire format lives in `speech_api`.
+
+    client = SpeechClient("http://127.0.0.1:8091")
+    client.model()                         # the first entry of GET /v1/models
+    for pcm in client.stream("Hello.", seed=1, max_new_tokens=200, mode="sse"):
+        ...                                # int16 arrays as they arrive (22050 Hz mono)
+
+Only the seed and the frame budget go with a request: temperature, top-k, stop threshold and
+the chunking are fixed per server (vLLM-Omni refuses `extra_params`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from .speech_api import (MODELS_PATH, SPEECH_PATH, Pcm16Reader, StreamMode, error_message, iter_sse_events,
+                         sse_audio)
+
+
+class SpeechServerError(RuntimeError):
+    """The server is unreachable, timed out, refused the request or broke the stream.
+
+    kind: "connect", "timeout", "refused" (an HTTP error status) or "protocol"; a "refused"
+    request fails the same way on any server, the others are the server's own trouble.
+    """
+
+    def __init__(self, message: str, kind: str, status: int | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
+                 mode: StreamMode = "raw", response_format: str = "pcm") -> dict:
+    """The JSON body for one utterance; mode "raw" = stream_format "audio" (raw bytes),
+    "sse" = speech.audio.delta events, "none" = one whole response."""
+    body: dict[str, Any] = {"input": text, "voice": "default", "response_format": response_format}
+    if mode != "none":
+        body.update(stream=True, stream_format="audio" if mode == "raw" else "sse")
+    if max_new_tokens is not None:
+        body["max_new_tokens"] = max_new_tokens
+    if seed is not None:
+        body["seed"] = seed
+    return body
+
+
+@dataclass
+class StreamResult:
+    """Filled in while `SpeechClient.stream` runs: when the first audio came and the headers."""
+
+    ttfa_s: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class SpeechClient:
+    def __init__(self, url: str, timeout: float = 60.0, transport: Any = None):
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout), transport=transport)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _failed(self, what: str, exc: Exception) -> SpeechServerError:
+        import httpx
+
+        if isinstance(exc, httpx.ConnectError):
+            kind, reason = "connect", "connection failed"
+        elif isinstance(exc, httpx.TimeoutException):
+            kind, reason = "timeout", f"no answer within {self.timeout} s"
+        else:
+            kind, reason = "protocol", type(exc).__name__
+        return SpeechServerError(f"speech server at {self.url}: {what}: {reason} ({exc})", kind)
+
+    def models(self) -> dict:
+        """`GET /v1/models` as the server returns it."""
+        import httpx
+
+        try:
+            r = self._client.get(MODELS_PATH)
+            r.raise_for_status()
+            return r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise self._failed(f"GET {MODELS_PATH}", e) from e
+
+    def model(self) -> dict:
+        """The served model's entry (id, and our server's extensions when it is ours)."""
+        data = self.models().get("data") or []
+        if not data or "id" not in data[0]:
+            raise SpeechServerError(f"speech server at {self.url}: GET {MODELS_PATH} lists no model", "protocol")
+        return data[0]
+
+    def stream(self, text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
+               mode: StreamMode = "raw", result: StreamResult | None = None,
+               cancel: threading.Event | None = None) -> Iterator[np.ndarray]:
+        """int16 sample arrays of one utterance as they arrive (s16le pcm, 22050 Hz mono).
+        `cancel` set: the connection is closed at the next chunk (the server frees its engine)."""
+        import httpx
+
+        body = request_body(text, seed=seed, max_new_tokens=max_new_tokens, mode=mode, response_format="pcm")
+        result = result if result is not None else StreamResult()
+        reader = Pcm16Reader()
+        t0 = time.perf_counter()
+        try:
+            with self._client.stream("POST", SPEECH_PATH, json=body) as r:
+                result.headers = dict(r.headers)
+                if r.status_code != 200:
+                    r.read()
+                    try:
+                        msg = error_message(r.json(), r.text)
+                    except ValueError:
+                        msg = r.text[:300]
+                    raise SpeechServerError(f"speech server at {self.url} refused {text[:60]!r} "
+                                            f"(HTTP {r.status_code}): {msg}", "refused", r.status_code)
+                pieces = (sse_audio(e) for e in iter_sse_events(r.iter_lines())) if mode == "sse" else r.iter_bytes()
+                for data in pieces:
+                    if cancel is not None and cancel.is_set():
+                        return
+                    if not data:
+                        continue
+                    samples = reader.feed(data)
+                    if len(samples):
+                        if result.ttfa_s is None:
+                            result.ttfa_s = time.perf_counter() - t0
+                        yield samples
+        except httpx.HTTPError as e:
+            raise self._failed(f"POST {SPEECH_PATH}", e) from e
+        except (RuntimeError, ValueError) as e:
+            if isinstance(e, SpeechServerError):
+                raise
+            raise SpeechServerError(f"speech server at {self.url}: {e}", "protocol") from e
+        try:
+            reader.finish()
+        except ValueError as e:
+            raise SpeechServerError(f"speech server at {self.url}: {e}", "protocol") from e

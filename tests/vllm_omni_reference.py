@@ -1,0 +1,116 @@
+"""vLLM-Omni 0.30's own decision on a speech request, read from the installed wheel.
+
+The test extras install `vllm-omni==0.30.0` without its dependencies (Makefile). Its request
+model (`protocol/audio.py`) needs only pydantic and numpy, so it is loaded by file path (the
+package's `__init__` pulls in vLLM). The Gepard adapter module imports vLLM, so its
+`GepardAdapter.validate` is compiled from the wheel's source on its own (with its two module
+constants) and called as written; the serving layer's few checks around it
+(serving_speech.py `create_speech`: sample_rate, model name, word_timestamps, the streaming
+format / speed check) are replicated below.
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import importlib.util
+import sys
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+
+
+def wheel_root() -> Path:
+    spec = importlib.util.find_spec("vllm_omni")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("vllm-omni is not installed: `pip install --no-deps vllm-omni==0.30.0` "
+                           "(the test extras do it: make setup-test)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+@lru_cache(maxsize=1)
+def request_model():
+    path = wheel_root() / "entrypoints/openai/protocol/audio.py"
+    spec = importlib.util.spec_from_file_location("vllm_omni_protocol_audio", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the model's annotations through it
+    spec.loader.exec_module(module)
+    return module.OpenAICreateSpeechRequest
+
+
+def _tree(rel: str) -> ast.Module:
+    path = wheel_root() / rel
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef:
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _class_constants(cls: ast.ClassDef) -> dict:
+    out = {}
+    for n in cls.body:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            try:
+                out[n.targets[0].id] = ast.literal_eval(n.value)
+            except ValueError:
+                pass
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
+            try:
+                out[n.target.id] = ast.literal_eval(n.value)
+            except ValueError:
+                pass
+    return out
+
+
+@lru_cache(maxsize=1)
+def gepard_adapter():
+    """(validate function, adapter namespace) from tts_adapters/gepard.py and base.py."""
+    tree = _tree("entrypoints/openai/tts_adapters/gepard.py")
+    consts = [n for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+              and getattr(n.targets[0] if isinstance(n, ast.Assign) else n.target, "id", "") in
+              ("_DEFAULT_VOICE", "_UNSUPPORTED_OPTIONAL_FIELDS")]
+    adapter = _class(tree, "GepardAdapter")
+    validate = next(n for n in adapter.body if isinstance(n, ast.FunctionDef) and n.name == "validate")
+    code = compile(ast.Module(body=[*consts, validate], type_ignores=[]), "gepard.py", "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    namespace: dict = {}
+    exec(code, namespace)
+    base = _tree("entrypoints/openai/tts_adapters/base.py")
+    bounds = {**_class_constants(_class(base, "TTSModelAdapter")), **_class_constants(_class(base, "ARTTSAdapter"))}
+    own = _class_constants(adapter)
+    self = SimpleNamespace(max_new_tokens_min=own.get("max_new_tokens_min", bounds["max_new_tokens_min"]),
+                           max_new_tokens_max=own.get("max_new_tokens_max", bounds["max_new_tokens_max"]),
+                           supported_output_sample_rates=own.get("supported_output_sample_rates", frozenset()),
+                           native_speed_control=own.get("native_speed_control", False))
+    return namespace["validate"], self, namespace
+
+
+def unsupported_fields() -> tuple[str, ...]:
+    return tuple(f for _, f in gepard_adapter()[2]["_UNSUPPORTED_OPTIONAL_FIELDS"])
+
+
+def decide(body: dict, served_model: str) -> tuple[bool, str | None]:
+    """(accepted, stream mode "none" / "raw" / "sse" or None when refused), as vLLM-Omni serving
+    Gepard decides a JSON body (no forced aligner, no uploaded voices)."""
+    from pydantic import ValidationError
+
+    try:
+        req = request_model().model_validate(body)
+    except (ValidationError, TypeError, ValueError):
+        return False, None
+    validate, adapter, _ = gepard_adapter()
+    if req.sample_rate is not None and req.sample_rate not in adapter.supported_output_sample_rates:
+        return False, None
+    if req.model is not None and req.model != served_model:  # _check_model: 404
+        return False, None
+    if req.word_timestamps:  # streaming or not, without --forced-aligner it is refused
+        return False, None
+    if req.is_streaming():
+        if (req.response_format or "wav").lower() not in ("pcm", "wav"):
+            return False, None
+        if req.speed is not None and req.speed != 1.0 and not adapter.native_speed_control:
+            return False, None
+    if validate(adapter, req) is not None:
+        return False, None
+    return True, "raw" if req.is_raw_audio_stream() else "sse" if req.is_sse_stream() else "none"
