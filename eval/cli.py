@@ -45,8 +45,9 @@ def cmd_run(args) -> int:
                                  "base_seed": args.seed, "limit": args.limit, "device": args.device,
                                  "model_cache": args.model_cache,
                                  "categories": tuple(args.category) if args.category else None}.items() if v is not None}
-    changes.update({k: v for k, v in {"server_url": args.server_url, "server_timeout": args.server_timeout}.items()
-                    if v is not None})
+    urls = _server_urls(args)
+    changes.update({k: v for k, v in {"server_urls": urls, "server_timeout": args.server_timeout,
+                                      "server_concurrency": args.concurrency}.items() if v is not None})
     sampling, stream = settings_from_args(args, base.sampling, base.stream)
     if not saved and changes.get("engine") == "piper" and "model" not in changes:
         changes["model"] = "en_US-joe-medium"  # the voice Piper speaks with; --model is Gepard's
@@ -67,20 +68,44 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _server_urls(args) -> tuple[str, ...] | None:
+    """--server-url (repeatable) and --server-urls FILE (one URL a line, # comments), in order."""
+    urls = list(args.server_url or [])
+    if args.server_urls:
+        try:
+            lines = Path(args.server_urls).read_text().splitlines()
+        except OSError as e:
+            raise FileNotFoundError(f"--server-urls {args.server_urls}: {e.strerror}") from None
+        urls += [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
+    if len(set(urls)) != len(urls):
+        from eval.run import RunError
+
+        raise RunError(f"a server URL is given twice: {urls}; use --concurrency for more requests per server")
+    return tuple(urls) or None
+
+
 def _server_config(cfg, saved, changes: dict):
     """--engine server, checked before anything is written: settings fixed per server are
-    refused, the server must answer, and the run is named after the model it serves."""
-    from eval.engines import GepardServer, ServerError, check_server_settings
+    refused, a server must answer, and the run is named after the model it serves."""
+    from eval.served import GepardServer, ServerError, check_server_settings
 
     check_server_settings(cfg.sampling, cfg.stream)
     cfg.validate()  # --server-url given, timeout sane
-    served = GepardServer(cfg.server_url, cfg.server_timeout).served_model()
+    errors = []
+    for url in cfg.server_urls:  # the first that answers names the model; the run checks them all
+        try:
+            served = GepardServer(url, cfg.server_timeout).served_model()
+            break
+        except ServerError as e:
+            errors.append(e)
+    else:
+        raise errors[0]
     if not saved:
-        # One request at a time anyway: batch 1 writes each row as soon as it is back, so a
-        # server that dies mid-run loses nothing already synthesized.
+        # Rows are written as each utterance comes back, so a server that dies mid-run loses
+        # nothing already synthesized.
         cfg = dataclasses.replace(cfg, model=changes.get("model", served), batch_size=changes.get("batch_size", 1))
     if cfg.model != served:
-        raise ServerError(f"Gepard server at {cfg.server_url} serves {served!r}, but this run is for {cfg.model!r}")
+        raise ServerError(f"Gepard server at {url} serves {served!r}, but this run is for {cfg.model!r}")
     return cfg
 
 
@@ -169,7 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="local: Gepard batched (default); local-stream: Gepard through the app's streaming session, "
                         "one at a time (measured TTFA); server: a served Gepard (vLLM-Omni or `python -m gepard_demo "
                         "serve`) at --server-url; piper: the real-speech reference")
-    r.add_argument("--server-url", default=None, help="--engine server: http://HOST:PORT of the speech API")
+    r.add_argument("--server-url", action="append", default=None,
+                   help="--engine server: http://HOST:PORT of the speech API; repeat it for a pool of servers")
+    r.add_argument("--server-urls", default=None, metavar="FILE",
+                   help="--engine server: a file of server URLs, one a line (added to --server-url)")
+    r.add_argument("--concurrency", type=int, default=None,
+                   help="--engine server: requests in flight per server (default 1)")
     r.add_argument("--server-timeout", type=float, default=None,
                    help="--engine server: seconds to wait to connect or for the next bytes (default 60)")
     r.add_argument("--model", default=None, help="Gepard model: tiny, a local dir or a hub id (default tiny)")

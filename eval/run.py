@@ -55,9 +55,10 @@ class RunConfig:
     device: str = "cpu"
     model_cache: str | None = None  # where `tiny` is built / hub models are cached (not part of the identity)
     # --engine server only. Not part of the identity: a resumed run may reach the same
-    # served model at another address (the served model id is checked instead).
-    server_url: str | None = None
+    # served model at other addresses (the served model id is checked instead).
+    server_urls: tuple[str, ...] = ()
     server_timeout: float = 60.0
+    server_concurrency: int = 1  # requests in flight per server
 
     def validate(self) -> "RunConfig":
         self.sampling.validate()
@@ -68,8 +69,10 @@ class RunConfig:
             raise RunError(f"batch_size must be in [1, 256], got {self.batch_size}")
         if not 0 <= self.base_seed < 2**63:
             raise RunError(f"base seed must be a non-negative 64-bit integer, got {self.base_seed}")
-        if self.engine == "server" and not self.server_url:
+        if self.engine == "server" and not self.server_urls:
             raise RunError("--engine server needs --server-url http://HOST:PORT")
+        if not 1 <= self.server_concurrency <= 64:
+            raise RunError(f"concurrency must be in [1, 64] per server, got {self.server_concurrency}")
         if not self.server_timeout > 0:
             raise RunError(f"server timeout must be > 0 s, got {self.server_timeout}")
         return self
@@ -77,14 +80,18 @@ class RunConfig:
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
         d["categories"] = list(self.categories)
+        d["server_urls"] = list(self.server_urls)
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "RunConfig":
+        if d.get("server_url") and not d.get("server_urls"):  # a run folder from before the pools
+            d = {**d, "server_urls": [d["server_url"]]}
         d = {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
         d["sampling"] = SamplingSettings(**d["sampling"])
         d["stream"] = StreamSettings(**d["stream"])
         d["categories"] = tuple(d.get("categories") or ())
+        d["server_urls"] = tuple(d.get("server_urls") or ())
         return cls(**d)
 
 
@@ -178,7 +185,7 @@ def row_settings(cfg: RunConfig, seed: int) -> dict:
     recorded in environment.json); Piper takes none of Gepard's settings.
     """
     if cfg.engine == "server":
-        return {"server_url": cfg.server_url, "seed": seed, "max_new_tokens": cfg.sampling.max_frames,
+        return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": cfg.sampling.max_frames,
                 "fixed_by_server": "temperature, top-k, stop threshold, streaming: see environment.json"}
     if cfg.engine == "piper":
         return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}
@@ -212,7 +219,8 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
                 from eval.engines import load_engine
 
                 engine = load_engine(cfg.engine, cfg.model, cfg.device, cfg.model_cache,
-                                     server_url=cfg.server_url, server_timeout=cfg.server_timeout)
+                                     server_urls=cfg.server_urls, server_timeout=cfg.server_timeout,
+                                     concurrency=cfg.server_concurrency, log=log)
             env_path = run_dir / "environment.json"
             sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
             sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -220,17 +228,28 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             write_json_atomic(env_path, {"sessions": sessions})
         bar = tqdm(total=len(items), initial=len(done), desc=f"synth {run_dir.name}", unit="utt")
         n_done = len(done)
+
+        def keep(u: Utterance, seed: int, s) -> None:
+            nonlocal n_done
+            write_wav_atomic(run_dir / "wav" / f"{u.id}.wav", s.audio, s.sample_rate)
+            append_jsonl(run_dir / "rows.jsonl", make_row(u, s, seed, cfg))
+            n_done += 1
+            bar.update(1)
+            if progress:
+                progress(n_done, len(items))
+
+        if hasattr(engine, "synthesize_each"):
+            # A server pool: every utterance at once, each row written as it finishes (any order).
+            seeds = [utterance_seed(cfg.base_seed, u.id) for u in pending]
+            for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling, cfg.stream):
+                keep(pending[i], seeds[i], s)
+            pending = []
         for start in range(0, len(pending), cfg.batch_size):
             batch = pending[start : start + cfg.batch_size]
             seeds = [utterance_seed(cfg.base_seed, u.id) for u in batch]
             results = engine.synthesize([(u.text, s) for u, s in zip(batch, seeds)], cfg.sampling, cfg.stream)
             for u, seed, s in zip(batch, seeds, results):
-                write_wav_atomic(run_dir / "wav" / f"{u.id}.wav", s.audio, s.sample_rate)
-                append_jsonl(run_dir / "rows.jsonl", make_row(u, s, seed, cfg))
-                n_done += 1
-                bar.update(1)
-                if progress:
-                    progress(n_done, len(items))
+                keep(u, seed, s)
         bar.close()
         write_json_atomic(run_dir / "status.json", {"done": n_done, "total": len(items), "complete": n_done == len(items)})
         return run_dir

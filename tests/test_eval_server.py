@@ -17,7 +17,7 @@ import soundfile as sf
 
 from app_fixtures import free_port, wait_for_port
 from eval.cli import main
-from eval.engines import GepardServer, ServerError
+from eval.served import GepardServer, ServerError
 from eval.run import RunConfig, run
 from eval.seeds import utterance_seed
 from eval_fixtures import rows_of
@@ -63,10 +63,10 @@ def test_served_run_equals_the_local_streaming_run(server_url, tiny_cache_dir, t
         assert 0 < r["ttfa_s"] <= r["gen_s"] and r["decode_s"] == 0
         assert (served / r["wav"]).is_file()
         # only what was sent: a served row must not claim eval's own sampling defaults
-        assert r["settings"]["server_url"] == server_url and r["settings"]["seed"] == r["seed"]
+        assert r["settings"]["server_urls"] == [server_url] and r["settings"]["seed"] == r["seed"]
         assert "sampling" not in r["settings"]
     cfg = json.loads((served / "config.json").read_text())["run"]
-    assert cfg["engine"] == "server" and cfg["model"] == "tiny" and cfg["server_url"] == server_url
+    assert cfg["engine"] == "server" and cfg["model"] == "tiny" and cfg["server_urls"] == [server_url]
     env = json.loads((served / "environment.json").read_text())["sessions"][0]["engine"]
     assert env["server_url"] == server_url and env["random_weights"] is True
     assert env["models"]["data"][0]["id"] == "tiny"
@@ -134,7 +134,7 @@ def test_server_dying_mid_run_keeps_finished_rows(tmp_path):
         return httpx.Response(200, content=iter(pieces))
 
     engine = GepardServer("http://gepard.test:9", transport=httpx.MockTransport(handler))
-    cfg = RunConfig(engine="server", model="tiny", limit=3, batch_size=1, server_url="http://gepard.test:9").validate()
+    cfg = RunConfig(engine="server", model="tiny", limit=3, batch_size=1, server_urls=("http://gepard.test:9",)).validate()
     with pytest.raises(ServerError, match="http://gepard.test:9"):
         run(cfg, tmp_path / "r", engine=engine, log=lambda m: None)
     rows = rows_of(tmp_path / "r")

@@ -1,0 +1,230 @@
+"""Eval's served engine: a served Gepard (vLLM-Omni, or our `python -m gepard_demo serve`)
+over the speech API, one server or a pool of them.
+
+- `GepardServer`: one server; one streamed request per utterance (raw pcm, stream_format
+  "audio", s16le mono 22050 Hz), through gepard_demo's `SpeechClient`. It sends the seed and
+  max_new_tokens (= max_frames); temperature, top-k, greedy, stop threshold and all stream
+  settings are fixed per server, so non-default values are refused rather than silently
+  ignored. The protocol carries no frames, stop head or p_stop: those fields are None.
+- `ServerPool`: several servers (`--server-url` repeated or `--server-urls FILE`), each with
+  `concurrency` requests in flight. Each utterance's seed depends only on (base seed, id), so
+  the audio does not depend on which server made it or in what order: the rows equal a
+  sequential run's (up to timings). A server that fails to connect, times out or breaks a
+  stream is dropped and its utterance goes to the live ones; a request a server refuses
+  (HTTP 4xx) would be refused by any, so it ends the run. With every server gone the run ends
+  with `ServerError` (exit 2), and the rows finished so far are kept for a resume.
+
+Timing (see eval.engines): ttfa_s = request sent -> first audio bytes; gen_s = the whole
+request; decode_s = 0 (the server decodes inside gen_s). With concurrency > 1 these include
+the server's queueing behind the other requests in flight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from typing import Iterator
+
+import numpy as np
+
+from eval.engines import Synthesis
+from eval.run import RunError
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.speech_api import SAMPLE_RATE, pcm16_to_float
+from gepard_demo.speech_client import SpeechClient, SpeechServerError, StreamResult
+
+RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
+               "rerun the same command (any --server-url) to resume.")
+
+
+class ServerError(RunError):
+    """The server is unreachable, timed out, broke a stream or refused a request."""
+
+
+def check_server_settings(sampling: SamplingSettings, stream: StreamSettings) -> None:
+    """Refuse settings a served model cannot take per request (vLLM-Omni rejects extra_params)."""
+    d = SamplingSettings()
+    fixed = [f"{k}={getattr(sampling, k)}" for k in ("temperature", "greedy", "top_k", "stop_threshold")
+             if getattr(sampling, k) != getattr(d, k)]
+    fixed += [f"{k}={v}" for k, v in dataclasses.asdict(stream).items() if v != getattr(StreamSettings(), k)]
+    if fixed:
+        raise ServerError(f"--engine server cannot set {', '.join(fixed)}: temperature, top-k, greedy, stop threshold "
+                          "and chunking / fade / silence are fixed per server (start the server with them); "
+                          "only the seed and --max-frames go with each request")
+
+
+def _server_error(exc: SpeechServerError) -> ServerError:
+    err = ServerError(str(exc).replace("speech server at", "Gepard server at", 1) +
+                      ("" if exc.kind == "refused" else ". " + RESUME_HINT))
+    err.kind = exc.kind
+    return err
+
+
+class GepardServer:
+    """A served Gepard over the speech API; one streamed request per utterance."""
+
+    name = "server"
+
+    def __init__(self, url: str, timeout: float = 60.0, transport=None):
+        self.client = SpeechClient(url, timeout, transport)
+        self.url = self.client.url
+        self.timeout = timeout
+
+    def models(self) -> dict:
+        try:
+            return self.client.models()
+        except SpeechServerError as e:
+            raise _server_error(e) from e
+
+    def served_model(self) -> str:
+        try:
+            return self.client.model()["id"]
+        except SpeechServerError as e:
+            raise _server_error(e) from e
+
+    def describe(self) -> dict:
+        models = self.models()
+        first = (models.get("data") or [{}])[0]
+        return {"engine": self.name, "server_url": self.url, "model": first.get("id"),
+                "random_weights": first.get("random_weights"), "models": models}
+
+    def synthesize(self, requests, sampling, stream):
+        check_server_settings(sampling, stream)
+        return [self.one(text, seed, sampling.max_frames) for text, seed in requests]
+
+    def one(self, text: str, seed: int, max_frames: int) -> Synthesis:
+        result = StreamResult()
+        t0 = time.perf_counter()
+        try:
+            parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="raw", result=result))
+        except SpeechServerError as e:
+            raise _server_error(e) from e
+        gen_s = time.perf_counter() - t0
+        pcm = np.concatenate(parts) if parts else np.zeros(0, "<i2")
+        # /32768: libsndfile's scale, so the run's 16-bit WAV holds the server's exact samples.
+        return Synthesis(audio=pcm16_to_float(pcm), sample_rate=SAMPLE_RATE, frames=None, stop_fired=None,
+                         stop_frame=None, runaway=None, p_stop=None, seed=seed, gen_s=gen_s, decode_s=0.0,
+                         ttfa_s=result.ttfa_s if result.ttfa_s is not None else gen_s)
+
+
+class ServerPool:
+    """Utterances fanned out over several servers, `concurrency` requests in flight on each."""
+
+    name = "server"
+
+    def __init__(self, servers: list[GepardServer], concurrency: int = 1):
+        if not servers:
+            raise ServerError("--engine server needs at least one --server-url")
+        if concurrency < 1:
+            raise ServerError(f"--concurrency must be >= 1, got {concurrency}")
+        self.servers = servers
+        self.concurrency = concurrency
+        self.dead: dict[str, str] = {}  # url -> why it was dropped
+
+    @property
+    def url(self) -> str:
+        return self.servers[0].url
+
+    def describe(self) -> dict:
+        described = [s.describe() if s.url not in self.dead else {"server_url": s.url, "left_out": self.dead[s.url]}
+                     for s in self.servers]
+        live = next(d for d in described if "left_out" not in d)
+        return {**live, "server_urls": [s.url for s in self.servers], "concurrency": self.concurrency,
+                "servers": described}
+
+    def synthesize(self, requests, sampling, stream):
+        out = [None] * len(requests)
+        for i, s in self.synthesize_each(requests, sampling, stream):
+            out[i] = s
+        return out
+
+    def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
+                        stream: StreamSettings) -> Iterator[tuple[int, Synthesis]]:
+        """(index, result) as each utterance finishes, in any order. Raises ServerError once no
+        server is left (after yielding everything that finished) or when a request is refused."""
+        check_server_settings(sampling, stream)
+        work: queue.Queue = queue.Queue()
+        for i, req in enumerate(requests):
+            work.put((i, req))
+        done: queue.Queue = queue.Queue()
+        stop = threading.Event()
+        lock = threading.Lock()
+        left = len(requests)
+
+        outstanding = [len(requests)]  # utterances not finished yet (queued or in flight)
+
+        def slot(server: GepardServer) -> None:
+            while not stop.is_set() and server.url not in self.dead:
+                try:
+                    i, (text, seed) = work.get(timeout=0.1)
+                except queue.Empty:
+                    with lock:
+                        if not outstanding[0]:
+                            return
+                    continue  # another slot may still hand an utterance back
+                try:
+                    result = server.one(text, seed, sampling.max_frames)
+                except ServerError as e:
+                    if getattr(e, "kind", None) == "refused":
+                        done.put((i, None, e))  # any server would refuse it: the run stops
+                        return
+                    with lock:
+                        self.dead.setdefault(server.url, str(e))
+                    work.put((i, (text, seed)))  # a live server takes it
+                    return
+                except BaseException as e:  # noqa: BLE001  reported by the consumer
+                    done.put((i, None, e))
+                    return
+                with lock:
+                    outstanding[0] -= 1
+                done.put((i, result, None))
+
+        threads = [threading.Thread(target=slot, args=(s,), daemon=True, name=f"eval-server-{k}")
+                   for s in self.servers if s.url not in self.dead for k in range(self.concurrency)]
+        for t in threads:
+            t.start()
+        try:
+            while left:
+                try:
+                    i, result, error = done.get(timeout=0.2)
+                except queue.Empty:
+                    if not any(t.is_alive() for t in threads):
+                        if done.empty():
+                            raise self._all_dead(left)
+                    continue
+                if error is not None:
+                    raise error
+                left -= 1
+                yield i, result
+        finally:
+            stop.set()
+
+    def _all_dead(self, left: int) -> ServerError:
+        why = "; ".join(f"{url}: {msg.split(': ', 2)[-1][:160]}" for url, msg in self.dead.items())
+        err = ServerError(f"every Gepard server is gone ({len(self.dead)}/{len(self.servers)}), {left} utterance(s) "
+                          f"left: {why}. {RESUME_HINT}")
+        err.kind = "connect"
+        return err
+
+
+def load_server_engine(urls: list[str] | tuple[str, ...], model: str, timeout: float = 60.0,
+                       concurrency: int = 1, log=print) -> ServerPool:
+    """The pool for a run. Every server that answers must serve `model`; one that does not
+    answer is left out (with a line in the log) as long as another one does."""
+    pool = ServerPool([GepardServer(u, timeout) for u in urls], concurrency)
+    errors = []
+    for server in pool.servers:
+        try:
+            served = server.served_model()
+        except ServerError as e:
+            errors.append(e)
+            pool.dead[server.url] = str(e)
+            log(f"left out: {e}")
+            continue
+        if model != served:  # a resumed run must keep scoring the model it started with
+            raise ServerError(f"Gepard server at {server.url} serves {served!r}, but this run is for {model!r}")
+    if len(errors) == len(pool.servers):
+        raise errors[0]
+    return pool
