@@ -1,0 +1,115 @@
+"""Served eval throughput: one run of the same utterances and seeds against 1, 2 and 4 of our
+speech servers (`python -m gepard_demo serve --model tiny`, one process each, one torch
+thread each), side by side in one run. Prints utterances per minute and the ratio to one
+server, and checks that every pool made the same audio as the single server.
+
+    python benchmarks/eval_fanout.py [--utts 8] [--max-frames 40] [--concurrency 1] [--out runs/bench-fanout]
+
+On a machine with C cores, servers past C share cores: the ratio shows where scaling stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import soundfile as sf  # noqa: E402
+
+from eval.run import RunConfig, run  # noqa: E402
+from eval.served import load_server_engine  # noqa: E402
+from gepard_demo.settings import SamplingSettings  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(cache: str | None) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--port", str(port), "--log-level", "warning"]
+    if cache:
+        cmd += ["--cache-dir", cache]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def wait_ready(url: str, timeout: float = 120.0) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not start")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--utts", type=int, default=8)
+    ap.add_argument("--max-frames", type=int, default=40)
+    ap.add_argument("--concurrency", type=int, default=1, help="requests in flight per server")
+    ap.add_argument("--out", default="runs/bench-fanout")
+    ap.add_argument("--model-cache", default=os.environ.get("GEPARD_CACHE_DIR"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    started = [start_server(args.model_cache) for _ in range(4)]
+    try:
+        for _, url in started:
+            wait_ready(url)
+        urls = [u for _, u in started]
+        sampling = SamplingSettings(max_frames=args.max_frames)
+        # warm every server once (first-call setup is not throughput)
+        warm = load_server_engine(urls, "tiny", concurrency=1, log=lambda m: None)
+        list(warm.synthesize_each([("Warm up.", i) for i in range(len(urls))], SamplingSettings(max_frames=4),
+                                  RunConfig().stream))
+        results: dict = {"utts": args.utts, "max_frames": args.max_frames, "concurrency": args.concurrency,
+                         "cpu_count": os.cpu_count()}
+        times = {}
+        for n in (1, 2, 4):
+            cfg = RunConfig(engine="server", model="tiny", set="core", limit=args.utts, sampling=sampling,
+                            batch_size=1, server_urls=tuple(urls[:n]), server_concurrency=args.concurrency)
+            t0 = time.perf_counter()
+            run(cfg, out / f"servers{n}", log=lambda m: None)
+            times[n] = time.perf_counter() - t0
+        same = True
+        for n in (2, 4):
+            for row in (out / "servers1" / "rows.jsonl").read_text().splitlines():
+                wav = json.loads(row)["wav"]
+                same &= bool(np.array_equal(sf.read(out / "servers1" / wav, dtype="int16")[0],
+                                            sf.read(out / f"servers{n}" / wav, dtype="int16")[0]))
+        for n in (1, 2, 4):
+            results[f"servers{n}"] = {"wall_s": round(times[n], 2), "utt_per_min": round(60 * args.utts / times[n], 1),
+                                      "speedup_vs_1": round(times[1] / times[n], 2)}
+        results["same_audio_as_1_server"] = same
+        print(json.dumps(results, indent=2))
+        return 0 if same else 1
+    finally:
+        for proc, _ in started:
+            proc.terminate()
+        for proc, _ in started:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
