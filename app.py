@@ -7,6 +7,9 @@ The only place the demo reads environment variables:
   GEPARD_CACHE_DIR     where `tiny` is built (default ~/.cache/gepard-demo); `--cache-dir` wins.
   GRADIO_SERVER_NAME   address to listen on (default 127.0.0.1); `--host` wins.
   GRADIO_SERVER_PORT   port (default 7860); `--port` wins.
+
+`python app.py --server-url URL` puts the page in front of a served model (vLLM-Omni or
+`python -m gepard_demo serve`) instead of loading one: see gepard_demo/ui/served.py.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 import sys
 
 from gepard_demo.model_source import DEFAULT_MODEL
-from gepard_demo.settings import StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
 
 # Streaming defaults for the page. Chunks of 10 frames (0.46 s) after a 10-frame first chunk:
 # on CPU the talker is only a few times faster than real time, so vLLM-Omni's 86-frame chunks
@@ -43,11 +46,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="talker weights (default: bfloat16 on a GPU, as vLLM-Omni deploys it; float32 on CPU)")
     p.add_argument("--no-eval-tab", action="store_true", help="leave out the Eval tab")
+    p.add_argument("--server-url", default=None,
+                   help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
+                        "instead of loading one here; the controls the server fixes are disabled")
     return p.parse_args(argv)
+
+
+def main_served(args: argparse.Namespace) -> None:
+    """The page in front of a served model: no local model, no Eval tab."""
+    from gepard_demo.speech_client import SpeechServerError
+    from gepard_demo.ui.served import load_served_host
+    from gepard_demo.ui.server import build_app, serve
+
+    try:
+        host = load_served_host(args.server_url)
+    except SpeechServerError as exc:
+        sys.exit(f"error: {exc}. Start the server first (vLLM-Omni: see docs/DEPLOY.md).")
+    fixed = host.fixed_settings()
+    sampling, stream = fixed if fixed else (SamplingSettings(), DEMO_STREAM)
+    print(f"Serving the page in front of {host.info.name!r} at {host.url}", file=sys.stderr, flush=True)
+    demo = build_app(host, sampling.replace(seed=None), stream, with_eval_tab=False)
+    print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    serve(demo.app, args.host, args.port)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.server_url:
+        return main_served(args)
     import torch
 
     from gepard_demo.ui.model_host import engine_loader_for, load_model_host

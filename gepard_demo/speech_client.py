@@ -101,9 +101,10 @@ class SpeechClient:
 
     def stream(self, text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
                mode: StreamMode = "raw", result: StreamResult | None = None,
-               cancel: threading.Event | None = None) -> Iterator[np.ndarray]:
+               cancel: threading.Event | None = None, done: dict | None = None) -> Iterator[np.ndarray]:
         """int16 sample arrays of one utterance as they arrive (s16le pcm, 22050 Hz mono).
-        `cancel` set: the connection is closed at the next chunk (the server frees its engine)."""
+        `cancel` set: the connection is closed at the next chunk (the server frees its engine).
+        `done` (SSE): receives the `speech.audio.done` event (ours carries frames / stop / seed)."""
         import httpx
 
         body = request_body(text, seed=seed, max_new_tokens=max_new_tokens, mode=mode, response_format="pcm")
@@ -121,7 +122,7 @@ class SpeechClient:
                         msg = r.text[:300]
                     raise SpeechServerError(f"speech server at {self.url} refused {text[:60]!r} "
                                             f"(HTTP {r.status_code}): {msg}", "refused", r.status_code)
-                pieces = (sse_audio(e) for e in iter_sse_events(r.iter_lines())) if mode == "sse" else r.iter_bytes()
+                pieces = self._sse_audio(r, done) if mode == "sse" else r.iter_bytes()
                 for data in pieces:
                     if cancel is not None and cancel.is_set():
                         return
@@ -142,3 +143,13 @@ class SpeechClient:
             reader.finish()
         except ValueError as e:
             raise SpeechServerError(f"speech server at {self.url}: {e}", "protocol") from e
+
+    @staticmethod
+    def _sse_audio(response: Any, done: dict | None) -> Iterator[bytes]:
+        for event in iter_sse_events(response.iter_lines()):
+            data = sse_audio(event)
+            if data is None:
+                if done is not None:
+                    done.update(event)
+                continue
+            yield data

@@ -8,6 +8,8 @@ from .model_host import ModelHost
 
 
 def banner_markdown(host: ModelHost) -> str:
+    if hasattr(host, "banner_markdown"):  # a served model (ui/served.py) says what the server fixes
+        return host.banner_markdown()
     info = host.info
     name = html.escape(str(info.name))
     where = f"`{html.escape(str(info.path))}`"

@@ -121,9 +121,7 @@ class DemoController:
         try:
             try:
                 sampling, stream = parse_controls(values)
-                session = SynthesisSession(
-                    self.host.engine, self.host.codec, values["text"], sampling, stream, request_start=t0
-                )
+                session = self.host.new_session(values["text"], sampling, stream, request_start=t0)
             except (SettingsError, TextError) as exc:
                 raise gr.Error(str(exc), title="Cannot generate") from None
             job.attach(session)  # from here on, Stop reaches the session

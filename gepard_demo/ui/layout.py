@@ -15,6 +15,7 @@ from .audio_route import PCM_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
 from .controller import CONTROL_NAMES, DemoController
 from .model_host import ModelHost
+from .served import lock_controls
 
 EXAMPLES = [
     "Hello! This is Gepard, a text to speech model that starts talking almost at once.",
@@ -104,6 +105,10 @@ def build_demo(
                             # Read by the page's player only (see _start_js), never sent to Python.
                             gr.Slider(0, 10000, value=0, step=100, elem_id="gepard-prebuffer",
                                       label="Player start buffer (ms): 0 starts on the first chunk; raise it where generation is slower than real time")
+                lock_controls(host, {"temperature": temperature, "top_k": top_k, "greedy": greedy,
+                                     "stop_threshold": stop_threshold, "first_chunk_frames": first_chunk,
+                                     "chunk_frames": chunk, "decode_mode": decode_mode, "lookback_frames": lookback,
+                                     "fade_ms": fade_ms, "silence_ms": silence_ms})
                 with gr.Row():
                     with gr.Column(scale=3):
                         audio = gr.Audio(label="Full audio (WAV)", type="filepath", interactive=False,

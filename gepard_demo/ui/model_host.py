@@ -45,6 +45,12 @@ class ModelHost:
             SynthesisSession(self.engine, self.codec, "Warm up.", sampling, stream or StreamSettings()).run()
         return time.perf_counter() - t0
 
+    def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None) -> Any:
+        """A SynthesisSession on this engine + codec (ui/served.py's host streams from a server instead)."""
+        from gepard_demo.streaming import SynthesisSession
+
+        return SynthesisSession(self.engine, self.codec, text, sampling, stream, request_start=request_start)
+
     @property
     def info(self) -> Any:
         return self.engine.model_info

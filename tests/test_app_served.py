@@ -1,0 +1,111 @@
+"""`python app.py --server-url URL`: the page in front of a served model. A real speech server
+(`python -m gepard_demo serve`) and a real Gradio app, two processes on 127.0.0.1; the page's
+Generate streams the server's audio through the same PCM route, the banner names the server
+and what it fixes, and the controls it cannot honour are disabled with the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+
+from app_fixtures import free_port, wait_for_port
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+FRAMES = 24
+
+
+def _start(cmd: list[str], port: int, log: Path, env: dict) -> subprocess.Popen:
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, timeout=120)
+    except TimeoutError:
+        proc.kill()
+        pytest.fail(f"{cmd} did not start: {log.read_text()[-2000:]}")
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def served_app(tiny_cache_dir, tmp_path_factory):
+    logs = tmp_path_factory.mktemp("served-app")
+    env = {**os.environ, "GEPARD_CACHE_DIR": str(tiny_cache_dir)}
+    sport, aport = free_port(), free_port()
+    server = _start([sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--port", str(sport),
+                     "--log-level", "warning", "--temperature", "0.7", "--chunk-frames", "5", "--first-chunk-frames", "3"],
+                    sport, logs / "server.log", env)
+    try:
+        app = _start([sys.executable, "app.py", "--server-url", f"http://127.0.0.1:{sport}", "--port", str(aport)],
+                     aport, logs / "app.log", env)
+        try:
+            yield f"http://127.0.0.1:{aport}", f"http://127.0.0.1:{sport}"
+        finally:
+            _stop(app)
+    finally:
+        _stop(server)
+
+
+def test_banner_and_disabled_controls(served_app):
+    url, server_url = served_app
+    config = httpx.get(f"{url}/config", timeout=30).json()
+    text = json.dumps(config)
+    assert server_url in text and "The server fixes" in text and "random weights" in text
+    assert "temperature 0.7" in text and "chunks 3 then 5 frames" in text  # read from the server
+    by_id = {c["props"].get("elem_id"): c["props"] for c in config["components"] if c.get("props", {}).get("elem_id")}
+    for elem in ("gepard-temperature", "gepard-top-k", "gepard-stop-threshold", "gepard-chunk", "gepard-fade"):
+        assert by_id[elem]["interactive"] is False and "Fixed by the server" in by_id[elem]["info"], elem
+        # the fixed control shows the server's value, not a default it cannot apply
+    assert by_id["gepard-temperature"]["value"] == 0.7 and by_id["gepard-chunk"]["value"] == 5
+    for elem in ("gepard-text", "gepard-seed", "gepard-max-frames"):
+        assert by_id[elem].get("interactive") is not False, elem
+
+
+def test_generate_streams_the_servers_audio_through_the_page(served_app):
+    from gradio_client import Client
+
+    url, server_url = served_app
+    job = secrets.token_hex(16)
+    got = bytearray()
+    connected = threading.Event()
+
+    def listen():
+        with httpx.stream("GET", f"{url}/gepard/pcm/{job}", timeout=120) as r:
+            connected.set()
+            for part in r.iter_bytes():
+                got.extend(part)
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    connected.wait(10)
+    text = "Hello from the served model."
+    values = [job, text, 0.3, 0, False, 0.5, 77, False, FRAMES, 10, 10, "exact", 8, 20, 100]
+    status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
+    listener.join(30)
+    assert status.startswith("Done") and "`77`" in status
+    assert "| frames | 24 |" in stats and "runaway" in stats  # from the server's done event
+    played = np.frombuffer(bytes(got), dtype="<f4")
+    page_wav, sr = sf.read(wav, dtype="float32")
+    assert sr == 22050 and np.array_equal(played, page_wav) and len(played) > 0
+
+    # the same request straight to the server: the page played exactly its samples
+    direct = httpx.post(f"{server_url}/v1/audio/speech", timeout=120, json={
+        "input": text, "seed": 77, "max_new_tokens": FRAMES, "response_format": "pcm"})
+    assert direct.status_code == 200
+    assert np.array_equal(played, np.frombuffer(direct.content, "<i2").astype(np.float32) / 32768.0)
