@@ -223,8 +223,8 @@ def encode_audio(samples: np.ndarray, response_format: str, sample_rate: int = S
     fmt, subtype, media = FORMATS[response_format]
     if fmt == "RAW":
         return pcm16(samples), media
-    buf = io.BytesIO()
-    sf.write(buf, np.asarray(samples, dtype=np.float32), sample_rate, format=fmt, subtype=subtype)
+    buf = io.BytesIO()  # the file holds (wav, flac) or encodes (mp3) pcm16's very integers
+    sf.write(buf, pcm16_array(samples), sample_rate, format=fmt, subtype=subtype)
     return buf.getvalue(), media
 
 

@@ -204,3 +204,15 @@ def test_a_client_that_hangs_up_frees_the_engine(served, server, stream):
     t0 = time.perf_counter()
     assert _speak(server, response_format="pcm", max_new_tokens=2).status_code == 200
     assert time.perf_counter() - t0 < 10
+
+
+def test_pcm16_is_libsndfiles_conversion_chunk_by_chunk():
+    """The one int16 conversion: floor(x * 32768), clipped (libsndfile's, which vLLM-Omni's
+    soundfile encoding uses); element-wise, so chunks convert like the whole."""
+    x = np.random.default_rng(0).uniform(-1.2, 1.2, 10_001).astype(np.float32)
+    expected = np.clip(np.floor(x.astype(np.float64) * 32768), -32768, 32767).astype(np.int16)
+    assert np.array_equal(pcm16_array(x), expected)
+    assert b"".join(pcm16_array(c).tobytes() for c in np.array_split(x, 7)) == expected.tobytes()
+    buf = io.BytesIO()
+    sf.write(buf, x, 22050, format="WAV", subtype="PCM_16")  # what `sf.write(float)` would store
+    assert np.array_equal(sf.read(io.BytesIO(buf.getvalue()), dtype="int16")[0], expected)
