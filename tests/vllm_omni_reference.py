@@ -15,6 +15,7 @@ import __future__
 import ast
 import importlib.util
 import sys
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,7 +35,9 @@ def request_model():
     spec = importlib.util.spec_from_file_location("vllm_omni_protocol_audio", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # pydantic resolves the model's annotations through it
-    spec.loader.exec_module(module)
+    with warnings.catch_warnings():  # its CreateAudio uses pydantic's deprecated class Config
+        warnings.simplefilter("ignore", DeprecationWarning)
+        spec.loader.exec_module(module)
     return module.OpenAICreateSpeechRequest
 
 
