@@ -187,6 +187,14 @@ def test_oversized_body_is_413_before_it_is_read(served):
         while '"code"' not in reply and (data := sock.recv(65536)):
             reply += data.decode()
     assert reply.startswith("HTTP/1.1 413") and '"code":413' in reply
+    # A chunked body (no Content-Length) is cut off once it passes the limit.
+    sock = _raw_http(served, "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n")
+    with sock:
+        sock.sendall(b"400\r\n" + b"a" * 1024 + b"\r\n" * 1)
+        for _ in range(BODY_LIMIT // 1024):
+            sock.sendall(b"400\r\n" + b"a" * 1024 + b"\r\n")
+        sock.sendall(b"0\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 413")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
