@@ -49,7 +49,7 @@ def served_app(tiny_cache_dir, tmp_path_factory):
     env = {**os.environ, "GEPARD_CACHE_DIR": str(tiny_cache_dir)}
     sport, aport = free_port(), free_port()
     server = _start([sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--port", str(sport),
-                     "--log-level", "warning", "--temperature", "0.7", "--chunk-frames", "5", "--first-chunk-frames", "3"],
+                     "--log-level", "warning", "--temperature", "0.7", "--stop-threshold", "0.99", "--chunk-frames", "5", "--first-chunk-frames", "3"],
                     sport, logs / "server.log", env)
     try:
         app = _start([sys.executable, "app.py", "--server-url", f"http://127.0.0.1:{sport}", "--port", str(aport)],

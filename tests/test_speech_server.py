@@ -29,6 +29,11 @@ STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=7, fade_ms=5.0, silen
 BODY_LIMIT = 64 * 1024
 
 
+def _sampling(engine):
+    # A random-weight stop head far from firing: every request runs its whole frame budget.
+    return engine.default_sampling().replace(stop_threshold=0.99)
+
+
 def _start(app) -> tuple:
     import uvicorn
 
@@ -44,8 +49,7 @@ def _start(app) -> tuple:
 def served(tiny_engine, tiny_codec):  # noqa: F811
     from gepard_demo.speech_server import build_speech_app
 
-    # The tiny model's stop head stays far below 0.5, so every request runs its whole budget.
-    app = build_speech_app(tiny_engine, tiny_codec, tiny_engine.default_sampling(), STREAM, max_body_bytes=BODY_LIMIT)
+    app = build_speech_app(tiny_engine, tiny_codec, _sampling(tiny_engine), STREAM, max_body_bytes=BODY_LIMIT)
     srv, thread, port = _start(app)
     yield port
     srv.should_exit = True
@@ -74,7 +78,7 @@ def test_wav_equals_the_session_audio_and_synth_sample_for_sample(server, tiny_e
     with wave.open(io.BytesIO(r.content)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 22050)
         served = _pcm(w.readframes(w.getnframes()))
-    session = SynthesisSession(tiny_engine, tiny_codec, TEXT, tiny_engine.default_sampling().replace(seed=5, max_frames=FRAMES), STREAM)
+    session = SynthesisSession(tiny_engine, tiny_codec, TEXT, _sampling(tiny_engine).replace(seed=5, max_frames=FRAMES), STREAM)
     local = session.run()
     assert session.stats.frames == FRAMES and len(served) == len(local) > 0
     assert np.array_equal(served, pcm16_array(local))
@@ -83,7 +87,7 @@ def test_wav_equals_the_session_audio_and_synth_sample_for_sample(server, tiny_e
 
     out = tmp_path / "synth.wav"
     assert main(["synth", TEXT, "-o", str(out), "--model", "tiny", "--cache-dir", str(tiny_cache_dir), "--seed", "5",
-                 "--max-frames", str(FRAMES), "--first-chunk-frames", "4", "--chunk-frames", "7", "--fade-ms", "5",
+                 "--max-frames", str(FRAMES), "--stop-threshold", "0.99", "--first-chunk-frames", "4", "--chunk-frames", "7", "--fade-ms", "5",
                  "--silence-ms", "20"]) == 0
     synth, sr = sf.read(out, dtype="int16")
     assert sr == 22050 and np.array_equal(synth, served)
@@ -199,7 +203,7 @@ def test_oversized_body_is_413_before_it_is_read(served):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_a_client_that_hangs_up_frees_the_engine(served, server, stream):
-    """A 4096-frame request (the tiny model never stops by itself) abandoned after a second;
+    """A 4096-frame request (the stop threshold keeps the tiny model going) abandoned after a second;
     the next request must not wait for it: before the fix the whole one ran out (27 s here)."""
     body = json.dumps({"input": TEXT, "max_new_tokens": 4096, "response_format": "pcm",
                        **({"stream_format": "audio"} if stream else {})}).encode()
