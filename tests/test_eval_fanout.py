@@ -138,3 +138,29 @@ def test_urls_from_a_file(servers, tmp_path):
     assert rows_of(tmp_path / "r")[0]["settings"]["server_urls"] == [a.url, b.url]
     assert main(["run", "--engine", "server", "--server-url", a.url, "--server-url", a.url,
                  "--out", str(tmp_path / "twice")]) == 2
+
+
+def test_a_killed_pool_run_resumes(servers, tiny_cache_dir, tmp_path):
+    """SIGKILL the eval process once it has written a row; the same command finishes the run
+    and keeps what was there (a torn last line, if any, is dropped and redone)."""
+    import signal
+    import subprocess
+    import sys
+
+    a, b = servers
+    out = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "eval", "run", "--engine", "server", "--server-url", a.url, "--server-url", b.url,
+           "--set", "smoke", "--limit", LIMIT, "--max-frames", "200", "--seed", "7", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    rows = out / "rows.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not (rows.is_file() and rows.read_text().strip()):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    kept = rows_of(out)
+    assert 1 <= len(kept) < int(LIMIT), "the kill must land mid-run"
+    assert main(cmd[3:]) == 0
+    done = rows_of(out)
+    assert done[: len(kept)] == kept and sorted(r["id"] for r in done) == [f"smoke-{i}" for i in range(1, 7)]
