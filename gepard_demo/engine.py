@@ -33,6 +33,7 @@ class ModelInfo:
     random_weights: bool  # True for the tiny checkpoint: it makes noise, not speech
     device: str
     dtype: str
+    speed: str | None = None  # the speed layer's pick (gepard_demo.speed), when one was applied
 
 
 class GepardEngine:

@@ -1,0 +1,114 @@
+"""Pick the fastest talker path that passes the fidelity guard on the hardware found.
+
+What passes and what is fast was measured by benchmarks/cpu_realtime.py on the real-shape
+random model (see README "Real time on CPU"): dynamic int8 backbone linears pass the guard and
+are the fastest CPU path on AVX2 and AVX-512 machines alike; bf16 passes too but is only fast with
+native bf16 math (AVX512-BF16 / AMX), so it is picked on such CPUs only when asked for. A GPU keeps
+what it had: bf16 weights, no quantization, no pipeline thread.
+
+    hw = detect_hardware("cpu")
+    speed = pick_speed(hw, precision="auto", threads=0, small_model=False)
+    engine = apply_speed(engine, speed)     # quantized talker, pipelined stream_frames
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .pipeline import PipelinedEngine
+from .quantize import apply_precision, int8_supported
+from .settings import PRECISIONS, SpeedError, SpeedSettings
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    device: str  # "cpu" or "cuda[:n]"
+    cores: int  # CPUs this process may use
+    cpu_flags: tuple[str, ...]  # the CPU_FLAGS present
+    int8_kernels: bool  # PyTorch has the x86/fbgemm quantized engine
+
+    @property
+    def native_bf16(self) -> bool:
+        return self.device.startswith("cuda") or any(f in self.cpu_flags for f in ("avx512_bf16", "amx_bf16"))
+
+    def describe(self) -> str:
+        if self.device.startswith("cuda"):
+            return f"{self.device} ({torch.cuda.get_device_name(self.device)})"
+        flags = ", ".join(self.cpu_flags) or "no AVX2"
+        return f"cpu, {self.cores} cores ({flags})"
+
+
+def _cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("flags"):
+                present = set(line.split(":", 1)[1].split())
+                return tuple(f for f in CPU_FLAGS if f in present)
+    except OSError:
+        pass
+    # No /proc/cpuinfo (macOS, Windows): what PyTorch's own dispatcher detected.
+    cap = torch.backends.cpu.get_cpu_capability().lower()
+    return ("avx2", "avx512f") if cap == "avx512" else ("avx2",) if cap == "avx2" else ()
+
+
+def detect_hardware(device: str = "cpu") -> Hardware:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return Hardware(device=device, cores=cores, cpu_flags=_cpu_flags(), int8_kernels=int8_supported())
+
+
+def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_model: bool = False) -> SpeedSettings:
+    """The fastest passing path for `hw`; `precision` (not "auto") and `threads` (> 0) override.
+
+    small_model: the tiny random checkpoint, where a step is all per-op overhead: fp32 on one
+    thread, no pipeline (facts §8: one thread is fastest and steadiest there).
+    """
+    if precision != "auto" and precision not in PRECISIONS:
+        raise SpeedError(f"precision must be 'auto' or one of {PRECISIONS}, got {precision!r}")
+    if hw.device.startswith("cuda"):
+        if precision not in ("auto", "bf16", "fp32"):
+            raise SpeedError(f"precision {precision!r} is CPU-only; on {hw.device} use bf16 or fp32")
+        chosen = "bf16" if precision == "auto" else precision
+        return SpeedSettings(hw.device, chosen, threads, False, "GPU: bf16 as vLLM-Omni deploys it" if precision == "auto" else "asked for").validate()
+    if small_model:
+        chosen = "fp32" if precision == "auto" else precision
+        return SpeedSettings("cpu", chosen, threads or 1, False, "tiny model: one fp32 thread is fastest" if precision == "auto" else "asked for").validate()
+    if precision == "auto":
+        if hw.int8_kernels:
+            chosen, reason = "int8", "int8 backbone passes the fidelity guard and is the fastest CPU path measured"
+        else:
+            chosen, reason = "fp32", "no int8 kernels in this PyTorch build"
+    else:
+        chosen, reason = precision, "asked for"
+    if chosen == "int8" and not hw.int8_kernels:
+        raise SpeedError("precision int8 needs PyTorch's x86/fbgemm quantized engine, which this build lacks")
+    if chosen == "bf16" and not hw.native_bf16:
+        reason += " (this CPU has no native bf16 math: expect it slower than fp32)"
+    n = threads or hw.cores
+    # With two or more cores the talker and the codec overlap on their own threads.
+    return SpeedSettings("cpu", chosen, n, n >= 2, reason).validate()
+
+
+def apply_speed(engine: Any, speed: SpeedSettings) -> Any:
+    """The engine with `speed` applied: talker precision (CPU only; a GPU engine's dtype was
+    chosen at load), the process's torch threads, the pipeline, and the pick in model_info."""
+    speed.validate()
+    if speed.threads:
+        torch.set_num_threads(speed.threads)
+    if speed.device.startswith("cpu") and speed.precision != "fp32":
+        loaded = engine.model_info.dtype
+        if loaded != "float32":
+            raise SpeedError(f"precision {speed.precision} applies to an fp32 engine; this one was loaded as {loaded}")
+        apply_precision(engine.talker, speed.precision)
+    info = dataclasses.replace(engine.model_info, speed=speed.describe())
+    if speed.device.startswith("cpu") and speed.precision == "bf16":
+        info = dataclasses.replace(info, dtype="bfloat16")
+    engine.model_info = info
+    return PipelinedEngine(engine) if speed.pipelined else engine
