@@ -20,6 +20,7 @@ import sys
 
 from gepard_demo.model_source import DEFAULT_MODEL
 from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.speed.flags import add_speed_flags
 
 # Streaming defaults for the page. Chunks of 10 frames (0.46 s) after a 10-frame first chunk:
 # on CPU the talker is only a few times faster than real time, so vLLM-Omni's 86-frame chunks
@@ -39,12 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="listen address (env GRADIO_SERVER_NAME)")
     p.add_argument("--port", type=int, default=int(env.get("GRADIO_SERVER_PORT") or 7860),
                    help="listen port (env GRADIO_SERVER_PORT)")
-    p.add_argument("--threads", type=int, default=0,
-                   help="torch threads; 0 = auto: 1 for the tiny model (fastest and steadiest, facts §8), "
-                        "all cores for a full-size one (measured on 2 cores: 129 vs 215 ms per frame)")
     p.add_argument("--device", default=None, help="cpu or cuda[:n] (default: cuda when available)")
-    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
-                   help="talker weights (default: bfloat16 on a GPU, as vLLM-Omni deploys it; float32 on CPU)")
+    # --precision (auto: fp16w backbone on a CPU, bf16 on a GPU), --threads, --pipeline
+    add_speed_flags(p)
     p.add_argument("--no-eval-tab", action="store_true", help="leave out the Eval tab")
     p.add_argument("--server-url", default=None,
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
@@ -76,19 +74,21 @@ def main(argv: list[str] | None = None) -> None:
         return main_served(args)
     import torch
 
+    from gepard_demo.speed.flags import speed_for
+    from gepard_demo.speed.select import apply_speed, load_dtype
     from gepard_demo.ui.model_host import engine_loader_for, load_model_host
     from gepard_demo.ui.server import build_app, serve
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = args.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    dtype = load_dtype(device, args.precision)
     print(f"Loading model {args.model!r} on {device} ({dtype}) ...", file=sys.stderr, flush=True)
     host = load_model_host(args.model, cache_dir=args.cache_dir, engine_loader=engine_loader_for(device, dtype))
     if host.fallback_reason:
         print(f"Could not load {args.model!r}: {host.fallback_reason}\n"
               f"Serving the random-weight 'tiny' model instead (it makes noise).", file=sys.stderr, flush=True)
-    threads = args.threads or (1 if host.info.name == "tiny" else (os.cpu_count() or 1))
-    torch.set_num_threads(threads)
-    print(f"Warm-up synthesis took {host.warm_up(DEMO_STREAM):.1f} s ({threads} torch threads)",
+    # The fastest path that passes the fidelity guard here (printed), or what the flags ask for.
+    host.engine = apply_speed(host.engine, speed_for(host.engine, device, args.precision, args.threads, args.pipeline))
+    print(f"Warm-up synthesis took {host.warm_up(DEMO_STREAM):.1f} s ({torch.get_num_threads()} torch threads)",
           file=sys.stderr, flush=True)
     demo = build_app(host, stream=DEMO_STREAM, with_eval_tab=not args.no_eval_tab)
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)

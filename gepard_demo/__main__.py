@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .settings import SettingsError, StreamSettings
 from .settings_flags import add_settings_flags, settings_from_args
+from .speed.flags import add_speed_flags
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +23,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", default=os.environ.get("GEPARD_CACHE_DIR"),
                         help="where 'tiny' is built (env GEPARD_CACHE_DIR; default ~/.cache/gepard-demo)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:n]")
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                        help="talker weights (bfloat16 on a GPU as vLLM-Omni deploys it; fp32 on CPU)")
+    add_speed_flags(parser)
     parser.add_argument("--codec", default=None, help="a .nemo path or hub id (default: the model's own)")
     parser.add_argument("--codec-backend", choices=["native", "nemo"], default="native")
 
@@ -42,9 +42,14 @@ def load_from_args(args: argparse.Namespace):
 
     from .codec import load_codec
     from .engine import GepardEngine
+    from .speed.flags import speed_for
+    from .speed.select import apply_speed, load_dtype
 
-    torch.set_num_threads(args.threads)
-    engine = GepardEngine.load(args.model, device=args.device, dtype=args.dtype, cache_dir=args.cache_dir)
+    # Until the speed pick sets it: loading and quantizing are not worth more threads.
+    torch.set_num_threads(max(1, args.threads))
+    dtype = load_dtype(args.device, args.precision)
+    engine = GepardEngine.load(args.model, device=args.device, dtype=dtype, cache_dir=args.cache_dir)
+    engine = apply_speed(engine, speed_for(engine, args.device, args.precision, args.threads, args.pipeline))
     sampling, stream = settings_from_args(args, engine.default_sampling(), StreamSettings())
     sampling = sampling.replace(seed=args.seed).validate()
     codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)
@@ -75,6 +80,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "seed": stats.seed,
         "model": engine.model_info.name,
         "random_weights": engine.model_info.random_weights,
+        "speed": engine.model_info.speed,
     }
     print(json.dumps(row))
     return 0
@@ -108,7 +114,6 @@ def main(argv: list[str] | None = None) -> int:
     synth = sub.add_parser("synth", help="synthesize one text; prints one JSON line of stats")
     synth.add_argument("text")
     synth.add_argument("-o", "--output", type=Path, help="WAV file to write")
-    synth.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on small CPUs)")
     add_model_args(synth)
     add_settings_flags(synth)
     synth.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed in the stats")
@@ -118,7 +123,6 @@ def main(argv: list[str] | None = None) -> int:
                                           "sampling and stream flags are fixed for the server's lifetime")
     serve.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
     serve.add_argument("--port", type=int, default=8091)
-    serve.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on small CPUs)")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     add_model_args(serve)
     add_settings_flags(serve)  # --max-frames: the default max_new_tokens

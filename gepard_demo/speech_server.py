@@ -131,7 +131,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         return {"object": "list", "data": [{
             "id": model_id, "object": "model", "owned_by": "gepard-demo", "root": info.path,
             "revision": info.revision, "random_weights": info.random_weights,
-            "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE,
+            "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": getattr(info, "speed", None),
             "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
         }]}
 

@@ -91,6 +91,7 @@ class SynthesisStats:
     rtf: wall_s / speech_s (the end silence is free, so it does not flatter the figure).
     seed: the seed actually used (drawn here when the request had none).
     segments: how many pieces long text was split into; cancelled: closed before the end.
+    speed: the engine's speed path (device, precision, threads, pipeline), when one was picked.
     """
 
     text: str = ""
@@ -111,6 +112,7 @@ class SynthesisStats:
     segments: int = 1
     cancelled: bool = False
     complete: bool = False
+    speed: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -221,7 +223,8 @@ class SynthesisSession:
         self.stream = stream
         self.sample_rate = int(codec.sample_rate)
         self.samples_per_frame = int(codec.samples_per_frame)
-        self.stats = SynthesisStats(text=self.text, seed=seed, segments=len(self.segments))
+        self.stats = SynthesisStats(text=self.text, seed=seed, segments=len(self.segments),
+                                    speed=getattr(getattr(engine, "model_info", None), "speed", None))
         self._request_start = request_start
         if end_of_speech is None:  # the codec package's shaping, unless a caller swaps it
             from gepard_demo.codec import apply_end_of_speech as end_of_speech

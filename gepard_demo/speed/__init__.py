@@ -1,26 +1,10 @@
-"""Speed paths the engine composes: lower-precision backbone weights (quantize.py), the talker
-ahead of the codec on its own thread (pipeline.py), the pick for the hardware found (select.py),
-and the fidelity guard every fast path must pass (fidelity.py)."""
+"""Speed paths the engine composes, each in its own module (import them directly; this package
+imports nothing heavy, so entry points can add its flags before torch loads):
 
-from .fidelity import FidelityReport, compare, snr_db, trace
-from .pipeline import PipelinedEngine
-from .quantize import apply_precision, quantize_backbone_int8
-from .select import Hardware, apply_speed, detect_hardware, pick_speed
-from .settings import PRECISIONS, SpeedError, SpeedSettings
-
-__all__ = [
-    "PRECISIONS",
-    "FidelityReport",
-    "Hardware",
-    "PipelinedEngine",
-    "SpeedError",
-    "SpeedSettings",
-    "apply_precision",
-    "apply_speed",
-    "compare",
-    "detect_hardware",
-    "pick_speed",
-    "quantize_backbone_int8",
-    "snr_db",
-    "trace",
-]
+- settings.py  SpeedSettings: device, precision, threads, pipelined (+ why it was picked)
+- quantize.py  lower-precision backbone weights: dynamic int8 linears, bf16, fp16
+- pipeline.py  PipelinedEngine: the talker on its own thread, ahead of the codec
+- select.py    detect_hardware, pick_speed (the fastest path that passes here), apply_speed
+- flags.py     --precision / --threads / --pipeline for every entry point
+- fidelity.py  the guard a fast path must pass: teacher-forced KL / p_stop vs fp32, codec SNR
+"""

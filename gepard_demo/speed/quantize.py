@@ -51,6 +51,8 @@ def apply_precision(talker: nn.Module, precision: str) -> nn.Module:
         return quantize_backbone_int8(talker)
     if precision == "bf16":
         return talker.to(torch.bfloat16)
+    if precision == "fp16":
+        return talker.to(torch.float16)
     return talker
 
 
@@ -58,9 +60,8 @@ def backbone_bytes(talker: nn.Module) -> int:
     """Bytes of backbone layer weights a decode step reads (packed int8 counted as 1 byte)."""
     total = 0
     for module in talker.model.layers.modules():
-        if hasattr(module, "_packed_params"):
-            w, _ = module._packed_params._weight_bias()
-            total += w.numel()
+        if callable(getattr(module, "weight", None)):  # a quantized linear: weight() is int8
+            total += module.weight().numel()
         else:
             for p in module.parameters(recurse=False):
                 total += p.numel() * p.element_size()

@@ -73,8 +73,8 @@ def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_mo
     if precision != "auto" and precision not in PRECISIONS:
         raise SpeedError(f"precision must be 'auto' or one of {PRECISIONS}, got {precision!r}")
     if hw.device.startswith("cuda"):
-        if precision not in ("auto", "bf16", "fp32"):
-            raise SpeedError(f"precision {precision!r} is CPU-only; on {hw.device} use bf16 or fp32")
+        if precision == "int8":
+            raise SpeedError(f"precision int8 is CPU-only; on {hw.device} use bf16, fp16 or fp32")
         chosen = "bf16" if precision == "auto" else precision
         return SpeedSettings(hw.device, chosen, threads, False, "GPU: bf16 as vLLM-Omni deploys it" if precision == "auto" else "asked for").validate()
     if small_model:
@@ -94,6 +94,17 @@ def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_mo
     n = threads or hw.cores
     # With two or more cores the talker and the codec overlap on their own threads.
     return SpeedSettings("cpu", chosen, n, n >= 2, reason).validate()
+
+
+LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "float32"}
+
+
+def load_dtype(device: str, precision: str) -> str:
+    """The dtype to load the talker in. A GPU loads at its precision directly (auto: bf16, as
+    before); a CPU always loads fp32 and `apply_speed` converts or quantizes it afterwards."""
+    if device.startswith("cuda"):
+        return LOAD_DTYPES["bf16" if precision == "auto" else precision]
+    return "float32"
 
 
 def apply_speed(engine: Any, speed: SpeedSettings) -> Any:

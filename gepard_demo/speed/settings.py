@@ -9,7 +9,8 @@ from dataclasses import dataclass
 # math: AVX512-BF16/AMX on a CPU, or a GPU). int8: the backbone's linear layers as dynamic int8
 # (int8 weights per output channel, activations quantized per step); embeddings, the 32 codebook
 # heads, the stop head and the frame embedding stay fp32.
-PRECISIONS = ("fp32", "bf16", "int8")
+# fp16: the talker in float16, on a GPU only (as `--dtype float16` always was).
+PRECISIONS = ("fp32", "bf16", "int8", "fp16")
 
 
 class SpeedError(ValueError):
@@ -39,6 +40,8 @@ class SpeedSettings:
             raise SpeedError(f"threads must be >= 0, got {self.threads}")
         if self.precision == "int8" and not self.device.startswith("cpu"):
             raise SpeedError("int8 (dynamic quantized linear layers) runs on the CPU only")
+        if self.precision == "fp16" and self.device.startswith("cpu"):
+            raise SpeedError("fp16 runs on a GPU only (CPUs have no fast float16 math)")
         return self
 
     def describe(self) -> str:

@@ -22,6 +22,8 @@ def banner_markdown(host: ModelHost) -> str:
         )
     else:
         lines.append(f"**Model:** `{name}`{rev}, loaded from {where} ({info.device}, {info.dtype}).")
+    if getattr(info, "speed", None):
+        lines.append(f"**Speed path:** {html.escape(str(info.speed))}.")
     if host.fallback_reason:
         reason = html.escape(host.fallback_reason)
         kind = html.escape(host.fallback_reason.split(":", 1)[0])

@@ -36,6 +36,8 @@ def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
         ("wall time", _fmt(stats.wall_s, " s", 2)),
         ("chunks", str(stats.chunks) + (f" · {stats.segments} text segments" if stats.segments > 1 else "")),
     ]
+    if stats.speed:
+        rows.append(("speed path", stats.speed))
     body = "\n".join(f"| {k} | {v} |" for k, v in rows)
     return "| stat | value |\n| --- | --- |\n" + body
 

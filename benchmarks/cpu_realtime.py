@@ -1,0 +1,348 @@
+"""Real time on a small CPU: every speed path side by side in one run, ratios to fp32 (issue 10).
+
+On the real-shape random Gepard (14 full-attention layers, hidden 1024, 8/2 heads, head_dim 256,
+intermediate 3584, vocab 248320) and the full-size random NanoCodec, 2 threads unless said:
+
+1. kernels:  one 3584x1024 linear at batch 1 (a set of weights larger than the L3 cache, so
+             memory traffic counts): fp32, bf16, dynamic int8, weight-only int8 and int4.
+2. guard:    teacher-forced fidelity against fp32 over --guard-steps steps (default 500):
+             mean per-head KL <= 0.01 nats, |dp_stop| <= 0.01, argmax agreement (info).
+3. talker:   whole-loop step time per precision (2 threads, and 1 thread for the pipeline).
+             Target: <= 20 ms at batch 1.
+4. codec:    exact streaming in the app's 10-frame pushes, ms per frame; SNR of each variant vs
+             the fp32 decode. Target: <= 15 ms per frame, fast variants >= 40 dB.
+5. e2e:      a --e2e-frames utterance (430 = 20 s) through SynthesisSession with the app's stream
+             settings, codec included: RTF, time to first audio, playback gaps (a chunk that is
+             ready after the moment a player started at the first chunk would reach it).
+             Target: RTF <= 0.8, no gaps.
+
+Variants are interleaved within each section so load on this shared machine hits all alike.
+Run: flock /tmp/gepard-heavy.lock .venv/bin/python benchmarks/cpu_realtime.py
+     [--guard-steps 500] [--talker-frames 24] [--e2e-frames 430] [--rounds 2] [--skip SECTION ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gepard_demo.codec import build_random_codec  # noqa: E402
+from gepard_demo.codec.stream import ExactStreamDecoder  # noqa: E402
+from gepard_demo.config import GepardConfig  # noqa: E402
+from gepard_demo.engine import GepardEngine, ModelInfo  # noqa: E402
+from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
+from gepard_demo.speed.fidelity import compare, snr_db, trace  # noqa: E402
+from gepard_demo.speed.pipeline import PipelinedEngine  # noqa: E402
+from gepard_demo.speed.quantize import apply_precision  # noqa: E402
+from gepard_demo.speed.select import detect_hardware  # noqa: E402
+from gepard_demo.speed.quantize import backbone_bytes  # noqa: E402
+from gepard_demo.streaming import SynthesisSession  # noqa: E402
+from gepard_demo.talker import GepardTalker  # noqa: E402
+from gepard_demo.tiny import ensure_tiny  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", category=UserWarning)
+
+TEXT = "The weather is sunny today, with a light breeze from the west and a few clouds later on."
+FRAME_S = 1024 / 22050
+APP_STREAM = StreamSettings(first_chunk_frames=10, chunk_frames=10, decode_mode="exact")  # app.py's DEMO_STREAM
+# Gepard-1.0's backbone (facts §1): all 14 layers full attention.
+REAL_BACKBONE = dict(
+    model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584,
+    num_hidden_layers=14, layer_types=["full_attention"] * 14, num_attention_heads=8,
+    num_key_value_heads=2, head_dim=256, max_position_embeddings=32768,
+    rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 1.0},
+)
+
+
+def real_shape_engine(tokenizer_dir: Path) -> GepardEngine:
+    torch.manual_seed(0)
+    config = GepardConfig.from_dicts(REAL_BACKBONE, {})
+    talker = GepardTalker(config).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    info = ModelInfo("real-shape-random", "(in memory)", None, True, "cpu", "float32")
+    return GepardEngine(config, tokenizer, talker, info)
+
+
+def variant(engine: GepardEngine, precision: str) -> GepardEngine:
+    """A copy of the engine at `precision`; the fp32 token embedding (1 GB) is shared, not copied."""
+    emb = engine.talker.model.embed_tokens.weight
+    talker = copy.deepcopy(engine.talker, memo={id(emb): emb})
+    if precision == "bf16":  # .to() would convert the shared tensor in place: give it its own
+        talker.model.embed_tokens.weight = torch.nn.Parameter(emb.detach().to(torch.bfloat16), requires_grad=False)
+    apply_precision(talker, precision)
+    info = ModelInfo(f"real-shape-{precision}", "(in memory)", None, True, "cpu", "float32")
+    return GepardEngine(engine.config, engine.tokenizer, talker, info)
+
+
+def silence_stop_head(talker: GepardTalker) -> None:
+    with torch.no_grad():
+        talker.stop_head.weight.zero_()
+        talker.stop_head.bias.fill_(-30.0)
+
+
+def table(header: list[str], rows: list[list[str]]) -> None:
+    print("| " + " | ".join(header) + " |")
+    print("| " + " | ".join("---" if i == 0 else "---:" for i in range(len(header))) + " |")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print(flush=True)
+
+
+# -- 1. kernels --------------------------------------------------------------------------------
+
+
+def kernel_section(reps: int) -> None:
+    n, k, copies = 3584, 1024, 16  # 16 fp32 copies = 235 MB, past any L3
+    gen = torch.Generator().manual_seed(0)
+    ws = [torch.randn(n, k, generator=gen) / 32 for _ in range(copies)]
+    x = torch.randn(1, k, generator=gen)
+    ops: dict[str, list] = {"fp32": [(lambda w=w: torch.nn.functional.linear(x, w)) for w in ws]}
+    xb = x.bfloat16()
+    ops["bf16"] = [(lambda w=w.bfloat16(): torch.nn.functional.linear(xb, w)) for w in ws]
+    dyn = []
+    for w in ws:
+        lin = torch.nn.Linear(k, n, bias=False)
+        lin.weight.data = w
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        q = quantize_dynamic(torch.nn.Sequential(lin), {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        dyn.append(lambda q=q: q(x))
+    ops["int8 dynamic (fbgemm)"] = dyn
+    wo8 = []
+    for w in ws:
+        scale = w.abs().amax(1) / 127
+        w8 = (w / scale[:, None]).round().clamp(-128, 127).to(torch.int8)
+        wo8.append(lambda w8=w8, s=scale: torch.ops.aten._weight_int8pack_mm(x, w8, s))
+    ops["int8 weight-only"] = wo8
+    wo4, gs = [], 128
+    for w in ws:
+        g = w.reshape(n, k // gs, gs)
+        lo, hi = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+        sc = (hi - lo).clamp(min=1e-6) / 15
+        q4 = ((g - lo) / sc).round().clamp(0, 15).to(torch.int32).reshape(n, k)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q4, 1)
+        sz = torch.stack([sc.squeeze(-1).t(), (lo + 8 * sc).squeeze(-1).t()], -1).contiguous()
+        wo4.append(lambda p=packed, sz=sz: torch.ops.aten._weight_int4pack_mm_for_cpu(x, p, gs, sz))
+    ops["int4 weight-only (group 128)"] = wo4
+    times: dict[str, list[float]] = {name: [] for name in ops}
+    ref = [f() for f in ops["fp32"]]
+    errs = {name: max(float((f() - r).norm() / r.norm()) for f, r in zip(fs, ref)) for name, fs in ops.items()}
+    for _ in range(reps):
+        for name, fs in ops.items():
+            for f in fs[:2]:
+                f()  # warm
+            t = time.perf_counter()
+            for f in fs:
+                f()
+            times[name].append((time.perf_counter() - t) / len(fs))
+    base = min(times["fp32"])
+    print("## 1. Kernels: one 3584x1024 linear, batch 1 (best of rounds)\n")
+    table(["kernel", "us", "x fp32 time", "rel. error vs fp32"],
+          [[name, f"{min(t) * 1e6:.0f}", f"{min(t) / base:.2f}", f"{errs[name]:.1e}"] for name, t in times.items()])
+
+
+# -- 2. fidelity guard ---------------------------------------------------------------------------
+
+
+def guard_section(fp32: GepardEngine, fast: dict[str, GepardEngine], steps: int) -> dict[str, bool]:
+    prompt = fp32.prompt_ids(TEXT)
+    t = time.perf_counter()
+    ref = trace(fp32.talker, prompt, steps, seed=0)
+    ref_s = time.perf_counter() - t
+    rows, verdicts = [], {}
+    for name, engine in fast.items():
+        rep = compare(ref, trace(engine.talker, prompt, steps, frames=ref.frames))
+        verdicts[name] = rep.passes
+        rows.append([name, f"{rep.mean_kl:.2e}", f"{rep.max_kl:.2e}", f"{rep.max_dp_stop:.2e}", f"{rep.mean_dp_stop:.1e}",
+                     f"{rep.argmax_agreement * 100:.1f}%", "PASS" if rep.passes else "FAIL"])
+    print(f"## 2. Fidelity guard: {steps} teacher-forced steps vs fp32 (reference trace {ref_s:.0f} s; "
+          f"mean p_stop {float(ref.p_stop.mean()):.2f})\n")
+    table(["precision", "mean KL (nats)", "max KL", "max |dp_stop|", "mean |dp_stop|", "argmax agree", "<= 0.01 / <= 0.01"], rows)
+    return verdicts
+
+
+# -- 3. talker step ------------------------------------------------------------------------------
+
+
+def loop_steps(engine: GepardEngine, frames: int) -> list[float]:
+    settings = SamplingSettings(seed=0, max_frames=frames, temperature=0.3)
+    times = [s.elapsed_s for s in engine.stream_frames(TEXT, settings)]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def talker_section(engines: dict[str, GepardEngine], frames: int, rounds: int, threads: list[int]) -> dict:
+    results = {}
+    for n in threads:
+        torch.set_num_threads(n)
+        for e in engines.values():
+            loop_steps(e, 4)  # warm-up at this thread count
+        per = {name: [] for name in engines}
+        for _ in range(rounds):
+            for name, e in engines.items():
+                per[name].extend(loop_steps(e, frames))
+        for name, steps in per.items():
+            results[(name, n)] = (statistics.median(steps), min(steps))
+    base = {n: results[("fp32", n)][0] for n in threads}
+    rows = []
+    for (name, n), (med, best) in results.items():
+        ok = "met" if med <= 0.020 else "not met"
+        rows.append([f"{name}, {n} thread{'s' if n > 1 else ''}", f"{backbone_bytes(engines[name].talker) / 1e6:.0f}",
+                     f"{med * 1e3:.1f}", f"{best * 1e3:.1f}", f"{med / base[n]:.2f}", f"{FRAME_S / med:.2f}x", ok])
+    print(f"## 3. Talker: whole decode-loop step at batch 1 ({frames} frames x {rounds} rounds, interleaved)\n")
+    table(["variant", "backbone MB/step", "median ms", "best ms", "x fp32", "speed vs real time", "<= 20 ms"], rows)
+    return results
+
+
+# -- 4. codec ------------------------------------------------------------------------------------
+
+
+class CastDecoder(torch.nn.Module):
+    """The decoder run in another dtype: same state carrying, so exact streaming stays exact."""
+
+    def __init__(self, decoder: torch.nn.Module, dtype: torch.dtype):
+        super().__init__()
+        self.inner = copy.deepcopy(decoder).to(dtype)
+        self.dtype = dtype
+        self.samples_per_frame = decoder.samples_per_frame
+
+    def forward(self, x: torch.Tensor, state: dict) -> torch.Tensor:
+        return self.inner(x.to(self.dtype), state).float()
+
+
+def stream_decode(decoder, codec, codes: np.ndarray, push: int) -> tuple[np.ndarray, float]:
+    dec = ExactStreamDecoder(decoder, codec.layout, codec.device)
+    t = time.perf_counter()
+    out = [dec.push(codes[i : i + push]) for i in range(0, len(codes), push)]
+    return np.concatenate(out), time.perf_counter() - t
+
+
+def codec_section(codec, frames: int, rounds: int) -> None:
+    rng = np.random.default_rng(0)
+    codes = np.stack([rng.integers(0, lv, frames) for lv in codec.layout.levels], axis=1)
+    variants = {
+        "fp32, 1 thread": (codec.decoder, 1),
+        "fp32, 2 threads": (codec.decoder, 2),
+        "bf16, 1 thread": (CastDecoder(codec.decoder, torch.bfloat16), 1),
+    }
+    reference = codec.decode(codes)
+    per = {name: [] for name in variants}
+    audio = {}
+    for _ in range(rounds):
+        for name, (decoder, n) in variants.items():
+            torch.set_num_threads(n)
+            stream_decode(decoder, codec, codes[:10], 10)  # warm-up
+            audio[name], secs = stream_decode(decoder, codec, codes, 10)
+            per[name].append(secs / frames)
+    base = statistics.median(per["fp32, 1 thread"])
+    rows = []
+    for name, ts in per.items():
+        med = statistics.median(ts)
+        snr = snr_db(reference, audio[name])
+        rows.append([name, f"{med * 1e3:.1f}", f"{min(ts) * 1e3:.1f}", f"{med / base:.2f}", f"{snr:.1f}" if np.isfinite(snr) else "exact",
+                     "met" if med <= 0.015 else "not met"])
+    print(f"## 4. Codec: exact streaming in 10-frame pushes, {frames} frames x {rounds} rounds\n")
+    table(["variant", "median ms/frame", "best ms/frame", "x fp32 1 thread", "SNR vs fp32 (dB)", "<= 15 ms"], rows)
+
+
+# -- 5. end to end -------------------------------------------------------------------------------
+
+
+def playback_gaps(chunks, tolerance_s: float = 0.02) -> tuple[int, float]:
+    """A player that starts at the first chunk plays chunk k at ttfa + start_s(k); count the
+    chunks that are not ready by then, and the total stall."""
+    start = next(c.wall_s for c in chunks if len(c.samples))
+    clock, gaps, stall = start, 0, 0.0
+    for c in chunks:
+        if not len(c.samples):
+            continue
+        if c.wall_s > clock + tolerance_s:
+            gaps += 1
+            stall += c.wall_s - clock
+            clock = c.wall_s
+        clock += c.duration_s
+    return gaps, stall
+
+
+def e2e_section(engines: dict[str, object], codec, frames: int) -> None:
+    rows = []
+    base = None
+    for name, (engine, threads) in engines.items():
+        torch.set_num_threads(threads)
+        settings = SamplingSettings(seed=0, max_frames=frames, temperature=0.3)
+        SynthesisSession(engine, codec, TEXT, settings.replace(max_frames=12), APP_STREAM).run()  # warm-up
+        session = SynthesisSession(engine, codec, TEXT, settings, APP_STREAM)
+        chunks = list(session)
+        st = session.stats
+        gaps, stall = playback_gaps(chunks)
+        base = base or st.rtf
+        rows.append([name, f"{st.speech_s:.1f}", f"{st.rtf:.2f}", f"{st.rtf / base:.2f}", f"{st.ttfa_s * 1e3:.0f}",
+                     f"{gaps} ({stall:.1f} s)", "met" if st.rtf <= 0.8 else "not met", "met" if gaps == 0 else "not met"])
+    print(f"## 5. End to end: {frames} frames through SynthesisSession (chunks 10/10, exact codec)\n")
+    table(["variant", "speech s", "RTF", "x fp32", "first audio ms", "gaps (stall)", "RTF <= 0.8", "no gaps"], rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--guard-steps", type=int, default=500)
+    ap.add_argument("--talker-frames", type=int, default=24)
+    ap.add_argument("--codec-frames", type=int, default=60)
+    ap.add_argument("--e2e-frames", type=int, default=430)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--skip", nargs="*", default=[], choices=["kernels", "guard", "talker", "codec", "e2e"])
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    hw = detect_hardware("cpu")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"# CPU real time, torch {torch.__version__}; {hw.describe()}; torch CPU capability "
+          f"{torch.backends.cpu.get_cpu_capability()}; load avg at start {load:.1f}\n")
+    if "kernels" not in args.skip:
+        kernel_section(reps=3)
+
+    t = time.perf_counter()
+    cache = Path(tempfile.gettempdir()) / "gepard-bench-cache"
+    fp32 = real_shape_engine(ensure_tiny(cache))
+    print(f"built the real-shape random talker in {time.perf_counter() - t:.0f} s "
+          f"({sum(p.numel() for p in fp32.talker.parameters()) / 1e6:.0f} M parameters)\n", flush=True)
+    fast = {"int8": variant(fp32, "int8")}
+    if "guard" not in args.skip:
+        fast_bf16 = variant(fp32, "bf16")
+        guard_section(fp32, {**fast, "bf16": fast_bf16}, args.guard_steps)
+    for e in (fp32, *fast.values()):
+        silence_stop_head(e.talker)  # every timed run makes exactly the frames asked for
+    if "talker" not in args.skip:
+        engines = {"fp32": fp32, **fast}
+        if "guard" not in args.skip:
+            silence_stop_head(fast_bf16.talker)
+            engines["bf16"] = fast_bf16
+        talker_section(engines, args.talker_frames, args.rounds, [2, 1])
+    if "guard" not in args.skip:
+        del fast_bf16
+    codec = build_random_codec(seed=0)
+    if "codec" not in args.skip:
+        codec_section(codec, args.codec_frames, args.rounds)
+    if "e2e" not in args.skip:
+        e2e_section({
+            "fp32, serial, 2 threads": (fp32, 2),
+            "int8, serial, 2 threads": (fast["int8"], 2),
+            "int8, pipelined, 1 thread each": (PipelinedEngine(fast["int8"]), 1),
+            "int8, pipelined, 2 threads each": (PipelinedEngine(fast["int8"]), 2),
+        }, codec, args.e2e_frames)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

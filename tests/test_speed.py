@@ -1,0 +1,145 @@
+"""The speed layer on the real tiny checkpoint: the int8 backbone passes the fidelity guard (and the
+guard can fail), the pipeline yields exactly the engine's frames from another thread and stops
+when closed, and the hardware pick is the documented one. The real-shape guard runs in
+benchmarks/cpu_realtime.py (section 2)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+from gepard_demo.engine import GepardEngine
+from gepard_demo.settings import SamplingSettings
+from gepard_demo.speed.fidelity import MAX_DP_STOP, MAX_MEAN_KL, compare, snr_db, trace
+from gepard_demo.speed.pipeline import PipelinedEngine
+from gepard_demo.speed.quantize import apply_precision, backbone_bytes
+from gepard_demo.speed.select import Hardware, apply_speed, load_dtype, pick_speed
+from gepard_demo.speed.settings import SpeedError, SpeedSettings
+
+TEXT = "The quick brown fox jumps over the lazy dog."
+
+
+@pytest.fixture()
+def fresh_engine(tiny_cache_dir):
+    return GepardEngine.load("tiny", cache_dir=tiny_cache_dir)
+
+
+def test_int8_backbone_passes_the_guard_and_leaves_heads_fp32(tiny_engine, fresh_engine):
+    prompt = tiny_engine.prompt_ids(TEXT)
+    ref = trace(tiny_engine.talker, prompt, 120, seed=1)
+    before = backbone_bytes(fresh_engine.talker)
+    apply_precision(fresh_engine.talker, "int8")
+    talker = fresh_engine.talker
+    assert backbone_bytes(talker) < before / 3  # the layers really are int8 now
+    assert not any(type(m) is nn.Linear for m in talker.model.layers.modules())
+    # Precision stays where every sample is decided.
+    assert all(type(h) is nn.Linear and h.weight.dtype == torch.float32 for h in talker.codebook_heads)
+    assert type(talker.stop_head) is nn.Linear and talker.model.embed_tokens.weight.dtype == torch.float32
+    report = compare(ref, trace(talker, prompt, 120, frames=ref.frames))
+    assert report.steps == 120
+    assert 0 < report.mean_kl <= MAX_MEAN_KL and report.max_dp_stop <= MAX_DP_STOP, report
+    assert report.passes and report.argmax_agreement > 0.9
+
+
+def test_the_guard_fails_a_talker_that_drifts(tiny_engine, fresh_engine):
+    prompt = tiny_engine.prompt_ids(TEXT)
+    ref = trace(tiny_engine.talker, prompt, 30, seed=1)
+    with torch.no_grad():  # a coarse "quantization" of the stop head and the first layer
+        fresh_engine.talker.stop_head.weight.mul_(1.5)
+        for p in fresh_engine.talker.model.layers[0].parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    report = compare(ref, trace(fresh_engine.talker, prompt, 30, frames=ref.frames))
+    assert not report.passes and report.max_dp_stop > MAX_DP_STOP
+    with pytest.raises(ValueError, match="teacher-forced"):
+        compare(ref, trace(fresh_engine.talker, prompt, 30, seed=2))
+
+
+def test_snr_of_identical_and_noisy_audio():
+    import numpy as np
+
+    a = np.sin(np.linspace(0, 100, 4000)).astype(np.float32)
+    assert snr_db(a, a) == float("inf")
+    assert 39 < snr_db(a, a + 0.01 * a) < 41  # noise 1% of the signal = 40 dB
+    with pytest.raises(ValueError):
+        snr_db(a, a[:-1])
+
+
+def test_pipeline_yields_the_engines_frames_from_its_own_thread(tiny_engine):
+    settings = SamplingSettings(seed=5, max_frames=30, temperature=0.8)
+    direct = list(tiny_engine.stream_frames(TEXT, settings))
+    seen_threads = set()
+
+    class Spy:
+        def __getattr__(self, name):
+            return getattr(tiny_engine, name)
+
+        def stream_frames(self, text, s):
+            for step in tiny_engine.stream_frames(text, s):
+                seen_threads.add(threading.current_thread().name)
+                yield step
+
+    piped = list(PipelinedEngine(Spy()).stream_frames(TEXT, settings))
+    assert seen_threads == {"gepard-talker"}
+    assert [(s.index, s.done, s.p_stop) for s in piped] == [(s.index, s.done, s.p_stop) for s in direct]
+    assert all((a.codes is None and b.codes is None) or torch.equal(a.codes, b.codes) for a, b in zip(piped, direct))
+    assert PipelinedEngine(tiny_engine).model_info is tiny_engine.model_info
+
+
+def test_closing_the_pipeline_stops_the_talker_and_frees_the_engine(tiny_engine):
+    closed = threading.Event()
+
+    class Counting:
+        def stream_frames(self, text, s):
+            try:
+                yield from tiny_engine.stream_frames(text, s)
+            finally:
+                closed.set()
+
+    it = PipelinedEngine(Counting(), max_ahead=2).stream_frames(TEXT, SamplingSettings(seed=1, max_frames=500))
+    next(it)
+    it.close()  # joins the worker: it must notice the stop while blocked on a full queue
+    assert closed.is_set()
+    assert not any(t.name == "gepard-talker" and t.is_alive() for t in threading.enumerate())
+    # Errors in the talker thread reach the consumer.
+    with pytest.raises(Exception, match="temperature"):
+        list(PipelinedEngine(tiny_engine).stream_frames(TEXT, SamplingSettings(temperature=-1.0)))
+
+
+def _hw(device="cpu", cores=2, flags=("avx2",), int8=True):
+    return Hardware(device=device, cores=cores, cpu_flags=flags, int8_kernels=int8)
+
+
+def test_pick_speed_follows_the_hardware_and_the_override():
+    auto = pick_speed(_hw())
+    assert (auto.precision, auto.threads, auto.pipelined) == ("int8", 2, True)
+    assert pick_speed(_hw(cores=1)).pipelined is False
+    assert pick_speed(_hw(int8=False)).precision == "fp32"
+    tiny = pick_speed(_hw(), small_model=True)
+    assert (tiny.precision, tiny.threads, tiny.pipelined) == ("fp32", 1, False)
+    gpu = pick_speed(_hw(device="cuda"))
+    assert (gpu.precision, gpu.pipelined) == ("bf16", False) and load_dtype("cuda", "auto") == "bfloat16"
+    assert load_dtype("cpu", "bf16") == "float32"  # a CPU loads fp32, then converts
+    assert pick_speed(_hw(), precision="fp32", threads=1).describe() == "cpu · fp32 · 1 thread · talker then codec"
+    assert "no native bf16" in pick_speed(_hw(), precision="bf16").reason
+    assert "no native bf16" not in pick_speed(_hw(flags=("avx2", "avx512_bf16")), precision="bf16").reason
+    with pytest.raises(SpeedError, match="CPU-only"):
+        pick_speed(_hw(device="cuda"), precision="int8")
+    with pytest.raises(SpeedError):
+        pick_speed(_hw(int8=False), precision="int8")
+    with pytest.raises(SpeedError):
+        SpeedSettings(precision="int4").validate()
+
+
+def test_apply_speed_records_the_pick_and_wraps_the_engine(fresh_engine):
+    speed = SpeedSettings("cpu", "int8", threads=1, pipelined=True, reason="test")
+    engine = apply_speed(fresh_engine, speed)
+    try:
+        assert isinstance(engine, PipelinedEngine)
+        assert engine.model_info.speed == speed.describe() == "cpu · int8 backbone · 1 thread · talker ahead of codec"
+        steps = list(engine.stream_frames(TEXT, SamplingSettings(seed=2, max_frames=8)))
+        assert steps and steps[0].codes.shape == (32,)
+    finally:
+        torch.set_num_threads(1)
