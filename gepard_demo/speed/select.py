@@ -1,10 +1,11 @@
 """Pick the fastest talker path that passes the fidelity guard on the hardware found.
 
 What passes and what is fast was measured by benchmarks/cpu_realtime.py on the real-shape
-random model (see README "Real time on CPU"): dynamic int8 backbone linears pass the guard and
-are the fastest CPU path on AVX2 and AVX-512 machines alike; bf16 passes too but is only fast with
-native bf16 math (AVX512-BF16 / AMX), so it is picked on such CPUs only when asked for. A GPU keeps
-what it had: bf16 weights, no quantization, no pipeline thread.
+random model (see README "Real time on CPU", and GUARD_PASSES below): fbgemm's fp16-weight and
+int8 backbone linears are the fast CPU paths on AVX2 and AVX-512 machines alike; auto takes the
+fastest one that passed the guard. bf16 passes too but is only fast with native bf16 math
+(AVX512-BF16 / AMX), so it is used only when asked for. With 2+ cores the talker runs ahead of
+the codec on its own thread. A GPU keeps what it had: bf16 weights, no quantization, no pipeline.
 
     hw = detect_hardware("cpu")
     speed = pick_speed(hw, precision="auto", threads=0, small_model=False)
@@ -22,8 +23,15 @@ from typing import Any
 import torch
 
 from .pipeline import PipelinedEngine
-from .quantize import apply_precision, int8_supported
-from .settings import PRECISIONS, SpeedError, SpeedSettings
+from .quantize import apply_precision, quantized_kernels_available
+from .settings import CPU_ONLY, PRECISIONS, SpeedError, SpeedSettings
+
+# CPU paths from fastest to slowest on batch-1 decode (benchmarks/cpu_realtime.py, section 3),
+# and whether each passed the fidelity guard on the real-shape random model (section 2: 500
+# teacher-forced steps, mean per-head KL <= 0.01 nats, max |dp_stop| <= 0.01).
+CPU_FASTEST_FIRST = ("int8", "fp16w")
+GUARD_PASSES = {"fp32": True, "fp16w": True, "int8": False, "bf16": True, "fp16": True}
+GUARD_NOTE = "cpu_realtime.py, real-shape random model, 500 steps"
 
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
@@ -33,7 +41,7 @@ class Hardware:
     device: str  # "cpu" or "cuda[:n]"
     cores: int  # CPUs this process may use
     cpu_flags: tuple[str, ...]  # the CPU_FLAGS present
-    int8_kernels: bool  # PyTorch has the x86/fbgemm quantized engine
+    int8_kernels: bool  # PyTorch has the x86/fbgemm quantized engine (int8 and fp16-weight linears)
 
     @property
     def native_bf16(self) -> bool:
@@ -61,7 +69,7 @@ def _cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
 
 def detect_hardware(device: str = "cpu") -> Hardware:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return Hardware(device=device, cores=cores, cpu_flags=_cpu_flags(), int8_kernels=int8_supported())
+    return Hardware(device=device, cores=cores, cpu_flags=_cpu_flags(), int8_kernels=quantized_kernels_available())
 
 
 def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_model: bool = False) -> SpeedSettings:
@@ -73,30 +81,35 @@ def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_mo
     if precision != "auto" and precision not in PRECISIONS:
         raise SpeedError(f"precision must be 'auto' or one of {PRECISIONS}, got {precision!r}")
     if hw.device.startswith("cuda"):
-        if precision == "int8":
-            raise SpeedError(f"precision int8 is CPU-only; on {hw.device} use bf16, fp16 or fp32")
+        if precision in CPU_ONLY:
+            raise SpeedError(f"precision {precision} is CPU-only; on {hw.device} use bf16, fp16 or fp32")
         chosen = "bf16" if precision == "auto" else precision
         return SpeedSettings(hw.device, chosen, threads, False, "GPU: bf16 as vLLM-Omni deploys it" if precision == "auto" else "asked for").validate()
     if small_model:
         chosen = "fp32" if precision == "auto" else precision
         return SpeedSettings("cpu", chosen, threads or 1, False, "tiny model: one fp32 thread is fastest" if precision == "auto" else "asked for").validate()
     if precision == "auto":
-        if hw.int8_kernels:
-            chosen, reason = "int8", "int8 backbone passes the fidelity guard and is the fastest CPU path measured"
+        passing = [p for p in CPU_FASTEST_FIRST if GUARD_PASSES[p]]
+        if hw.int8_kernels and passing:
+            chosen, reason = passing[0], f"fastest CPU path that passes the fidelity guard ({GUARD_NOTE})"
         else:
-            chosen, reason = "fp32", "no int8 kernels in this PyTorch build"
+            chosen, reason = "fp32", "no fbgemm kernels in this PyTorch build"
     else:
         chosen, reason = precision, "asked for"
-    if chosen == "int8" and not hw.int8_kernels:
-        raise SpeedError("precision int8 needs PyTorch's x86/fbgemm quantized engine, which this build lacks")
+        if not GUARD_PASSES.get(chosen, True):
+            reason += f"; it misses the fidelity guard on the real-shape model ({GUARD_NOTE})"
+    if chosen in CPU_ONLY and not hw.int8_kernels:
+        raise SpeedError(f"precision {chosen} needs PyTorch's x86/fbgemm quantized engine, which this build lacks")
     if chosen == "bf16" and not hw.native_bf16:
         reason += " (this CPU has no native bf16 math: expect it slower than fp32)"
-    n = threads or hw.cores
-    # With two or more cores the talker and the codec overlap on their own threads.
-    return SpeedSettings("cpu", chosen, n, n >= 2, reason).validate()
+    pipelined = hw.cores >= 2
+    # torch's thread count is one per process: with the pipeline each stage gets half the cores
+    # (measured on 2 cores: 1+1 beats 2+2, which oversubscribes and spins).
+    n = threads or (max(1, hw.cores // 2) if pipelined else hw.cores)
+    return SpeedSettings("cpu", chosen, n, pipelined, reason).validate()
 
 
-LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "float32"}
+LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "float32", "fp16w": "float32"}
 
 
 def load_dtype(device: str, precision: str) -> str:

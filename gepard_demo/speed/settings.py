@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # fp32: the weights as loaded. bf16: the whole talker in bfloat16 (fast only with native bf16
-# math: AVX512-BF16/AMX on a CPU, or a GPU). int8: the backbone's linear layers as dynamic int8
-# (int8 weights per output channel, activations quantized per step); embeddings, the 32 codebook
-# heads, the stop head and the frame embedding stay fp32.
-# fp16: the talker in float16, on a GPU only (as `--dtype float16` always was).
-PRECISIONS = ("fp32", "bf16", "int8", "fp16")
+# math: AVX512-BF16/AMX on a CPU, or a GPU). fp16w: the backbone's linear layers hold float16
+# weights and compute in fp32 (fbgemm). int8: the linears whose input is RMS-normalised (q, k, v,
+# gate, up) as dynamic int8, o_proj and down_proj (heavy-tailed inputs) as fp16w. In every CPU
+# variant the embeddings, the 32 codebook heads, the stop head and the frame embedding stay fp32.
+# fp16: the talker in float16, on a GPU only.
+PRECISIONS = ("fp32", "bf16", "fp16w", "int8", "fp16")
+CPU_ONLY = ("fp16w", "int8")
 
 
 class SpeedError(ValueError):
@@ -38,15 +40,16 @@ class SpeedSettings:
             raise SpeedError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.threads < 0:
             raise SpeedError(f"threads must be >= 0, got {self.threads}")
-        if self.precision == "int8" and not self.device.startswith("cpu"):
-            raise SpeedError("int8 (dynamic quantized linear layers) runs on the CPU only")
+        if self.precision in CPU_ONLY and not self.device.startswith("cpu"):
+            raise SpeedError(f"{self.precision} (fbgemm quantized linear layers) runs on the CPU only")
         if self.precision == "fp16" and self.device.startswith("cpu"):
             raise SpeedError("fp16 runs on a GPU only (CPUs have no fast float16 math)")
         return self
 
     def describe(self) -> str:
         """One line: 'cpu · int8 backbone · 2 threads · talker ahead of codec'."""
-        parts = [self.device, "int8 backbone" if self.precision == "int8" else self.precision]
+        label = {"int8": "int8+fp16 backbone", "fp16w": "fp16-weight backbone"}.get(self.precision, self.precision)
+        parts = [self.device, label]
         if self.threads:
             parts.append(f"{self.threads} thread{'s' if self.threads != 1 else ''}")
         parts.append("talker ahead of codec" if self.pipelined else "talker then codec")
