@@ -150,5 +150,53 @@ def test_apply_speed_records_the_pick_and_wraps_the_engine(fresh_engine):
         assert engine.model_info.speed == speed.describe() == "cpu · int8+fp16 backbone · 1 thread · talker ahead of codec"
         steps = list(engine.stream_frames(TEXT, SamplingSettings(seed=2, max_frames=8)))
         assert steps and steps[0].codes.shape == (32,)
+        # The session (what the app, synth and the server stream through) carries the pick.
+        from gepard_demo.codec import load_codec
+        from gepard_demo.settings import StreamSettings
+        from gepard_demo.streaming import SynthesisSession
+
+        session = SynthesisSession(engine, load_codec(engine.codec_source()), TEXT,
+                                   SamplingSettings(seed=2, max_frames=12), StreamSettings(first_chunk_frames=4, chunk_frames=4))
+        assert len(session.run()) > 0 and session.stats.speed == engine.model_info.speed
     finally:
         torch.set_num_threads(1)
+
+
+def test_synth_prints_its_speed_pick_and_honours_precision(tiny_cache_dir):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "GEPARD_CACHE_DIR": str(tiny_cache_dir), "GEPARD_MODEL": "tiny"}
+
+    def synth(*flags):
+        return subprocess.run([sys.executable, "-m", "gepard_demo", "synth", "Hello.", "--seed", "1",
+                               "--max-frames", "6", *flags], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+
+    proc = synth("--precision", "fp16w", "--pipeline", "on")
+    assert proc.returncode == 0, proc.stderr
+    expected = "cpu · fp16-weight backbone · 1 thread · talker ahead of codec"
+    assert f"speed: {expected} (asked for)" in proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["speed"] == expected
+    proc = synth()  # the tiny model: auto keeps one fp32 thread, no pipeline
+    assert proc.returncode == 0 and "speed: cpu · fp32 · 1 thread · talker then codec" in proc.stderr
+    proc = synth("--precision", "int4")
+    assert proc.returncode == 2 and "--precision" in proc.stderr
+
+
+def test_banner_and_stats_show_the_speed_path():
+    from types import SimpleNamespace
+
+    from gepard_demo.streaming import SynthesisStats
+    from gepard_demo.ui.banner import banner_markdown
+    from gepard_demo.ui.views import stats_markdown
+
+    info = SimpleNamespace(name="m", path="/m", revision=None, random_weights=False, device="cpu",
+                           dtype="float32", speed="cpu · fp16-weight backbone · 1 thread · talker ahead of codec")
+    host = SimpleNamespace(info=info, fallback_reason=None, requested="m")
+    assert "**Speed path:** cpu · fp16-weight backbone" in banner_markdown(host)
+    stats = SynthesisStats(speed=info.speed, frames=3, stop_fired=True, stop_frame=3)
+    assert f"| speed path | {info.speed} |" in stats_markdown(stats, SamplingSettings())
