@@ -1,6 +1,6 @@
 """Real time on a small CPU: every speed path side by side in one run, ratios to fp32 (issue 10).
 
-On the real-shape random Gepard (14 full-attention layers, hidden 1024, 8/2 heads, head_dim 256,
+On the real-shape random Gepard (gepard_demo.full_size: 14 full-attention layers, hidden 1024, 8/2 heads, head_dim 256,
 intermediate 3584, vocab 248320) and the full-size random NanoCodec, 2 threads unless said:
 
 1. kernels:  one 3584x1024 linear at batch 1 (a set of weights larger than the L3 cache, so
@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gepard_demo.codec import build_random_codec  # noqa: E402
 from gepard_demo.codec.stream import ExactStreamDecoder  # noqa: E402
-from gepard_demo.config import GepardConfig  # noqa: E402
 from gepard_demo.engine import GepardEngine, ModelInfo  # noqa: E402
+from gepard_demo.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
 from gepard_demo.speed.fidelity import compare, snr_db, trace  # noqa: E402
 from gepard_demo.speed.pipeline import PipelinedEngine  # noqa: E402
@@ -52,7 +52,6 @@ from gepard_demo.speed.quantize import backbone_bytes  # noqa: E402
 from gepard_demo.streaming import SynthesisSession  # noqa: E402
 from gepard_demo.talker import GepardTalker  # noqa: E402
 from gepard_demo.tiny import ensure_tiny  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -60,24 +59,6 @@ warnings.filterwarnings("ignore", category=UserWarning)
 TEXT = "The weather is sunny today, with a light breeze from the west and a few clouds later on."
 FRAME_S = 1024 / 22050
 APP_STREAM = StreamSettings(first_chunk_frames=10, chunk_frames=10, decode_mode="exact")  # app.py's DEMO_STREAM
-# Gepard-1.0's backbone (facts §1): all 14 layers full attention.
-REAL_BACKBONE = dict(
-    model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584,
-    num_hidden_layers=14, layer_types=["full_attention"] * 14, num_attention_heads=8,
-    num_key_value_heads=2, head_dim=256, max_position_embeddings=32768,
-    rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 1.0},
-)
-
-
-def real_shape_engine(tokenizer_dir: Path) -> GepardEngine:
-    torch.manual_seed(0)
-    config = GepardConfig.from_dicts(REAL_BACKBONE, {})
-    talker = GepardTalker(config).eval()
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    info = ModelInfo("real-shape-random", "(in memory)", None, True, "cpu", "float32")
-    return GepardEngine(config, tokenizer, talker, info)
-
-
 def variant(engine: GepardEngine, precision: str) -> GepardEngine:
     """A copy of the engine at `precision`; the fp32 token embedding (1 GB) is shared, not copied."""
     emb = engine.talker.model.embed_tokens.weight
@@ -321,7 +302,7 @@ def main() -> int:
 
     t = time.perf_counter()
     cache = Path(tempfile.gettempdir()) / "gepard-bench-cache"
-    fp32 = real_shape_engine(ensure_tiny(cache))
+    fp32 = build_full_size_engine(ensure_tiny(cache))
     print(f"built the real-shape random talker in {time.perf_counter() - t:.0f} s "
           f"({sum(p.numel() for p in fp32.talker.parameters()) / 1e6:.0f} M parameters)\n", flush=True)
     fast = {p: variant(fp32, p) for p in ("fp16w", "int8", "bf16")}
