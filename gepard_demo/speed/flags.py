@@ -17,10 +17,13 @@ SMALL_HIDDEN = 512
 def add_speed_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("speed (default: the fastest path that passes the fidelity guard here)")
     g.add_argument("--precision", choices=("auto", *PRECISIONS), default="auto",
-                   help="talker weights: int8 = dynamic int8 backbone linears (CPU), bf16, fp16 (GPU), fp32")
-    g.add_argument("--threads", type=int, default=0, help="torch threads (0 = auto: 1 for the tiny model, all cores otherwise)")
+                   help="talker weights. auto: fp16w on a CPU (fp16 weights, fp32 math in the backbone's "
+                        "linears), bf16 on a GPU, fp32 for the tiny model. int8: int8 q/k/v/gate/up + fp16w "
+                        "o/down (CPU; misses the fidelity guard's p_stop bound by a hair). fp16: GPU only")
+    g.add_argument("--threads", type=int, default=0,
+                   help="torch threads (0 = auto: 1 for the tiny model; half the cores when pipelined, else all)")
     g.add_argument("--pipeline", choices=("auto", "on", "off"), default="auto",
-                   help="run the talker on its own thread ahead of the codec (auto: on with 2+ threads)")
+                   help="run the talker on its own thread ahead of the codec (auto: on with 2+ cores, full-size model)")
 
 
 def speed_for(engine: Any, device: str, precision: str = "auto", threads: int = 0, pipeline: str = "auto") -> SpeedSettings:
