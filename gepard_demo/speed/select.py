@@ -30,7 +30,9 @@ from .settings import CPU_ONLY, PRECISIONS, SpeedError, SpeedSettings
 # and whether each passed the fidelity guard on the real-shape random model (section 2: 500
 # teacher-forced steps, mean per-head KL <= 0.01 nats, max |dp_stop| <= 0.01).
 CPU_FASTEST_FIRST = ("int8", "fp16w")
-GUARD_PASSES = {"fp32": True, "fp16w": True, "int8": False, "bf16": True, "fp16": True}
+# bf16 missed it too (max |dp_stop| 0.017); a GPU still runs bf16, as it always did (not
+# re-measured here: no GPU). fp16 on a GPU was not measured.
+GUARD_PASSES = {"fp32": True, "fp16w": True, "int8": False, "bf16": False, "fp16": True}
 GUARD_NOTE = "cpu_realtime.py, real-shape random model, 500 steps"
 
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
