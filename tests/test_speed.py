@@ -200,3 +200,15 @@ def test_banner_and_stats_show_the_speed_path():
     assert "**Speed path:** cpu · fp16-weight backbone" in banner_markdown(host)
     stats = SynthesisStats(speed=info.speed, frames=3, stop_fired=True, stop_frame=3)
     assert f"| speed path | {info.speed} |" in stats_markdown(stats, SamplingSettings())
+
+
+def test_the_older_dtype_flag_still_sets_the_precision():
+    import argparse
+
+    from gepard_demo.speed.flags import add_speed_flags
+
+    p = argparse.ArgumentParser()
+    add_speed_flags(p)
+    assert p.parse_args([]).precision == "auto"
+    assert p.parse_args(["--dtype", "bfloat16"]).precision == "bf16"  # docs/DEPLOY.md's GPU command
+    assert p.parse_args(["--precision", "fp16w"]).precision == "fp16w"

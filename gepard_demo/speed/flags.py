@@ -14,12 +14,25 @@ from .settings import PRECISIONS, SpeedSettings
 SMALL_HIDDEN = 512
 
 
+DTYPE_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _dtype_alias(value: str) -> str:
+    if value not in DTYPE_ALIASES:
+        raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from {', '.join(DTYPE_ALIASES)})")
+    return DTYPE_ALIASES[value]
+
+
 def add_speed_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("speed (default: the fastest path that passes the fidelity guard here)")
     g.add_argument("--precision", choices=("auto", *PRECISIONS), default="auto",
                    help="talker weights. auto: fp16w on a CPU (fp16 weights, fp32 math in the backbone's "
                         "linears), bf16 on a GPU, fp32 for the tiny model. int8: int8 q/k/v/gate/up + fp16w "
                         "o/down (CPU; misses the fidelity guard's p_stop bound by a hair). fp16: GPU only")
+    # The older flag, kept so existing commands (docs/DEPLOY.md) still work: it sets --precision.
+    g.add_argument("--dtype", dest="precision", type=_dtype_alias, default=argparse.SUPPRESS,
+                   metavar="{float32,bfloat16,float16}",
+                   help="same as --precision fp32 | bf16 | fp16 (float32, bfloat16, float16)")
     g.add_argument("--threads", type=int, default=0,
                    help="torch threads (0 = auto: 1 for the tiny model; half the cores when pipelined, else all)")
     g.add_argument("--pipeline", choices=("auto", "on", "off"), default="auto",
