@@ -21,7 +21,7 @@ path the app picks on this machine (printed; `--precision`, `--threads`, `--pipe
 Writes artifacts/demo_latency.json.
 
     .venv/bin/python benchmarks/demo_latency.py [--model tiny | --full-size] [--max-frames 200]
-        [--precision auto|fp32|int8|bf16] [--pipeline auto|on|off]
+        [--precision auto|fp32|fp16w|int8|bf16] [--pipeline auto|on|off]
 """
 
 from __future__ import annotations
