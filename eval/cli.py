@@ -167,10 +167,31 @@ def cmd_sweep(args) -> int:
     base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
                      batch_size=args.batch_size, base_seed=args.seed, limit=args.limit, device=args.device,
                      model_cache=args.model_cache)
-    sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds))
+    sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds),
+                     extra_axes=parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
     print(sweep(sc, args.out, asr=asr, cache=_cache(args)))
     return 0
+
+
+def parse_axes(specs: list[str]) -> tuple:
+    """--axis NAME=V1,V2,... for any other SamplingSettings field (e.g. cfg_scale=1,2,3)."""
+    from eval.run import RunError
+
+    fields = {f.name: f for f in dataclasses.fields(SamplingSettings)}
+    out = []
+    for spec in specs:
+        name, _, values = spec.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in fields or not values:
+            raise RunError(f"--axis {spec!r}: use NAME=V1,V2 with NAME a sampling setting ({', '.join(sorted(fields))})")
+        kind = type(getattr(SamplingSettings(), name))
+        try:
+            conv = (lambda v: v.lower() in ("1", "true", "yes")) if kind is bool else kind
+            out.append((name, tuple(conv(v.strip()) for v in values.split(","))))
+        except ValueError as e:
+            raise RunError(f"--axis {spec!r}: {e}") from None
+    return tuple(out)
 
 
 def cmd_stream_chart(args) -> int:
@@ -233,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", default=None, help="also write the comparison here")
     c.set_defaults(func=cmd_compare)
 
-    sw = sub.add_parser("sweep", help="grid over temperature x stop threshold, one sub-run per point")
+    sw = sub.add_parser("sweep", help="grid over temperature x stop threshold (x --axis), one run folder per point")
     sw.add_argument("--out", required=True)
     sw.add_argument("--engine", choices=["local", "local-stream"], default="local")
     sw.add_argument("--model", default="tiny")
@@ -245,6 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--model-cache", default=None)
     sw.add_argument("--temperatures", type=float, nargs="+", default=[0.3, 0.7, 1.0])
     sw.add_argument("--stop-thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7])
+    sw.add_argument("--axis", action="append", metavar="NAME=V1,V2",
+                    help="another sampling setting to sweep (repeatable), e.g. top_k=0,4")
+    sw.add_argument("--brute-force", action="store_true",
+                    help="run every point on its own (default with --engine local: one generation per temperature "
+                         "group serves every stop threshold, exactly)")
     add_settings_flags(sw)
     add_asr_flags(sw)
     sw.set_defaults(func=cmd_sweep)

@@ -83,10 +83,15 @@ def test_sweep_makes_one_subrun_per_point(tmp_path, tiny_cache_dir):
                  "--max-frames", "8", "--temperatures", "0.5", "1.0", "--stop-thresholds", "0.2", "0.6"]) == 0
     df = pd.read_csv(out / "sweep.csv")
     assert len(df) == 4 and set(df["temperature"]) == {0.5, 1.0} and set(df["stop_threshold"]) == {0.2, 0.6}
-    assert (out / "sweep.png").is_file()
+    for m in ("runaway_rate", "truncation_rate", "duration_ratio_median"):
+        assert (out / "charts" / f"sweep_{m}.png").is_file() and (out / "charts" / f"sweep_{m}.csv").is_file()
+    assert not (out / "charts" / "sweep_wer_corpus.png").exists()  # not scored: no WER chart
     for t, s in [(0.5, 0.2), (1.0, 0.6)]:
         cfg = json.loads((out / f"T{t:g}_S{s:g}" / "config.json").read_text())["run"]["sampling"]
         assert (cfg["temperature"], cfg["stop_threshold"]) == (t, s)
+    info = json.loads((out / "sweep.json").read_text())
+    assert info["last_call"]["one_pass"] and info["last_call"]["sources_generated"] == 4  # 2 temperatures x 2 sentences
+    assert main(["sweep", "--out", str(tmp_path / "bad"), "--axis", "colour=1,2"]) == 2
 
 
 def test_stream_chart_measures_real_decodes(tmp_path, tiny_engine):
