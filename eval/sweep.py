@@ -147,6 +147,7 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
                 run(c, d, engine=engine, log=log)
     if store is not None:
         stats["sources_generated"] = store.generated
+    stats["synthesis_s"] = time.perf_counter() - started
     tag = None
     if asr is not None:
         from eval.score import asr_tag, score
@@ -158,6 +159,7 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
             say(synth_share + (0.95 - synth_share) * i / len(points), f"ASR: point {i + 1}/{len(points)}")
             score(out / point_name(p), asr, transcriber=cached, log=log)
         stats["asr_transcribed"], stats["asr_cache_hits"] = cached.misses, cached.hits
+    stats["asr_s"] = time.perf_counter() - started - stats["synthesis_s"]
     say(0.96, "reports and charts")
     lines = []
     for p in points:
