@@ -52,7 +52,8 @@ def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thres
             for _, r in g.iterrows():
                 p = _trace(r["p_stop"])
                 d = derive(p, int(r["frames"]), source_threshold, float(t), max_frames)
-                dur = d.frames * SAMPLES_PER_FRAME / float(r["sample_rate"]) + silence_ms / 1000.0
+                sr = r.get("sample_rate")
+                dur = d.frames * SAMPLES_PER_FRAME / float(sr if sr and not pd.isna(sr) else 22050) + silence_ms / 1000.0
                 trunc.append(dur / expected_duration_s(int(r["words"])) < TRUNCATION_RATIO)
                 run.append(d.runaway)
             if not trunc:

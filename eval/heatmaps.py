@@ -48,11 +48,18 @@ METRICS = {
 PAIRED = {"wer_corpus": "wer", "runaway_rate": "runaway", "truncation_rate": "truncated", "duration_ratio_median": "duration_ratio"}
 
 
+# Defaults of axes that SamplingSettings may not carry (yet): CFG off.
+KNOWN_DEFAULTS = {"cfg_scale": 1.0}
+
+
 def default_point(axes: dict[str, list]) -> dict:
     d = SamplingSettings()
     out = {}
     for name, values in axes.items():
-        want = getattr(d, name)
+        want = getattr(d, name, KNOWN_DEFAULTS.get(name))
+        if want is None:
+            out[name] = values[0]
+            continue
         out[name] = min(values, key=lambda v: (abs(float(v) - float(want)), float(v)))
     return out
 
@@ -139,7 +146,7 @@ def _cell_text(metric: str, row, mark: str) -> str:
 
 
 def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, list], dflt: dict,
-            context: RunContext | str, path: Path) -> Path | None:
+            context: RunContext | str, path: Path, best_run: str | None = None) -> Path | None:
     """One figure: temperature (rows) x stop threshold (columns); one panel per extra-axis value combo."""
     if metric not in df or df[metric].isna().all():
         return None
@@ -169,11 +176,14 @@ def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, 
                     color="white" if grid[i, j] < (vmin + vmax) / 2 else "black")
             if is_default:
                 ax.add_patch(Rectangle((j - 0.48, i - 0.48), 0.96, 0.96, fill=False, ec="#D55E00", lw=2.2))
+            if r["run"] == best_run:
+                ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, ec="#009E73", lw=2.2, ls="--"))
             drawn.append({**{k: r[k] for k in axes}, "metric": metric, "value": r[metric],
                           "ci_low": r.get("wer_ci_low") if metric == "wer_corpus" else r.get(metric.replace("_rate", "_ci_low")),
                           "ci_high": r.get("wer_ci_high") if metric == "wer_corpus" else r.get(metric.replace("_rate", "_ci_high")),
                           "delta_vs_default": r.get(f"{metric}_delta"), "delta_ci_low": r.get(f"{metric}_ci_low_delta"),
-                          "delta_ci_high": r.get(f"{metric}_ci_high_delta"), "mark": mark, "default": is_default})
+                          "delta_ci_high": r.get(f"{metric}_ci_high_delta"), "mark": mark, "default": is_default,
+                          "best": r["run"] == best_run})
         im = ax.imshow(grid, cmap=HEATMAP_CMAP, vmin=vmin, vmax=vmax, aspect="auto")
         ax.set_xticks(range(len(thresholds)), [f"{t:g}" for t in thresholds])
         ax.set_yticks(range(len(temps)), [f"{t:g}" for t in temps])
@@ -184,7 +194,7 @@ def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, 
     cb = fig.colorbar(im, ax=list(axs[0]), shrink=0.9, pad=0.02)
     cb.set_label(unit)
     finish(fig, f"{title} over the sampling grid", context,
-           note="boxed: default point; + / -: paired bootstrap 95% CI of the difference to the default excludes 0 "
+           note="solid box: default point; dashed green box: best point (sweep_best.json rule); + / -: paired bootstrap 95% CI of the difference to the default excludes 0 "
                 "(above / below it)" + ("; each cell: value [95% CI]" if metric == "wer_corpus" else ""))
     return save_chart(fig, path, pd.DataFrame(drawn))
 
@@ -206,8 +216,9 @@ def sweep_charts(out: str | Path, log=print) -> list[Path]:
     first = out / df["run"].iloc[0]
     context = RunContext.from_run(first, n=int(df["n"].max()), asr=tag)
     charts = out / "charts"
-    made = [heatmap(df, marks, m, axes, dflt, context, charts / f"sweep_{m}.png") for m in METRICS]
     best = best_point(df, tables, default_run, axes)
+    best_run = best["run"] if best else None
+    made = [heatmap(df, marks, m, axes, dflt, context, charts / f"sweep_{m}.png", best_run) for m in METRICS]
     write_json_atomic(out / "sweep_best.json", {"best": best, "default_run": default_run,
                                                 "marks": json.loads(marks.to_json(orient="records"))})
     from eval.calibration import calibration_charts
