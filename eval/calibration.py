@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from eval.bootstrap import mean_ci
-from eval.chart_style import RunContext, finish, new_figure, save_chart, series_style
+from eval.chart_style import RunContext, finish, fmt_value, new_figure, save_chart, series_style
 from eval.metrics import TRUNCATION_RATIO, expected_duration_s
 from eval.threshold_sweep import derive
 
@@ -97,7 +97,8 @@ def vad_end_step(audio: np.ndarray, sample_rate: int) -> int | None:
 
     from eval.audio import ASR_RATE, to_16k
 
-    spans = get_speech_timestamps(to_16k(audio, sample_rate), VadOptions(threshold=0.5, speech_pad_ms=0),
+    # min_silence 100 ms: the trailing padding ends the last span (the default, 2 s, would swallow it)
+    spans = get_speech_timestamps(to_16k(audio, sample_rate), VadOptions(threshold=0.5, min_silence_duration_ms=100, speech_pad_ms=0),
                                   sampling_rate=ASR_RATE)
     if not spans:
         return None
@@ -235,7 +236,7 @@ def calibration_charts(out: Path, df: pd.DataFrame, tables: dict[str, pd.DataFra
         rows = tables[r["run"]]
         cfg = json.loads((out / r["run"] / "config.json").read_text())["run"]
         thresholds = sorted(set(np.round(np.linspace(0.02, top, 40), 4)) | set(axes["stop_threshold"]))
-        label = ", ".join(f"{'T' if k == 'temperature' else k} {r[k]:g}" for k in group_axes)
+        label = ", ".join(f"{'T' if k == 'temperature' else k} {fmt_value(r[k])}" for k in group_axes)
         curves[label] = tradeoff(rows, top, cfg["sampling"]["max_frames"], thresholds, cfg["stream"]["silence_ms"])
         if all(r[k] == dflt[k] for k in group_axes):
             default_rows = (r["run"], rows)

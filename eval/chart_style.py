@@ -43,6 +43,11 @@ STYLE = {
 }
 
 
+def fmt_value(v) -> str:
+    """An axis value for a label: 0.3, 2, True, None."""
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
 def series_style(i: int) -> dict:
     return {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)]}
 

@@ -159,7 +159,7 @@ def cmd_sets(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from eval.sweep import SweepConfig, sweep
+    from eval.sweep import SweepConfig, parse_axes, sweep
 
     from eval.run import RunConfig
 
@@ -174,34 +174,21 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def parse_axes(specs: list[str]) -> tuple:
-    """--axis NAME=V1,V2,... for any other SamplingSettings field (e.g. cfg_scale=1,2,3)."""
-    from eval.run import RunError
-
-    fields = {f.name: f for f in dataclasses.fields(SamplingSettings)}
-    out = []
-    for spec in specs:
-        name, _, values = spec.partition("=")
-        name = name.strip().replace("-", "_")
-        if name not in fields or not values:
-            raise RunError(f"--axis {spec!r}: use NAME=V1,V2 with NAME a sampling setting ({', '.join(sorted(fields))})")
-        kind = type(getattr(SamplingSettings(), name))
-        try:
-            conv = (lambda v: v.lower() in ("1", "true", "yes")) if kind is bool else kind
-            out.append((name, tuple(conv(v.strip()) for v in values.split(","))))
-        except ValueError as e:
-            raise RunError(f"--axis {spec!r}: {e}") from None
-    return tuple(out)
-
-
 def cmd_stream_chart(args) -> int:
     from eval.stream_chart import StreamChartConfig, stream_chart
 
     cfg = StreamChartConfig(model=args.model, model_cache=args.model_cache, set=args.set, limit=args.limit, base_seed=args.seed,
-                            max_frames=args.max_frames,
-                            chunk_sizes=tuple(args.chunk_sizes), fades_ms=tuple(args.fades_ms),
-                            silences_ms=tuple(args.silences_ms), lookback_frames=tuple(args.lookbacks))
+                            max_frames=args.max_frames, chunk_sizes=tuple(args.chunk_sizes),
+                            lookback_frames=tuple(args.lookbacks), hardware_rtfs=tuple(args.rtfs))
     print(stream_chart(cfg, args.out))
+    return 0
+
+
+def cmd_tail_chart(args) -> int:
+    from eval.tail_chart import TailChartConfig, tail_chart
+
+    cfg = TailChartConfig(set=args.set, limit=args.limit, fades_ms=tuple(args.fades_ms), silences_ms=tuple(args.silences_ms))
+    print(tail_chart(cfg, args.out, asr_settings(args), cache=_cache(args)))
     return 0
 
 
@@ -275,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_asr_flags(sw)
     sw.set_defaults(func=cmd_sweep)
 
-    sc = sub.add_parser("stream-chart", help="chunk size / decode mode (TTFA, boundary error) and fade / silence (end click, tail) charts")
+    sc = sub.add_parser("stream-chart", help="chunk size against TTFA and stalls on simulated hardware, boundary SNR "
+                                             "against lookback, codec cost (real decodes of generated frames)")
     sc.add_argument("--out", required=True)
     sc.add_argument("--model", default="tiny")
     sc.add_argument("--model-cache", default=None)
@@ -284,10 +272,20 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--max-frames", type=int, default=100)
     sc.add_argument("--seed", type=int, default=1234)
     sc.add_argument("--chunk-sizes", type=int, nargs="+", default=[5, 10, 20, 43, 86])
-    sc.add_argument("--lookbacks", type=int, nargs="+", default=[0, 8, 24])
-    sc.add_argument("--fades-ms", type=float, nargs="+", default=[0, 5, 10, 20, 50])
-    sc.add_argument("--silences-ms", type=float, nargs="+", default=[0, 50, 100, 200])
+    sc.add_argument("--lookbacks", type=int, nargs="+", default=[0, 4, 8, 16, 24])
+    sc.add_argument("--rtfs", type=float, nargs="+", default=[0.1, 0.5, 0.9],
+                    help="simulated generation speeds (seconds per second of audio)")
     sc.set_defaults(func=cmd_stream_chart)
+
+    tc = sub.add_parser("tail-chart", help="fade / silence at the end of speech: end click and what Whisper makes "
+                                           "of the end (deleted final words, invented words), on Piper's real speech")
+    tc.add_argument("--out", required=True)
+    tc.add_argument("--set", default="core")
+    tc.add_argument("--limit", type=int, default=20)
+    tc.add_argument("--fades-ms", type=float, nargs="+", default=[0, 5, 10, 20, 50])
+    tc.add_argument("--silences-ms", type=float, nargs="+", default=[0, 100, 300])
+    add_asr_flags(tc, required=True)
+    tc.set_defaults(func=cmd_tail_chart)
 
     st = sub.add_parser("sets", help="list the built-in test sets")
     st.set_defaults(func=cmd_sets)

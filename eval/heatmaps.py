@@ -28,7 +28,7 @@ import pandas as pd
 from matplotlib.patches import Rectangle
 
 from eval.bootstrap import paired_mean_diff_ci, paired_ratio_diff_ci
-from eval.chart_style import HEATMAP_CMAP, RunContext, finish, new_figure, save_chart
+from eval.chart_style import HEATMAP_CMAP, RunContext, finish, fmt_value, new_figure, save_chart
 from eval.jsonio import write_json_atomic
 from gepard_demo.settings import SamplingSettings
 
@@ -57,10 +57,13 @@ def default_point(axes: dict[str, list]) -> dict:
     out = {}
     for name, values in axes.items():
         want = getattr(d, name, KNOWN_DEFAULTS.get(name))
-        if want is None:
-            out[name] = values[0]
+        if want in values:
+            out[name] = want
             continue
-        out[name] = min(values, key=lambda v: (abs(float(v) - float(want)), float(v)))
+        try:
+            out[name] = min(values, key=lambda v: (abs(float(v) - float(want)), float(v)))
+        except (TypeError, ValueError):  # not numbers (None, text): the first grid value
+            out[name] = values[0]
     return out
 
 
@@ -190,7 +193,7 @@ def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, 
         ax.set_xlabel("stop threshold (p_stop above it ends the utterance)")
         ax.set_ylabel("temperature")
         ax.grid(False)
-        ax.set_title(", ".join(f"{k} = {v:g}" for k, v in combo.items()) if combo else "")
+        ax.set_title(", ".join(f"{k} = {fmt_value(v)}" for k, v in combo.items()) if combo else "")
     cb = fig.colorbar(im, ax=list(axs[0]), shrink=0.9, pad=0.02)
     cb.set_label(unit)
     finish(fig, f"{title} over the sampling grid", context,

@@ -72,6 +72,39 @@ class SweepConfig:
         return {"base": self.base.to_json(), "axes": {n: list(v) for n, v in self.axes()}, "one_pass": self.one_pass}
 
 
+def parse_axes(specs: list[str]) -> tuple:
+    """--axis NAME=V1,V2,... for any other SamplingSettings field (e.g. cfg_scale=1,2,3)."""
+    fields = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
+    out = []
+    for spec in specs:
+        name, _, values = spec.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in fields or not values.strip():
+            raise RunError(f"--axis {spec!r}: use NAME=V1,V2 with NAME a sampling setting ({', '.join(sorted(fields))})")
+        default = getattr(SamplingSettings(), name)
+        try:
+            out.append((name, tuple(_parse_value(v.strip(), default) for v in values.split(","))))
+        except ValueError as e:
+            raise RunError(f"--axis {spec!r}: {e}") from None
+    return tuple(out)
+
+
+def _parse_value(text: str, default):
+    if text.lower() == "none":
+        return None
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"{text!r} is not true/false")
+        return text.lower() in ("true", "1", "yes")
+    if isinstance(default, int) or default is None:
+        try:
+            return int(text)
+        except ValueError:
+            if isinstance(default, int):
+                raise
+    return float(text)
+
+
 def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
@@ -125,7 +158,8 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
     if one_pass:
         from eval.threshold_sweep import TraceStore
 
-        store = TraceStore(out / "traces", engine)
+        # The Eval tab's engine wraps GepardLocal (.inner) with the app's lock (.lock).
+        store = TraceStore(out / "traces", getattr(engine, "inner", engine), lock=getattr(engine, "lock", None))
     n_groups = len(_groups(points))
     synth_share = 0.7 if asr is not None else 0.95
     for gi, group in enumerate(_groups(points)):

@@ -121,3 +121,20 @@ def test_cached_transcriber_answers_each_audio_once(tmp_path):
     assert again.transcribe(b, 22050) == "n100" and len(calls) == 2
     assert again.transcribe(b, 16000) == "n100" and len(calls) == 3  # the rate is part of the key
     assert len(json.loads((tmp_path / "c.jsonl").read_text().splitlines()[0])["key"]) == 64
+
+
+def test_sweep_axes_are_generic():
+    from eval.run import RunError
+    from eval.sweep import SweepConfig, parse_axes, point_name
+
+    assert parse_axes(["top_k=0,4", "greedy=false,true"]) == (("top_k", (0, 4)), ("greedy", (False, True)))
+    for bad in ("colour=1,2", "top_k=", "top_k=a,b", "seed=1,2"):
+        with pytest.raises(RunError):
+            parse_axes([bad])
+    cfg = SweepConfig(temperatures=(0.3,), stop_thresholds=(0.3, 0.5), extra_axes=parse_axes(["top_k=0,4"]))
+    pts = cfg.validate().points()
+    assert len(pts) == 4 and [point_name(p) for p in pts][:2] == ["T0.3_S0.3_top_k0", "T0.3_S0.5_top_k0"]
+    with pytest.raises(RunError, match="repeats"):
+        SweepConfig(stop_thresholds=(0.5, 0.5)).validate()
+    with pytest.raises(Exception, match="stop_threshold"):
+        SweepConfig(stop_thresholds=(1.5,)).validate()
