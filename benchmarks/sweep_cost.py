@@ -8,7 +8,7 @@ Both use batch size 1 (solo generation), so the rows must be identical; the scri
 The speed-up approaches the number of thresholds when generation dominates (long runaways).
 
     flock /tmp/gepard-heavy.lock python benchmarks/sweep_cost.py [--utts 4] [--max-frames 200] \
-        [--thresholds 0.3 0.5 0.7] [--temperature 0.3] [--no-asr]
+        [--thresholds 0.3 0.5 0.7] [--temperature 0.3] [--no-asr] [--full-size]
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ def main() -> int:
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7])
     ap.add_argument("--temperature", type=float, default=0.3)
     ap.add_argument("--no-asr", action="store_true")
+    ap.add_argument("--full-size", action="store_true",
+                    help="a random talker with Gepard-1.0's real shape (0.5B) instead of tiny: generation then "
+                         "costs what it does for the real model")
     ap.add_argument("--out", default="runs/bench-sweep")
     ap.add_argument("--model-cache", default=None)
     args = ap.parse_args()
@@ -52,6 +55,10 @@ def main() -> int:
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
     local = GepardLocal.load("tiny", cache_dir=args.model_cache)
+    if args.full_size:
+        from gepard_demo.full_size import build_full_size_engine
+
+        local = GepardLocal(build_full_size_engine(Path(local.engine.model_info.path)), local.codec)
     asr = None if args.no_asr else ASRSettings()
     transcriber = Transcriber(asr) if asr else None  # loaded once, shared: only the work is timed
     base = RunConfig(set="smoke", limit=args.utts, batch_size=1, model_cache=args.model_cache,
@@ -79,7 +86,7 @@ def main() -> int:
     same = all(rows(point_dir(out / "brute", args.temperature, s)) == rows(point_dir(out / "one-pass", args.temperature, s))
                for s in args.thresholds)
     n = len(args.thresholds)
-    print(f"grid: temperature {args.temperature}, thresholds {args.thresholds}, {args.utts} utterances, "
+    print(f"model: {local.engine.model_info.name}; grid: temperature {args.temperature}, thresholds {args.thresholds}, {args.utts} utterances, "
           f"max_frames {args.max_frames}, ASR {'faster-whisper tiny.en' if asr else 'off'}")
     print(f"brute force: {brute_s:.1f} s synthesis + ASR ({n * args.utts} generations, {brute_audio_s:.0f} s of audio "
           f"made and transcribed)")
