@@ -7,7 +7,7 @@ is marked "+" (higher than the default) or "-" (lower); the default point is box
 
 Default point: the grid point whose every axis equals SamplingSettings' default (temperature
 0.3, stop threshold 0.5, and each extra axis's default, e.g. cfg_scale 1.0); where the grid
-lacks that value, the grid value nearest to it on that axis.
+lacks that value, the grid value nearest to it on that axis (ties: the lower one).
 
 Best point (sweep_best.json), on the tuning sentences only: the lowest corpus WER among the
 points whose runaway rate is not significantly above the default's; ties go to the lower
