@@ -159,7 +159,7 @@ def cmd_sets(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from eval.sweep import SweepConfig, sweep
+    from eval.sweep import SweepConfig, parse_axes, sweep
 
     from eval.run import RunConfig
 
@@ -167,7 +167,8 @@ def cmd_sweep(args) -> int:
     base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
                      batch_size=args.batch_size, base_seed=args.seed, limit=args.limit, device=args.device,
                      model_cache=args.model_cache)
-    sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds))
+    sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds),
+                     extra_axes=parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
     print(sweep(sc, args.out, asr=asr, cache=_cache(args)))
     return 0
@@ -177,10 +178,17 @@ def cmd_stream_chart(args) -> int:
     from eval.stream_chart import StreamChartConfig, stream_chart
 
     cfg = StreamChartConfig(model=args.model, model_cache=args.model_cache, set=args.set, limit=args.limit, base_seed=args.seed,
-                            max_frames=args.max_frames,
-                            chunk_sizes=tuple(args.chunk_sizes), fades_ms=tuple(args.fades_ms),
-                            silences_ms=tuple(args.silences_ms), lookback_frames=tuple(args.lookbacks))
+                            max_frames=args.max_frames, chunk_sizes=tuple(args.chunk_sizes),
+                            lookback_frames=tuple(args.lookbacks), hardware_rtfs=tuple(args.rtfs))
     print(stream_chart(cfg, args.out))
+    return 0
+
+
+def cmd_tail_chart(args) -> int:
+    from eval.tail_chart import TailChartConfig, tail_chart
+
+    cfg = TailChartConfig(set=args.set, limit=args.limit, fades_ms=tuple(args.fades_ms), silences_ms=tuple(args.silences_ms))
+    print(tail_chart(cfg, args.out, asr_settings(args), cache=_cache(args)))
     return 0
 
 
@@ -233,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", default=None, help="also write the comparison here")
     c.set_defaults(func=cmd_compare)
 
-    sw = sub.add_parser("sweep", help="grid over temperature x stop threshold, one sub-run per point")
+    sw = sub.add_parser("sweep", help="grid over temperature x stop threshold (x --axis), one run folder per point")
     sw.add_argument("--out", required=True)
     sw.add_argument("--engine", choices=["local", "local-stream"], default="local")
     sw.add_argument("--model", default="tiny")
@@ -245,11 +253,17 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--model-cache", default=None)
     sw.add_argument("--temperatures", type=float, nargs="+", default=[0.3, 0.7, 1.0])
     sw.add_argument("--stop-thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7])
+    sw.add_argument("--axis", action="append", metavar="NAME=V1,V2",
+                    help="another sampling setting to sweep (repeatable), e.g. top_k=0,4")
+    sw.add_argument("--brute-force", action="store_true",
+                    help="run every point on its own (default with --engine local: one generation per temperature "
+                         "group serves every stop threshold, exactly)")
     add_settings_flags(sw)
     add_asr_flags(sw)
     sw.set_defaults(func=cmd_sweep)
 
-    sc = sub.add_parser("stream-chart", help="chunk size / decode mode (TTFA, boundary error) and fade / silence (end click, tail) charts")
+    sc = sub.add_parser("stream-chart", help="chunk size against TTFA and stalls on simulated hardware, boundary SNR "
+                                             "against lookback, codec cost (real decodes of generated frames)")
     sc.add_argument("--out", required=True)
     sc.add_argument("--model", default="tiny")
     sc.add_argument("--model-cache", default=None)
@@ -258,10 +272,20 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--max-frames", type=int, default=100)
     sc.add_argument("--seed", type=int, default=1234)
     sc.add_argument("--chunk-sizes", type=int, nargs="+", default=[5, 10, 20, 43, 86])
-    sc.add_argument("--lookbacks", type=int, nargs="+", default=[0, 8, 24])
-    sc.add_argument("--fades-ms", type=float, nargs="+", default=[0, 5, 10, 20, 50])
-    sc.add_argument("--silences-ms", type=float, nargs="+", default=[0, 50, 100, 200])
+    sc.add_argument("--lookbacks", type=int, nargs="+", default=[0, 4, 8, 16, 24])
+    sc.add_argument("--rtfs", type=float, nargs="+", default=[0.1, 0.5, 0.9],
+                    help="simulated generation speeds (seconds per second of audio)")
     sc.set_defaults(func=cmd_stream_chart)
+
+    tc = sub.add_parser("tail-chart", help="fade / silence at the end of speech: end click and what Whisper makes "
+                                           "of the end (deleted final words, invented words), on Piper's real speech")
+    tc.add_argument("--out", required=True)
+    tc.add_argument("--set", default="core")
+    tc.add_argument("--limit", type=int, default=20)
+    tc.add_argument("--fades-ms", type=float, nargs="+", default=[0, 5, 10, 20, 50])
+    tc.add_argument("--silences-ms", type=float, nargs="+", default=[0, 100, 300])
+    add_asr_flags(tc, required=True)
+    tc.set_defaults(func=cmd_tail_chart)
 
     st = sub.add_parser("sets", help="list the built-in test sets")
     st.set_defaults(func=cmd_sets)

@@ -1,36 +1,43 @@
-"""Charts of the streaming settings, measured on real decodes of generated frames.
+"""Streaming settings charts that answer "what should I deploy", from real decodes of generated frames.
 
-Chunk size (first chunk = chunk size = c, per decode mode):
-- ttfa_s = the wall time at which the engine committed frame c (from `stream_frames`' own
-  per-step clock) + the time the codec streamer took to decode those first c frames.
-- boundary error = max |streamed audio - one whole decode| over the utterance (0 for a
-  decoder that carries its state exactly; lookback re-decode leaves an error at chunk starts,
-  facts §4), also relative to the whole decode's peak.
-- decode_s = total streamer time for the utterance (many small chunks cost more).
-Fade / silence (apply_end_of_speech on the whole decode):
-- end click = |last sample before the trailing zeros|: the step the waveform takes to 0
-  when playback ends (a fade drives it to 0; silence padding alone does not, facts §5).
-- tail_ms = audio length added by the shaping, in ms.
+For every utterance (frames generated once by the engine) and chunk size c (first chunk =
+chunk size = c; categorical axis 5, 10, 20, 43, 86 by default) the codec streamer decodes the
+frames chunk by chunk on this machine; each chunk's decode time is measured.
+
+Simulated hardware (the stalls): generation runs at `rtf` x real time (RTF 0.1, 0.5, 0.9:
+a frame of 1024 samples at 22.05 kHz = 46.4 ms of audio takes rtf x 46.4 ms to generate),
+decoding costs what it measured here, and one thread does both in turn, as the streaming
+session does. Chunk k is ready when its frames are generated and it is decoded; playback
+starts with chunk 1 (TTFA = its ready time) and plays without pause while the next chunk is
+ready in time; otherwise the listener hears a gap (a stall) until it is.
+  ttfa_s     = ready time of chunk 1
+  gaps       = number of stalls after playback started; gap_s = their total length
+Boundary error (decode mode "lookback" with L frames of re-decoded history, against one
+whole decode of the same frames): SNR in dB = 10 log10(sum whole^2 / sum (streamed - whole)^2);
+the exact streamer equals the whole decode (reported as EXACT_SNR_DB, drawn as "exact").
+Codec cost = decode seconds per second of audio (measured here, exact mode), per chunk size.
+Files: chunk_timing.csv (per utterance, chunk, mode), stream_stalls.png/.csv,
+boundary_snr.png/.csv, codec_cost.png/.csv.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from eval.chart_style import RunContext, finish, new_figure, save_chart, series_style
+from eval.jsonio import replace_atomic, write_json_atomic
+from eval.seeds import utterance_seed
+from eval.sets import load_set
+from gepard_demo.settings import SamplingSettings
 
-from eval.charts import save_figure  # noqa: E402
-from eval.jsonio import replace_atomic  # noqa: E402
-from eval.seeds import utterance_seed  # noqa: E402
-from eval.sets import load_set  # noqa: E402
-from gepard_demo.settings import SamplingSettings  # noqa: E402
+EXACT_SNR_DB = 150.0  # drawn for a bit-exact (or float-noise-level) streamed decode
 
 
 @dataclass(frozen=True)
@@ -42,92 +49,146 @@ class StreamChartConfig:
     base_seed: int = 1234
     max_frames: int = 100
     chunk_sizes: tuple[int, ...] = (5, 10, 20, 43, 86)
-    lookback_frames: tuple[int, ...] = (0, 8, 24)
-    fades_ms: tuple[float, ...] = (0, 5, 10, 20, 50)
-    silences_ms: tuple[float, ...] = (0, 50, 100, 200)
+    lookback_frames: tuple[int, ...] = (0, 4, 8, 16, 24)
+    hardware_rtfs: tuple[float, ...] = (0.1, 0.5, 0.9)
 
 
-def end_click(audio: np.ndarray) -> float:
-    nz = np.flatnonzero(audio)
-    return float(abs(audio[nz[-1]])) if nz.size else 0.0
+def snr_db(whole: np.ndarray, streamed: np.ndarray) -> float:
+    n = min(len(whole), len(streamed))
+    err = float(np.sum((streamed[:n].astype(np.float64) - whole[:n]) ** 2))
+    sig = float(np.sum(whole[:n].astype(np.float64) ** 2))
+    if err == 0.0 or sig == 0.0:
+        return EXACT_SNR_DB
+    return min(EXACT_SNR_DB, 10 * np.log10(sig / err))
 
 
-def _streamed(codec, frames, chunk: int, mode: str, lookback: int) -> tuple[np.ndarray, float, float]:
+def _decode_chunks(codec, frames, chunk: int, mode: str, lookback: int) -> tuple[np.ndarray, list[tuple[int, float]]]:
+    """Streamed audio and, per chunk, (frames in it, decode seconds)."""
     dec = codec.streamer(mode=mode, lookback=lookback)
-    parts, first_s, total = [], None, 0.0
+    parts, timing = [], []
     for start in range(0, len(frames), chunk):
+        piece = frames[start : start + chunk]
         t0 = time.perf_counter()
-        parts.append(dec.push(frames[start : start + chunk]))
-        dt = time.perf_counter() - t0
-        total += dt
-        if first_s is None:
-            first_s = dt
-    return np.concatenate(parts), first_s or 0.0, total
+        parts.append(dec.push(piece))
+        timing.append((len(piece), time.perf_counter() - t0))
+    return np.concatenate(parts), timing
 
 
-def measure(cfg: StreamChartConfig, engine, codec) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from gepard_demo.codec import apply_end_of_speech
+def simulate_playback(timing: list[tuple[int, float]], rtf: float, frame_s: float) -> dict:
+    """TTFA, stall count and total stall seconds for one utterance (module docstring)."""
+    clock, play_end, ttfa, gaps, gap_s = 0.0, None, None, 0, 0.0
+    for n, decode_s in timing:
+        clock += n * frame_s * rtf + decode_s  # generate the chunk's frames, then decode them
+        if play_end is None:
+            ttfa, play_end = clock, clock + n * frame_s
+            continue
+        if clock > play_end:
+            gaps += 1
+            gap_s += clock - play_end
+            play_end = clock
+        play_end += n * frame_s
+    return {"ttfa_s": ttfa or 0.0, "gaps": gaps, "gap_s": gap_s}
 
-    chunk_rows, tail_rows = [], []
+
+def measure(cfg: StreamChartConfig, engine, codec) -> pd.DataFrame:
+    """One row per (utterance, chunk size, decode mode): timing per chunk, SNR, cost."""
+    import torch
+
+    rows = []
+    frame_s = codec.samples_per_frame / codec.sample_rate
     for u in load_set(cfg.set, cfg.limit):
         settings = SamplingSettings(max_frames=cfg.max_frames, seed=utterance_seed(cfg.base_seed, u.id))
-        steps = [s for s in engine.stream_frames(u.text, settings) if s.codes is not None]
-        import torch
-
-        frames = torch.stack([s.codes for s in steps])
+        frames = torch.stack([s.codes for s in engine.stream_frames(u.text, settings) if s.codes is not None])
         whole = codec.decode(frames)
-        peak = float(np.abs(whole).max()) or 1.0
+        audio_s = len(frames) * frame_s
         modes = [("exact", 0)] + [("lookback", lb) for lb in cfg.lookback_frames]
         for c in cfg.chunk_sizes:
             for mode, lb in modes:
-                audio, first_s, total = _streamed(codec, frames, c, mode, lb)
-                n = min(len(audio), len(whole))
-                err = float(np.abs(audio[:n] - whole[:n]).max())
-                k = min(c, len(steps))
-                chunk_rows.append({"id": u.id, "chunk": c, "mode": mode if mode == "exact" else f"lookback {lb}",
-                                   "ttfa_s": steps[k - 1].elapsed_s + first_s, "decode_s": total,
-                                   "boundary_err": err, "boundary_err_rel": err / peak, "frames": len(steps)})
-        for f in cfg.fades_ms:
-            for s in cfg.silences_ms:
-                shaped = apply_end_of_speech(whole, codec.sample_rate, f, s)
-                tail_rows.append({"id": u.id, "fade_ms": f, "silence_ms": s, "end_click": end_click(shaped),
-                                  "end_click_raw": end_click(whole),
-                                  "tail_ms": 1000 * (len(shaped) - len(whole)) / codec.sample_rate})
-    return pd.DataFrame(chunk_rows), pd.DataFrame(tail_rows)
+                audio, timing = _decode_chunks(codec, frames, c, mode, lb)
+                decode_s = sum(t for _, t in timing)
+                rows.append({"id": u.id, "category": u.category, "frames": len(frames), "chunk": c, "mode": mode,
+                             "lookback": lb if mode == "lookback" else None, "snr_db": snr_db(whole, audio),
+                             "max_abs_err": float(np.abs(audio[: len(whole)] - whole[: len(audio)]).max()),
+                             "decode_s": decode_s, "decode_s_per_audio_s": decode_s / audio_s,
+                             "chunk_timing": [[n, t] for n, t in timing]})
+    return pd.DataFrame(rows)
 
 
-def chart(chunks: pd.DataFrame, tails: pd.DataFrame, out: Path) -> list[Path]:
-    g = chunks.groupby(["mode", "chunk"], as_index=False).agg(
-        ttfa_s=("ttfa_s", "median"), boundary_err=("boundary_err", "max"), decode_s=("decode_s", "median"))
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for mode, d in g.groupby("mode"):
-        axes[0].plot(d["chunk"], d["ttfa_s"], marker="o", label=mode)
-        axes[1].plot(d["chunk"], np.maximum(d["boundary_err"], 1e-9), marker="o", label=mode)
-        axes[2].plot(d["chunk"], d["decode_s"], marker="o", label=mode)
-    axes[0].set(xlabel="first chunk = chunk size (frames)", ylabel="TTFA s (median)", title="Time to first audio")
-    axes[1].set(xlabel="chunk size (frames)", ylabel="max |streamed - whole decode|", yscale="log", title="Boundary error vs whole decode")
-    axes[2].set(xlabel="chunk size (frames)", ylabel="decode s per utterance (median)", title="Streaming decode cost")
-    for ax in axes:
-        ax.set_xscale("log")
-        ax.legend(fontsize=7)
-    p1 = out / "chunk_size.png"
-    save_figure(fig, p1)
-    t = tails.groupby(["fade_ms", "silence_ms"], as_index=False).agg(end_click=("end_click", "mean"), tail_ms=("tail_ms", "mean"))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for s, d in t.groupby("silence_ms"):
-        axes[0].plot(d["fade_ms"], d["end_click"], marker="o", label=f"silence {s:g} ms")
-    for f, d in t.groupby("fade_ms"):
-        axes[1].plot(d["silence_ms"], d["tail_ms"], marker="o", label=f"fade {f:g} ms")
-    axes[0].set(xlabel="fade ms", ylabel="end click |last non-zero sample| (mean)", title="End click")
-    axes[1].set(xlabel="silence ms", ylabel="added tail ms", title="Tail length")
-    for ax in axes:
-        ax.legend(fontsize=7)
-    p2 = out / "fade_silence.png"
-    save_figure(fig, p2)
-    return [p1, p2]
+def stalls(measured: pd.DataFrame, rtfs, frame_s: float) -> pd.DataFrame:
+    ex = measured[measured["mode"] == "exact"]
+    out = []
+    for _, r in ex.iterrows():
+        for rtf in rtfs:
+            out.append({"id": r["id"], "chunk": r["chunk"], "rtf": rtf,
+                        **simulate_playback([tuple(x) for x in r["chunk_timing"]], rtf, frame_s)})
+    return pd.DataFrame(out)
+
+
+def _cat_axis(ax, chunks):
+    ax.set_xticks(range(len(chunks)), [str(c) for c in chunks])
+    ax.set_xlabel("chunk size (frames; first chunk = chunk size; 21.5 frames = 1 s)")
+
+
+def stall_chart(st: pd.DataFrame, chunks, context, path: Path) -> Path:
+    g = st.groupby(["rtf", "chunk"], as_index=False).agg(ttfa_s=("ttfa_s", "median"), gaps=("gaps", "mean"),
+                                                          gap_s=("gap_s", "mean"), n=("id", "nunique"))
+    fig, axs = new_figure(1, 3, width=14, height=4.3)
+    for i, (rtf, d) in enumerate(g.groupby("rtf")):
+        st_ = series_style(i)
+        x = [list(chunks).index(c) for c in d["chunk"]]
+        axs[0, 0].plot(x, 1000 * d["ttfa_s"], label=f"RTF {rtf:g}", **st_)
+        axs[0, 1].plot(x, d["gaps"], label=f"RTF {rtf:g}", **st_)
+        axs[0, 2].plot(x, 1000 * d["gap_s"], label=f"RTF {rtf:g}", **st_)
+    for ax, (title, ylabel) in zip(axs[0], [("Time to first audio", "TTFA (ms, median over utterances)"),
+                                            ("Stalls during playback", "gaps per utterance (mean)"),
+                                            ("Silence the listener hears", "total gap length (ms per utterance, mean)")]):
+        _cat_axis(ax, chunks)
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7, title="generation speed", title_fontsize=7)
+    finish(fig, "Chunk size against first audio and stalls, on simulated hardware speeds", context,
+           note="RTF = generation seconds per second of audio (0.1 fast GPU .. 0.9 barely real time); codec decode "
+                "measured on this machine; one thread generates then decodes each chunk")
+    return save_chart(fig, path, g)
+
+
+def snr_chart(m: pd.DataFrame, chunks, lookbacks, context, path: Path) -> Path:
+    m = m.assign(setting=[f"lookback {int(lb)}" if mode == "lookback" else "exact" for mode, lb in zip(m["mode"], m["lookback"])])
+    g = m.groupby(["chunk", "setting"], as_index=False).agg(snr_db_min=("snr_db", "min"), snr_db_median=("snr_db", "median"))
+    settings = [f"lookback {lb}" for lb in lookbacks] + ["exact"]
+    fig, axs = new_figure(width=7.5, height=4.5)
+    ax = axs[0, 0]
+    for i, c in enumerate(chunks):
+        d = g[g["chunk"] == c].set_index("setting").reindex(settings)
+        ax.plot(range(len(settings)), d["snr_db_min"], label=f"chunk {c}", **series_style(i))
+    ax.set_xticks(range(len(settings)), [s.replace("lookback ", "") for s in settings])
+    ax.set_xlabel("lookback (frames of history re-decoded per chunk; exact = decoder state carried)")
+    ax.set_ylabel(f"SNR vs one whole decode (dB, worst utterance; {EXACT_SNR_DB:g} = exact)")
+    ax.legend(fontsize=7)
+    finish(fig, "Chunk-boundary error of streamed decoding against lookback", context,
+           note="higher is better; 20 dB = error at 10% of the signal amplitude, 60 dB = 0.1%")
+    return save_chart(fig, path, g)
+
+
+def cost_chart(m: pd.DataFrame, chunks, context, path: Path) -> Path:
+    m = m[m["mode"].eq("exact") | m["lookback"].isin([8])]
+    m = m.assign(setting=[f"lookback {int(lb)}" if mode == "lookback" else "exact" for mode, lb in zip(m["mode"], m["lookback"])])
+    g = m.groupby(["setting", "chunk"], as_index=False).agg(decode_s_per_audio_s=("decode_s_per_audio_s", "median"))
+    fig, axs = new_figure(width=7.5, height=4.3)
+    ax = axs[0, 0]
+    for i, (s, d) in enumerate(g.groupby("setting")):
+        ax.plot([list(chunks).index(c) for c in d["chunk"]], d["decode_s_per_audio_s"], label=s, **series_style(i))
+    _cat_axis(ax, chunks)
+    ax.set_ylabel("codec decode seconds per second of audio (median)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    finish(fig, "Codec cost of streaming against chunk size", context,
+           note="measured on this machine; small chunks pay the per-call cost more often, lookback re-decodes history")
+    return save_chart(fig, path, g)
 
 
 def stream_chart(cfg: StreamChartConfig, out: str | Path, engine=None, codec=None) -> Path:
+    """Measure (resumable: an existing chunk_timing.csv is reused) and draw the three charts."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if engine is None:
@@ -136,8 +197,22 @@ def stream_chart(cfg: StreamChartConfig, out: str | Path, engine=None, codec=Non
 
         engine = GepardEngine.load(cfg.model, cache_dir=cfg.model_cache)
         codec = load_codec(engine.codec_source())
-    chunks, tails = measure(cfg, engine, codec)
-    replace_atomic(out / "chunk_size.csv", lambda tmp: chunks.to_csv(tmp, index=False))
-    replace_atomic(out / "fade_silence.csv", lambda tmp: tails.to_csv(tmp, index=False))
-    chart(chunks, tails, out)
+    timing_path, cfg_path = out / "chunk_timing.csv", out / "stream_chart.json"
+    same = cfg_path.is_file() and json.loads(cfg_path.read_text()) == json.loads(json.dumps(dataclasses.asdict(cfg)))
+    if timing_path.is_file() and same:
+        m = pd.read_csv(timing_path)
+        m["chunk_timing"] = m["chunk_timing"].map(json.loads)
+    else:
+        m = measure(cfg, engine, codec)
+        saved = m.assign(chunk_timing=m["chunk_timing"].map(json.dumps))
+        replace_atomic(timing_path, lambda tmp: saved.to_csv(tmp, index=False))
+        write_json_atomic(cfg_path, dataclasses.asdict(cfg))
+    info = engine.model_info
+    context = RunContext(model=info.name, random_weights=info.random_weights, set=Path(cfg.set).name,
+                         n=int(m["id"].nunique()), asr=None, device=info.device, date=time.strftime("%Y-%m-%d"))
+    frame_s = codec.samples_per_frame / codec.sample_rate
+    chunks = list(cfg.chunk_sizes)
+    stall_chart(stalls(m, cfg.hardware_rtfs, frame_s), chunks, context, out / "stream_stalls.png")
+    snr_chart(m, chunks, list(cfg.lookback_frames), context, out / "boundary_snr.png")
+    cost_chart(m, chunks, context, out / "codec_cost.png")
     return out

@@ -1,24 +1,36 @@
-"""Grid sweep over temperature x stop threshold: one resumable sub-run per grid point.
+"""Grid sweep over temperature x stop threshold (x any other sampling setting), resumable.
 
-<out>/T{temperature}_S{threshold}/ is an ordinary run folder (scored and reported when an
-ASR is given); <out>/sweep.csv has one line per point and <out>/sweep.png draws corpus WER
-(when scored), stop-fired rate and runaway rate against the grid. The engine is loaded once.
+Every grid point is an ordinary run folder, <out>/T{temperature}_S{threshold}[_{axis}{value}...]/
+(scored and reported when an ASR is given). Extra axes are any other SamplingSettings field
+(e.g. ("cfg_scale", (1.0, 2.0))): each becomes a value in the point's sampling, a part of
+its folder name and a column of sweep.csv.
+
+With the local engine (default) the points that differ only in stop threshold are made from
+one generation per utterance at the highest threshold (eval.threshold_sweep: prefixes, exact
+under the engine's stop rule); `one_pass=False` (or --brute-force) runs every point on its
+own, as the local-stream engine always does. Transcripts are cached by audio hash across
+points (<out>/asr_cache/<tag>.jsonl), so an audio that several points share is transcribed
+once. <out>/sweep.csv has one line per point; <out>/sweep.json records the grid and what the
+sweep cost; charts come from eval.heatmaps.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+from eval.jsonio import replace_atomic, write_json_atomic
+from eval.run import RunConfig, RunError, run
+from gepard_demo.settings import SamplingSettings
 
-from eval.jsonio import replace_atomic  # noqa: E402
-from eval.run import RunConfig, run  # noqa: E402
+# Axes with their own flags and short folder-name prefixes.
+FIXED_AXES = {"temperature": "T", "stop_threshold": "S"}
 
 
 @dataclass(frozen=True)
@@ -26,76 +38,194 @@ class SweepConfig:
     base: RunConfig = field(default_factory=RunConfig)
     temperatures: tuple[float, ...] = (0.3, 0.7, 1.0)
     stop_thresholds: tuple[float, ...] = (0.3, 0.5, 0.7)
+    # Other SamplingSettings fields to sweep: (("cfg_scale", (1.0, 2.0)), ...).
+    extra_axes: tuple[tuple[str, tuple], ...] = ()
+    one_pass: bool = True
 
-    def points(self) -> list[tuple[float, float]]:
-        if not self.temperatures or not self.stop_thresholds:
-            raise ValueError("a sweep needs at least one temperature and one stop threshold")
-        return [(t, s) for t in self.temperatures for s in self.stop_thresholds]
+    def axes(self) -> list[tuple[str, tuple]]:
+        """Every axis in grid order; the stop threshold last (it varies fastest)."""
+        return [("temperature", tuple(self.temperatures)), *[(n, tuple(v)) for n, v in self.extra_axes],
+                ("stop_threshold", tuple(self.stop_thresholds))]
+
+    def validate(self) -> "SweepConfig":
+        names = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
+        seen = set()
+        for name, values in self.axes():
+            if name not in names:
+                raise RunError(f"sweep axis {name!r} is not a sampling setting (one of {sorted(names)})")
+            if name in seen:
+                raise RunError(f"sweep axis {name!r} given twice")
+            seen.add(name)
+            if not values:
+                raise RunError(f"sweep axis {name!r} has no values: a sweep needs at least one of each")
+            if len(set(values)) != len(values):
+                raise RunError(f"sweep axis {name!r} repeats a value: {list(values)}")
+        for p in self.points():  # the whole grid, before minutes are spent on the first point
+            self.base.sampling.replace(**p).validate()
+        return self
+
+    def points(self) -> list[dict]:
+        axes = self.axes()
+        return [dict(zip([n for n, _ in axes], combo)) for combo in itertools.product(*[v for _, v in axes])]
+
+    def to_json(self) -> dict:
+        return {"base": self.base.to_json(), "axes": {n: list(v) for n, v in self.axes()}, "one_pass": self.one_pass}
 
 
-def point_dir(out: Path, temperature: float, threshold: float) -> Path:
-    return out / f"T{temperature:g}_S{threshold:g}"
+def parse_axes(specs: list[str]) -> tuple:
+    """--axis NAME=V1,V2,... for any other SamplingSettings field (e.g. cfg_scale=1,2,3)."""
+    fields = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
+    out = []
+    for spec in specs:
+        name, _, values = spec.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in fields or not values.strip():
+            raise RunError(f"--axis {spec!r}: use NAME=V1,V2 with NAME a sampling setting ({', '.join(sorted(fields))})")
+        default = getattr(SamplingSettings(), name)
+        try:
+            out.append((name, tuple(_parse_value(v.strip(), default) for v in values.split(","))))
+        except ValueError as e:
+            raise RunError(f"--axis {spec!r}: {e}") from None
+    return tuple(out)
 
 
-def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=None, cache=None, log=print) -> Path:
-    """Run (and score, when asr is an ASRSettings) every grid point; returns <out>/sweep.csv."""
+def _parse_value(text: str, default):
+    if text.lower() == "none":
+        return None
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"{text!r} is not true/false")
+        return text.lower() in ("true", "1", "yes")
+    if isinstance(default, int) or default is None:
+        try:
+            return int(text)
+        except ValueError:
+            if isinstance(default, int):
+                raise
+    return float(text)
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def point_name(point: dict) -> str:
+    head = f"T{_fmt(point['temperature'])}_S{_fmt(point['stop_threshold'])}"
+    return head + "".join(f"_{k}{_fmt(v)}" for k, v in point.items() if k not in FIXED_AXES)
+
+
+def point_dir(out: Path, temperature: float, threshold: float, **extra) -> Path:
+    return Path(out) / point_name({"temperature": temperature, "stop_threshold": threshold, **extra})
+
+
+def _groups(points: list[dict]) -> list[list[dict]]:
+    """Points that differ only in stop threshold, in grid order."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in points:
+        groups.setdefault(tuple((k, v) for k, v in p.items() if k != "stop_threshold"), []).append(p)
+    return list(groups.values())
+
+
+def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=None, cache=None, log=print,
+          progress=None) -> Path:
+    """Run (and score, when asr is an ASRSettings) every grid point; returns <out>/sweep.csv.
+
+    engine: an eval engine (GepardLocal for one-pass); loaded from cfg.base when None.
+    progress: optional callable(fraction, description) (the Eval tab).
+    """
     from eval.report import make_report
     from eval.summary import write_outputs
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    cfg.validate()
     points = cfg.points()
-    for t, s in points:  # validate the whole grid before spending minutes on the first point
-        cfg.base.sampling.replace(temperature=t, stop_threshold=s).validate()
+    saved = out / "sweep.json"
+    if saved.is_file():
+        old = json.loads(saved.read_text()).get("config", {})
+        if old.get("base") and {k: v for k, v in old["base"].items() if k != "model_cache"} != \
+                {k: v for k, v in cfg.base.to_json().items() if k != "model_cache"}:
+            raise RunError(f"{out} holds a sweep with other base settings; resume with the same ones or pick a new --out")
+    say = progress or (lambda frac, desc: None)
+    one_pass = cfg.one_pass and cfg.base.engine == "local"
     if engine is None:
         from eval.engines import load_engine
 
         engine = load_engine(cfg.base.engine, cfg.base.model, cfg.base.device, cfg.base.model_cache)
-    lines = []
-    for t, s in points:
-        d = point_dir(out, t, s)
-        point = dataclasses.replace(cfg.base, sampling=cfg.base.sampling.replace(temperature=t, stop_threshold=s))
-        log(f"sweep point temperature={t} stop_threshold={s} -> {d}")
-        run(point, d, engine=engine, log=log)
-        tag = None
-        if asr is not None:
-            from eval.asr import Transcriber
-            from eval.score import score
+    started = time.perf_counter()
+    stats = {"points": len(points), "one_pass": one_pass, "sources_generated": 0, "decodes": 0, "rows": 0}
+    store = None
+    if one_pass:
+        from eval.threshold_sweep import TraceStore
 
-            if transcriber is None:
-                transcriber = Transcriber(asr, cache) if cache else Transcriber(asr)
-            tag = score(d, asr, transcriber=transcriber)
+        # The Eval tab's engine wraps GepardLocal (.inner) with the app's lock (.lock).
+        store = TraceStore(out / "traces", getattr(engine, "inner", engine), lock=getattr(engine, "lock", None))
+    n_groups = len(_groups(points))
+    synth_share = 0.7 if asr is not None else 0.95
+    for gi, group in enumerate(_groups(points)):
+        cfgs = [(dataclasses.replace(cfg.base, sampling=cfg.base.sampling.replace(**p)), out / point_name(p)) for p in group]
+
+        def sub(done, total, gi=gi):
+            say(synth_share * (gi + done / max(total, 1)) / n_groups, f"synthesis: group {gi + 1}/{n_groups}, {done}/{total} rows")
+
+        if one_pass:
+            from eval.threshold_sweep import one_pass_points
+
+            log(f"sweep one-pass: {', '.join(d.name for _, d in cfgs)} from one generation at the highest threshold")
+            c = one_pass_points(cfgs, store, progress=sub, log=log)
+            stats["decodes"] += c["decodes"]
+            stats["rows"] += c["rows"]
+        else:
+            for c, d in cfgs:
+                log(f"sweep point {d.name}")
+                run(c, d, engine=engine, log=log)
+    if store is not None:
+        stats["sources_generated"] = store.generated
+    stats["synthesis_s"] = time.perf_counter() - started
+    tag = None
+    if asr is not None:
+        from eval.score import asr_tag, score
+        from eval.threshold_sweep import CachedTranscriber
+
+        tag = asr_tag(asr)
+        cached = CachedTranscriber(asr, out / "asr_cache" / f"{tag}.jsonl", weights_cache=cache, inner=transcriber)
+        for i, p in enumerate(points):
+            say(synth_share + (0.95 - synth_share) * i / len(points), f"ASR: point {i + 1}/{len(points)}")
+            score(out / point_name(p), asr, transcriber=cached, log=log)
+        stats["asr_transcribed"], stats["asr_cache_hits"] = cached.misses, cached.hits
+    stats["asr_s"] = time.perf_counter() - started - stats["synthesis_s"]
+    say(0.96, "reports and charts")
+    lines = []
+    for p in points:
+        d = out / point_name(p)
+        if tag is not None:
             make_report(d, tag)
         _, summ = write_outputs(d, tag)
-        o = summ["overall"]
-        lines.append({
-            "temperature": t, "stop_threshold": s, "n": o["n"], "run": d.name,
-            "wer_corpus": (o.get("wer_corpus") or {}).get("value"),
-            "wer_ci_low": (o.get("wer_corpus") or {}).get("ci_low"),
-            "wer_ci_high": (o.get("wer_corpus") or {}).get("ci_high"),
-            "stop_fired_rate": (o.get("stop_fired_rate") or {}).get("value"),
-            "runaway_rate": (o.get("runaway_rate") or {}).get("value"),
-            "duration_ratio_median": (o.get("duration_ratio") or {}).get("median"),
-        })
+        lines.append({**p, **point_line(summ), "run": d.name})
     df = pd.DataFrame(lines)
     replace_atomic(out / "sweep.csv", lambda tmp: df.to_csv(tmp, index=False))
-    _chart(df, out / "sweep.png")
+    stats["wall_s"] = time.perf_counter() - started
+    write_json_atomic(saved, {"config": cfg.to_json(), "asr": tag, "last_call": stats,
+                              "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    from eval.heatmaps import sweep_charts
+
+    sweep_charts(out, log=log)
+    say(1.0, "done")
     return out / "sweep.csv"
 
 
-def _chart(df: pd.DataFrame, path: Path) -> None:
-    metrics = [m for m in ("wer_corpus", "stop_fired_rate", "runaway_rate", "duration_ratio_median") if df[m].notna().any()]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6), squeeze=False)
-    for ax, m in zip(axes[0], metrics):
-        for s, g in df.groupby("stop_threshold"):
-            ax.plot(g["temperature"], g[m], marker="o", label=f"stop {s:g}")
-            if m == "wer_corpus":
-                ax.fill_between(g["temperature"], g["wer_ci_low"], g["wer_ci_high"], alpha=0.15)
-        ax.set_xlabel("temperature")
-        ax.set_title(m)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+def point_line(summ: dict) -> dict:
+    o = summ["overall"]
+
+    def v(name, key="value"):
+        return (o.get(name) or {}).get(key)
+
+    return {
+        "n": o["n"], "n_scored": o.get("n_scored"),
+        "wer_corpus": v("wer_corpus"), "wer_ci_low": v("wer_corpus", "ci_low"), "wer_ci_high": v("wer_corpus", "ci_high"),
+        "stop_fired_rate": v("stop_fired_rate"), "runaway_rate": v("runaway_rate"),
+        "runaway_ci_low": v("runaway_rate", "ci_low"), "runaway_ci_high": v("runaway_rate", "ci_high"),
+        "truncation_rate": v("truncation_rate"), "truncation_ci_low": v("truncation_rate", "ci_low"),
+        "truncation_ci_high": v("truncation_rate", "ci_high"), "premature_stop_rate": v("premature_stop_rate"),
+        "duration_ratio_median": (o.get("duration_ratio") or {}).get("median"),
+    }

@@ -176,6 +176,11 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             max_inc = gr.Number(value=0.0, label="Allowed WER increase (0.01 = 1 point)")
             cmp_btn = gr.Button("Compare")
         cmp_out = gr.Markdown()
+    from eval.sweep_ui import build_sweep_section
+
+    build_sweep_section(engine_provider, runs_dir, {"set_name": set_name, "set_file": set_file, "limit": limit,
+                                                    "batch_size": batch_size, "base_seed": base_seed,
+                                                    "asr_backend": asr_backend, "asr_model": asr_model, "vad": vad})
 
     def _pictures(paths):
         # In-memory images: Gradio serves them from its cache, wherever runs_dir lives

@@ -1,0 +1,264 @@
+"""What the stop head does near the end of speech, from recorded p_stop traces.
+
+Source traces: the rows of a sweep's highest-threshold point of each temperature (x extra
+axes) group: every lower threshold's outcome is a prefix of them (eval.threshold_sweep), so a
+fine threshold curve costs no generation at all.
+
+Charts (per category, because short texts behave differently; "all" is the whole set):
+- calibration_tradeoff: premature stops (truncation: derived duration under half the expected
+  length) against runaways (frame budget hit) as the threshold moves from low to high, one
+  line per temperature group, 95% bootstrap CIs (over utterances) as bars on both axes at
+  the sweep's own thresholds, the default threshold (0.5) ringed.
+- calibration_stop_aligned: p_stop in the steps before the stop (step 0 = the stop step) at
+  the default point (median and 25-75% band); for trained weights also aligned to the speech
+  end that Silero VAD finds in the audio (on random weights there is no speech to find).
+- calibration_max_inside: the highest p_stop inside the utterance (steps 1 .. stop-1) against
+  p_stop at the stop step; the gap between the two is the room a threshold has.
+Each PNG has its CSV beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from eval.bootstrap import mean_ci
+from eval.chart_style import RunContext, finish, fmt_value, new_figure, save_chart, series_style
+from eval.metrics import TRUNCATION_RATIO, expected_duration_s
+from eval.threshold_sweep import derive
+
+SAMPLES_PER_FRAME = 1024
+DEFAULT_THRESHOLD = 0.5
+WINDOW = 30  # steps before the stop shown in the aligned chart
+
+
+def _trace(p) -> list[float]:
+    return json.loads(p) if isinstance(p, str) else list(p)
+
+
+def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thresholds, silence_ms: float = 0.0) -> pd.DataFrame:
+    """Truncation and runaway rates (with 95% CIs) per category and threshold, derived from the traces."""
+    rows = rows[rows["p_stop"].notna()]
+    out = []
+    cats = [("all", rows)] + list(rows.groupby("category", sort=True))
+    for cat, g in cats:
+        for t in thresholds:
+            if t > source_threshold:
+                continue
+            trunc, run = [], []
+            for _, r in g.iterrows():
+                p = _trace(r["p_stop"])
+                d = derive(p, int(r["frames"]), source_threshold, float(t), max_frames)
+                sr = r.get("sample_rate")
+                dur = d.frames * SAMPLES_PER_FRAME / float(sr if sr and not pd.isna(sr) else 22050) + silence_ms / 1000.0
+                trunc.append(dur / expected_duration_s(int(r["words"])) < TRUNCATION_RATIO)
+                run.append(d.runaway)
+            if not trunc:
+                continue
+            ti, ri = mean_ci(np.array(trunc, float)), mean_ci(np.array(run, float))
+            out.append({"category": cat, "threshold": float(t), "n": len(trunc),
+                        "truncation_rate": ti.value, "truncation_ci_low": ti.low, "truncation_ci_high": ti.high,
+                        "runaway_rate": ri.value, "runaway_ci_low": ri.low, "runaway_ci_high": ri.high})
+    return pd.DataFrame(out)
+
+
+def stop_aligned(rows: pd.DataFrame, window: int = WINDOW) -> pd.DataFrame:
+    """p_stop at steps -window..0 relative to the stop step, rows where the stop fired."""
+    out = []
+    for _, r in rows[rows["p_stop"].notna()].iterrows():
+        if not bool(r["stop_fired"]):
+            continue
+        p = _trace(r["p_stop"])
+        stop = len(p) - 1
+        for k in range(max(0, stop - window), stop + 1):
+            out.append({"id": r["id"], "category": r["category"], "offset": k - stop, "p_stop": p[k]})
+    return pd.DataFrame(out, columns=["id", "category", "offset", "p_stop"])
+
+
+def max_inside(rows: pd.DataFrame) -> pd.DataFrame:
+    """Highest p_stop at steps 1 .. stop-1 and p_stop at the stop step, rows where the stop fired."""
+    out = []
+    for _, r in rows[rows["p_stop"].notna()].iterrows():
+        if not bool(r["stop_fired"]):
+            continue
+        p = _trace(r["p_stop"])
+        inside = p[1:-1]
+        out.append({"id": r["id"], "category": r["category"], "max_inside": max(inside) if inside else np.nan,
+                    "at_stop": p[-1]})
+    return pd.DataFrame(out, columns=["id", "category", "max_inside", "at_stop"])
+
+
+def vad_end_step(audio: np.ndarray, sample_rate: int) -> int | None:
+    """The decode step at which Silero VAD's last speech span ends (None: no speech found)."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    from eval.audio import ASR_RATE, to_16k
+
+    # min_silence 100 ms: the trailing padding ends the last span (the default, 2 s, would swallow it)
+    spans = get_speech_timestamps(to_16k(audio, sample_rate), VadOptions(threshold=0.5, min_silence_duration_ms=100, speech_pad_ms=0),
+                                  sampling_rate=ASR_RATE)
+    if not spans:
+        return None
+    return int(spans[-1]["end"] / ASR_RATE * sample_rate // SAMPLES_PER_FRAME)
+
+
+def vad_aligned(rows: pd.DataFrame, run_dir: Path, window: int = WINDOW) -> pd.DataFrame:
+    """p_stop at steps relative to the VAD speech end (trained weights only: real speech)."""
+    from eval.audio import read_mono
+
+    out = []
+    for _, r in rows[rows["p_stop"].notna()].iterrows():
+        audio, sr = read_mono(run_dir / r["wav"])
+        end = vad_end_step(audio, sr)
+        if end is None:
+            continue
+        p = _trace(r["p_stop"])
+        for k in range(max(0, end - window), min(len(p), end + window // 3 + 1)):
+            out.append({"id": r["id"], "category": r["category"], "offset": k - end, "p_stop": p[k]})
+    return pd.DataFrame(out, columns=["id", "category", "offset", "p_stop"])
+
+
+def _panels(n: int):
+    ncols = min(n, 4)
+    nrows = (n + ncols - 1) // ncols
+    return nrows, ncols
+
+
+def tradeoff_chart(curves: dict[str, pd.DataFrame], grid_thresholds, context, path: Path) -> Path | None:
+    """curves: label (temperature group) -> tradeoff() frame."""
+    curves = {k: v for k, v in curves.items() if not v.empty}
+    if not curves:
+        return None
+    cats = list(dict.fromkeys(c for v in curves.values() for c in v["category"]))
+    nrows, ncols = _panels(len(cats))
+    fig, axs = new_figure(nrows, ncols, width=3.6 * ncols, height=3.1 * nrows + 0.9, sharex=True, sharey=True)
+    for ax, cat in zip(axs.flat, cats):
+        for i, (label, c) in enumerate(curves.items()):
+            st = series_style(i)
+            d = c[c["category"] == cat].sort_values("threshold")
+            if d.empty:
+                continue
+            ax.plot(100 * d["runaway_rate"], 100 * d["truncation_rate"], "-", color=st["color"], lw=1.3, label=label)
+            at = d[d["threshold"].round(6).isin([round(float(t), 6) for t in grid_thresholds])]
+            ax.errorbar(100 * at["runaway_rate"], 100 * at["truncation_rate"],
+                        xerr=[100 * (at["runaway_rate"] - at["runaway_ci_low"]), 100 * (at["runaway_ci_high"] - at["runaway_rate"])],
+                        yerr=[100 * (at["truncation_rate"] - at["truncation_ci_low"]), 100 * (at["truncation_ci_high"] - at["truncation_rate"])],
+                        fmt=st["marker"], color=st["color"], ms=4, capsize=2, lw=0.8)
+            dflt = d[np.isclose(d["threshold"], DEFAULT_THRESHOLD)]
+            if len(dflt):
+                ax.plot(100 * dflt["runaway_rate"], 100 * dflt["truncation_rate"], "o", ms=11, mfc="none", mec="#D55E00", mew=1.8)
+        ax.set_title(f"{cat} (n={int(c[c['category'] == cat]['n'].max()) if (c['category'] == cat).any() else 0})")
+        ax.set_xlim(-3, 103)
+        ax.set_ylim(-3, 103)
+    for ax in axs.flat[len(cats):]:
+        ax.set_visible(False)
+    for ax in axs[-1]:
+        ax.set_xlabel("runaways (% hitting the frame budget)")
+    for ax in axs[:, 0]:
+        ax.set_ylabel("premature stops (% truncated)")
+    axs.flat[0].legend(fontsize=7, title="group", title_fontsize=7)
+    finish(fig, "Stop head trade-off: premature stops against runaways as the threshold moves", context,
+           note="curve: thresholds from low (top left) to high (bottom right), derived from one generation; "
+                "markers with 95% CIs: the sweep's thresholds; ringed: the default 0.5")
+    data = pd.concat([v.assign(group=k) for k, v in curves.items()], ignore_index=True)
+    return save_chart(fig, path, data)
+
+
+def aligned_chart(data: pd.DataFrame, threshold: float | None, xlabel: str, title: str, context, path: Path) -> Path | None:
+    if data.empty:
+        return None
+    cats = ["all"] + sorted(data["category"].unique())
+    nrows, ncols = _panels(len(cats))
+    fig, axs = new_figure(nrows, ncols, width=3.6 * ncols, height=2.9 * nrows + 0.9, sharex=True, sharey=True)
+    drawn = []
+    for ax, cat in zip(axs.flat, cats):
+        d = data if cat == "all" else data[data["category"] == cat]
+        q = d.groupby("offset")["p_stop"].quantile([0.25, 0.5, 0.75]).unstack()
+        ax.fill_between(q.index, q[0.25], q[0.75], color="#56B4E9", alpha=0.4, lw=0, label="25-75%")
+        ax.plot(q.index, q[0.5], color="#0072B2", lw=1.5, label="median")
+        if threshold is not None:
+            ax.axhline(threshold, color="#D55E00", ls="--", lw=1, label=f"threshold {threshold:g}")
+        ax.set_title(f"{cat} (n={d['id'].nunique()})")
+        ax.set_ylim(0, 1)
+        drawn.append(q.reset_index().assign(category=cat))
+    for ax in axs.flat[len(cats):]:
+        ax.set_visible(False)
+    for ax in axs[-1]:
+        ax.set_xlabel(xlabel)
+    for ax in axs[:, 0]:
+        ax.set_ylabel("p_stop")
+    axs.flat[0].legend(fontsize=7)
+    finish(fig, title, context)
+    out = pd.concat(drawn, ignore_index=True).rename(columns={0.25: "p25", 0.5: "median", 0.75: "p75"})
+    return save_chart(fig, path, out)
+
+
+def max_inside_chart(data: pd.DataFrame, threshold: float | None, where: str, context, path: Path) -> Path | None:
+    if data.empty:
+        return None
+    cats = ["all"] + sorted(data["category"].unique())
+    nrows, ncols = _panels(len(cats))
+    fig, axs = new_figure(nrows, ncols, width=3.6 * ncols, height=2.9 * nrows + 0.9, sharex=True)
+    bins = np.linspace(0, 1, 26)
+    for ax, cat in zip(axs.flat, cats):
+        d = data if cat == "all" else data[data["category"] == cat]
+        ax.hist(d["max_inside"].dropna(), bins=bins, color="#0072B2", alpha=0.7, label="highest inside (steps 1..stop-1)")
+        ax.hist(d["at_stop"], bins=bins, color="#E69F00", alpha=0.7, hatch="//", label="at the stop step")
+        if threshold is not None:
+            ax.axvline(threshold, color="#D55E00", ls="--", lw=1)
+        ax.set_title(f"{cat} (n={len(d)})")
+        ax.yaxis.get_major_locator().set_params(integer=True)
+    for ax in axs.flat[len(cats):]:
+        ax.set_visible(False)
+    for ax in axs[-1]:
+        ax.set_xlabel("p_stop")
+    for ax in axs[:, 0]:
+        ax.set_ylabel("utterances")
+    axs.flat[0].legend(fontsize=7)
+    finish(fig, f"Highest p_stop inside the utterance against p_stop where it stopped, {where}", context,
+           note="a threshold between the two distributions stops at the end and nowhere before it")
+    return save_chart(fig, path, data)
+
+
+def calibration_charts(out: Path, df: pd.DataFrame, tables: dict[str, pd.DataFrame], axes: dict[str, list],
+                       context: RunContext, charts: Path) -> list[Path]:
+    """All calibration charts of a sweep folder (called by eval.heatmaps.sweep_charts)."""
+    from eval.heatmaps import default_point
+
+    group_axes = [k for k in axes if k != "stop_threshold"]
+    top = max(axes["stop_threshold"])
+    dflt = default_point(axes)
+    curves, default_rows = {}, None
+    for _, r in df[np.isclose(df["stop_threshold"], top)].iterrows():
+        rows = tables[r["run"]]
+        cfg = json.loads((out / r["run"] / "config.json").read_text())["run"]
+        thresholds = sorted(set(np.round(np.linspace(0.02, top, 40), 4)) | set(axes["stop_threshold"]))
+        label = ", ".join(f"{'T' if k == 'temperature' else k} {fmt_value(r[k])}" for k in group_axes)
+        curves[label] = tradeoff(rows, top, cfg["sampling"]["max_frames"], thresholds, cfg["stream"]["silence_ms"])
+        if all(r[k] == dflt[k] for k in group_axes):
+            default_rows = (r["run"], rows)
+    made = [tradeoff_chart(curves, axes["stop_threshold"], context, charts / "calibration_tradeoff.png")]
+    # aligned views at the default point; where nothing stopped there (random weights run away),
+    # at the default group's threshold nearest the default where something did, and the title says so
+    d = df
+    for k in group_axes:
+        d = d[d[k] == dflt[k]]
+    d = d.assign(_dist=(d["stop_threshold"] - float(dflt["stop_threshold"])).abs()).sort_values(["_dist", "stop_threshold"])
+    stopped = [r for r in d["run"] if tables[r]["stop_fired"].fillna(False).astype(bool).any()]
+    run = stopped[0] if stopped else d["run"].iloc[0]
+    rows = tables[run]
+    thr = float(d.set_index("run").loc[run, "stop_threshold"])
+    where = "the default point" if thr == float(dflt["stop_threshold"]) else \
+        f"threshold {thr:g} (nothing stopped at the default {float(dflt['stop_threshold']):g})"
+    made.append(aligned_chart(stop_aligned(rows), thr, "decode steps relative to the stop step (0 = stop)",
+                              f"p_stop in the steps before the stop, at {where}", context,
+                              charts / "calibration_stop_aligned.png"))
+    made.append(max_inside_chart(max_inside(rows), thr, f"at {where}", context, charts / "calibration_max_inside.png"))
+    if default_rows is not None and context.random_weights is False:
+        run, src = default_rows
+        made.append(aligned_chart(vad_aligned(src, out / run), thr, "decode steps relative to the VAD speech end (0 = end)",
+                                  "p_stop around the end of speech found by VAD", context, charts / "calibration_vad_aligned.png"))
+    return [p for p in made if p is not None]

@@ -1,0 +1,119 @@
+"""Charts: what they draw (zero bars, whole-number counts), their CSVs, sweep heatmaps with a
+CFG-scale axis as small multiples, the paired marks and the best-point rule."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from PIL import Image
+
+from eval.charts import duration_ratio_figure, wer_by_category_data, wer_by_category_figure, write_charts
+from eval.heatmaps import HELD_OUT, default_point, sweep_charts
+from eval.jsonio import write_json_atomic
+from eval.summary import write_outputs
+from eval_fixtures import fake_run
+
+IDS = [f"cmd-{i:02d}" for i in range(1, 22)]
+TEXTS = [f"please turn the kitchen light number {i} off right now" for i in range(1, 22)]
+
+
+def _drop_last(texts, which):
+    return [" ".join(t.split()[:-3]) if which(i) else t for i, t in enumerate(texts)]
+
+
+def test_wer_by_category_draws_a_bar_and_label_for_zero(tmp_path):
+    texts = [t + ("!" if i % 2 else "") for i, t in enumerate(TEXTS[:6])]  # fake_run: category by length parity
+    run = fake_run(tmp_path / "r", texts, _drop_last(texts, lambda i: i % 2 == 0))
+    _, summary = write_outputs(run)
+    data = wer_by_category_data(summary)
+    assert (data["wer"] == 0).any() and (data["wer"] > 0).any()  # fake_run's categories: one perfect, one not
+    fig = wer_by_category_figure(data, "ctx")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert "0.0%" in labels and len(labels) == len(data)  # every category labelled, 0% included
+    marks = ax.collections[-1].get_offsets()
+    assert len(marks) == len(data) and (np.asarray(marks)[:, 0] == 0).any()  # a visible marker at 0
+
+
+def test_duration_histogram_counts_are_whole_numbers():
+    df = pd.DataFrame({"duration_ratio": [0.9, 1.1, 1.3], "id": ["a", "b", "c"]})
+    fig = duration_ratio_figure(df, "ctx")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+
+
+def test_run_charts_have_csvs_context_and_an_opaque_background(tmp_path):
+    run = fake_run(tmp_path / "r", TEXTS[:6], TEXTS[:6])
+    df, summary = write_outputs(run)
+    made = write_charts(run, df, summary)
+    assert {p.name for p in made} == {"wer_by_category.png", "duration_ratio.png", "frames_vs_words.png", "stop_head.png"}
+    for p in made:
+        assert p.with_suffix(".csv").is_file()
+        im = np.asarray(Image.open(p).convert("RGBA"))
+        assert (im[..., 3] == 255).all()  # readable on the app's dark theme: no transparent background
+
+
+def _fake_sweep(tmp_path):
+    """T x S x cfg_scale grid of hand-made scored runs; every point shares the ids.
+
+    default (T0.3, S0.5, cfg 1): 3 of 21 hypotheses lose words; "bad" (T0.7, S0.5, cfg 2) loses
+    words in every one; "cheat" (T0.7, S0.3, cfg 1) is perfect on the held-out ids only;
+    "good" (T0.3, S0.3, cfg 2) is perfect on one more tuning id than the default.
+    """
+    out = tmp_path / "sweep"
+    base_bad = {0, 6, 13, 20, 3}  # 6, 13, 20 are the held-out cmd-07/14/21
+    axes = {"temperature": [0.3, 0.7], "cfg_scale": [1.0, 2.0], "stop_threshold": [0.3, 0.5]}
+    lines = []
+    for t in axes["temperature"]:
+        for c in axes["cfg_scale"]:
+            for s in axes["stop_threshold"]:
+                bad = set(base_bad)
+                if (t, s, c) == (0.7, 0.5, 2.0):
+                    bad = set(range(21))
+                elif (t, s, c) == (0.7, 0.3, 1.0):
+                    bad = base_bad - {6, 13, 20}
+                elif (t, s, c) == (0.3, 0.3, 2.0):
+                    bad = base_bad - {3}
+                name = f"T{t:g}_S{s:g}_cfg_scale{c:g}"
+                d = fake_run(out / name, TEXTS, _drop_last(TEXTS, lambda i, b=bad: i in b), ids=IDS)
+                cfg = json.loads((d / "config.json").read_text())
+                cfg["run"].update(sampling={"temperature": t, "stop_threshold": s, "max_frames": 1000},
+                                  stream={"silence_ms": 0.0, "fade_ms": 0.0}, model="tiny", set="hand.jsonl")
+                write_json_atomic(d / "config.json", cfg)
+                _, summ = write_outputs(d)
+                o = summ["overall"]
+                lines.append({"temperature": t, "stop_threshold": s, "cfg_scale": c, "n": o["n"], "run": name,
+                              "wer_corpus": o["wer_corpus"]["value"], "wer_ci_low": o["wer_corpus"]["ci_low"],
+                              "wer_ci_high": o["wer_corpus"]["ci_high"], "runaway_rate": 0.0,
+                              "truncation_rate": 0.0, "duration_ratio_median": 1.0})
+    pd.DataFrame(lines).to_csv(out / "sweep.csv", index=False)
+    write_json_atomic(out / "sweep.json", {"config": {"axes": axes}, "asr": "faster-whisper_tiny.en_int8"})
+    return out
+
+
+def test_sweep_heatmaps_small_multiples_marks_and_best_point(tmp_path):
+    out = _fake_sweep(tmp_path)
+    assert default_point({"temperature": [0.3, 0.7], "cfg_scale": [1.0, 2.0], "stop_threshold": [0.3, 0.5]}) == \
+        {"temperature": 0.3, "cfg_scale": 1.0, "stop_threshold": 0.5}
+    made = sweep_charts(out, log=lambda m: None)
+    names = {p.name for p in made}
+    assert {"sweep_wer_corpus.png", "sweep_runaway_rate.png", "calibration_tradeoff.png"} <= names
+    cells = pd.read_csv(out / "charts" / "sweep_wer_corpus.csv")
+    assert len(cells) == 8 and set(cells["cfg_scale"]) == {1.0, 2.0}  # one panel per CFG scale
+    assert cells["default"].sum() == 1
+    d = cells.set_index(["temperature", "stop_threshold", "cfg_scale"])
+    assert d.loc[(0.7, 0.5, 2.0), "mark"] == "+"  # significantly worse than the default
+    assert pd.isna(d.loc[(0.3, 0.5, 1.0), "mark"]) or d.loc[(0.3, 0.5, 1.0), "mark"] == ""
+    assert (d["ci_low"] <= d["value"]).all() and (d["value"] <= d["ci_high"]).all()
+    best = json.loads((out / "sweep_best.json").read_text())["best"]
+    # "cheat" has the lowest WER overall, but only on held-out ids: the rule never sees them
+    assert best["run"] == "T0.3_S0.3_cfg_scale2"
+    assert d.loc[(0.3, 0.3, 2.0), "best"] and d["best"].sum() == 1
+    assert set(best["held_out_ids"]) == {"cmd-07", "cmd-14", "cmd-21"} <= HELD_OUT
+    assert best["tuning_ids"] == 18
+    img = Image.open(out / "charts" / "sweep_wer_corpus.png")
+    assert img.width > img.height  # two panels side by side
