@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 from .config import GepardConfig
 from .generation import FrameStep, GenerationResult, decode_batch
 from .model_source import ResolvedModel, resolve_model
-from .prompt import build_prompt_ids, encode_text
+from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
 from .sampling import RowSampler
 from .settings import SamplingSettings
 from .talker import GepardTalker, config_for_checkpoint
@@ -98,8 +98,20 @@ class GepardEngine:
     def prompt_ids(self, text: str) -> list[int]:
         return build_prompt_ids(encode_text(text, self.tokenizer), self.config)
 
-    def generate(self, texts: list[str], settings: SamplingSettings | list[SamplingSettings]) -> list[GenerationResult]:
-        """Generate every text as one batch; each row finishes on its own."""
+    def unconditional_prompt(self, settings: SamplingSettings) -> list[int] | None:
+        """The guidance branch's prompt when `settings` asks for guidance, else None."""
+        return build_unconditional_prompt_ids(self.config) if settings.guided else None
+
+    def generate(
+        self,
+        texts: list[str],
+        settings: SamplingSettings | list[SamplingSettings],
+        speakers: list[torch.Tensor | None] | None = None,
+    ) -> list[GenerationResult]:
+        """Generate every text as one batch; each row finishes on its own.
+
+        speakers: per text, a (K, hidden) speaker prefix (a reference voice); None = the default voice.
+        """
         if isinstance(settings, SamplingSettings):
             settings = [settings] * len(texts)
         if len(settings) != len(texts):
@@ -110,11 +122,14 @@ class GepardEngine:
             s.validate()
         prompts = [self.prompt_ids(t) for t in texts]
         samplers = [RowSampler.create(s, self.device) for s in settings]
+        if speakers is not None and len(speakers) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(speakers)} speakers")
+        unconditional = [self.unconditional_prompt(s) for s in settings]
         frames: list[list[torch.Tensor]] = [[] for _ in texts]
         p_stop: list[list[float]] = [[] for _ in texts]
         ends: list[FrameStep | None] = [None] * len(texts)
         first: list[float | None] = [None] * len(texts)
-        for row, step in decode_batch(self.talker, prompts, samplers):
+        for row, step in decode_batch(self.talker, prompts, samplers, unconditional, speakers):
             p_stop[row].append(step.p_stop)
             if step.codes is not None:
                 frames[row].append(step.codes)
@@ -142,15 +157,21 @@ class GepardEngine:
             )
         return results
 
-    def stream_frames(self, text: str, settings: SamplingSettings) -> Iterator[FrameStep]:
+    def stream_frames(
+        self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None
+    ) -> Iterator[FrameStep]:
         """Yield one request's steps as they are made; close the iterator to cancel.
+
+        speaker: a (K, hidden) speaker prefix (a reference voice); None = the default voice.
 
         Pass `settings.with_concrete_seed()` to know the seed before the first frame.
         """
         settings.validate()
         prompt = self.prompt_ids(text)
         sampler = RowSampler.create(settings, self.device)
-        steps = decode_batch(self.talker, [prompt], [sampler])
+        steps = decode_batch(
+            self.talker, [prompt], [sampler], [self.unconditional_prompt(settings)], [speaker]
+        )
         try:
             for _, step in steps:
                 yield step

@@ -59,3 +59,11 @@ def encode_text(text: str, tokenizer) -> list[int]:
     if not clean:
         raise PromptError("text is empty or whitespace only: type something to say")
     return list(tokenizer(clean, add_special_tokens=False)["input_ids"])
+
+
+def build_unconditional_prompt_ids(config: GepardConfig) -> list[int]:
+    """The classifier-free guidance branch without the text (the authors' "empty_text" mode):
+    the same speaker slots, then `[SOT, EOT, SOS]` (facts §9)."""
+    st = config.special_tokens
+    slots = [config.speaker_token_base + i for i in range(config.num_speaker_prefix)]
+    return slots + [st.start_of_text, st.end_of_text, st.start_of_speech]

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 # A frame is 1024 samples at 22.05 kHz, so 4096 frames is about 190 s: the same upper bound
 # vLLM-Omni's speech endpoint accepts for max_new_tokens.
 MAX_FRAMES_LIMIT = 4096
+# Guidance past ~5 is far outside what the authors use (2-3); 10 leaves room to explore.
+MAX_CFG_SCALE = 10.0
 
 
 class SettingsError(ValueError):
@@ -34,6 +36,11 @@ class SamplingSettings:
     stop_threshold: stop when sigmoid(stop_head(h)) > threshold, from the second step on.
     max_frames: frame budget; hitting it ends a runaway and is reported as one.
     seed: the request's own noise generator; None draws a fresh random seed.
+    cfg_scale: classifier-free guidance weight w (facts §9); 1.0 = off. Per head, in fp32 before
+        temperature and top-k, the logits become u + w * (c - u), c from the prompt, u from the
+        same speaker prefix with the text left out ([prefix, SOT, EOT, SOS]). Typical 2-3.
+    cfg_frames: guide only the first N frames (the onset, where derails start); None = all.
+        Past N the unconditional branch is no longer run.
     """
 
     temperature: float = 0.3
@@ -42,6 +49,13 @@ class SamplingSettings:
     stop_threshold: float = 0.5
     max_frames: int = 1000
     seed: int | None = None
+    cfg_scale: float = 1.0
+    cfg_frames: int | None = None
+
+    @property
+    def guided(self) -> bool:
+        """Whether any frame runs the unconditional branch."""
+        return self.cfg_scale != 1.0
 
     def validate(self) -> "SamplingSettings":
         _check(0.0 < self.temperature <= 5.0, f"temperature must be in (0, 5], got {self.temperature}")
@@ -55,6 +69,14 @@ class SamplingSettings:
             # vLLM-Omni's range; torch seeds a generator with the value's two's complement.
             self.seed is None or -(2**63) <= self.seed < 2**63,
             f"seed must be a 64-bit integer, got {self.seed}",
+        )
+        _check(
+            isinstance(self.cfg_scale, (int, float)) and 0.0 <= self.cfg_scale <= MAX_CFG_SCALE,
+            f"cfg_scale must be in [0, {MAX_CFG_SCALE}] (1 = off), got {self.cfg_scale}",
+        )
+        _check(
+            self.cfg_frames is None or (isinstance(self.cfg_frames, int) and 1 <= self.cfg_frames <= MAX_FRAMES_LIMIT),
+            f"cfg_frames must be unset (guide every frame) or in [1, {MAX_FRAMES_LIMIT}], got {self.cfg_frames}",
         )
         return self
 

@@ -12,7 +12,14 @@ from .settings import DECODE_MODES, SamplingSettings, StreamSettings
 
 # The seed is not here: each CLI means something of its own by --seed (one request's seed,
 # a server's default, an evaluation run's base seed).
-SAMPLING_FLAGS = {"temperature": float, "top_k": int, "stop_threshold": float, "max_frames": int}
+SAMPLING_FLAGS = {
+    "temperature": float,
+    "top_k": int,
+    "stop_threshold": float,
+    "max_frames": int,
+    "cfg_scale": float,  # classifier-free guidance weight, 1 = off
+    "cfg_frames": int,  # guide only the first N frames (unset: all)
+}
 STREAM_FLAGS = {"first_chunk_frames": int, "chunk_frames": int, "lookback_frames": int, "fade_ms": float, "silence_ms": float}
 
 

@@ -134,8 +134,12 @@ class GepardTalker(nn.Module):
 
     # -- the three things a decode step needs ---------------------------------------------
 
-    def embed_prompt(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Token embeddings, with the speaker slots replaced by the learned null prefix."""
+    def embed_prompt(self, input_ids: torch.Tensor, speakers: torch.Tensor | None = None) -> torch.Tensor:
+        """Token embeddings, with the speaker slots replaced by a speaker prefix.
+
+        speakers: (N, K, hidden), one prefix per row (a reference voice's compressor output, or
+        `null_prefix` for the default voice); None = `null_prefix` on every row.
+        """
         embeds = self.model.embed_tokens(input_ids)
         if self.null_prefix is None:
             return embeds
@@ -143,7 +147,12 @@ class GepardTalker(nn.Module):
         slots = (input_ids >= base) & (input_ids < base + self.config.num_speaker_prefix)
         if bool(slots.any()):
             embeds = embeds.clone()
-            embeds[slots] = self.null_prefix[input_ids[slots] - base].to(embeds.dtype)
+            slot = input_ids[slots] - base
+            if speakers is None:
+                embeds[slots] = self.null_prefix[slot].to(embeds.dtype)
+            else:
+                row = slots.nonzero()[:, 0]
+                embeds[slots] = speakers[row, slot].to(embeds.dtype)
         return embeds
 
     def embed_frame(self, codes: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,103 @@
+"""Voice cloning and classifier-free guidance speed, side by side in one run (CPU).
+
+1. A guided decode step (the conditional and the text-free branch as two rows of one batch)
+   against a plain step, at batch 1, on a talker with Gepard-1.0's real shapes and random
+   weights (14 full-attention layers, hidden 1024). Target: <= 1.3x (facts §8: at batch 1 the
+   step is memory-bound, so a second row is nearly free).
+2. The speaker prefix of a 10-second reference (codec encoder + GroupFSQ + the compressor at
+   the real shapes), against the audio's own length. Target: <= 0.5 s.
+
+The stop head is forced off so every run makes exactly the frames asked for.
+Run: .venv/bin/python benchmarks/cloning_cfg.py [--frames 24] [--rounds 3] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gepard_demo.config import GepardConfig  # noqa: E402
+from gepard_demo.engine import GepardEngine, ModelInfo  # noqa: E402
+from gepard_demo.settings import SamplingSettings  # noqa: E402
+from gepard_demo.talker import GepardTalker  # noqa: E402
+
+TEXT = "The weather is sunny today."
+# Gepard-1.0's backbone (facts §1): all 14 layers full attention, full rotary.
+FULL_BACKBONE = dict(
+    model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584,
+    num_hidden_layers=14, layer_types=["full_attention"] * 14, num_attention_heads=8,
+    num_key_value_heads=2, head_dim=256, max_position_embeddings=32768,
+    rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 1.0},
+)
+
+
+class _Ids:
+    """A stand-in tokenizer: fixed ids are all a speed test needs (no tokenizer download here)."""
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [1000 + (ord(c) % 500) for c in text]}
+
+
+def full_size_engine() -> GepardEngine:
+    config = GepardConfig.from_dicts(FULL_BACKBONE, {})
+    torch.manual_seed(0)
+    talker = GepardTalker(config).eval()
+    with torch.no_grad():
+        talker.stop_head.weight.zero_()
+        talker.stop_head.bias.fill_(-30.0)
+    info = ModelInfo("full-size-random", "(in memory)", None, True, "cpu", "float32")
+    return GepardEngine(config, _Ids(), talker, info)
+
+
+def step_s(engine: GepardEngine, settings: SamplingSettings) -> float:
+    """Median seconds between consecutive steps of the real loop (prefill excluded)."""
+    times = [s.elapsed_s for s in engine.stream_frames(TEXT, settings)]
+    return statistics.median(b - a for a, b in zip(times, times[1:]))
+
+
+def bench_cfg(engine: GepardEngine, frames: int, rounds: int) -> tuple[float, float, float]:
+    plain = SamplingSettings(seed=0, max_frames=frames)
+    guided = plain.replace(cfg_scale=2.5)
+    step_s(engine, plain.replace(max_frames=4)), step_s(engine, guided.replace(max_frames=4))  # warm-up
+    # Interleaved rounds, so a burst of load on this shared machine hits both sides alike.
+    pairs = [(step_s(engine, plain), step_s(engine, guided)) for _ in range(rounds)]
+    return (
+        statistics.median(p for p, _ in pairs),
+        statistics.median(g for _, g in pairs),
+        statistics.median(g / p for p, g in pairs),
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=24, help="frames per run")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved plain/guided rounds")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, frames per run {args.frames}")
+    ok = True
+
+    t = time.perf_counter()
+    engine = full_size_engine()
+    print(f"built the real-shape random talker in {time.perf_counter() - t:.1f} s "
+          f"({sum(p.numel() for p in engine.talker.parameters()) / 1e6:.0f} M parameters)")
+    plain, guided, ratio = bench_cfg(engine, args.frames, args.rounds)
+    ok &= ratio <= 1.3
+    print("\n| batch 1, real shapes | step | ratio | target |\n| --- | ---: | ---: | --- |")
+    print(f"| plain | {plain * 1e3:.1f} ms | 1.00x | |")
+    print(f"| CFG (2 rows) | {guided * 1e3:.1f} ms | {ratio:.2f}x | <= 1.3x |")
+
+    print("\nall targets met" if ok else "\nTARGET MISSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
