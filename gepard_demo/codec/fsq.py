@@ -106,3 +106,45 @@ def tokens_to_codes(tokens: Any, layout: FSQLayout = NANOCODEC_LAYOUT) -> torch.
     levels = torch.tensor(layout.levels_per_group, dtype=torch.long, device=t.device)
     codes = (t.unsqueeze(-1) // bases) % levels
     return codes.reshape(t.shape[0], layout.num_codes)
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """GroupFSQ of an encoder latent, with what the rounding saw.
+
+    codes: (B, T, G*D) per-dim codes, Gepard's layout (NeMo's group tokens unfolded).
+    tokens: (B, T, G) NeMo's group tokens (mixed radix, first dim least significant).
+    pre_round: (B, T, G*D) the compressed values that were rounded: a value within float noise
+        of a boundary (k + 0.5) can round either way in two implementations.
+    """
+
+    codes: torch.Tensor
+    tokens: torch.Tensor
+    pre_round: torch.Tensor
+
+
+def quantize(latent: torch.Tensor, layout: FSQLayout = NANOCODEC_LAYOUT, eps: float = 1e-3) -> Quantized:
+    """(B, G*D, T) encoder output -> codes, with NeMo's FiniteScalarQuantizer arithmetic in fp32.
+
+    Per dim with L levels: s = (L-1)/2 * (1-eps), o = 0.5 for even L else 0,
+    compressed = s * tanh(x + tan(o/s)) - o, rounded to the nearest integer (half to even, as
+    torch.round). NeMo then goes through [-1, 1] and back (r / (L//2) * (L//2) + L//2) and
+    truncates the weighted sum to int32; the same steps are taken here so the tokens agree
+    bit for bit on identical latents.
+    """
+    if latent.dim() != 3 or latent.shape[1] != layout.num_codes:
+        raise ValueError(f"latent must be (B, {layout.num_codes}, T), got {tuple(latent.shape)}")
+    x = latent.float()
+    levels = torch.tensor(layout.levels, dtype=torch.int32, device=x.device).view(1, -1, 1)
+    scale = (levels - 1) / 2 * (1 - eps)
+    offset = torch.where(levels % 2 == 0, 0.5, 0.0)
+    shift = (offset / scale).tan()
+    compressed = scale * (x + shift).tanh() - offset
+    half = levels // 2
+    nonneg = torch.round(compressed) / half * half + half
+    d = len(layout.levels_per_group)
+    bases = torch.tensor(_bases(layout), dtype=torch.int32, device=x.device).view(1, 1, d, 1)
+    b, _, t = x.shape
+    tokens = (nonneg.view(b, layout.num_groups, d, t) * bases).sum(dim=2).to(torch.int32).long()  # (B, G, T)
+    codes = tokens_to_codes(tokens.transpose(1, 2).reshape(b * t, layout.num_groups), layout).view(b, t, -1)
+    return Quantized(codes=codes, tokens=tokens.transpose(1, 2), pre_round=compressed.transpose(1, 2))
