@@ -7,6 +7,7 @@ real codec's topology: only the channel counts differ.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -90,13 +91,23 @@ def nanocodec_config(
     return cfg
 
 
-def _wn_conv(out: dict, key: str, shape: tuple[int, ...], gen: torch.Generator) -> None:
+# A PyTorch-default init (U(+-1/sqrt(fan_in))) shrinks the signal about 3x per conv, and through
+# the encoder's ~60 convs a speech-level input leaves a latent of ~1e-4 that never moves off
+# the FSQ's middle level. The encoder's weight-norm magnitudes are raised by this factor
+# (variance-preserving for leaky ReLU) and its biases lowered, with no extra random draws, so
+# the decoder's weights stay as they were; latents then span the levels and cloning tests see
+# codes that move.
+ENCODER_WEIGHT_GAIN = 2.45
+ENCODER_BIAS_SCALE = 0.1
+
+
+def _wn_conv(out: dict, key: str, shape: tuple[int, ...], gen: torch.Generator, gain: float = 1.0, bias_scale: float = 1.0) -> None:
     bound = 1.0 / math.sqrt(shape[1] * shape[2])
     v = (torch.rand(shape, generator=gen) * 2 - 1) * bound
-    g = v.flatten(1).norm(dim=1).view(-1, 1, 1)
+    g = v.flatten(1).norm(dim=1).view(-1, 1, 1) * gain
     out[f"{key}.parametrizations.weight.original0"] = g
     out[f"{key}.parametrizations.weight.original1"] = v
-    out[f"{key}.bias"] = (torch.rand(shape[0], generator=gen) * 2 - 1) * bound
+    out[f"{key}.bias"] = (torch.rand(shape[0], generator=gen) * 2 - 1) * bound * bias_scale
 
 
 def _encoder_state(enc: dict[str, Any], gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -109,17 +120,18 @@ def _encoder_state(enc: dict[str, Any], gen: torch.Generator) -> dict[str, torch
     dilations = enc.get("resblock_dilation_sizes", (1, 3, 5))
     out: dict[str, torch.Tensor] = {}
     p = "audio_encoder."
-    _wn_conv(out, p + "pre_conv.conv", (base, 1, int(enc.get("in_kernel_size", 7))), gen)
+    conv = functools.partial(_wn_conv, gain=ENCODER_WEIGHT_GAIN, bias_scale=ENCODER_BIAS_SCALE)
+    conv(out, p + "pre_conv.conv", (base, 1, int(enc.get("in_kernel_size", 7))), gen)
     ch = base
     for i, rate in enumerate(enc.get("down_sample_rates", (2, 2, 8, 8))):
         for j, k in enumerate(kernels):
             for m, _ in enumerate(dilations):
                 blk = f"{p}res_layers.{i}.res_blocks.{j}.res_blocks.{m}"
-                _wn_conv(out, f"{blk}.input_conv.conv", (ch, ch, k), gen)
-                _wn_conv(out, f"{blk}.skip_conv.conv", (ch, ch, k), gen)
-        _wn_conv(out, f"{p}down_sample_conv_layers.{i}.conv", (2 * ch, ch, 2 * rate), gen)
+                conv(out, f"{blk}.input_conv.conv", (ch, ch, k), gen)
+                conv(out, f"{blk}.skip_conv.conv", (ch, ch, k), gen)
+        conv(out, f"{p}down_sample_conv_layers.{i}.conv", (2 * ch, ch, 2 * rate), gen)
         ch *= 2
-    _wn_conv(out, p + "post_conv.conv", (int(enc["encoded_dim"]), ch, int(enc.get("out_kernel_size", 7))), gen)
+    conv(out, p + "post_conv.conv", (int(enc["encoded_dim"]), ch, int(enc.get("out_kernel_size", 7))), gen)
     return out
 
 

@@ -1,0 +1,142 @@
+"""Reference audio in, speaker prefix out: formats, rates, channels, the length window, every bad
+input, and the content-hash cache. The compressor weights are random under the checkpoint's key
+names; the codec is the tiny NanoCodec (its encoder weights as NeMo lays them out)."""
+
+import base64
+import io
+import json
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+from safetensors.torch import save_file
+
+from gepard_demo.reference_audio import (
+    ReferenceAudioError,
+    decode_base64_audio,
+    prepare_reference,
+)
+from gepard_demo.ref_compressor import CompressorError
+from gepard_demo.speaker_prefix import SpeakerPrefixer
+from gepard_demo.tiny import TINY_CODEC_FILE
+from test_ref_compressor import TINY, random_compressor_state
+
+RATE = 22050
+
+
+def voice_like(seconds: float, rate: int = RATE, f0: float = 140.0, seed: int = 0) -> np.ndarray:
+    """A harmonic tone with a syllable-rate envelope and a little noise: sound, not silence."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    tone = sum(np.sin(2 * np.pi * f0 * k * t) / k for k in range(1, 6))
+    env = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * t) ** 2
+    return (0.2 * tone * env + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def wav_bytes(audio: np.ndarray, rate: int = RATE, fmt: str = "WAV", subtype: str | None = None) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, audio, rate, format=fmt, subtype=subtype)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def cloning_dir(tmp_path_factory, tiny_model_dir):
+    """A checkpoint dir with voice cloning on: the sidecar section and `ref_compressor.*` weights."""
+    d = tmp_path_factory.mktemp("cloning")
+    sidecar = {"voice_cloning": {"enabled": True, "compressor": {
+        "num_queries": TINY.num_queries, "num_layers": TINY.num_layers, "num_heads": TINY.num_heads,
+        "d_model": TINY.d_model, "ffn_hidden_size_multiplier": TINY.ffn_hidden_size_multiplier}}}
+    (d / "gepard_config.json").write_text(json.dumps(sidecar))
+    save_file(random_compressor_state(TINY, seed=3), str(d / "model.safetensors"))
+    return d
+
+
+@pytest.fixture()
+def prefixer(cloning_dir, tiny_model_dir):
+    return SpeakerPrefixer.load(cloning_dir, tiny_model_dir / TINY_CODEC_FILE, hidden_size=TINY.d_model)
+
+
+def test_prefix_shape_and_cache_hit(prefixer, monkeypatch):
+    data = wav_bytes(voice_like(5.0))
+    calls = []
+    real = prefixer.encoder.encode
+    monkeypatch.setattr(prefixer.encoder, "encode", lambda a: calls.append(len(a)) or real(a))
+    first = prefixer.from_bytes(data)
+    assert first.tokens.shape == (TINY.num_queries, TINY.d_model)
+    assert first.frames == int(np.ceil(first.seconds * RATE / 1024))
+    again = prefixer.from_bytes(data)
+    assert again is first and (prefixer.hits, prefixer.misses) == (1, 1) and len(calls) == 1
+    other = prefixer.from_bytes(wav_bytes(voice_like(5.0, f0=220.0)))
+    assert len(calls) == 2 and not torch.allclose(other.tokens, first.tokens)
+
+
+def test_any_rate_channels_and_format_give_the_same_voice(prefixer):
+    mono = voice_like(6.0)
+    base = prefixer.compute(mono, RATE).tokens
+    stereo_44k = np.stack([voice_like(6.0, 44100)] * 2, axis=1)
+    flac = prefixer.from_bytes(wav_bytes(stereo_44k, 44100, "FLAC"))
+    assert abs(flac.seconds - 6.0) < 0.05
+    # a different rate and container: close in the compressor's output, though resampling is not bit exact
+    assert torch.nn.functional.cosine_similarity(flac.tokens.flatten(), base.flatten(), dim=0) > 0.9
+    mic = (voice_like(6.0, 48000) * 32767).astype(np.int16)  # what Gradio's microphone hands over
+    assert prefixer.from_array(mic, 48000).seconds == pytest.approx(6.0, abs=0.05)
+    ogg = prefixer.from_bytes(wav_bytes(mono, RATE, "OGG", "VORBIS"))
+    assert ogg.frames == int(np.ceil(ogg.seconds * RATE / 1024))
+
+
+def test_edge_silence_is_trimmed_before_the_window_is_checked():
+    rate = 16000
+    padded = np.concatenate([np.zeros(rate * 2, np.float32), voice_like(4.0, rate), np.zeros(rate * 3, np.float32)])
+    ref = prepare_reference(padded, rate)
+    assert abs(ref.size / RATE - 4.0) < 0.05
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: wav_bytes(np.zeros(RATE * 5, np.float32)), "silent"),
+        (lambda: wav_bytes(1e-5 * np.ones(RATE * 5, np.float32)), "silent"),
+        (lambda: wav_bytes(voice_like(1.5)), "too short"),
+        (lambda: wav_bytes(voice_like(20.0)), "too long"),
+        (lambda: b"", "empty"),
+        (lambda: b"RIFF\x00\x00\x00\x00WAVEfmt garbage", "not readable audio"),
+        (lambda: b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8, "not readable audio"),
+        (lambda: "just some text, not a recording\n".encode() * 50, "not readable audio"),
+    ],
+    ids=["silence", "near-silence", "too-short", "too-long", "empty", "broken-wav", "png", "text"],
+)
+def test_bad_reference_audio_is_refused_clearly(prefixer, make, match):
+    with pytest.raises(ReferenceAudioError, match=match):
+        prefixer.from_bytes(make())
+    assert prefixer.misses == 0  # nothing half-made was cached
+
+
+def test_bad_arrays_and_missing_files(prefixer, tmp_path):
+    with pytest.raises(ReferenceAudioError, match="NaN"):
+        prefixer.from_array(np.full(RATE * 4, np.nan, np.float32), RATE)
+    with pytest.raises(ReferenceAudioError, match="not found"):
+        prefixer.from_file(tmp_path / "nope.wav")
+    with pytest.raises(ReferenceAudioError, match="sample rate"):
+        prefixer.from_array(voice_like(4.0), 0)
+
+
+def test_base64_and_data_url_fields():
+    data = wav_bytes(voice_like(4.0))
+    b64 = base64.b64encode(data).decode()
+    assert decode_base64_audio(b64) == data
+    assert decode_base64_audio("data:audio/wav;base64," + b64) == data
+    for bad, match in [("", "non-empty"), ("not base64!!", "base64"), ("data:text/plain;base64," + b64, "not audio"),
+                       ("data:audio/wav," + b64, "base64-encoded"), ("https://example.com/a.wav", "not fetched")]:
+        with pytest.raises(ReferenceAudioError, match=match):
+            decode_base64_audio(bad)
+
+
+def test_a_checkpoint_without_cloning_says_so(tiny_model_dir, tmp_path):
+    (tmp_path / "gepard_config.json").write_text(json.dumps({"voice_cloning": {"enabled": False}}))
+    with pytest.raises(CompressorError, match="without voice cloning"):
+        SpeakerPrefixer.load(tmp_path, tiny_model_dir / TINY_CODEC_FILE, hidden_size=TINY.d_model)
+    (tmp_path / "gepard_config.json").write_text(json.dumps({"voice_cloning": {"enabled": True}}))
+    save_file({"model.norm.weight": torch.ones(4)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CompressorError, match="no ref_compressor"):
+        SpeakerPrefixer.load(tmp_path, tiny_model_dir / TINY_CODEC_FILE, hidden_size=TINY.d_model)
