@@ -56,6 +56,13 @@ def load_from_args(args: argparse.Namespace):
     return engine, codec, sampling, stream
 
 
+def codec_path(args: argparse.Namespace, engine) -> Path:
+    """The local .nemo the codec was loaded from (the encoder for reference voices reads it too)."""
+    from .codec.source import resolve_codec_source
+
+    return resolve_codec_source(args.codec or engine.codec_source(), args.cache_dir)
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     import soundfile as sf
 
@@ -63,7 +70,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from .streaming import SynthesisSession
 
     engine, codec, sampling, stream = load_from_args(args)
-    session = SynthesisSession(engine, codec, args.text, sampling, stream)
+    speaker = None
+    if args.ref_audio:
+        from .speaker_prefix import SpeakerPrefixer
+
+        prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
+        speaker = prefixer.from_file(args.ref_audio)
+    session = SynthesisSession(engine, codec, args.text, sampling, stream, speaker=None if speaker is None else speaker.tokens)
     audio = session.run()
     stats = session.stats
     if args.output:
@@ -81,7 +94,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "model": engine.model_info.name,
         "random_weights": engine.model_info.random_weights,
         "speed": engine.model_info.speed,
+        "cfg_scale": sampling.cfg_scale,
+        "cfg_frames": sampling.cfg_frames,
     }
+    if speaker is not None:
+        row.update(ref_audio=str(args.ref_audio), ref_audio_s=round(speaker.seconds, 3), prefix_s=round(speaker.compute_s, 3))
     print(json.dumps(row))
     return 0
 
@@ -117,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     add_model_args(synth)
     add_settings_flags(synth)
     synth.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed in the stats")
+    synth.add_argument("--ref-audio", type=Path, default=None,
+                       help="speak in this voice: a 3-15 s recording (WAV, FLAC, OGG, MP3; any rate or channels)")
     synth.set_defaults(func=cmd_synth)
 
     serve = sub.add_parser("serve", help="vLLM-Omni's POST /v1/audio/speech (subset) on our engine; "

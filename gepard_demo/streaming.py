@@ -209,7 +209,9 @@ class SynthesisSession:
         max_text_chars: int = MAX_TEXT_CHARS,
         segment_chars: int = SEGMENT_CHARS,
         end_of_speech: Any = None,
+        speaker: Any = None,
     ) -> None:
+        """speaker: a (K, hidden) speaker prefix (SpeakerPrefix.tokens) for a reference voice; None = the default voice."""
         sampling.validate()
         stream.validate()
         self.engine = engine
@@ -236,6 +238,7 @@ class SynthesisSession:
         self._frames_iter: Any = None
         self._started = False
         self._chunks: list[np.ndarray] = []
+        self.speaker = speaker
 
     # -- control ---------------------------------------------------------------------------
 
@@ -329,7 +332,8 @@ class SynthesisSession:
                 with self._lock:
                     if self._cancel.is_set():
                         break
-                    frames_iter = iter(self.engine.stream_frames(seg_text, self.sampling))
+                    voice = {} if self.speaker is None else {"speaker": self.speaker}
+                    frames_iter = iter(self.engine.stream_frames(seg_text, self.sampling, **voice))
                     self._frames_iter = frames_iter
                 seg_end = None
                 while True:
