@@ -111,7 +111,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Sampling and stream settings are fixed for the server's lifetime, like vLLM-Omni's
     # gepard_config.json and env vars.
     engine, codec, sampling, stream = load_from_args(args)
-    app = build_speech_app(engine, codec, sampling, stream)
+    prefixer = None
+    try:
+        from .speaker_prefix import SpeakerPrefixer
+
+        prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
+    except (RuntimeError, ValueError, OSError) as exc:  # CompressorError, CodecLoadError
+        print(f"voice cloning off ({exc}): ref_audio requests get a 400", file=sys.stderr, flush=True)
+    app = build_speech_app(engine, codec, sampling, stream, prefixer=prefixer)
     print(f"serving {engine.model_info.name} on http://{args.host}:{args.port}/v1/audio/speech", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -72,7 +72,7 @@ class SamplingSettings:
         )
         _check(
             isinstance(self.cfg_scale, (int, float)) and 0.0 <= self.cfg_scale <= MAX_CFG_SCALE,
-            f"cfg_scale must be in [0, {MAX_CFG_SCALE}] (1 = off), got {self.cfg_scale}",
+            f"cfg_scale must be in [0, {MAX_CFG_SCALE:g}] (1 = off), got {self.cfg_scale}",
         )
         _check(
             self.cfg_frames is None or (isinstance(self.cfg_frames, int) and 1 <= self.cfg_frames <= MAX_FRAMES_LIMIT),

@@ -11,6 +11,10 @@ is decided by `speech_api` (vLLM-Omni's request model + its Gepard adapter's rul
 - `GET /v1/models`: the served model id, plus `random_weights` and the fixed settings.
 - Errors in OpenAI's shape for every status (400, 404, 405, 413, 500); a body over
   `max_body_bytes` is refused with 413 from its Content-Length, before it is read.
+- Voice cloning and guidance (speech_cloning.py), when the server has a speaker prefixer:
+  `ref_audio` (base64 or a data URL), `ref_text` (accepted, ignored), `task_type` "Base"; always
+  our extension fields `cfg_scale` / `cfg_frames`. Bad reference audio is a 400 naming `ref_audio`.
+  Without a prefixer the cloning fields are refused as vLLM-Omni refuses them.
 - Temperature, top-k, greedy, stop threshold and the chunking / fade / silence are fixed per
   server (chosen at start, as vLLM-Omni reads them from gepard_config.json and env vars).
 
@@ -33,6 +37,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from . import speech_cloning
+from .reference_audio import ReferenceAudioError
 from .settings import SamplingSettings, SettingsError, StreamSettings
 from .speech_api import (MODELS_PATH, SAMPLE_RATE, SPEECH_PATH, RequestError, SpeechRequest, delta_event,
                          encode_audio, error_body, parse_speech_request, pcm16, sse_event, streaming_wav_header)
@@ -94,12 +100,13 @@ async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
 
 
 def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream: StreamSettings,
-                     max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+                     max_body_bytes: int = MAX_BODY_BYTES, prefixer: Any = None) -> FastAPI:
     """The FastAPI app for one loaded engine + codec.
 
     sampling: the server's fixed temperature / top-k / greedy / stop threshold; its
         max_frames is the default max_new_tokens and its seed (if any) the default seed.
     stream: the server's fixed chunking, decode mode, fade and silence.
+    prefixer: a SpeakerPrefixer for `ref_audio` requests (None: cloning fields are refused).
     """
     sampling.validate()
     stream.validate()
@@ -110,6 +117,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
     lock = asyncio.Lock()  # one engine: requests take turns
     app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    rules = speech_cloning.request_rules(prefixer is not None)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -120,11 +128,11 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         log.exception("speech request failed")
         return _error(f"{type(exc).__name__}: {exc}", 500)
 
-    def session_for(req: SpeechRequest) -> SynthesisSession:
+    def session_for(req: SpeechRequest, clone: speech_cloning.CloningFields, speaker=None) -> SynthesisSession:
         settings = sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames,
-                                    seed=req.seed if req.seed is not None else sampling.seed)
+                                    seed=req.seed if req.seed is not None else sampling.seed, **clone.cfg)
         # Checks text and settings up front, without touching the engine.
-        return SynthesisSession(engine, codec, req.text, settings, stream)
+        return SynthesisSession(engine, codec, req.text, settings, stream, speaker=speaker)
 
     @app.get(MODELS_PATH)
     async def models():
@@ -142,14 +150,27 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         except (ValueError, UnicodeDecodeError):
             return _error("the request body must be JSON")
         try:
-            req = parse_speech_request(body, model_id)
-            session = session_for(req)
+            plain, extensions = speech_cloning.split_extensions(body)
+            req = parse_speech_request(plain, model_id, rules)
+            clone = speech_cloning.parse_cloning_fields({**plain, **extensions}, sampling)
+            session_for(req, clone)  # text and settings checked before any reference audio is decoded
+            speaker = None
+            if clone.ref_audio is not None:
+                async with lock:  # the encoder shares the CPU with the engine
+                    speaker = (await anyio.to_thread.run_sync(prefixer.from_bytes, clone.ref_audio)).tokens
+            session = session_for(req, clone, speaker)
         except RequestError as exc:
             return _error(str(exc), exc.status, exc.param)
+        except speech_cloning.CloningFieldError as exc:
+            return _error(str(exc), 400, exc.param)
+        except ReferenceAudioError as exc:
+            return _error(f"ref_audio: {exc}", 400, "ref_audio")
         except (TextError, SettingsError) as exc:
             return _error(str(exc), 400, "input" if isinstance(exc, TextError) else None)
         headers = {"X-Gepard-Seed": str(session.sampling.seed), "X-Gepard-Sample-Rate": str(SAMPLE_RATE),
                    "Cache-Control": "no-store"}
+        if clone.ref_text_ignored:
+            headers["X-Gepard-Ref-Text"] = "ignored"
         if req.mode != "none":
             media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
             body_iter = _stream_body(session, lock, req)
