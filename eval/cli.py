@@ -44,6 +44,7 @@ def cmd_run(args) -> int:
     changes = {k: v for k, v in {"engine": args.engine, "model": args.model, "set": args.set, "batch_size": args.batch_size,
                                  "base_seed": args.seed, "limit": args.limit, "device": args.device,
                                  "model_cache": args.model_cache,
+                                 "ref_audio": str(Path(args.ref_audio).resolve()) if args.ref_audio else None,
                                  "categories": tuple(args.category) if args.category else None}.items() if v is not None}
     urls = _server_urls(args)
     changes.update({k: v for k, v in {"server_urls": urls, "server_timeout": args.server_timeout,
@@ -166,7 +167,7 @@ def cmd_sweep(args) -> int:
     sampling, stream = settings_from_args(args, SamplingSettings(), StreamSettings())
     base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
                      batch_size=args.batch_size, base_seed=args.seed, limit=args.limit, device=args.device,
-                     model_cache=args.model_cache)
+                     model_cache=args.model_cache, ref_audio=str(Path(args.ref_audio).resolve()) if args.ref_audio else None)
     sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds),
                      extra_axes=parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
@@ -219,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", default=None)
     r.add_argument("--model-cache", default=None, help="cache folder for `tiny` / hub models (default: gepard_demo's)")
     r.add_argument("--torch-threads", type=int, default=1, help="torch threads for synthesis (1 is fastest here, facts §8)")
+    r.add_argument("--ref-audio", default=None, help="speak every sentence in this voice (3-15 s recording); "
+                                                      "a set's per-sentence ref_audio column wins; adds speaker similarity")
     add_settings_flags(r)
     add_asr_flags(r)
     r.set_defaults(func=cmd_run)
@@ -258,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--brute-force", action="store_true",
                     help="run every point on its own (default with --engine local: one generation per temperature "
                          "group serves every stop threshold, exactly)")
+    sw.add_argument("--ref-audio", default=None, help="speak every sentence in this voice (voice cloning; "
+                                                       "CFG scale is an axis: --axis cfg_scale=1,2,3)")
     add_settings_flags(sw)
     add_asr_flags(sw)
     sw.set_defaults(func=cmd_sweep)

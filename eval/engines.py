@@ -84,6 +84,18 @@ class GepardLocal:
     def __init__(self, engine, codec):
         self.engine = engine
         self.codec = codec
+        self._prefixer = None  # built on the first reference voice
+
+    def speakers(self, refs: list[str | None] | None) -> list | None:
+        """Speaker prefixes for reference recordings (None: the default voice)."""
+        if not refs or not any(refs):
+            return None
+        if self._prefixer is None:
+            from gepard_demo.codec.source import resolve_codec_source
+            from gepard_demo.speaker_prefix import SpeakerPrefixer
+
+            self._prefixer = SpeakerPrefixer.for_engine(self.engine, resolve_codec_source(self.engine.codec_source()))
+        return [None if r is None else self._prefixer.from_file(r).tokens for r in refs]
 
     @classmethod
     def load(cls, model: str, device: str = "cpu", cache_dir: str | None = None) -> "GepardLocal":
@@ -101,11 +113,11 @@ class GepardLocal:
             "device": info.device, "dtype": info.dtype, "codec_source": self.engine.codec_source(),
         }
 
-    def synthesize(self, requests, sampling, stream):
+    def synthesize(self, requests, sampling, stream, refs=None):
         from gepard_demo.codec import apply_end_of_speech
 
         settings = [sampling.replace(seed=seed) for _, seed in requests]
-        results = self.engine.generate([text for text, _ in requests], settings)
+        results = self.engine.generate([text for text, _ in requests], settings, speakers=self.speakers(refs))
         out = []
         for r in results:
             t0 = time.perf_counter()
@@ -134,12 +146,13 @@ class GepardStreaming(GepardLocal):
 
     name = "local-stream"
 
-    def synthesize(self, requests, sampling, stream):
+    def synthesize(self, requests, sampling, stream, refs=None):
         from gepard_demo.streaming import SynthesisSession
 
         out = []
-        for text, seed in requests:
-            session = SynthesisSession(self.engine, self.codec, text, sampling.replace(seed=seed), stream)
+        speakers = self.speakers(refs) or [None] * len(requests)
+        for (text, seed), speaker in zip(requests, speakers):
+            session = SynthesisSession(self.engine, self.codec, text, sampling.replace(seed=seed), stream, speaker=speaker)
             audio = session.run()
             st = session.stats
             out.append(Synthesis(

@@ -34,7 +34,7 @@ from eval.sets import SetError, Utterance, load_set, resolve_set_path
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 # Changing any of these between a run and its resume would mix two experiments in one folder.
-IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed")
+IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio")
 
 
 class RunError(RuntimeError):
@@ -59,6 +59,8 @@ class RunConfig:
     server_urls: tuple[str, ...] = ()
     server_timeout: float = 60.0
     server_concurrency: int = 1  # requests in flight per server
+    # A reference voice for every sentence (voice cloning); a set's per-sentence ref_audio wins.
+    ref_audio: str | None = None
 
     def validate(self) -> "RunConfig":
         self.sampling.validate()
@@ -73,6 +75,10 @@ class RunConfig:
             raise RunError("--engine server needs --server-url http://HOST:PORT")
         if not 1 <= self.server_concurrency <= 64:
             raise RunError(f"concurrency must be in [1, 64] per server, got {self.server_concurrency}")
+        if self.ref_audio is not None and self.engine in ("piper", "server"):
+            raise RunError(f"--engine {self.engine} cannot take --ref-audio (local and local-stream can)")
+        if self.ref_audio is not None and not Path(self.ref_audio).is_file():
+            raise RunError(f"--ref-audio {self.ref_audio} not found")
         if not self.server_timeout > 0:
             raise RunError(f"server timeout must be > 0 s, got {self.server_timeout}")
         return self
@@ -98,12 +104,13 @@ class RunConfig:
 def set_digest(items: list[Utterance]) -> str:
     h = hashlib.sha256()
     for u in items:
-        h.update(json.dumps([u.id, u.text, u.category]).encode() + b"\n")
+        fields = [u.id, u.text, u.category] + ([u.ref_audio] if u.ref_audio else [])
+        h.update(json.dumps(fields).encode() + b"\n")
     return h.hexdigest()
 
 
 def load_items(run_dir: Path) -> list[Utterance]:
-    return [Utterance(r["id"], r["text"], r["category"]) for r in read_jsonl(run_dir / "set.jsonl")]
+    return [Utterance(r["id"], r["text"], r["category"], r.get("ref_audio")) for r in read_jsonl(run_dir / "set.jsonl")]
 
 
 def saved_config(run_dir: str | Path) -> RunConfig | None:
@@ -125,7 +132,7 @@ def _prepare(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
         except SetError:
             fresh["set_sha256"] = saved["set_sha256"]  # set file gone or moved: the saved copy is used
         old = {**saved["run"], "set_sha256": saved["set_sha256"]}
-        diff = [k for k in IDENTITY_KEYS if json.dumps(fresh[k], sort_keys=True) != json.dumps(old[k], sort_keys=True)]
+        diff = [k for k in IDENTITY_KEYS if json.dumps(fresh.get(k), sort_keys=True) != json.dumps(old.get(k), sort_keys=True)]
         if diff:
             raise RunError(f"{run_dir} holds a run with different {', '.join(diff)}; "
                            "resume with the same settings or pass a new --out")
@@ -136,7 +143,8 @@ def _prepare(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "wav").mkdir(exist_ok=True)
     write_bytes_atomic(run_dir / "set.jsonl", "".join(
-        json.dumps({"id": u.id, "text": u.text, "category": u.category}) + "\n" for u in items).encode())
+        json.dumps({"id": u.id, "text": u.text, "category": u.category, **({"ref_audio": u.ref_audio} if u.ref_audio else {})}) + "\n"
+        for u in items).encode())
     write_json_atomic(cfg_path, {
         "version": 1, "run": cfg.to_json(), "set_path": str(resolve_set_path(cfg.set)),
         "set_sha256": set_digest(items), "items": len(items),
@@ -166,14 +174,14 @@ def synthesized_rows(run_dir: Path) -> list[dict]:
     return rows
 
 
-def make_row(u: Utterance, s, seed: int, cfg: RunConfig) -> dict:
-    """One utterance's row; every field is defined in eval.engines / eval.metrics."""
+def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: str | None = None, speaker_sim: float | None = None) -> dict:
+    """One utterance's row; every field is defined in eval.engines / eval.metrics / eval.speaker_similarity."""
     return {
         "id": u.id, "category": u.category, "text": u.text, "words": u.words,
         "frames": s.frames, "stop_fired": s.stop_fired, "stop_frame": s.stop_frame, "runaway": s.runaway,
         "duration_s": s.duration_s, "sample_rate": s.sample_rate, "p_stop": s.p_stop,
         "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,
-        "seed": s.seed, "wav": f"wav/{u.id}.wav",
+        "seed": s.seed, "wav": f"wav/{u.id}.wav", "ref_audio": ref, "speaker_sim": speaker_sim,
         "settings": row_settings(cfg, seed),
     }
 
@@ -212,6 +220,8 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
         items = _prepare(cfg, run_dir)
         done = {r["id"] for r in done_rows(run_dir, repair=True)}
         pending = [u for u in items if u.id not in done]
+        if cfg.engine in ("piper", "server") and any(u.ref_audio for u in pending):
+            raise RunError(f"--engine {cfg.engine} cannot take this set's ref_audio column (local and local-stream can)")
         if done:
             log(f"resuming {run_dir}: {len(done)}/{len(items)} done, {len(pending)} to go")
         if pending:
@@ -228,11 +238,19 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             write_json_atomic(env_path, {"sessions": sessions})
         bar = tqdm(total=len(items), initial=len(done), desc=f"synth {run_dir.name}", unit="utt")
         n_done = len(done)
+        similarity = None
 
-        def keep(u: Utterance, seed: int, s) -> None:
-            nonlocal n_done
+        def keep(u: Utterance, seed: int, s, ref: str | None = None) -> None:
+            nonlocal n_done, similarity
             write_wav_atomic(run_dir / "wav" / f"{u.id}.wav", s.audio, s.sample_rate)
-            append_jsonl(run_dir / "rows.jsonl", make_row(u, s, seed, cfg))
+            sim = None
+            if ref:
+                if similarity is None:
+                    from eval.speaker_similarity import SpeakerSimilarity
+
+                    similarity = SpeakerSimilarity()
+                sim = similarity.similarity(ref, s.audio, s.sample_rate)
+            append_jsonl(run_dir / "rows.jsonl", make_row(u, s, seed, cfg, ref, sim))
             n_done += 1
             bar.update(1)
             if progress:
@@ -247,9 +265,11 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
         for start in range(0, len(pending), cfg.batch_size):
             batch = pending[start : start + cfg.batch_size]
             seeds = [utterance_seed(cfg.base_seed, u.id) for u in batch]
-            results = engine.synthesize([(u.text, s) for u, s in zip(batch, seeds)], cfg.sampling, cfg.stream)
-            for u, seed, s in zip(batch, seeds, results):
-                keep(u, seed, s)
+            refs = [u.ref_audio or cfg.ref_audio for u in batch]
+            voice = {"refs": refs} if any(refs) else {}  # engines without cloning never see the argument
+            results = engine.synthesize([(u.text, s) for u, s in zip(batch, seeds)], cfg.sampling, cfg.stream, **voice)
+            for u, seed, s, ref in zip(batch, seeds, results, refs):
+                keep(u, seed, s, ref)
         bar.close()
         write_json_atomic(run_dir / "status.json", {"done": n_done, "total": len(items), "complete": n_done == len(items)})
         return run_dir

@@ -2,6 +2,8 @@
 
 A set file is either JSONL (one object a line with "text" and optional "id", "category") or
 plain text (one sentence a line; blank lines and lines starting with '#' are skipped).
+A JSONL row may carry "ref_audio": a reference recording to speak that sentence in (voice
+cloning), a path relative to the set file.
 Ids must be unique: they key the resumable run rows and the per-utterance seeds.
 """
 
@@ -23,6 +25,7 @@ class Utterance:
     id: str
     text: str
     category: str
+    ref_audio: str | None = None  # reference voice for this sentence (absolute path)
 
     @property
     def words(self) -> int:
@@ -67,13 +70,21 @@ def load_set(name_or_path: str, limit: int | None = None, categories: list[str] 
             text = obj["text"].strip()
             uid = str(obj.get("id", f"{path.stem}-{lineno:04d}"))
             cat = str(obj.get("category", "uncategorized"))
+            ref = obj.get("ref_audio")
+            if ref is not None:
+                if not isinstance(ref, str) or not ref:
+                    raise SetError(f"{path}:{lineno}: ref_audio must be a path to an audio file")
+                ref_path = (path.parent / ref).resolve()
+                if not ref_path.is_file():
+                    raise SetError(f"{path}:{lineno}: ref_audio {ref!r} not found (looked for {ref_path})")
+                ref = str(ref_path)
         else:
-            text, uid, cat = line, f"{path.stem}-{lineno:04d}", "uncategorized"
+            text, uid, cat, ref = line, f"{path.stem}-{lineno:04d}", "uncategorized", None
         if not text:
             raise SetError(f"{path}:{lineno}: empty text (the model would voice arbitrary audio)")
         if "/" in uid or "\\" in uid or uid.startswith("."):
             raise SetError(f"{path}:{lineno}: id {uid!r} cannot be a file name")
-        items.append(Utterance(uid, text, cat))
+        items.append(Utterance(uid, text, cat, ref))
     seen: set[str] = set()
     for u in items:
         if u.id in seen:

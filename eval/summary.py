@@ -37,6 +37,7 @@ DEFINITIONS = {
     "ttfa_s": "time to first audio (eval.engines): engine local = when the first chunk's last frame was committed (estimated from the row's step rate) + that chunk's measured decode; local-stream = measured in the app's streaming session; server = request sent -> first audio bytes received (network and queueing included); piper = first audio chunk",
     "rtf": "(generation + codec decode seconds) / audio seconds; in a batch, generation time is shared",
     "asr_rtf": "ASR wall seconds / audio seconds",
+    "speaker_sim": "voice cloning: mean cosine of Resemblyzer GE2E speaker embeddings of the reference recording and the output (eval.speaker_similarity), rows with a reference",
 }
 
 
@@ -114,6 +115,8 @@ def summarize_group(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed
     out["duration_s"] = _spread(df["duration_s"])
     out["ttfa_s"] = _spread(df["ttfa_s"])
     out["rtf"] = _spread(df["rtf"])
+    if "speaker_sim" in df and df["speaker_sim"].notna().any():
+        out["speaker_sim"] = _rate(df["speaker_sim"], replicates, seed)
     return out
 
 

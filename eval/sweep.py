@@ -147,7 +147,8 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
                 {k: v for k, v in cfg.base.to_json().items() if k != "model_cache"}:
             raise RunError(f"{out} holds a sweep with other base settings; resume with the same ones or pick a new --out")
     say = progress or (lambda frac, desc: None)
-    one_pass = cfg.one_pass and cfg.base.engine == "local"
+    # A reference voice goes through the engine's batch path (eval.run), not the one-pass traces.
+    one_pass = cfg.one_pass and cfg.base.engine == "local" and cfg.base.ref_audio is None
     if engine is None:
         from eval.engines import load_engine
 
@@ -228,4 +229,6 @@ def point_line(summ: dict) -> dict:
         "truncation_rate": v("truncation_rate"), "truncation_ci_low": v("truncation_rate", "ci_low"),
         "truncation_ci_high": v("truncation_rate", "ci_high"), "premature_stop_rate": v("premature_stop_rate"),
         "duration_ratio_median": (o.get("duration_ratio") or {}).get("median"),
+        "speaker_sim": v("speaker_sim"), "speaker_sim_ci_low": v("speaker_sim", "ci_low"),
+        "speaker_sim_ci_high": v("speaker_sim", "ci_high"),
     }

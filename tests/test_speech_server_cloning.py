@@ -102,3 +102,4 @@ def test_bad_cloning_fields_are_400_naming_the_field(server, fields, param, word
     err = r.json()["error"]
     assert err["param"] == param and words in err["message"], err
     assert _speak(server).status_code == 200  # and it keeps serving
+
