@@ -18,7 +18,8 @@ def banner_markdown(host: ModelHost) -> str:
     if info.random_weights:
         lines.append(
             f"⚠️ **Running `{name}`, a model with random weights: it makes noise, not speech.** "
-            f"Everything else (streaming, controls, stats) works as with the real model."
+            f"Everything else (streaming, controls, stats) works as with the real model. "
+            f"A cloned voice is noise too: the voice compressor's weights are random as well."
         )
     else:
         lines.append(f"**Model:** `{name}`{rev}, loaded from {where} ({info.device}, {info.dtype}).")

@@ -22,10 +22,12 @@ import numpy as np
 import soundfile as sf
 
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.reference_audio import ReferenceAudioError
 from gepard_demo.streaming import SynthesisSession, SynthesisStats, TextError
 
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
+from .voice import VOICE_CONTROL_NAMES, VoiceCloning, cfg_changes
 from .views import p_stop_figure, stats_markdown
 
 # The control values, in the order the page passes them after the job id.
@@ -33,6 +35,7 @@ CONTROL_NAMES = (
     "text", "temperature", "top_k", "greedy", "stop_threshold", "seed", "random_seed",
     "max_frames", "first_chunk_frames", "chunk_frames", "decode_mode", "lookback_frames",
     "fade_ms", "silence_ms",
+    *VOICE_CONTROL_NAMES,  # the "Voice and guidance" group (voice.py)
 )
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
 
@@ -68,6 +71,7 @@ def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSett
         stop_threshold=_number("stop threshold", values["stop_threshold"]),
         max_frames=_integer("max frames", values["max_frames"]),
         seed=seed,
+        **cfg_changes(values.get("cfg_scale", 1.0), values.get("cfg_frames", 0)),
     ).validate()
     stream = StreamSettings(
         first_chunk_frames=_integer("first chunk frames", values["first_chunk_frames"]),
@@ -89,6 +93,7 @@ class DemoController:
         self.wav_dir = Path(wav_dir)
         self.wav_dir.mkdir(parents=True, exist_ok=True)
         self.keep_wavs = keep_wavs
+        self.voices = VoiceCloning(host)
         # The last few sessions' stats by job id, for the latency benchmark and the tests.
         self._recent: OrderedDict[str, SynthesisStats] = OrderedDict()
         self._recent_lock = threading.Lock()
@@ -121,9 +126,13 @@ class DemoController:
         try:
             try:
                 sampling, stream = parse_controls(values)
-                session = self.host.new_session(values["text"], sampling, stream, request_start=t0)
+                speaker = self.voices.speaker(values.get("ref_audio"))
+                voice = {} if speaker is None else {"speaker": speaker}
+                session = self.host.new_session(values["text"], sampling, stream, request_start=t0, **voice)
             except (SettingsError, TextError) as exc:
                 raise gr.Error(str(exc), title="Cannot generate") from None
+            except ReferenceAudioError as exc:
+                raise gr.Error(f"Reference voice: {exc}", title="Reference voice not usable") from None
             job.attach(session)  # from here on, Stop reaches the session
             if job.cancelled:
                 yield ("Stopped before it started.", None, "", None)

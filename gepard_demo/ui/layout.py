@@ -16,6 +16,7 @@ from .banner import banner_markdown
 from .controller import CONTROL_NAMES, DemoController
 from .model_host import ModelHost
 from .served import lock_controls
+from .voice import build_voice_group
 
 EXAMPLES = [
     "Hello! This is Gepard, a text to speech model that starts talking almost at once.",
@@ -105,6 +106,7 @@ def build_demo(
                             # Read by the page's player only (see _start_js), never sent to Python.
                             gr.Slider(0, 10000, value=0, step=100, elem_id="gepard-prebuffer",
                                       label="Player start buffer (ms): 0 starts on the first chunk; raise it where generation is slower than real time")
+                        voice_controls = build_voice_group(sampling)
                 lock_controls(host, {"temperature": temperature, "top_k": top_k, "greedy": greedy,
                                      "stop_threshold": stop_threshold, "first_chunk_frames": first_chunk,
                                      "chunk_frames": chunk, "decode_mode": decode_mode, "lookback_frames": lookback,
@@ -125,7 +127,7 @@ def build_demo(
                         eval_tab(host)
 
         inputs = [job_id, text, temperature, top_k, greedy, stop_threshold, seed, random_seed,
-                  max_frames, first_chunk, chunk, decode_mode, lookback, fade_ms, silence_ms]
+                  max_frames, first_chunk, chunk, decode_mode, lookback, fade_ms, silence_ms, *voice_controls]
         assert len(inputs) == 1 + len(CONTROL_NAMES)
         generated = generate_btn.click(
             controller.generate,

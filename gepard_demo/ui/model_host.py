@@ -45,11 +45,14 @@ class ModelHost:
             SynthesisSession(self.engine, self.codec, "Warm up.", sampling, stream or StreamSettings()).run()
         return time.perf_counter() - t0
 
-    def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None) -> Any:
-        """A SynthesisSession on this engine + codec (ui/served.py's host streams from a server instead)."""
+    def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,
+                    speaker: Any = None) -> Any:
+        """A SynthesisSession on this engine + codec (ui/served.py's host streams from a server instead).
+        speaker: a reference voice's prefix (ui/voice.py), None = the default voice."""
         from gepard_demo.streaming import SynthesisSession
 
-        return SynthesisSession(self.engine, self.codec, text, sampling, stream, request_start=request_start)
+        return SynthesisSession(self.engine, self.codec, text, sampling, stream, request_start=request_start,
+                                speaker=speaker)
 
     @property
     def info(self) -> Any:

@@ -1,0 +1,98 @@
+"""The page's "Voice and guidance" group: a reference voice (upload or microphone, or one of
+the example voices Piper makes on the spot) and the classifier-free guidance controls.
+
+The group is its own small block of the Speak tab; the controller receives its three values
+after the other controls (CONTROL_NAMES: ref_audio, cfg_scale, cfg_frames) and turns the
+reference into a speaker prefix through `VoiceCloning`, which builds the prefixer on first use
+(the checkpoint's compressor and the codec's encoder) and caches prefixes by content hash.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import numpy as np
+
+from gepard_demo.reference_audio import REFERENCE_WINDOW, ReferenceAudioError
+from gepard_demo.settings import MAX_CFG_SCALE, MAX_FRAMES_LIMIT, SamplingSettings, SettingsError
+
+VOICE_CONTROL_NAMES = ("ref_audio", "cfg_scale", "cfg_frames")
+
+
+class VoiceCloning:
+    """Reference audio from the page -> a speaker prefix, for one model host."""
+
+    def __init__(self, host: Any):
+        self.host = host
+        self._prefixer = None
+        self._error: str | None = None
+        self._lock = threading.Lock()
+
+    def prefixer(self):
+        with self._lock:
+            if self._prefixer is None and self._error is None:
+                from gepard_demo.codec.source import resolve_codec_source
+                from gepard_demo.speaker_prefix import SpeakerPrefixer
+
+                try:
+                    codec_path = resolve_codec_source(self.host.engine.codec_source())
+                    self._prefixer = SpeakerPrefixer.for_engine(self.host.engine, codec_path)
+                except (RuntimeError, ValueError, OSError, AttributeError) as exc:  # CompressorError, CodecLoadError, a served host
+                    self._error = f"this model cannot clone a voice: {exc}"
+            if self._prefixer is None:
+                raise ReferenceAudioError(self._error)
+            return self._prefixer
+
+    def speaker(self, ref_audio: Any):
+        """Gradio Audio value (None, a (rate, samples) tuple, or a file path) -> prefix tokens or None."""
+        if ref_audio is None:
+            return None
+        if isinstance(ref_audio, (str, Path)):
+            return self.prefixer().from_file(ref_audio).tokens
+        if isinstance(ref_audio, (tuple, list)) and len(ref_audio) == 2:
+            rate, samples = ref_audio
+            return self.prefixer().from_array(np.asarray(samples), int(rate)).tokens
+        raise ReferenceAudioError(f"unexpected reference audio value of type {type(ref_audio).__name__}")
+
+
+def cfg_changes(cfg_scale: Any, cfg_frames: Any) -> dict:
+    """The page's guidance controls -> SamplingSettings changes (cfg_frames 0 = every frame)."""
+    try:
+        scale = float(cfg_scale if cfg_scale is not None else 1.0)
+        frames = int(float(cfg_frames)) if cfg_frames not in (None, "") else 0
+    except (TypeError, ValueError):
+        raise SettingsError(f"cfg_scale / cfg_frames must be numbers, got {cfg_scale!r} / {cfg_frames!r}") from None
+    if frames < 0:
+        raise SettingsError(f"cfg_frames must be >= 0 (0 = guide every frame), got {frames}")
+    return {"cfg_scale": scale, "cfg_frames": frames or None}
+
+
+def example_voices() -> list[str]:
+    """Piper-made example reference voices (none when Piper is not installed)."""
+    from gepard_demo.piper_voices import make_example_voices
+
+    try:
+        return [str(p) for p in make_example_voices(Path(tempfile.gettempdir()) / "gepard-example-voices")]
+    except ImportError:
+        return []
+
+
+def build_voice_group(sampling: SamplingSettings) -> list:
+    """The group's components, in VOICE_CONTROL_NAMES order."""
+    with gr.Accordion("Voice and guidance", open=False, elem_id="gepard-voice-group"):
+        ref_audio = gr.Audio(
+            sources=["upload", "microphone"], type="numpy", label=f"Reference voice ({REFERENCE_WINDOW.describe()}; empty = the default voice)",
+            elem_id="gepard-ref-audio",
+        )
+        voices = example_voices()
+        if voices:
+            gr.Examples([[v] for v in voices], inputs=[ref_audio], label="Example voices (made by Piper just now)")
+        cfg_scale = gr.Slider(0.0, MAX_CFG_SCALE, value=sampling.cfg_scale, step=0.1, elem_id="gepard-cfg-scale",
+                              label="CFG scale (1 = off; 2-3 helps short phrases)")
+        cfg_frames = gr.Slider(0, MAX_FRAMES_LIMIT, value=sampling.cfg_frames or 0, step=1, elem_id="gepard-cfg-frames",
+                               label="Guide only the first N frames (0 = every frame)")
+    return [ref_audio, cfg_scale, cfg_frames]
