@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,37 +25,21 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gepard_demo.config import GepardConfig  # noqa: E402
-from gepard_demo.engine import GepardEngine, ModelInfo  # noqa: E402
+from gepard_demo.engine import GepardEngine  # noqa: E402
+from gepard_demo.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
-from gepard_demo.talker import GepardTalker  # noqa: E402
+from gepard_demo.tiny import ensure_tiny  # noqa: E402
 
 TEXT = "The weather is sunny today."
-# Gepard-1.0's backbone (facts §1): all 14 layers full attention, full rotary.
-FULL_BACKBONE = dict(
-    model_type="qwen3_5_text", vocab_size=248320, hidden_size=1024, intermediate_size=3584,
-    num_hidden_layers=14, layer_types=["full_attention"] * 14, num_attention_heads=8,
-    num_key_value_heads=2, head_dim=256, max_position_embeddings=32768,
-    rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 1.0},
-)
-
-
-class _Ids:
-    """A stand-in tokenizer: fixed ids are all a speed test needs (no tokenizer download here)."""
-
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [1000 + (ord(c) % 500) for c in text]}
 
 
 def full_size_engine() -> GepardEngine:
-    config = GepardConfig.from_dicts(FULL_BACKBONE, {})
-    torch.manual_seed(0)
-    talker = GepardTalker(config).eval()
+    """Gepard-1.0's real shapes with random weights (gepard_demo.full_size), stop head off."""
+    engine = build_full_size_engine(ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
     with torch.no_grad():
-        talker.stop_head.weight.zero_()
-        talker.stop_head.bias.fill_(-30.0)
-    info = ModelInfo("full-size-random", "(in memory)", None, True, "cpu", "float32")
-    return GepardEngine(config, _Ids(), talker, info)
+        engine.talker.stop_head.weight.zero_()
+        engine.talker.stop_head.bias.fill_(-30.0)
+    return engine
 
 
 def step_s(engine: GepardEngine, settings: SamplingSettings) -> float:

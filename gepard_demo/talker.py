@@ -29,8 +29,8 @@ from .config import GepardConfig
 
 # Present in training checkpoints, never used at inference.
 TRAINING_ONLY_PREFIXES = ("aligner.", "supcon_head.", "mtp.")
-# The voice-cloning compressor: used at inference only for cloning, which this talker does not
-# do yet, so its weights are skipped (names: the authors' RefCompressor, see tiny.py).
+# The voice-cloning compressor is not part of the talker: speaker_prefix.SpeakerPrefixer loads
+# these weights itself (only when a reference voice is used), so the talker skips them.
 CLONING_PREFIXES = ("ref_compressor.",)
 # The backbone's LM head predicts text tokens; a TTS step never reads it.
 UNUSED_PREFIXES = ("lm_head.",)

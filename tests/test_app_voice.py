@@ -8,24 +8,17 @@ import pytest
 import soundfile as sf
 
 from app_fixtures import live_demo, tiny_codec  # noqa: F401  (fixtures)
-from gepard_demo.speaker_prefix import SpeakerPrefixer
-from gepard_demo.tiny import TINY_CODEC_FILE
 from gepard_demo.ui.banner import banner_markdown
 from gepard_demo.ui.voice import example_voices
 from test_app_api import args, new_id
-from test_ref_compressor import TINY
-from test_speaker_prefix import cloning_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def client(live_demo, cloning_dir, tiny_model_dir):  # noqa: F811
+def client(live_demo):  # noqa: F811
     from gradio_client import Client
 
-    # The tiny checkpoint's compressor, under the checkpoint's key names, built in the test.
-    voices = live_demo.demo.controller.voices
-    voices._prefixer = SpeakerPrefixer.load(cloning_dir, tiny_model_dir / TINY_CODEC_FILE, hidden_size=TINY.d_model)
     return Client(live_demo.url, verbose=False)
 
 

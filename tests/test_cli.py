@@ -47,3 +47,25 @@ def test_make_tiny_writes_the_published_layout(tmp_path):
     names = {p.name for p in (tmp_path / "ck").iterdir()}
     assert {"config.json", "gepard_config.json", "model.safetensors", "tokenizer.json",
             "nemo-nano-codec-tiny.nemo"} <= names
+
+
+def test_synth_in_a_reference_voice_with_cfg(tiny_cache_dir, tmp_path):
+    import numpy as np
+
+    t = np.arange(22050 * 5) / 22050
+    ref = tmp_path / "me.flac"
+    sf.write(ref, (0.2 * np.sin(2 * np.pi * 150 * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t))).astype(np.float32), 22050)
+    out = tmp_path / "out.wav"
+    proc = run_cli("synth", "Say it in my voice.", "-o", str(out), "--seed", "3", "--max-frames", "20",
+                   "--ref-audio", str(ref), "--cfg-scale", "2.5", "--cfg-frames", "20", cache_dir=tiny_cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout.splitlines()[-1])
+    assert stats["cfg_scale"] == 2.5 and stats["cfg_frames"] == 20
+    assert abs(stats["ref_audio_s"] - 5.0) < 0.05 and stats["prefix_s"] > 0
+    assert sf.info(out).frames == stats["frames"] * 1024
+    silent = tmp_path / "silent.wav"
+    sf.write(silent, np.zeros(22050 * 5, np.float32), 22050)
+    proc = run_cli("synth", "Hello", "--ref-audio", str(silent), cache_dir=tiny_cache_dir)
+    assert proc.returncode == 2 and "silent" in proc.stderr
+    proc = run_cli("synth", "Hello", "--cfg-scale", "11", cache_dir=tiny_cache_dir)
+    assert proc.returncode == 2 and "cfg_scale" in proc.stderr

@@ -18,10 +18,7 @@ from eval.summary import write_outputs
 from eval.sweep import SweepConfig, sweep
 from eval_fixtures import rows_of
 from gepard_demo.settings import SamplingSettings
-from gepard_demo.speaker_prefix import SpeakerPrefixer
-from gepard_demo.tiny import TINY_CODEC_FILE
-from test_ref_compressor import TINY
-from test_speaker_prefix import cloning_dir, voice_like  # noqa: F401  (cloning_dir: fixture)
+from test_speaker_prefix import voice_like
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +31,8 @@ def voices(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cloning_local(tiny_engine, tiny_codec, cloning_dir, tiny_model_dir):  # noqa: F811
-    local = GepardLocal(tiny_engine, tiny_codec)
-    # the tiny checkpoint's own compressor comes with the real-checkpoint layout; until then a
-    # compressor under the checkpoint's key names, built in the test
-    local._prefixer = SpeakerPrefixer.load(cloning_dir, tiny_model_dir / TINY_CODEC_FILE, hidden_size=TINY.d_model)
-    return local
+def cloning_local(tiny_engine, tiny_codec):
+    return GepardLocal(tiny_engine, tiny_codec)  # builds its prefixer from the tiny's own compressor
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Reference audio in, speaker prefix out: formats, rates, channels, the length window, every bad
-input, and the content-hash cache. The compressor weights are random under the checkpoint's key
-names; the codec is the tiny NanoCodec (its encoder weights as NeMo lays them out)."""
+input, and the content-hash cache. The compressor is the tiny checkpoint's own (`ref_compressor.*`
+and `voice_cloning` in its files); the codec is the tiny NanoCodec (encoder weights as NeMo lays
+them out)."""
 
 import base64
 import io
@@ -20,7 +21,7 @@ from gepard_demo.reference_audio import (
 from gepard_demo.ref_compressor import CompressorError
 from gepard_demo.speaker_prefix import SpeakerPrefixer
 from gepard_demo.tiny import TINY_CODEC_FILE
-from test_ref_compressor import TINY, random_compressor_state
+from test_ref_compressor import TINY
 
 RATE = 22050
 
@@ -40,21 +41,9 @@ def wav_bytes(audio: np.ndarray, rate: int = RATE, fmt: str = "WAV", subtype: st
     return buf.getvalue()
 
 
-@pytest.fixture(scope="module")
-def cloning_dir(tmp_path_factory, tiny_model_dir):
-    """A checkpoint dir with voice cloning on: the sidecar section and `ref_compressor.*` weights."""
-    d = tmp_path_factory.mktemp("cloning")
-    sidecar = {"voice_cloning": {"enabled": True, "compressor": {
-        "num_queries": TINY.num_queries, "num_layers": TINY.num_layers, "num_heads": TINY.num_heads,
-        "d_model": TINY.d_model, "ffn_hidden_size_multiplier": TINY.ffn_hidden_size_multiplier}}}
-    (d / "gepard_config.json").write_text(json.dumps(sidecar))
-    save_file(random_compressor_state(TINY, seed=3), str(d / "model.safetensors"))
-    return d
-
-
 @pytest.fixture()
-def prefixer(cloning_dir, tiny_model_dir):
-    return SpeakerPrefixer.load(cloning_dir, tiny_model_dir / TINY_CODEC_FILE, hidden_size=TINY.d_model)
+def prefixer(tiny_engine, tiny_model_dir):
+    return SpeakerPrefixer.for_engine(tiny_engine, tiny_model_dir / TINY_CODEC_FILE)
 
 
 def test_prefix_shape_and_cache_hit(prefixer, monkeypatch):
@@ -140,3 +129,20 @@ def test_a_checkpoint_without_cloning_says_so(tiny_model_dir, tmp_path):
     save_file({"model.norm.weight": torch.ones(4)}, str(tmp_path / "model.safetensors"))
     with pytest.raises(CompressorError, match="no ref_compressor"):
         SpeakerPrefixer.load(tmp_path, tiny_model_dir / TINY_CODEC_FILE, hidden_size=TINY.d_model)
+
+
+def test_tiny_checkpoint_compressor_matches_the_independent_reference(prefixer, tiny_model_dir):
+    """Compressor semantics on the tiny checkpoint's real `ref_compressor.*` weights."""
+    from gepard_demo.ref_compressor import CompressorConfig
+    from gepard_demo.speaker_prefix import read_compressor_state
+    from test_ref_compressor import random_codes, reference_forward
+
+    cfg = prefixer.compressor.cfg
+    assert cfg == CompressorConfig(num_queries=8, num_layers=2, num_heads=2, d_model=64, ffn_hidden_size_multiplier=4)
+    state = read_compressor_state(tiny_model_dir)
+    codes = random_codes(150, seed=4)
+    got = prefixer.prefix_from_codes(codes)
+    ref = reference_forward(state, cfg, codes.unsqueeze(0))[0]
+    assert torch.allclose(got, ref, atol=1e-5), (got - ref).abs().max()
+    # the prefix goes where null_prefix went: same shape
+    assert got.shape == tuple(state["ref_compressor.queries"].shape)

@@ -16,8 +16,7 @@ from gepard_demo.speaker_prefix import SpeakerPrefixer
 from gepard_demo.speech_api import pcm16
 from gepard_demo.streaming import SynthesisSession
 from gepard_demo.tiny import TINY_CODEC_FILE
-from test_ref_compressor import TINY
-from test_speaker_prefix import cloning_dir, voice_like, wav_bytes  # noqa: F401  (cloning_dir: fixture)
+from test_speaker_prefix import voice_like, wav_bytes
 
 TEXT = "Say it in my voice."
 FRAMES = 12
@@ -25,8 +24,8 @@ STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=8)
 
 
 @pytest.fixture(scope="module")
-def prefixer(cloning_dir, tiny_model_dir):  # noqa: F811
-    return SpeakerPrefixer.load(cloning_dir, tiny_model_dir / TINY_CODEC_FILE, hidden_size=TINY.d_model)
+def prefixer(tiny_engine, tiny_model_dir):
+    return SpeakerPrefixer.for_engine(tiny_engine, tiny_model_dir / TINY_CODEC_FILE)  # the tiny's own compressor
 
 
 @pytest.fixture(scope="module")
