@@ -95,7 +95,7 @@ def test_generate_streams_the_servers_audio_through_the_page(served_app):
     listener.start()
     connected.wait(10)
     text = "Hello from the served model."
-    values = [job, text, 0.3, 0, False, 0.5, 77, False, FRAMES, 10, 10, "exact", 8, 20, 100]
+    values = [job, text, 0.3, 0, False, 0.5, 77, False, FRAMES, 10, 10, "exact", 8, 20, 100, None, 1.0, 0]
     status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
     listener.join(30)
     assert status.startswith("Done") and "`77`" in status
