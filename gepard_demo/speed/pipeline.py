@@ -40,11 +40,11 @@ class PipelinedEngine:
     def __getattr__(self, name: str) -> Any:  # config, tokenizer, talker, model_info, generate, ...
         return getattr(self._engine, name)
 
-    def stream_frames(self, text: str, settings: Any) -> Iterator[Any]:
+    def stream_frames(self, text: str, settings: Any, **voice: Any) -> Iterator[Any]:
         handoff: queue.Queue = queue.Queue(maxsize=self._max_ahead)
         stop = threading.Event()
         # Create the wrapped iterator here, so bad settings raise in the caller's thread.
-        frames = self._engine.stream_frames(text, settings)
+        frames = self._engine.stream_frames(text, settings, **voice)  # voice: speaker=prefix (cloning)
 
         def put(item: Any) -> bool:
             while not stop.is_set():
