@@ -138,3 +138,22 @@ def test_sweep_axes_are_generic():
         SweepConfig(stop_thresholds=(0.5, 0.5)).validate()
     with pytest.raises(Exception, match="stop_threshold"):
         SweepConfig(stop_thresholds=(1.5,)).validate()
+
+
+def test_cfg_scale_is_a_sweep_axis_and_its_one_pass_prefixes_stay_exact(tiny_engine):
+    """With guidance on, the trajectory still ignores the threshold until the stop fires."""
+    from eval.sweep import SweepConfig, parse_axes, point_name
+
+    axes = parse_axes(["cfg_scale=1,2.5"])
+    assert axes == (("cfg_scale", (1.0, 2.5)),)
+    pts = SweepConfig(temperatures=(1.0,), stop_thresholds=(0.5,), extra_axes=axes).validate().points()
+    assert [point_name(p) for p in pts] == ["T1_S0.5_cfg_scale1", "T1_S0.5_cfg_scale2.5"]
+    s = SamplingSettings(temperature=1.0, stop_threshold=0.99, max_frames=MAX_FRAMES, seed=7, cfg_scale=2.5)
+    src = tiny_engine.generate([TEXT], s)[0]
+    plain = tiny_engine.generate([TEXT], s.replace(cfg_scale=1.0))[0]
+    assert not torch.equal(src.frames[:5], plain.frames[:5])  # guidance really changed the frames
+    for t in _thresholds_with_distinct_stops(src.p_stop)[:3]:
+        direct = tiny_engine.generate([TEXT], s.replace(stop_threshold=t))[0]
+        d = derive(src.p_stop, src.num_frames, s.stop_threshold, t, s.max_frames)
+        assert torch.equal(src.frames[: d.frames], direct.frames)
+        assert (d.frames, d.stop_fired) == (direct.num_frames, direct.stop_fired)
