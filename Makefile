@@ -1,11 +1,13 @@
 # make demo: set up .venv and launch the app on http://127.0.0.1:7860
-# make test: set up .venv (+ test extras) and run the whole test suite
+# make test: install the system packages the tests need (.ci/apt-packages.txt: as root or with
+#            passwordless sudo, else it stops and prints the command), set up .venv (+ test
+#            extras) and run the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo test setup setup-test bench clean
+.PHONY: demo test setup setup-test system-packages bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,15 +27,18 @@ $(VENV)/.test-installed: $(VENV)/.demo-installed requirements-test.txt requireme
 	touch $@
 
 setup: $(VENV)/.demo-installed
+# Headless Chromium and fonts for the browser tests; first, so a missing one stops make at once.
+system-packages:
+	@.ci/system-packages.sh
 setup-test: $(VENV)/.test-installed
 
 demo: setup
 	$(PY) app.py
 
-test: setup-test
+test: system-packages setup-test
 	$(PY) -m pytest
 
-bench: setup-test
+bench: system-packages setup-test
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
 
 clean:

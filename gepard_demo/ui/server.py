@@ -18,6 +18,7 @@ from .audio_route import make_audio_router
 from .controller import DemoController
 from .jobs import JobRegistry
 from .layout import CSS, build_demo, page_head
+from .link_preview import LinkPreview, LinkPreviewMiddleware
 from .model_host import ModelHost
 
 
@@ -70,7 +71,19 @@ def build_app(
         api, blocks, path="/", head=page_head(host.sample_rate), css=CSS,
         allowed_paths=[str(wav_dir)], footer_links=["api", "gradio"],
     )
+    api.add_middleware(LinkPreviewMiddleware, preview=link_preview(host))
     return DemoApp(host, registry, controller, blocks, api)
+
+
+def link_preview(host: ModelHost) -> LinkPreview:
+    """What a shared link to the page unfurls to."""
+    return LinkPreview(
+        title="Gepard-1.0 text to speech: streaming demo",
+        description=("Type a sentence and hear Gepard-1.0 (nineninesix/gepard-1.0) speak it as it is generated: "
+                     "streaming TTS in the browser with the stop head's probabilities, timing stats and an "
+                     f"evaluation tab. Serving {host.info.name}"
+                     + (" (random weights: noise, not speech)." if host.info.random_weights else ".")),
+    )
 
 
 def serve(app: FastAPI, host: str, port: int) -> None:
