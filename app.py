@@ -70,6 +70,10 @@ def main_served(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    import logging
+
+    # One line per event (a refused request says why in one line; real faults keep their traceback).
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.server_url:
         return main_served(args)
     import torch

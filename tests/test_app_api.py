@@ -183,20 +183,19 @@ BAD = [
     (dict(text="   \n\t"), "enter some text"),
     (dict(text="\u200b\u200d\ufeff"), "enter some text"),
     (dict(text="x" * 2001), "limit is 2000"),
-    # Outside a slider's range: Gradio's own check answers before the handler runs (the
-    # sliders span exactly the settings' valid ranges).
-    (dict(temperature=0), "less than minimum value 0.05"),
-    (dict(temperature=9), "greater than maximum value 5"),
-    (dict(max_frames=0), "less than minimum value 1"),
-    (dict(max_frames=5000), "greater than maximum value 4096"),
-    (dict(chunk_frames=5000), "greater than maximum value 200"),
-    (dict(silence_ms=1e9), "greater than maximum value 2000"),
+    # Outside a control's range: our own check answers, naming the field (no silent clamping).
+    (dict(temperature=0), "temperature must be between 0.05 and 5, got 0"),
+    (dict(temperature=9), "temperature must be between 0.05 and 5, got 9"),
+    (dict(max_frames=0), "max_frames must be between 1 and 4096, got 0"),
+    (dict(max_frames=5000), "max_frames must be between 1 and 4096, got 5000"),
+    (dict(chunk_frames=5000), "chunk_frames must be between 1 and 200"),
+    (dict(silence_ms=1e9), "silence_ms must be between 0 and 2000"),
     (dict(top_k=2.5), "top_k must be a whole number"),
-    (dict(seed=-3), "less than minimum value 0"),
-    (dict(decode_mode="bogus"), "not in the list of choices"),
+    (dict(seed=-3), "seed must be between 0 and"),
+    (dict(decode_mode="bogus"), "decode_mode must be one of exact, lookback"),
     # Accepted by the components but not valid settings: our own parse / validate() answers.
     (dict(seed=None), "seed is empty"),
-    (dict(max_frames=12.5), "max frames must be a whole number"),
+    (dict(max_frames=12.5), "max_frames must be a whole number"),
 ]
 
 
@@ -267,3 +266,59 @@ def test_finished_jobs_are_forgotten_once_streamed(client, live_demo):
     assert live_demo.demo.registry.get(listener.job_id) is None  # audio freed with the stream
     stats = live_demo.demo.controller.stats_for(listener.job_id)
     assert stats.frames == 5 and stats.complete
+
+
+def test_a_flood_of_anonymous_listeners_locks_nobody_out(client, live_demo):
+    """64 GETs for made-up ids, each dropped after 0.5 s, used to fill the job registry and
+    answer 429 to everyone for minutes. Now they hold nothing a Generate needs."""
+    import asyncio
+
+    async def flood():
+        async with httpx.AsyncClient(base_url=live_demo.url, timeout=5) as c:
+            async def one():
+                try:
+                    async with asyncio.timeout(0.5):
+                        async with c.stream("GET", f"/gepard/pcm/{new_id()}") as r:
+                            return r.status_code if r.status_code != 200 else await r.aread()
+                except TimeoutError:
+                    return "dropped"
+
+            return await asyncio.gather(*(one() for _ in range(64)))
+
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=asyncio.run(flood())))
+    t.start()
+    t.join(30)
+    codes = out["r"]
+    assert set(codes) <= {"dropped", 429}, codes  # waited (holding a slot of this client's) or refused
+    reg = live_demo.demo.registry
+    deadline = time.monotonic() + 2
+    while reg.open_listeners() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reg.open_listeners() == 0  # the dropped ones hold nothing now
+    t0 = time.monotonic()
+    result, listener = generate_with_stream(client, live_demo.url, max_frames=10)
+    assert result[0].startswith("Done") and listener.status == 200
+    assert len(listener.data) == (10 * 1024 + int(22050 * 0.1)) * 4
+    assert time.monotonic() - t0 < 20
+
+
+def test_refused_input_logs_one_line_without_a_traceback(client, live_demo, caplog, capfd):
+    import logging
+
+    from gradio_client.exceptions import AppError
+
+    caplog.set_level(logging.INFO, logger="gepard_demo.ui")
+    for over in (dict(max_frames=0), dict(text="")):
+        with pytest.raises(AppError):
+            client.predict(*args(new_id(), **over), api_name="/generate")
+    lines = [r.getMessage() for r in caplog.records if r.name == "gepard_demo.ui" and "rejected" in r.getMessage()]
+    assert len(lines) == 2 and "max_frames must be between 1 and 4096" in lines[0] and "enter some text" in lines[1]
+    assert all("\n" not in line for line in lines)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_api_parameters_are_named_after_the_controls(client):
+    params = [p["parameter_name"] for p in client.view_api(return_format="dict", print_info=False)
+              ["named_endpoints"]["/generate"]["parameters"]]
+    assert params == ["job_id"] + ORDER

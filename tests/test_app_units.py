@@ -13,7 +13,7 @@ import pytest
 from gepard_demo.settings import SettingsError
 from gepard_demo.ui.banner import banner_markdown
 from gepard_demo.ui.controller import CONTROL_NAMES, parse_controls
-from gepard_demo.ui.jobs import JobError, JobRegistry
+from gepard_demo.ui.jobs import JobError, JobRegistry, TooManyListeners
 from gepard_demo.ui.model_host import ModelHost, load_model_host
 
 def run_async(coro_fn):
@@ -55,7 +55,7 @@ def test_parse_controls_keeps_big_seeds_exact_and_names_bad_values():
         ("temperature", float("nan"), "finite"),
         ("temperature", "abc", "must be a number"),
         ("top_k", 1.5, "whole number"),
-        ("max_frames", None, "max frames is empty"),
+        ("max_frames", None, "max_frames is empty"),
         ("fade_ms", -1, "fade_ms"),
         ("decode_mode", "x", "decode_mode"),
     ]:
@@ -67,31 +67,93 @@ def test_registry_refuses_bad_ids_and_too_many_jobs():
     reg = JobRegistry(max_jobs=2)
     for bad in ["", "short", "../../etc/passwd", "a" * 65, None]:
         with pytest.raises(JobError):
-            reg.open(bad)
-    a = reg.open("job-aaaaaaaa")
+            reg.claim(bad)
+        with pytest.raises(JobError):
+            reg.admit(bad, "1.2.3.4")
+    a = reg.claim("job-aaaaaaaa")
     assert reg.open("job-aaaaaaaa") is a
-    reg.open("job-bbbbbbbb")
+    reg.claim("job-bbbbbbbb")
     with pytest.raises(JobError, match="too many"):
-        reg.open("job-cccccccc")
+        reg.claim("job-cccccccc")
 
 
-def test_registry_sweeps_finished_and_unclaimed_jobs():
-    reg = JobRegistry(finished_ttl_s=0.0, unclaimed_ttl_s=0.05)
-    done = reg.open("job-finished")
-    done.claimed = True
+def test_registry_sweeps_finished_jobs():
+    reg = JobRegistry(finished_ttl_s=0.0)
+    done = reg.claim("job-finished")
     done.finish()
-    waiting = reg.open("job-unclaimed")
-    running = reg.open("job-running")
-    running.claimed = True
-    time.sleep(0.1)
-    reg.open("job-new-one")
-    assert reg.get("job-finished") is None and reg.get("job-unclaimed") is None
-    assert reg.get("job-running") is running and waiting is not None
+    running = reg.claim("job-running")
+    time.sleep(0.01)
+    reg.claim("job-new-one")
+    assert reg.get("job-finished") is None
+    assert reg.get("job-running") is running
+
+
+def test_listeners_for_unclaimed_ids_hold_nothing_a_generate_needs():
+    """The lock-out: listeners for ids no Generate claims never fill the registry; when they
+    leave, only a cancellation mark stays; a client can hold only so many at once."""
+    reg = JobRegistry(max_jobs=2, listeners_per_client=3)
+
+    async def scenario():
+        tasks = []
+        for i in range(3):
+            reg.admit(f"flood-{i:04d}", "6.6.6.6")
+            gen = reg.listen(f"flood-{i:04d}", "6.6.6.6")
+            tasks.append(asyncio.ensure_future(gen.__anext__()))
+        await asyncio.sleep(0.05)
+        with pytest.raises(TooManyListeners):
+            reg.admit("flood-9999", "6.6.6.6")
+        reg.admit("someone-else", "7.7.7.7")  # another client is not affected
+        assert reg.waiting_ahead("flood-0002") == 2 and len(reg) == 0
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0)
+
+    run_async(scenario)
+    assert len(reg) == 0 and reg.waiting_ahead("flood-0000") is None
+    reg.admit("flood-9999", "6.6.6.6")  # its slots are free again
+    # Both real jobs still fit, and the flooded ids' requests (if any was queued) stop at once.
+    assert reg.claim("flood-0000").cancelled
+    assert not reg.claim("real-job-1").cancelled
+
+
+def test_a_waiting_listener_gets_the_audio_once_claimed():
+    reg = JobRegistry()
+
+    async def scenario():
+        async def consume():
+            return b"".join([b async for b in reg.listen("job-late-claim", "1.1.1.1")])
+
+        task = asyncio.ensure_future(consume())
+        await asyncio.sleep(0.05)
+        job = reg.claim("job-late-claim")
+        assert job.created < job.started  # its wait counts as queue time
+        job.put(np.ones(3, np.float32))
+        job.finish()
+        return await task
+
+    data = run_async(scenario)
+    np.testing.assert_array_equal(np.frombuffer(data, "<f4"), np.ones(3, np.float32))
+    assert reg.get("job-late-claim") is None  # freed with the stream
+
+
+def test_stop_while_queued_ends_the_listener_and_the_request_at_once():
+    reg = JobRegistry()
+
+    async def scenario():
+        task = asyncio.ensure_future(reg.listen("job-queued-1", "1.1.1.1").__anext__())
+        await asyncio.sleep(0.05)
+        assert reg.cancel("job-queued-1") == "queued"
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(task, 1.0)
+
+    run_async(scenario)
+    assert reg.claim("job-queued-1").cancelled
 
 
 def test_mailbox_streams_chunks_put_from_another_thread():
     reg = JobRegistry()
-    job = reg.open("job-stream-1")
+    job = reg.claim("job-stream-1")
     chunks = [np.full(n, i, dtype=np.float32) for i, n in enumerate((5, 0, 7, 3))]
 
     def produce():
@@ -114,7 +176,7 @@ def test_mailbox_streams_chunks_put_from_another_thread():
 
 def test_listener_leaving_early_cancels_the_session():
     reg = JobRegistry()
-    job = reg.open("job-stream-2")
+    job = reg.claim("job-stream-2")
     session = SimpleNamespace(cancelled=False)
     session.cancel = lambda: setattr(session, "cancelled", True)
     job.session = session

@@ -3,34 +3,53 @@
 `GET /gepard/pcm/{job_id}` streams float32 little-endian mono PCM at the codec's sample rate
 as the session produces it (chunked transfer, no container, no re-encoding: facts §8 says
 Gradio's own streaming audio goes through AAC/HLS and costs seconds). Float32 keeps the bytes
-identical to the final WAV, so a test can compare the two exactly. The stream ends when the
-job finishes or is cancelled; `X-Gepard-Sample-Rate` names the rate.
+identical to the final WAV, so a test can compare the two exactly. The stream waits for the
+Generate that claims its id, and ends when that job finishes or is cancelled;
+`X-Gepard-Sample-Rate` names the rate. A bad id is 400, too many open streams 429; either is
+one line in the log.
+
+`GET /gepard/queue/{job_id}`: where a request that has not started stands (JSON, for the page's
+wait line): position, an estimate in seconds and in words.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Callable
 
-from fastapi import APIRouter, HTTPException
-from fastapi.responses import Response, StreamingResponse
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from .jobs import JobError, JobRegistry
+from .jobs import JobError, JobRegistry, TooManyListeners
 
 PCM_PREFIX = "/gepard/pcm/"
+QUEUE_PREFIX = "/gepard/queue/"
 WORKLET_PATH = "/gepard/pcm-worklet.js"
 _WORKLET_FILE = Path(__file__).with_name("pcm_worklet.js")
+log = logging.getLogger("gepard_demo.ui")
 
 
-def make_audio_router(registry: JobRegistry, sample_rate: int) -> APIRouter:
+def client_of(request: Request) -> str:
+    # The socket's peer. Behind a proxy every visitor shares its address: the per-client
+    # limit then acts as a global one, which still keeps a flood from holding anything lasting.
+    return request.client.host if request.client else "unknown"
+
+
+def make_audio_router(registry: JobRegistry, sample_rate: int,
+                      queue_status: Callable[[str], dict] | None = None) -> APIRouter:
     router = APIRouter()
     worklet_js = _WORKLET_FILE.read_text(encoding="utf-8")
 
     @router.get(PCM_PREFIX + "{job_id}")
-    async def pcm_stream(job_id: str):
+    async def pcm_stream(job_id: str, request: Request):
+        client = client_of(request)
         try:
-            job = registry.open(job_id)
+            registry.admit(job_id, client)
         except JobError as exc:
-            raise HTTPException(status_code=400 if "bad job id" in str(exc) else 429, detail=str(exc))
+            code = 429 if isinstance(exc, TooManyListeners) else 400
+            log.warning("refused audio stream from %s (HTTP %d): %s", client, code, exc)
+            raise HTTPException(status_code=code, detail=str(exc)) from None
         headers = {
             "Cache-Control": "no-store",
             "X-Gepard-Sample-Rate": str(sample_rate),
@@ -38,15 +57,17 @@ def make_audio_router(registry: JobRegistry, sample_rate: int) -> APIRouter:
             # Proxies (a Space sits behind one) must not hold the stream back to buffer it.
             "X-Accel-Buffering": "no",
         }
+        return StreamingResponse(registry.listen(job_id, client), media_type="application/octet-stream",
+                                 headers=headers)
 
-        async def body():
-            async for data in job.iter_bytes():
-                yield data
-            # Only reached when the whole stream was sent: free the job's audio now rather
-            # than at the registry's next sweep.
-            registry.discard_if_done(job_id)
-
-        return StreamingResponse(body(), media_type="application/octet-stream", headers=headers)
+    @router.get(QUEUE_PREFIX + "{job_id}")
+    async def queue(job_id: str):
+        try:
+            registry.check_id(job_id)
+        except JobError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+        info = queue_status(job_id) if queue_status else {"state": "unknown"}
+        return JSONResponse(info, headers={"Cache-Control": "no-store"})
 
     @router.get(WORKLET_PATH)
     async def worklet():

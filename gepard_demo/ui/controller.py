@@ -9,6 +9,7 @@ on this event) lines requests up; `host.lock` also keeps the Eval tab off the en
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 import threading
@@ -21,8 +22,8 @@ import gradio as gr
 import numpy as np
 import soundfile as sf
 
-from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.reference_audio import ReferenceAudioError
+from gepard_demo.settings import DECODE_MODES, MAX_FRAMES_LIMIT, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming import SynthesisSession, SynthesisStats, TextError
 
 from .jobs import JobError, JobRegistry
@@ -38,6 +39,7 @@ CONTROL_NAMES = (
     *VOICE_CONTROL_NAMES,  # the "Voice and guidance" group (voice.py)
 )
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
+log = logging.getLogger("gepard_demo.ui")
 
 
 def _number(name: str, value: Any) -> float:
@@ -61,25 +63,47 @@ def _integer(name: str, value: Any) -> int:
     return int(x)
 
 
+# The page's range for every numeric control: the sliders span exactly these, and a value
+# outside (typed, or sent through the API) is refused with the control's name.
+CONTROL_RANGES = {
+    "temperature": (0.05, 5.0), "top_k": (0, 8), "stop_threshold": (0.01, 0.99), "seed": (0, 2**53 - 1),
+    "max_frames": (1, MAX_FRAMES_LIMIT), "first_chunk_frames": (1, 100), "chunk_frames": (1, 200),
+    "lookback_frames": (0, 64), "fade_ms": (0, 500), "silence_ms": (0, 2000),
+}
+
+
+def _in_range(name: str, x: float) -> float:
+    lo, hi = CONTROL_RANGES[name]
+    if not lo <= x <= hi:
+        raise SettingsError(f"{name} must be between {lo:g} and {hi:g}, got {x:g}")
+    return x
+
+
 def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
     """Page values -> validated settings; raises SettingsError naming the bad control."""
+    for name in CONTROL_RANGES:
+        if name == "seed" and values["random_seed"]:
+            continue
+        _in_range(name, _number(name, values[name]))
+    if str(values["decode_mode"]) not in DECODE_MODES:
+        raise SettingsError(f"decode_mode must be one of {', '.join(DECODE_MODES)}, got {values['decode_mode']!r}")
     seed = None if values["random_seed"] else _integer("seed", values["seed"])
     sampling = SamplingSettings(
         temperature=_number("temperature", values["temperature"]),
         greedy=bool(values["greedy"]),
         top_k=_integer("top_k", values["top_k"]),
-        stop_threshold=_number("stop threshold", values["stop_threshold"]),
-        max_frames=_integer("max frames", values["max_frames"]),
+        stop_threshold=_number("stop_threshold", values["stop_threshold"]),
+        max_frames=_integer("max_frames", values["max_frames"]),
         seed=seed,
         **cfg_changes(values.get("cfg_scale", 1.0), values.get("cfg_frames", 0)),
     ).validate()
     stream = StreamSettings(
-        first_chunk_frames=_integer("first chunk frames", values["first_chunk_frames"]),
-        chunk_frames=_integer("chunk frames", values["chunk_frames"]),
+        first_chunk_frames=_integer("first_chunk_frames", values["first_chunk_frames"]),
+        chunk_frames=_integer("chunk_frames", values["chunk_frames"]),
         decode_mode=str(values["decode_mode"]),
-        lookback_frames=_integer("lookback frames", values["lookback_frames"]),
-        fade_ms=_number("end fade ms", values["fade_ms"]),
-        silence_ms=_number("end silence ms", values["silence_ms"]),
+        lookback_frames=_integer("lookback_frames", values["lookback_frames"]),
+        fade_ms=_number("fade_ms", values["fade_ms"]),
+        silence_ms=_number("silence_ms", values["silence_ms"]),
     ).validate()
     return sampling, stream
 
@@ -110,18 +134,22 @@ class DemoController:
 
     # -- Generate ----------------------------------------------------------------------------
 
-    def generate(self, job_id: str, *controls: Any) -> Iterator[tuple]:
-        """Gradio generator: (status, wav path, stats markdown, p_stop figure) updates."""
+    def generate(self, job_id: str, text: str, temperature: float, top_k: int, greedy: bool,
+                 stop_threshold: float, seed: int | None, random_seed: bool, max_frames: int,
+                 first_chunk_frames: int, chunk_frames: int, decode_mode: str, lookback_frames: int,
+                 fade_ms: float, silence_ms: float, ref_audio: Any = None, cfg_scale: float = 1.0,
+                 cfg_frames: int = 0) -> Iterator[tuple]:
+        """Gradio generator: (status, wav path, stats markdown, p_stop figure) updates.
+
+        Named parameters, one per control (CONTROL_NAMES), so the API shows these names."""
         t0 = time.perf_counter()
-        if len(controls) != len(CONTROL_NAMES):
-            raise gr.Error(f"expected {len(CONTROL_NAMES)} control values, got {len(controls)}")
-        values = dict(zip(CONTROL_NAMES, controls))
+        values = {k: v for k, v in locals().items() if k in CONTROL_NAMES}
         # API clients may leave the job id empty: they get a fresh one (and no live stream).
         job_id = job_id or secrets.token_hex(16)
         try:
             job = self.registry.claim(job_id)
         except JobError as exc:
-            raise gr.Error(str(exc)) from None
+            raise self._rejected("Cannot start", exc) from None
         queued_s = max(0.0, time.monotonic() - job.created)
         try:
             try:
@@ -130,9 +158,10 @@ class DemoController:
                 voice = {} if speaker is None else {"speaker": speaker}
                 session = self.host.new_session(values["text"], sampling, stream, request_start=t0, **voice)
             except (SettingsError, TextError) as exc:
-                raise gr.Error(str(exc), title="Cannot generate") from None
+                title = "Text not accepted" if isinstance(exc, TextError) else "Setting out of range"
+                raise self._rejected(title, exc) from None
             except ReferenceAudioError as exc:
-                raise gr.Error(f"Reference voice: {exc}", title="Reference voice not usable") from None
+                raise self._rejected("Reference voice not usable", exc) from None
             job.attach(session)  # from here on, Stop reaches the session
             if job.cancelled:
                 yield ("Stopped before it started.", None, "", None)
@@ -141,6 +170,13 @@ class DemoController:
         finally:
             if not job.finished:
                 job.finish()
+
+    @staticmethod
+    def _rejected(title: str, exc: Exception) -> gr.Error:
+        """A refused request: one line in the log (no traceback: nothing is broken), and an
+        error titled by what went wrong for the page / API client."""
+        log.warning("rejected generate request (%s): %s", title.lower(), exc)
+        return gr.Error(str(exc), title=title, print_exception=False)
 
     def _run(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float):
         failure: list[BaseException] = []
@@ -187,7 +223,9 @@ class DemoController:
                 session.cancel()
                 worker.join()
         if failure:
-            raise gr.Error(f"Synthesis failed: {failure[0]}", title="Error") from None
+            # A real fault: keep its traceback in the log.
+            log.error("synthesis failed", exc_info=failure[0])
+            raise gr.Error(f"Synthesis failed: {failure[0]}", title="Synthesis failed") from None
         stats = session.stats
         self._remember(job.job_id, stats)
         audio = session.audio()
@@ -212,6 +250,60 @@ class DemoController:
     # -- Stop --------------------------------------------------------------------------------
 
     def stop(self, job_id: str) -> str:
-        if job_id and self.registry.cancel(job_id):
+        state = self.registry.cancel(job_id) if job_id else None
+        if state == "running":
             return "Stopping…"
+        if state == "queued":
+            return "Stopped: it had not started yet."
         return "Nothing to stop."
+
+    # -- the page's wait line ----------------------------------------------------------------
+
+    def queue_status(self, job_id: str) -> dict:
+        """Where a request stands before it starts: position and an honest wait estimate.
+
+        The estimate: what the running request still needs (from its own progress: at least
+        the typical time minus what it has run, at most its frame budget at its own rate),
+        plus the typical time of each request ahead (median of recent ones)."""
+        job = self.registry.get(job_id)
+        if job is not None:
+            return {"state": "finished" if job.finished else "running"}
+        ahead = self.registry.waiting_ahead(job_id)
+        if ahead is None:
+            return {"state": "unknown"}
+        with self._recent_lock:
+            walls = sorted(st.wall_s for st in self._recent.values() if st.wall_s)
+        typical = walls[len(walls) // 2] if walls else None
+        running = self.registry.running()
+        low = high = 0.0
+        if running is not None and running.session is not None:
+            st = running.session.stats
+            ran = time.monotonic() - running.started
+            rate = st.frames / ran if st.frames and ran > 0 else None
+            budget_left = (running.session.sampling.max_frames - st.frames) / rate if rate else None
+            guess = max((typical or 0.0) - ran, 1.0)
+            high = budget_left if budget_left is not None else guess
+            low = min(guess, high)
+        low += ahead * (typical or 0.0)
+        high += ahead * (typical or 0.0)
+        position = ahead + (1 if running is not None else 0) + 1
+        return {"state": "queued", "position": position, "ahead": position - 1,
+                "wait_s": round(low, 1), "wait_max_s": round(high, 1),
+                "text": wait_words(position - 1, low, high, typical is not None)}
+
+
+def _secs(x: float) -> str:
+    return f"{x:.0f} s" if x < 90 else f"{x / 60:.0f} min"
+
+
+def wait_words(ahead: int, low: float, high: float, known: bool) -> str:
+    """'Waiting: 2 requests ahead of you, about 10 s (at most 40 s).'"""
+    if ahead <= 0:
+        return "Starting…"
+    who = "1 request" if ahead == 1 else f"{ahead} requests"
+    if not known and high <= 0:
+        return f"Waiting: {who} ahead of you (no timing yet to estimate the wait)."
+    est = f"about {_secs(max(low, 1.0))}"
+    if high > low + 1:
+        est += f" (at most {_secs(high)})"
+    return f"Waiting: {who} ahead of you, {est}."

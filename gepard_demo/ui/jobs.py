@@ -2,7 +2,8 @@
 
 The browser makes up the job id and opens the PCM stream at the moment of the click, in
 parallel with submitting the Gradio event, so no round trip is spent telling the page which
-stream to open. Whichever side arrives first creates the mailbox. The producer runs in a
+stream to open. Only the Generate (the producer) creates the mailbox; a listener that comes
+first waits for it, holding nothing but its own connection (see JobRegistry). The producer runs in a
 Gradio worker thread; the listener is a coroutine on the server's event loop, woken through
 `loop.call_soon_threadsafe` (no thread blocks per listener).
 """
@@ -13,6 +14,7 @@ import asyncio
 import re
 import threading
 import time
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +27,15 @@ class JobError(RuntimeError):
     """A job id that is malformed, or a registry that is full."""
 
 
+class TooManyListeners(JobError):
+    """A client (or everyone together) has too many audio streams open."""
+
+
 @dataclass
 class Job:
     job_id: str
-    created: float = field(default_factory=time.monotonic)
+    created: float = field(default_factory=time.monotonic)  # when its page first asked for it
+    started: float = field(default_factory=time.monotonic)  # when a Generate claimed it
     chunks: list[bytes] = field(default_factory=list)  # float32 little-endian PCM
     finished: bool = False
     finished_at: float | None = None
@@ -118,69 +125,189 @@ class Job:
 
 
 class JobRegistry:
-    """All live jobs; old ones are swept on each `open`.
+    """The jobs Generate has claimed, and the listeners waiting for one.
 
-    max_jobs bounds memory against clients opening streams for ids that never run.
+    Only a Generate (one at a time, through Gradio's queue) creates a job, so anonymous
+    requests can never fill what a Generate needs. A listener for an id no Generate has
+    claimed yet waits connected, holding only its own slot: at most `listeners_per_client`
+    per client address and `max_waiting` in all. When it leaves before any Generate claimed
+    the id, a cancellation mark (a short string, the newest `remember_cancelled` kept) is all
+    that stays: the request it was opened for, still queued, then stops at once.
     """
 
-    def __init__(self, max_jobs: int = 64, finished_ttl_s: float = 60.0, unclaimed_ttl_s: float = 300.0):
+    def __init__(self, max_jobs: int = 64, finished_ttl_s: float = 60.0, listeners_per_client: int = 8,
+                 max_waiting: int = 256, remember_cancelled: int = 4096):
         self.max_jobs = max_jobs
         self.finished_ttl_s = finished_ttl_s
-        self.unclaimed_ttl_s = unclaimed_ttl_s
+        self.listeners_per_client = listeners_per_client
+        self.max_waiting = max_waiting
+        self.remember_cancelled = remember_cancelled
         self._jobs: dict[str, Job] = {}
+        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._waiting_since: dict[str, float] = {}  # job id -> when its first listener came
+        self._cancelled: OrderedDict[str, None] = OrderedDict()
+        self._clients: Counter[str] = Counter()  # open listeners per client address
         self._lock = threading.Lock()
 
-    def open(self, job_id: str) -> Job:
-        """The job with this id, created if new (by the route or the producer, whoever first)."""
+    @staticmethod
+    def check_id(job_id: Any) -> str:
         if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
             raise JobError(f"bad job id {job_id!r}")
-        with self._lock:
-            self._sweep()
-            job = self._jobs.get(job_id)
-            if job is None:
-                if len(self._jobs) >= self.max_jobs:
-                    raise JobError("too many jobs in flight; try again in a moment")
-                job = self._jobs[job_id] = Job(job_id)
-            return job
+        return job_id
+
+    # -- producer side ----------------------------------------------------------------------
 
     def claim(self, job_id: str) -> Job:
-        """Open the job for its one producer; a second producer for the same id is refused."""
-        job = self.open(job_id)
+        """Create the job for its one producer (a Generate); a second claim of an id is refused."""
+        self.check_id(job_id)
         with self._lock:
-            if job.claimed:
+            self._sweep()
+            if job_id in self._jobs:
                 raise JobError(f"job {job_id} is already running or done; a new request needs a new id")
-            job.claimed = True
+            if len(self._jobs) >= self.max_jobs:
+                raise JobError("too many jobs in flight; try again in a moment")
+            since = self._waiting_since.pop(job_id, None)
+            job = self._jobs[job_id] = Job(job_id, claimed=True)
+            if since is not None:
+                job.created = since
+            if job_id in self._cancelled:  # stopped (or its page left) while it waited in the queue
+                del self._cancelled[job_id]
+                job.cancelled = True
+            waiters = list(self._waiters.get(job_id, []))
+        _wake_all(waiters)
         return job
 
-    def discard_if_done(self, job_id: str) -> None:
-        """Forget a job whose producer has finished (its listener has all the audio).
+    def open(self, job_id: str) -> Job:
+        """Producer-side alias kept for callers that do not care about one-claim semantics."""
+        job = self.get(job_id)
+        return job if job is not None else self.claim(job_id)
 
-        An unclaimed job is kept even if cancelled: its request may still be waiting in the
-        queue, and must find the cancellation when it starts."""
+    # -- listener side ----------------------------------------------------------------------
+
+    def admit(self, job_id: str, client: str) -> None:
+        """Refuse a listener at once (bad id, or too many open from this client / in all)."""
+        self.check_id(job_id)
+        with self._lock:
+            if self._clients[client] >= self.listeners_per_client:
+                raise TooManyListeners(f"too many audio streams open from {client} "
+                                       f"({self.listeners_per_client} at most); close other tabs")
+            if job_id not in self._jobs and sum(len(w) for w in self._waiters.values()) >= self.max_waiting:
+                raise TooManyListeners("too many listeners waiting for requests that have not started; try again")
+
+    async def listen(self, job_id: str, client: str):
+        """The job's PCM bytes, waiting (connected, holding nothing a Generate needs) until a
+        Generate claims the id. Ends at once if the id is cancelled first."""
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        waiter = (loop, event)
+        with self._lock:
+            self._clients[client] += 1
+            job = self._jobs.get(job_id)
+            if job is None:
+                self._waiters.setdefault(job_id, []).append(waiter)
+                self._waiting_since.setdefault(job_id, time.monotonic())
+        try:
+            while job is None:
+                await event.wait()
+                event.clear()
+                with self._lock:
+                    job = self._jobs.get(job_id)
+                    if job is None and job_id in self._cancelled:
+                        return
+            self._unwait(job_id, waiter)
+            async for data in job.iter_bytes():
+                yield data
+            # The whole stream was sent: free the job's audio now rather than at the next sweep.
+            self.discard_if_done(job_id)
+        finally:
+            self._unwait(job_id, waiter)
+            with self._lock:
+                self._clients[client] -= 1
+                if self._clients[client] <= 0:
+                    del self._clients[client]
+                if job is None:  # left before any Generate claimed it: that request must not run
+                    self._mark_cancelled(job_id)
+
+    def _unwait(self, job_id: str, waiter) -> None:
+        with self._lock:
+            waiters = self._waiters.get(job_id)
+            if waiters and waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._waiters[job_id]
+                    self._waiting_since.pop(job_id, None)
+
+    def waiting_ahead(self, job_id: str) -> int | None:
+        """How many listened-for requests that have not started came before this one
+        (None when this id is not waiting)."""
+        with self._lock:
+            mine = self._waiting_since.get(job_id)
+            if mine is None:
+                return None
+            return sum(1 for t in self._waiting_since.values() if t < mine)
+
+    def open_listeners(self) -> int:
+        with self._lock:
+            return sum(self._clients.values())
+
+    def running(self) -> Job | None:
+        with self._lock:
+            live = [j for j in self._jobs.values() if not j.finished]
+        return live[-1] if live else None
+
+    # -- both -------------------------------------------------------------------------------
+
+    def discard_if_done(self, job_id: str) -> None:
+        """Forget a job whose producer has finished (its listener has all the audio)."""
         with self._lock:
             job = self._jobs.get(job_id)
-            if job is not None and job.claimed and job.finished:
+            if job is not None and job.finished:
                 del self._jobs[job_id]
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)
 
-    def cancel(self, job_id: str) -> bool:
-        job = self.get(job_id) if isinstance(job_id, str) else None
-        if job is None:
-            return False
-        job.cancel()
-        return True
+    def cancel(self, job_id: str) -> str | None:
+        """Stop a job: "running" (its session is told), "queued" (not claimed yet: the request
+        stops as soon as it starts, and any listener ends now), or None for a bad id."""
+        try:
+            self.check_id(job_id)
+        except JobError:
+            return None
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None:
+                self._mark_cancelled(job_id)
+                waiters = list(self._waiters.get(job_id, []))
+        if job is not None:
+            job.cancel()
+            return "running"
+        _wake_all(waiters)
+        return "queued"
+
+    def _mark_cancelled(self, job_id: str) -> None:  # holds self._lock
+        if job_id in self._jobs:
+            return
+        self._cancelled[job_id] = None
+        self._cancelled.move_to_end(job_id)
+        while len(self._cancelled) > self.remember_cancelled:
+            self._cancelled.popitem(last=False)
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._jobs)
 
-    def _sweep(self) -> None:
+    def _sweep(self) -> None:  # holds self._lock
         now = time.monotonic()
         for job_id, job in list(self._jobs.items()):
             if job.finished_at is not None and now - job.finished_at > self.finished_ttl_s:
                 del self._jobs[job_id]
-            elif not job.claimed and now - job.created > self.unclaimed_ttl_s:
-                del self._jobs[job_id]
+
+
+def _wake_all(waiters) -> None:
+    for loop, event in waiters:
+        try:
+            loop.call_soon_threadsafe(event.set)
+        except RuntimeError:  # that loop is closed
+            pass

@@ -14,6 +14,7 @@ from gepard_demo.settings import DECODE_MODES, MAX_FRAMES_LIMIT, SamplingSetting
 from .audio_route import PCM_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
 from .controller import CONTROL_NAMES, DemoController
+from .fields import FieldNumber, FieldRadio, FieldSlider
 from .model_host import ModelHost
 from .served import lock_controls
 from .voice import build_voice_group
@@ -88,21 +89,21 @@ def build_demo(
                         status = gr.Markdown("", elem_id="gepard-status")
                     with gr.Column(scale=2):
                         with gr.Accordion("Sampling", open=True):
-                            temperature = gr.Slider(0.05, 5.0, value=sampling.temperature, step=0.05, label="Temperature", elem_id="gepard-temperature")
-                            top_k = gr.Slider(0, 8, value=sampling.top_k, step=1, label="Top-k (0 = off; heads have 6-8 levels)", elem_id="gepard-top-k")
+                            temperature = FieldSlider(0.05, 5.0, value=sampling.temperature, step=0.05, label="Temperature", elem_id="gepard-temperature")
+                            top_k = FieldSlider(0, 8, value=sampling.top_k, step=1, label="Top-k (0 = off; heads have 6-8 levels)", elem_id="gepard-top-k")
                             greedy = gr.Checkbox(value=sampling.greedy, label="Greedy (argmax; ignores temperature and top-k)", elem_id="gepard-greedy")
-                            stop_threshold = gr.Slider(0.01, 0.99, value=sampling.stop_threshold, step=0.01, label="Stop threshold", elem_id="gepard-stop-threshold")
+                            stop_threshold = FieldSlider(0.01, 0.99, value=sampling.stop_threshold, step=0.01, label="Stop threshold", elem_id="gepard-stop-threshold")
                             with gr.Row():
-                                seed = gr.Number(value=sampling.seed if sampling.seed is not None else 42, precision=0, label="Seed", minimum=0, maximum=2**53 - 1, elem_id="gepard-seed")
+                                seed = FieldNumber(value=sampling.seed if sampling.seed is not None else 42, precision=0, label="Seed", minimum=0, maximum=2**53 - 1, elem_id="gepard-seed")
                                 random_seed = gr.Checkbox(value=sampling.seed is None, label="Random seed (the one used is shown)", elem_id="gepard-random-seed")
-                            max_frames = gr.Slider(1, MAX_FRAMES_LIMIT, value=sampling.max_frames, step=1, label="Max frames (21.5 per second)", elem_id="gepard-max-frames")
+                            max_frames = FieldSlider(1, MAX_FRAMES_LIMIT, value=sampling.max_frames, step=1, label="Max frames (21.5 per second)", elem_id="gepard-max-frames")
                         with gr.Accordion("Streaming", open=False):
-                            first_chunk = gr.Slider(1, 100, value=stream.first_chunk_frames, step=1, label="First chunk frames", elem_id="gepard-first-chunk")
-                            chunk = gr.Slider(1, 200, value=stream.chunk_frames, step=1, label="Chunk frames", elem_id="gepard-chunk")
-                            decode_mode = gr.Radio(list(DECODE_MODES), value=stream.decode_mode, label="Decode mode (exact = one whole decode)", elem_id="gepard-decode-mode")
-                            lookback = gr.Slider(0, 64, value=stream.lookback_frames, step=1, label="Lookback frames (lookback mode)", elem_id="gepard-lookback")
-                            fade_ms = gr.Slider(0, 500, value=stream.fade_ms, step=5, label="End fade (ms)", elem_id="gepard-fade")
-                            silence_ms = gr.Slider(0, 2000, value=stream.silence_ms, step=10, label="End silence (ms)", elem_id="gepard-silence")
+                            first_chunk = FieldSlider(1, 100, value=stream.first_chunk_frames, step=1, label="First chunk frames", elem_id="gepard-first-chunk")
+                            chunk = FieldSlider(1, 200, value=stream.chunk_frames, step=1, label="Chunk frames", elem_id="gepard-chunk")
+                            decode_mode = FieldRadio(list(DECODE_MODES), value=stream.decode_mode, label="Decode mode (exact = one whole decode)", elem_id="gepard-decode-mode")
+                            lookback = FieldSlider(0, 64, value=stream.lookback_frames, step=1, label="Lookback frames (lookback mode)", elem_id="gepard-lookback")
+                            fade_ms = FieldSlider(0, 500, value=stream.fade_ms, step=5, label="End fade (ms)", elem_id="gepard-fade")
+                            silence_ms = FieldSlider(0, 2000, value=stream.silence_ms, step=10, label="End silence (ms)", elem_id="gepard-silence")
                             # Read by the page's player only (see _start_js), never sent to Python.
                             gr.Slider(0, 10000, value=0, step=100, elem_id="gepard-prebuffer",
                                       label="Player start buffer (ms): 0 starts on the first chunk; raise it where generation is slower than real time")
