@@ -309,6 +309,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (SetError, RunError, SettingsError, WeightsNotFound, CompareError, FileNotFoundError,
-            ModelNotFoundError, CodecLoadError) as e:
+            FileExistsError, NotADirectoryError, ModelNotFoundError, CodecLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

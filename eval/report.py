@@ -24,6 +24,26 @@ def _num(d: dict | None, key: str = "median", fmt: str = "{:.2f}") -> str:
     return "n/a" if not d else fmt.format(d[key])
 
 
+def _settings_lines(run: dict) -> list[str]:
+    """The settings the engine really used: Piper takes none of Gepard's."""
+    if run.get("engine") == "piper":
+        return ["- Piper (voice en_US-joe-medium) with its noise off (noise_scale = noise_w = 0), so reruns give "
+                "the same audio; it takes none of Gepard's sampling, streaming, batch or seed settings"]
+    return [f"- sampling `{json.dumps(run.get('sampling'))}`",
+            f"- stream `{json.dumps(run.get('stream'))}`, batch size {run.get('batch_size')}, base seed {run.get('base_seed')}"]
+
+
+def _error_lines(run_dir: Path) -> list[str]:
+    from eval.run import error_rows
+
+    errors = error_rows(run_dir)
+    if not errors:
+        return []
+    ids = ", ".join(f"`{e['id']}`" for e in errors[:10]) + (" ..." if len(errors) > 10 else "")
+    return [f"- **{len(errors)} utterance(s) refused before synthesis** (not in any figure below; "
+            f"`errors.jsonl` says why): {ids}; e.g. {errors[0]['error']}"]
+
+
 def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
     cfg = summary.get("run") or {}
     run = cfg.get("run", {})
@@ -31,8 +51,8 @@ def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
     lines = [
         f"# Evaluation report: {run_dir.name}", "",
         f"- engine `{run.get('engine')}`, model `{run.get('model')}`, set `{run.get('set')}` ({o['n']} utterances)",
-        f"- sampling `{json.dumps(run.get('sampling'))}`",
-        f"- stream `{json.dumps(run.get('stream'))}`, batch size {run.get('batch_size')}, base seed {run.get('base_seed')}",
+        *_settings_lines(run),
+        *_error_lines(run_dir),
         f"- ASR: `{summary['asr'] or 'not scored (run `python -m eval score`)'}`; "
         f"CIs: 95% bootstrap, {summary['bootstrap']['replicates']} replicates, seed {summary['bootstrap']['seed']}",
         "", "## Headline", "",

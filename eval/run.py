@@ -5,6 +5,9 @@ Run folder layout:
   set.jsonl         the utterances of this run, as loaded
   environment.json  one entry per (re)start: packages, machine, engine / model / revision
   rows.jsonl        one row per finished utterance (written after its WAV)
+  errors.jsonl      one row per utterance refused before synthesis (text the app would refuse
+                    too: empty, or above gepard_demo's 2000-character limit), the same rule
+                    for every engine; the run goes on without it
   wav/<id>.wav      16-bit PCM at the engine's sample rate
   status.json       done / total / complete
 
@@ -164,6 +167,23 @@ def done_rows(run_dir: Path, repair: bool = False) -> list[dict]:
     return out
 
 
+def error_rows(run_dir: str | Path) -> list[dict]:
+    """Utterances refused before synthesis (id, category, text length, error)."""
+    return read_jsonl(Path(run_dir) / "errors.jsonl", repair=True)
+
+
+def input_error(u: Utterance) -> str | None:
+    """Why this utterance cannot be synthesized by any engine, or None: the app's own text rule
+    (gepard_demo.streaming.clean_text: nothing speakable, or above MAX_TEXT_CHARS)."""
+    from gepard_demo.streaming import TextError, clean_text
+
+    try:
+        clean_text(u.text)
+    except TextError as e:
+        return str(e)
+    return None
+
+
 def synthesized_rows(run_dir: Path) -> list[dict]:
     """The rows of a run folder that scoring and reporting read; a clear error when there are none."""
     if not (run_dir / "config.json").is_file():
@@ -209,6 +229,8 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
     """
     cfg.validate()
     run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"--out {run_dir} is a file, not a run folder; pick a new --out")
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(exist_ok=True)
     lock = open(run_dir / ".lock", "w")
@@ -218,12 +240,23 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
         raise RunError(f"{run_dir} is being written by another process") from None
     try:
         items = _prepare(cfg, run_dir)
-        done = {r["id"] for r in done_rows(run_dir, repair=True)}
-        pending = [u for u in items if u.id not in done]
+        done = {r["id"] for r in done_rows(run_dir, repair=True)} | {r["id"] for r in error_rows(run_dir)}
+        if done:
+            log(f"resuming {run_dir}: {len(done)}/{len(items)} done")
+        pending = []
+        for u in items:
+            if u.id in done:
+                continue
+            why = input_error(u)
+            if why is None:
+                pending.append(u)
+                continue
+            append_jsonl(run_dir / "errors.jsonl", {"id": u.id, "category": u.category, "chars": len(u.text),
+                                                    "error": why})
+            log(f"{u.id}: refused, {why}")
+            done.add(u.id)
         if cfg.engine in ("piper", "server") and any(u.ref_audio for u in pending):
             raise RunError(f"--engine {cfg.engine} cannot take this set's ref_audio column (local and local-stream can)")
-        if done:
-            log(f"resuming {run_dir}: {len(done)}/{len(items)} done, {len(pending)} to go")
         if pending:
             if engine is None:
                 from eval.engines import load_engine
@@ -271,7 +304,9 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             for u, seed, s, ref in zip(batch, seeds, results, refs):
                 keep(u, seed, s, ref)
         bar.close()
-        write_json_atomic(run_dir / "status.json", {"done": n_done, "total": len(items), "complete": n_done == len(items)})
+        n_errors = len(error_rows(run_dir))
+        write_json_atomic(run_dir / "status.json", {"done": n_done, "errors": n_errors, "total": len(items),
+                                                    "complete": n_done == len(items)})
         return run_dir
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
