@@ -164,7 +164,7 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             run_btn = gr.Button("Run evaluation", variant="primary")
     summary = gr.Markdown()
     charts = gr.Gallery(label="Charts", columns=2, height="auto")
-    table = gr.Dataframe(label="Per utterance", wrap=True)
+    table = gr.Dataframe(value=pd.DataFrame(columns=TABLE_COLUMNS), headers=TABLE_COLUMNS, label="Per utterance", wrap=True)
     with gr.Accordion("Earlier runs and comparison", open=False):
         with gr.Row():
             pick = gr.Dropdown(list_runs(runs_dir), label="Open a run", allow_custom_value=False)

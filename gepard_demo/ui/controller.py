@@ -66,16 +66,20 @@ def _integer(name: str, value: Any) -> int:
 # The page's range for every numeric control: the sliders span exactly these, and a value
 # outside (typed, or sent through the API) is refused with the control's name.
 CONTROL_RANGES = {
-    "temperature": (0.05, 5.0), "top_k": (0, 8), "stop_threshold": (0.01, 0.99), "seed": (0, 2**53 - 1),
+    "temperature": (0.05, 5.0), "top_k": (0, 8), "stop_threshold": (0.01, 0.99), "seed": (0, 2**63 - 1),
     "max_frames": (1, MAX_FRAMES_LIMIT), "first_chunk_frames": (1, 100), "chunk_frames": (1, 200),
     "lookback_frames": (0, 64), "fade_ms": (0, 500), "silence_ms": (0, 2000),
 }
 
 
+def _show(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 2**64 else f"{x:g}"
+
+
 def _in_range(name: str, x: float) -> float:
     lo, hi = CONTROL_RANGES[name]
     if not lo <= x <= hi:
-        raise SettingsError(f"{name} must be between {lo:g} and {hi:g}, got {x:g}")
+        raise SettingsError(f"{name} must be between {_show(lo)} and {_show(hi)}, got {_show(x)}")
     return x
 
 
@@ -176,7 +180,8 @@ class DemoController:
         """A refused request: one line in the log (no traceback: nothing is broken), and an
         error titled by what went wrong for the page / API client."""
         log.warning("rejected generate request (%s): %s", title.lower(), exc)
-        return gr.Error(str(exc), title=title, print_exception=False)
+        # The title leads the message too: Gradio 6's toast heads every error "Error".
+        return gr.Error(f"{title}: {exc}", title=title, print_exception=False)
 
     def _run(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float):
         failure: list[BaseException] = []
@@ -225,7 +230,7 @@ class DemoController:
         if failure:
             # A real fault: keep its traceback in the log.
             log.error("synthesis failed", exc_info=failure[0])
-            raise gr.Error(f"Synthesis failed: {failure[0]}", title="Synthesis failed") from None
+            raise gr.Error(f"Synthesis failed: {failure[0]!r}", title="Synthesis failed") from None
         stats = session.stats
         self._remember(job.job_id, stats)
         audio = session.audio()

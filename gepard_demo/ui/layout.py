@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import gradio as gr
 
-from gepard_demo.settings import DECODE_MODES, MAX_FRAMES_LIMIT, SamplingSettings, StreamSettings
+from gepard_demo.settings import DECODE_MODES, SamplingSettings, StreamSettings
+from gepard_demo.streaming import MAX_TEXT_CHARS
 
-from .audio_route import PCM_PREFIX, WORKLET_PATH
+from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
-from .controller import CONTROL_NAMES, DemoController
+from .controller import CONTROL_NAMES, CONTROL_RANGES, DemoController
 from .fields import FieldNumber, FieldRadio, FieldSlider
 from .model_host import ModelHost
 from .served import lock_controls
-from .voice import build_voice_group
+from .voice import VOICE_CONTROL_NAMES, build_voice_group
 
 EXAMPLES = [
     "Hello! This is Gepard, a text to speech model that starts talking almost at once.",
@@ -28,19 +30,36 @@ EXAMPLES = [
 ]
 
 CSS = """
-#gepard-player-status { font-family: ui-monospace, monospace; font-size: 0.9em; padding: 4px 0; }
+#gepard-player-status { font-size: 0.95em; padding: 6px 0 2px; font-weight: 600; }
+#gepard-player-status[data-state=idle] { font-weight: 400; opacity: 0.7; }
+#gepard-charcount { font-size: 0.85em; opacity: 0.75; text-align: right; }
+#gepard-charcount[data-over="1"] { color: #d62728; opacity: 1; font-weight: 600; }
 #gepard-banner { border-left: 4px solid #e0a800; padding-left: 10px; }
+#gepard-banner details > summary { cursor: pointer; }
+/* The previous result while a new request runs (or after it failed): greyed, and said so. */
+#gepard-results.gepard-stale #gepard-audio, #gepard-results.gepard-stale #gepard-stats,
+#gepard-results.gepard-stale #gepard-plot { opacity: 0.35; filter: grayscale(1); }
+#gepard-results.gepard-stale::before { content: "Previous result"; font-size: 0.85em; opacity: 0.7; }
+/* While the live stream plays: the full-audio player waits, and "Done" is not said yet. */
+body.gepard-playing #gepard-audio { opacity: 0.4; pointer-events: none; }
+body.gepard-playing #gepard-status { display: none; }
+/* Dark theme: the p_stop figure is drawn light; invert it so it follows the page. */
+.dark #gepard-plot img { filter: invert(0.9) hue-rotate(180deg); }
 """
 
 
-def page_head(sample_rate: int) -> str:
-    """<head> markup: the player's config and code (inline, so it runs before any click)."""
+def page_head(sample_rate: int, gain: float = 1.0) -> str:
+    """<head> markup: the player's and the page's config and code (inline, so it runs before any click)."""
     # Relative URLs, so the page also works when a proxy serves it under a path prefix.
-    config = {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX.lstrip("/"), "workletUrl": WORKLET_PATH.lstrip("/")}
-    player_js = Path(__file__).with_name("player.js").read_text(encoding="utf-8")
+    config = {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX.lstrip("/"), "workletUrl": WORKLET_PATH.lstrip("/"),
+              "queuePrefix": QUEUE_PREFIX.lstrip("/"), "gain": gain}
+    here = Path(__file__).parent
+    player_js = (here / "player.js").read_text(encoding="utf-8")
+    page_js = (here / "page.js").read_text(encoding="utf-8")
     return (
-        f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(config)};</script>\n"
-        f"<script>\n{player_js}\n</script>"
+        f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(config)};\n"
+        f"window.GEPARD_PAGE_CONFIG = {json.dumps({'maxChars': MAX_TEXT_CHARS})};</script>\n"
+        f"<script>\n{player_js}\n</script>\n<script>\n{page_js}\n</script>"
     )
 
 
@@ -49,6 +68,7 @@ def _start_js(n_inputs: int) -> str:
     # resumes the AudioContext inside the user gesture) and sends that id as the first input.
     return (
         "(...args) => { const out = args.slice(0, %d);"
+        " if (window.gepardPage) window.gepardPage.onStart();"
         " const pre = document.querySelector('#gepard-prebuffer input[type=number]');"
         " const prebufferMs = pre ? Number(pre.value) || 0 : 0;"
         " out[0] = window.gepardPlayer ? window.gepardPlayer.start({prebufferMs}) : ''; return out; }" % n_inputs
@@ -56,6 +76,85 @@ def _start_js(n_inputs: int) -> str:
 
 
 _STOP_JS = "(...args) => [window.gepardPlayer ? window.gepardPlayer.stop('stopped') : '']"
+_FAILED_JS = ("() => { if (window.gepardPlayer) window.gepardPlayer.failed();"
+              " if (window.gepardPage) window.gepardPage.onFailure(); }")
+_SUCCESS_JS = "() => { if (window.gepardPage) window.gepardPage.onSuccess(); }"
+
+
+@dataclass
+class Results:
+    status: Any
+    audio: Any
+    stats: Any
+    plot: Any
+
+    def outputs(self) -> list:
+        return [self.status, self.audio, self.stats, self.plot]
+
+
+def text_and_buttons() -> tuple[Any, Any, Any]:
+    """Text box (with its character count and examples), Generate / Stop, the live line."""
+    text = gr.Textbox(
+        label="Text (Ctrl+Enter generates)", lines=4, value=EXAMPLES[0], elem_id="gepard-text",
+        placeholder=f"Type what Gepard should say (up to {MAX_TEXT_CHARS} characters; long text is read sentence by sentence).",
+    )
+    gr.HTML(f'<div id="gepard-charcount" data-over="0">{len(EXAMPLES[0])} / {MAX_TEXT_CHARS} characters</div>')
+    gr.Examples(EXAMPLES, inputs=[text], label="Examples")
+    with gr.Row():
+        generate_btn = gr.Button("Generate", variant="primary", elem_id="gepard-generate")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="gepard-stop")
+    # The live line (player.js writes it): place in line and wait, then generating / playing.
+    gr.HTML('<div id="gepard-player-status" data-state="idle" aria-live="polite">Ready.</div>')
+    return text, generate_btn, stop_btn
+
+
+def result_panel() -> Results:
+    """Status, full audio, stats and p_stop: beside the text on a wide screen, right under
+    the buttons on a narrow one (Gradio stacks a row's columns in order)."""
+    status = gr.Markdown("", elem_id="gepard-status")
+    audio = gr.Audio(label="Full audio (WAV; playable when the live playback ends)", type="filepath",
+                     interactive=False, buttons=["download"], elem_id="gepard-audio")
+    stats = gr.Markdown("", elem_id="gepard-stats")
+    plot = gr.Plot(label="p_stop per step", elem_id="gepard-plot")
+    return Results(status, audio, stats, plot)
+
+
+def sampling_controls(sampling: SamplingSettings, split_note: bool = True) -> dict[str, Any]:
+    c = {}
+    c["temperature"] = FieldSlider(*CONTROL_RANGES["temperature"], value=sampling.temperature, step=0.05, label="Temperature", elem_id="gepard-temperature")
+    c["top_k"] = FieldSlider(*CONTROL_RANGES["top_k"], value=sampling.top_k, step=1, label="Top-k (0 = off; heads have 6-8 levels)", elem_id="gepard-top-k")
+    c["greedy"] = gr.Checkbox(value=sampling.greedy, label="Greedy (argmax; ignores temperature and top-k)", elem_id="gepard-greedy")
+    c["stop_threshold"] = FieldSlider(*CONTROL_RANGES["stop_threshold"], value=sampling.stop_threshold, step=0.01, label="Stop threshold", elem_id="gepard-stop-threshold")
+    with gr.Row():
+        c["random_seed"] = gr.Checkbox(value=sampling.seed is None, label="Random seed (the one used is shown)", elem_id="gepard-random-seed")
+        c["seed"] = FieldNumber(value=sampling.seed if sampling.seed is not None else 42, precision=0, label="Seed",
+                                minimum=CONTROL_RANGES["seed"][0], maximum=CONTROL_RANGES["seed"][1],
+                                interactive=sampling.seed is not None, elem_id="gepard-seed")
+    c["max_frames"] = FieldSlider(*CONTROL_RANGES["max_frames"], value=sampling.max_frames, step=1,
+                                  label="Max frames per text segment (21.5 per second; text over 400 characters is split)",
+                                  elem_id="gepard-max-frames")
+    # The seed box only matters with a fixed seed.
+    c["random_seed"].change(lambda r: gr.update(interactive=not r), c["random_seed"], c["seed"],
+                            queue=False, show_progress="hidden", api_visibility="private")
+    return c
+
+
+def stream_controls(stream: StreamSettings) -> dict[str, Any]:
+    c = {}
+    c["first_chunk_frames"] = FieldSlider(*CONTROL_RANGES["first_chunk_frames"], value=stream.first_chunk_frames, step=1, label="First chunk frames", elem_id="gepard-first-chunk")
+    c["chunk_frames"] = FieldSlider(*CONTROL_RANGES["chunk_frames"], value=stream.chunk_frames, step=1, label="Chunk frames", elem_id="gepard-chunk")
+    c["decode_mode"] = FieldRadio(list(DECODE_MODES), value=stream.decode_mode, label="Decode mode (exact = one whole decode)", elem_id="gepard-decode-mode")
+    c["lookback_frames"] = FieldSlider(*CONTROL_RANGES["lookback_frames"], value=stream.lookback_frames, step=1,
+                                       label="Lookback frames (lookback mode only)",
+                                       interactive=stream.decode_mode == "lookback", elem_id="gepard-lookback")
+    c["fade_ms"] = FieldSlider(*CONTROL_RANGES["fade_ms"], value=stream.fade_ms, step=5, label="End fade (ms)", elem_id="gepard-fade")
+    c["silence_ms"] = FieldSlider(*CONTROL_RANGES["silence_ms"], value=stream.silence_ms, step=10, label="End silence (ms)", elem_id="gepard-silence")
+    # Read by the page's player only (see _start_js), never sent to Python.
+    gr.Slider(0, 10000, value=0, step=100, elem_id="gepard-prebuffer",
+              label="Player start buffer (ms): 0 starts on the first chunk; raise it where generation is slower than real time")
+    c["decode_mode"].change(lambda m: gr.update(interactive=m == "lookback"), c["decode_mode"], c["lookback_frames"],
+                            queue=False, show_progress="hidden", api_visibility="private")
+    return c
 
 
 def build_demo(
@@ -66,59 +165,31 @@ def build_demo(
     eval_tab: Callable[[Any], Any] | None = None,
     eval_tab_error: str | None = None,
 ) -> gr.Blocks:
-    """The Blocks app. `sampling`/`stream` are the controls' initial values."""
+    """The Blocks app. `sampling`/`stream` are the controls' initial values.
+
+    Speak tab: [text + buttons + live line | results] in one row, then the control groups
+    (each a function returning {control name: component}; a new group is one more call)."""
     with gr.Blocks(title="Gepard-1.0 TTS demo") as demo:
-        gr.Markdown("# Gepard-1.0 text to speech\nType, press **Generate**, and the speech streams as it is made.")
+        gr.Markdown("# Gepard-1.0 text to speech\nType, press **Generate** (or Ctrl+Enter), and the speech streams as it is made.")
         gr.Markdown(banner_markdown(host), elem_id="gepard-banner")
         with gr.Tabs():
             with gr.Tab("Speak", id="speak"):
-                with gr.Row():
-                    with gr.Column(scale=3):
-                        text = gr.Textbox(
-                            label="Text", lines=4, value=EXAMPLES[0], elem_id="gepard-text",
-                            placeholder="Type what Gepard should say (up to 2000 characters; long text is read sentence by sentence).",
-                        )
-                        gr.Examples(EXAMPLES, inputs=[text], label="Examples")
-                        with gr.Row():
-                            generate_btn = gr.Button("Generate", variant="primary", elem_id="gepard-generate")
-                            stop_btn = gr.Button("Stop", variant="stop", elem_id="gepard-stop")
-                        gr.HTML(
-                            '<div id="gepard-player-status" data-state="idle">Player: idle</div>',
-                            js_on_load=None,
-                        )
-                        status = gr.Markdown("", elem_id="gepard-status")
-                    with gr.Column(scale=2):
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=3, min_width=320):
+                        text, generate_btn, stop_btn = text_and_buttons()
+                    with gr.Column(scale=2, min_width=320, elem_id="gepard-results"):
+                        results = result_panel()
+                controls: dict[str, Any] = {"text": text}
+                with gr.Row(equal_height=False):
+                    with gr.Column(min_width=320):
                         with gr.Accordion("Sampling", open=True):
-                            temperature = FieldSlider(0.05, 5.0, value=sampling.temperature, step=0.05, label="Temperature", elem_id="gepard-temperature")
-                            top_k = FieldSlider(0, 8, value=sampling.top_k, step=1, label="Top-k (0 = off; heads have 6-8 levels)", elem_id="gepard-top-k")
-                            greedy = gr.Checkbox(value=sampling.greedy, label="Greedy (argmax; ignores temperature and top-k)", elem_id="gepard-greedy")
-                            stop_threshold = FieldSlider(0.01, 0.99, value=sampling.stop_threshold, step=0.01, label="Stop threshold", elem_id="gepard-stop-threshold")
-                            with gr.Row():
-                                seed = FieldNumber(value=sampling.seed if sampling.seed is not None else 42, precision=0, label="Seed", minimum=0, maximum=2**53 - 1, elem_id="gepard-seed")
-                                random_seed = gr.Checkbox(value=sampling.seed is None, label="Random seed (the one used is shown)", elem_id="gepard-random-seed")
-                            max_frames = FieldSlider(1, MAX_FRAMES_LIMIT, value=sampling.max_frames, step=1, label="Max frames (21.5 per second)", elem_id="gepard-max-frames")
+                            controls.update(sampling_controls(sampling))
+                    with gr.Column(min_width=320):
                         with gr.Accordion("Streaming", open=False):
-                            first_chunk = FieldSlider(1, 100, value=stream.first_chunk_frames, step=1, label="First chunk frames", elem_id="gepard-first-chunk")
-                            chunk = FieldSlider(1, 200, value=stream.chunk_frames, step=1, label="Chunk frames", elem_id="gepard-chunk")
-                            decode_mode = FieldRadio(list(DECODE_MODES), value=stream.decode_mode, label="Decode mode (exact = one whole decode)", elem_id="gepard-decode-mode")
-                            lookback = FieldSlider(0, 64, value=stream.lookback_frames, step=1, label="Lookback frames (lookback mode)", elem_id="gepard-lookback")
-                            fade_ms = FieldSlider(0, 500, value=stream.fade_ms, step=5, label="End fade (ms)", elem_id="gepard-fade")
-                            silence_ms = FieldSlider(0, 2000, value=stream.silence_ms, step=10, label="End silence (ms)", elem_id="gepard-silence")
-                            # Read by the page's player only (see _start_js), never sent to Python.
-                            gr.Slider(0, 10000, value=0, step=100, elem_id="gepard-prebuffer",
-                                      label="Player start buffer (ms): 0 starts on the first chunk; raise it where generation is slower than real time")
-                        voice_controls = build_voice_group(sampling)
-                lock_controls(host, {"temperature": temperature, "top_k": top_k, "greedy": greedy,
-                                     "stop_threshold": stop_threshold, "first_chunk_frames": first_chunk,
-                                     "chunk_frames": chunk, "decode_mode": decode_mode, "lookback_frames": lookback,
-                                     "fade_ms": fade_ms, "silence_ms": silence_ms})
-                with gr.Row():
-                    with gr.Column(scale=3):
-                        audio = gr.Audio(label="Full audio (WAV)", type="filepath", interactive=False,
-                                         buttons=["download"], elem_id="gepard-audio")
-                        plot = gr.Plot(label="p_stop per step", elem_id="gepard-plot")
-                    with gr.Column(scale=2):
-                        stats = gr.Markdown("", elem_id="gepard-stats")
+                            controls.update(stream_controls(stream))
+                        # The "Voice and guidance" group (issue 9, voice.py).
+                        controls.update(zip(VOICE_CONTROL_NAMES, build_voice_group(sampling)))
+                lock_controls(host, controls)  # a served model fixes some (issue 8): greyed, with the reason
                 job_id = gr.Textbox(visible="hidden", elem_id="gepard-job-id")
             if eval_tab is not None or eval_tab_error:
                 with gr.Tab("Eval", id="eval"):
@@ -126,29 +197,34 @@ def build_demo(
                         gr.Markdown(f"The Eval tab could not be built: `{html.escape(eval_tab_error)}`")
                     else:
                         eval_tab(host)
-
-        inputs = [job_id, text, temperature, top_k, greedy, stop_threshold, seed, random_seed,
-                  max_frames, first_chunk, chunk, decode_mode, lookback, fade_ms, silence_ms, *voice_controls]
-        assert len(inputs) == 1 + len(CONTROL_NAMES)
-        generated = generate_btn.click(
-            controller.generate,
-            inputs=inputs,
-            outputs=[status, audio, stats, plot],
-            js=_start_js(len(inputs)),
-            api_name="generate",
-            concurrency_limit=1,
-            concurrency_id="gepard-engine",
-            show_progress="minimal",
-        )
-        # If Gradio rejects the request before our handler runs (e.g. a value outside a
-        # slider's range), nothing will ever be produced: stop the player's stream.
-        generated.failure(None, js="() => { if (window.gepardPlayer) window.gepardPlayer.failed(); }")
-        stop_btn.click(
-            controller.stop,
-            inputs=[job_id],
-            outputs=[status],
-            js=_STOP_JS,
-            api_name="stop",
-            concurrency_limit=None,  # never waits behind the generation it stops
-        )
+        wire_events(controller, controls, job_id, generate_btn, stop_btn, results)
     return demo
+
+
+def wire_events(controller: DemoController, controls: dict[str, Any], job_id, generate_btn, stop_btn,
+                results: Results) -> None:
+    inputs = [job_id] + [controls[name] for name in CONTROL_NAMES]
+    generated = generate_btn.click(
+        controller.generate,
+        inputs=inputs,
+        outputs=results.outputs(),
+        js=_start_js(len(inputs)),
+        api_name="generate",
+        concurrency_limit=1,
+        concurrency_id="gepard-engine",
+        show_progress="minimal",
+        # A click while one runs is not dropped: the player replaces the old stream (which
+        # cancels that request) and this one queues behind it.
+        trigger_mode="multiple",
+    )
+    # A refused request (bad input): close the stream opened for it; results stay greyed.
+    generated.failure(None, js=_FAILED_JS)
+    generated.success(None, js=_SUCCESS_JS)
+    stop_btn.click(
+        controller.stop,
+        inputs=[job_id],
+        outputs=[results.status],
+        js=_STOP_JS,
+        api_name="stop",
+        concurrency_limit=None,  # never waits behind the generation it stops
+    )

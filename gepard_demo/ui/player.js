@@ -13,6 +13,8 @@
   const SAMPLE_RATE = CFG.sampleRate || 22050;
   const PCM_PREFIX = CFG.pcmPrefix || '/gepard/pcm/';
   const WORKLET_URL = CFG.workletUrl || '/gepard/pcm-worklet.js';
+  const QUEUE_PREFIX = CFG.queuePrefix || 'gepard/queue/';
+  const GAIN = CFG.gain || 1.0;  // below 1 on random-weight models: their noise plays quieter
 
   function newJobId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -28,6 +30,7 @@
       firstByteAt: null, firstPlayAt: null, doneAt: null, clickToSoundMs: null,
       samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
       contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null, startBufferMs: null,
+      streamDone: false, queue: null,
     };
   }
 
@@ -52,11 +55,13 @@
         await this.ctx.audioWorklet.addModule(WORKLET_URL);
         this.node = new AudioWorkletNode(this.ctx, 'gepard-pcm-player',
           {numberOfInputs: 0, numberOfOutputs: 1, outputChannelCount: [1]});
-        this.node.connect(this.ctx.destination);
-        // A tap after the worklet, independent of its own counters: proves that non-silent
-        // samples reach the output (stats.outputPeak), sampled every 50 ms while playing.
+        this.gain = new GainNode(this.ctx, {gain: GAIN});
+        this.node.connect(this.gain);
+        this.gain.connect(this.ctx.destination);
+        // A tap after the gain, independent of the worklet's own counters: proves that
+        // non-silent samples reach the output (stats.outputPeak), sampled every 50 ms while playing.
         this.analyser = new AnalyserNode(this.ctx, {fftSize: 2048});
-        this.node.connect(this.analyser);
+        this.gain.connect(this.analyser);
         this.tapBuf = new Float32Array(this.analyser.fftSize);
         setInterval(() => this.sampleOutput(), 50);
         this.node.port.onmessage = (e) => this.onWorklet(e.data);
@@ -82,6 +87,7 @@
       const controller = new AbortController();
       this.abort = controller;
       this.render();
+      this.watchQueue(jobId, controller.signal);
       // Resume inside the user gesture (autoplay policy), then stream.
       this.init().then(() => {
         if (this.ctx.state !== 'running') this.ctx.resume();
@@ -94,6 +100,28 @@
         this.render();
       });
       return jobId;
+    }
+
+    isPlaying() {
+      return !!this.jobId && ['connecting', 'buffering', 'playing'].includes(this.stats.state);
+    }
+
+    // While no audio has come, ask where the request stands (place in line, wait estimate).
+    async watchQueue(jobId, signal) {
+      await new Promise((r) => setTimeout(r, 400));  // a request that starts at once never shows a wait
+      while (this.jobId === jobId && !signal.aborted && this.stats.firstByteAt === null) {
+        try {
+          const r = await fetch(QUEUE_PREFIX + encodeURIComponent(jobId), {signal, cache: 'no-store'});
+          if (r.ok) {
+            const q = await r.json();
+            if (this.jobId !== jobId) return;
+            this.stats.queue = q.state === 'queued' ? q : null;
+            this.render();
+          }
+        } catch (err) { return; }
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      if (this.jobId === jobId) { this.stats.queue = null; this.render(); }
     }
 
     async pump(jobId, signal) {
@@ -124,6 +152,8 @@
         this.node.port.postMessage({type: 'push', jobId, samples}, [samples.buffer]);
       }
       if (this.jobId === jobId) {
+        this.stats.streamDone = true;
+        this.render();
         this.node.port.postMessage({type: 'end', jobId});
         if (this.stats.samplesReceived === 0) {
           this.stats.state = 'ended';
@@ -200,18 +230,34 @@
       this.render();
     }
 
+    // The line next to the button, in words: what the request is doing right now.
     render() {
       const el = document.getElementById('gepard-player-status');
       if (!el) return;
       const s = this.stats;
-      const secs = (s.samplesPlayed / SAMPLE_RATE).toFixed(2);
-      let text = 'Player: ' + s.state;
-      if (s.state !== 'idle') text += ' · played ' + secs + ' s';
-      if (s.clickToSoundMs !== null) text += ' · click→sound ' + Math.round(s.clickToSoundMs) + ' ms';
-      if (s.state !== 'idle') text += ' · gaps ' + s.underruns;
+      const played = (s.samplesPlayed / SAMPLE_RATE).toFixed(1);
+      const total = (s.samplesReceived / SAMPLE_RATE).toFixed(1);
+      const words = {
+        idle: 'Ready.',
+        connecting: s.queue ? s.queue.text : 'Starting…',
+        buffering: 'Generating… first audio arriving',
+        playing: s.streamDone ? `Generated, playing… ${played} of ${total} s`
+                              : `Generating and playing… ${played} s played`,
+        ended: `Done: played ${played} s`,
+        stopped: `Stopped after ${played} s.`,
+        replaced: 'Replaced by a new request.',
+        failed: 'Not generated (see the message).',
+        error: 'Player error',
+      };
+      let text = words[s.state] || s.state;
+      if (s.clickToSoundMs !== null && s.state !== 'connecting') {
+        text += ' · click→sound ' + Math.round(s.clickToSoundMs) + ' ms';
+      }
+      if (!['idle', 'connecting'].includes(s.state)) text += ' · gaps ' + s.underruns;
       if (s.error) text += ' · ' + s.error;
       el.textContent = text;
       el.dataset.state = s.state;
+      el.dataset.waiting = s.queue ? '1' : '0';
     }
   }
 

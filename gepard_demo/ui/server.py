@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 from .audio_route import make_audio_router
+from .banner import RANDOM_WEIGHTS_GAIN, RANDOM_WEIGHTS_MAX_FRAMES
 from .controller import DemoController
 from .jobs import JobRegistry
 from .layout import CSS, build_demo, page_head
@@ -56,7 +57,11 @@ def build_app(
     wav_dir: str | Path | None = None,
     with_eval_tab: bool = True,
 ) -> DemoApp:
-    sampling = sampling or host.engine.default_sampling()
+    if sampling is None:
+        sampling = host.engine.default_sampling()
+        if host.info.random_weights:  # noise: short by default (the banner says so)
+            sampling = sampling.replace(max_frames=min(sampling.max_frames, RANDOM_WEIGHTS_MAX_FRAMES))
+    gain = RANDOM_WEIGHTS_GAIN if host.info.random_weights else 1.0
     stream = stream or StreamSettings()
     registry = JobRegistry()
     wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
@@ -68,7 +73,7 @@ def build_app(
     # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.
     api.include_router(make_audio_router(registry, host.sample_rate, controller.queue_status))
     api = gr.mount_gradio_app(
-        api, blocks, path="/", head=page_head(host.sample_rate), css=CSS,
+        api, blocks, path="/", head=page_head(host.sample_rate, gain), css=CSS,
         allowed_paths=[str(wav_dir)], footer_links=["api", "gradio"],
     )
     api.add_middleware(LinkPreviewMiddleware, preview=link_preview(host))

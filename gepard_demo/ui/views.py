@@ -21,13 +21,15 @@ def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     elif stats.stop_fired:
         ending = f"stop head fired after frame {stats.stop_frame}"
     elif stats.runaway:
-        ending = f"**runaway**: frame budget ({sampling.max_frames}) reached, the stop head never fired"
+        per = " per text segment" if stats.segments > 1 else ""
+        ending = f"**runaway**: frame budget ({sampling.max_frames}{per}) reached, the stop head never fired"
     else:
         ending = "–"
     rows = [
         ("ended", ending),
         ("seed used", f"`{stats.seed}`"),
-        ("frames", str(stats.frames)),
+        ("frames", str(stats.frames) + (f" (budget {sampling.max_frames} per text segment, "
+                                          f"{stats.segments} segments)" if stats.segments > 1 else "")),
         ("audio", _fmt(stats.audio_s, " s", 2) + f" (speech {_fmt(stats.speech_s, ' s', 2)})"),
         ("time to first audio (server)", _fmt(stats.ttfa_s and stats.ttfa_s * 1000, " ms", 0)),
         ("real-time factor", _fmt(stats.rtf, "", 3) + " (wall / speech; < 1 is faster than real time)"),

@@ -1,0 +1,79 @@
+// Page behaviour around the player (loaded in <head> after player.js):
+// - a live character count under the text box against the 2000-character limit;
+// - Ctrl+Enter (Cmd+Enter) in the text box presses Generate;
+// - while the live stream plays, the results say "generated, playing…" instead of "Done",
+//   and the full-audio player is held back (so the two never talk over each other);
+// - a click on Generate greys the previous results until the new request succeeds (an error
+//   leaves them grey, marked as stale);
+// - while a request waits for its turn, its place in line and the wait, next to the button.
+(function () {
+  const CFG = window.GEPARD_PAGE_CONFIG || {};
+  const MAX_CHARS = CFG.maxChars || 2000;
+
+  function $(sel) { return document.querySelector(sel); }
+
+  function updateCount() {
+    const box = $('#gepard-text textarea');
+    const out = $('#gepard-charcount');
+    if (!box || !out) return;
+    const n = box.value.length;
+    out.textContent = n + ' / ' + MAX_CHARS + ' characters' +
+      (n > MAX_CHARS ? ' — too long by ' + (n - MAX_CHARS) + '; shorten it to generate' : '');
+    out.dataset.over = n > MAX_CHARS ? '1' : '0';
+  }
+
+  document.addEventListener('input', (e) => {
+    if (e.target && e.target.closest && e.target.closest('#gepard-text')) updateCount();
+  }, true);
+
+  document.addEventListener('keydown', (e) => {
+    if (e.key !== 'Enter' || !(e.ctrlKey || e.metaKey)) return;
+    if (!(e.target && e.target.closest && e.target.closest('#gepard-text'))) return;
+    e.preventDefault();
+    const btn = $('#gepard-generate');
+    if (btn) btn.click();
+  }, true);
+
+  // Pause any full-audio element when a new stream starts; a full-audio element that starts
+  // playing stops the live stream.
+  document.addEventListener('play', (e) => {
+    if (e.target && e.target.closest && e.target.closest('#gepard-audio') && window.gepardPlayer &&
+        window.gepardPlayer.isPlaying()) {
+      window.gepardPlayer.stop('stopped');
+    }
+  }, true);
+
+  function pauseFullAudio() {
+    document.querySelectorAll('#gepard-audio audio').forEach((a) => { try { a.pause(); } catch (err) {} });
+  }
+
+  function setPlaying(on) {
+    document.body.classList.toggle('gepard-playing', !!on);
+  }
+
+  function markStale(on) {
+    const r = $('#gepard-results');
+    if (r) r.classList.toggle('gepard-stale', !!on);
+  }
+
+  window.gepardPage = {
+    onStart() { pauseFullAudio(); markStale(true); setPlaying(true); },
+    onSuccess() { markStale(false); },
+    onFailure() { setPlaying(false); },
+    onPlayerEnd() { setPlaying(false); },
+    updateCount,
+  };
+
+  function init() {
+    updateCount();
+    if (window.gepardPlayer) {
+      window.gepardPlayer.listeners.push((s) => {
+        if (['ended', 'stopped', 'failed', 'error'].includes(s.state)) setPlaying(false);
+      });
+    }
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+  else init();
+  // Gradio renders after load: count once the box exists.
+  const poll = setInterval(() => { if ($('#gepard-text textarea')) { updateCount(); clearInterval(poll); } }, 200);
+})();

@@ -1,0 +1,170 @@
+"""The page as a person sees it, in headless Chromium: layout on desktop and phone, the
+controls' states, feedback for every click, the wait line, errors, dark mode, the Eval tab.
+
+One browser for the module; each test opens its own context (viewport / colour scheme).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+
+import httpx
+import pytest
+
+from app_fixtures import browser, live_demo, tiny_codec  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+ENDED = """(jobId) => {
+  const p = window.gepardPlayer;
+  const s = p.history.find((h) => h.jobId === jobId) || (p.stats.jobId === jobId ? p.stats : null);
+  return s && ['ended', 'stopped', 'failed', 'error'].includes(s.state) ? s : null;
+}"""
+
+
+def open_page(browser, url, width=1280, height=900, dark=False):
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  color_scheme="dark" if dark else "light")
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url + ("/?__theme=dark" if dark else "/"), wait_until="networkidle")
+    page.wait_for_function("() => window.gepardPlayer && window.gepardPage && document.querySelector('#gepard-generate')")
+    return context, page, errors
+
+
+def box(page, sel):
+    return page.locator(sel).first.bounding_box()
+
+
+def set_number(page, elem_id, value):
+    b = page.locator(f"#{elem_id} input[type=number]")
+    b.fill(str(value))
+    b.press("Enter")
+    b.blur()
+
+
+def last_job(page):
+    page.wait_for_function("() => window.gepardPlayer.stats.jobId")
+    return page.evaluate("window.gepardPlayer.stats.jobId")
+
+
+def test_layout_controls_and_keyboard(browser, live_demo):
+    ctx, page, errors = open_page(browser, live_demo.url)
+    try:
+        # Desktop: the results sit beside the text, not below every control.
+        text, results = box(page, "#gepard-text"), box(page, "#gepard-results")
+        assert results["x"] > text["x"] + text["width"] - 5 and results["y"] < text["y"] + text["height"]
+        # Random weights: the banner is one line that expands, and the default budget is short.
+        assert box(page, "#gepard-banner")["height"] < 90
+        assert "random weights" in page.inner_text("#gepard-banner")
+        assert page.input_value("#gepard-max-frames input[type=number]") == "64"
+        # Seed box off while "random seed" is ticked; lookback off in exact mode.
+        seed = page.locator("#gepard-seed input")
+        assert page.is_checked("#gepard-random-seed input") and seed.is_disabled()
+        page.uncheck("#gepard-random-seed input")
+        page.wait_for_function("() => !document.querySelector('#gepard-seed input').disabled")
+        page.get_by_text("Streaming", exact=True).click()
+        assert page.locator("#gepard-lookback input[type=number]").is_disabled()
+        page.locator("#gepard-decode-mode").get_by_text("lookback").click()
+        page.wait_for_function("() => !document.querySelector('#gepard-lookback input[type=number]').disabled")
+        # Live character count against the limit.
+        page.fill("#gepard-text textarea", "x" * 2001)
+        page.wait_for_function("() => document.querySelector('#gepard-charcount').dataset.over === '1'")
+        assert "2001 / 2000" in page.inner_text("#gepard-charcount")
+        # Ctrl+Enter generates; while the stream still plays after generation, it says so.
+        page.fill("#gepard-text textarea", "Keyboard start.")
+        set_number(page, "gepard-stop-threshold", 0.99)  # the whole budget: 64 frames, 3 s of audio
+        page.press("#gepard-text textarea", "Control+Enter")
+        job = last_job(page)
+        page.wait_for_function("() => document.querySelector('#gepard-player-status').innerText.startsWith('Generated, playing')",
+                               timeout=30_000)
+        assert page.evaluate("document.body.classList.contains('gepard-playing')")  # full player held back
+        stats = page.wait_for_function(ENDED, arg=job, timeout=30_000).json_value()
+        assert stats["state"] == "ended" and stats["samplesReceived"] == 64 * 1024
+        page.wait_for_function("() => document.querySelector('#gepard-status').innerText.startsWith('Done')")
+        assert not page.evaluate("document.body.classList.contains('gepard-playing')")
+        # An error greys the old results and is titled by what went wrong.
+        page.fill("#gepard-text textarea", "   ")
+        page.click("#gepard-generate")
+        page.get_by_text("Text not accepted: Please enter some text").first.wait_for(timeout=15_000)
+        assert page.evaluate("document.querySelector('#gepard-results').classList.contains('gepard-stale')")
+        # The Eval tab has no placeholder table headed 1 2 3.
+        page.get_by_role("tab", name="Eval").click()
+        headers = page.locator("#component-0 th, table th").all_inner_texts()
+        assert not {"1", "2", "3"} <= {h.strip() for h in headers}
+    finally:
+        ctx.close()
+    assert not errors, errors
+
+
+def test_phone_layout_and_dark_plot(browser, live_demo):
+    ctx, page, errors = open_page(browser, live_demo.url, width=390, height=844, dark=True)
+    try:
+        button, results = box(page, "#gepard-generate"), box(page, "#gepard-results")
+        assert 0 <= results["y"] - (button["y"] + button["height"]) < 160  # right under the button (and its live line)
+        assert box(page, "#gepard-banner")["height"] < 844 / 6
+        set_number(page, "gepard-max-frames", 10)
+        page.click("#gepard-generate")
+        job = last_job(page)
+        page.wait_for_function(ENDED, arg=job, timeout=30_000)
+        page.wait_for_selector("#gepard-plot img", timeout=15_000)
+        assert "invert" in page.evaluate("getComputedStyle(document.querySelector('#gepard-plot img')).filter")
+    finally:
+        ctx.close()
+    assert not errors, errors
+
+
+def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo):
+    async def flood():
+        async with httpx.AsyncClient(base_url=live_demo.url, timeout=5) as c:
+            async def one():
+                try:
+                    async with asyncio.timeout(0.5):
+                        async with c.stream("GET", f"/gepard/pcm/{secrets.token_hex(16)}") as r:
+                            await r.aread()
+                except (TimeoutError, httpx.HTTPError):
+                    pass
+
+            await asyncio.gather(*(one() for _ in range(64)))
+
+    t = threading.Thread(target=lambda: asyncio.run(flood()))
+    t.start()
+    t.join(30)
+    ctx, page, errors = open_page(browser, live_demo.url)
+    try:
+        # The flood held nothing: a click plays at once.
+        set_number(page, "gepard-max-frames", 10)
+        page.click("#gepard-generate")
+        stats = page.wait_for_function(ENDED, arg=last_job(page), timeout=30_000).json_value()
+        assert stats["state"] == "ended" and stats["clickToSoundMs"] < 5_000
+        # Someone else's long request runs; this page's click waits, says so in words, and
+        # Stop while waiting cancels at once.
+        from gradio_client import Client
+
+        other = Client(live_demo.url, verbose=False)
+        values = ["Someone else talks for a long time.", 0.3, 0, False, 0.99, 1, False, 4000, 10, 10, "exact", 8, 0, 0]
+        first = secrets.token_hex(16)
+        running = other.submit(first, *values, api_name="/generate")
+        deadline = time.monotonic() + 20
+        while live_demo.demo.registry.get(first) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        page.click("#gepard-generate")
+        job = last_job(page)
+        page.wait_for_function("() => document.querySelector('#gepard-player-status').innerText.startsWith('Waiting: 1 request ahead')",
+                               timeout=10_000)
+        assert "about" in page.inner_text("#gepard-player-status")
+        t0 = time.monotonic()
+        page.click("#gepard-stop")
+        assert page.wait_for_function(ENDED, arg=job, timeout=5_000).json_value()["state"] == "stopped"
+        page.wait_for_function("() => document.querySelector('#gepard-status').innerText.includes('had not started')",
+                               timeout=5_000)
+        assert time.monotonic() - t0 < 3
+        other.predict(first, api_name="/stop")
+        assert running.result(timeout=30)[0].startswith("Stopped")
+    finally:
+        ctx.close()
+    assert not errors, errors
