@@ -285,7 +285,8 @@ class DemoController:
             st = running.session.stats
             ran = time.monotonic() - running.started
             rate = st.frames / ran if st.frames and ran > 0 else None
-            budget_left = (running.session.sampling.max_frames - st.frames) / rate if rate else None
+            budget = getattr(getattr(running.session, "sampling", None), "max_frames", None)
+            budget_left = (budget - st.frames) / rate if rate and budget else None
             guess = max((typical or 0.0) - ran, 1.0)
             high = budget_left if budget_left is not None else guess
             low = min(guess, high)
