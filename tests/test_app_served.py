@@ -73,8 +73,11 @@ def test_banner_and_disabled_controls(served_app):
         assert by_id[elem]["interactive"] is False and "Fixed by the server" in by_id[elem]["info"], elem
         # the fixed control shows the server's value, not a default it cannot apply
     assert by_id["gepard-temperature"]["value"] == 0.7 and by_id["gepard-chunk"]["value"] == 5
-    for elem in ("gepard-text", "gepard-seed", "gepard-max-frames"):
+    for elem in ("gepard-text", "gepard-max-frames"):
         assert by_id[elem].get("interactive") is not False, elem
+    # The seed is the client's to choose; its box is off only while "random seed" is ticked.
+    assert "Fixed by the server" not in (by_id["gepard-seed"].get("info") or "")
+    assert (by_id["gepard-seed"].get("interactive") is False) == (by_id["gepard-random-seed"]["value"] is True)
 
 
 def test_generate_streams_the_servers_audio_through_the_page(served_app):
