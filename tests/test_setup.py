@@ -88,8 +88,11 @@ def test_passwordless_sudo_installs(tmp_path):
 
 
 def test_make_test_checks_system_packages_first():
-    r = subprocess.run(["make", "-n", "-B", "test"], cwd=ROOT, capture_output=True, text=True, timeout=30,
-                       env={**os.environ, "VENV": "/nonexistent-venv"})
+    # Run as a top-level make even when the suite itself runs under `make test` (MAKELEVEL > 0
+    # would add "Entering directory" lines).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    r = subprocess.run(["make", "--no-print-directory", "-n", "-B", "test"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=30, env={**env, "VENV": "/nonexistent-venv"})
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert lines[0].endswith(".ci/system-packages.sh"), lines[:3]
     assert any("pytest" in line for line in lines)
