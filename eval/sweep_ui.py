@@ -18,6 +18,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from eval.run import RunConfig, RunError
+from eval.ui import chart_images
 
 SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "truncation_rate",
                  "duration_ratio_median"]
@@ -120,28 +121,19 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
         table = gr.Dataframe(label="Grid points", wrap=True)
         charts = gr.Gallery(label="Sweep charts", columns=2, height="auto")
 
-    def _pictures(paths):
-        from PIL import Image
-
-        out = []
-        for p in paths:
-            with Image.open(p) as im:
-                out.append((im.copy(), Path(p).stem))
-        return out
-
     def _run(*args, progress=gr.Progress()):
         try:
             nm, text, tbl, imgs = run_sweep_ui(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d))
         except Exception as e:  # shown in the tab: bad input must not look like a crash
             raise gr.Error(f"{type(e).__name__}: {e}") from e
-        return text, tbl, _pictures(imgs), gr.update(choices=list_sweeps(runs_dir), value=nm)
+        return text, tbl, chart_images(imgs), gr.update(choices=list_sweeps(runs_dir), value=nm)
 
     def _open(nm):
         try:
             text, tbl, imgs = view_sweep(runs_dir, nm)
         except Exception as e:
             raise gr.Error(f"{type(e).__name__}: {e}") from e
-        return text, tbl, _pictures(imgs)
+        return text, tbl, chart_images(imgs)
 
     s = shared
     run_btn.click(_run, api_name="eval_sweep",

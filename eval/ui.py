@@ -127,6 +127,21 @@ def compare_runs(runs_dir, base: str, new: str, max_wer_increase: float) -> str:
     return "```\n" + format_comparison(c, base, new) + "\n```"
 
 
+def chart_images(paths) -> list:
+    """Charts as in-memory images with their names, for a Gallery.
+
+    Gradio serves in-memory images from its cache wherever runs_dir lives (file paths outside
+    the app's allowed folders would be refused).
+    """
+    from PIL import Image
+
+    out = []
+    for p in paths:
+        with Image.open(p) as im:
+            out.append((im.copy(), Path(p).stem))
+    return out
+
+
 def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "runs") -> None:
     """Create the Eval tab's components in the current Gradio context (see the module doc)."""
     import gradio as gr
@@ -182,17 +197,6 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
                                                     "batch_size": batch_size, "base_seed": base_seed,
                                                     "asr_backend": asr_backend, "asr_model": asr_model, "vad": vad})
 
-    def _pictures(paths):
-        # In-memory images: Gradio serves them from its cache, wherever runs_dir lives
-        # (file paths outside the app's allowed folders would be refused).
-        from PIL import Image
-
-        out = []
-        for p in paths:
-            with Image.open(p) as im:
-                out.append((im.copy(), Path(p).stem))
-        return out
-
     def _refresh():
         names = list_runs(runs_dir)
         return gr.update(choices=names), gr.update(choices=names), gr.update(choices=names)
@@ -203,12 +207,12 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
         except Exception as e:  # shown in the tab: a bad setting or set file must not look like a crash
             raise gr.Error(f"{type(e).__name__}: {e}") from e
         names = list_runs(runs_dir)
-        return text, tbl, _pictures(imgs), gr.update(choices=names, value=name), gr.update(choices=names), gr.update(choices=names)
+        return text, tbl, chart_images(imgs), gr.update(choices=names, value=name), gr.update(choices=names), gr.update(choices=names)
 
     def _open(name):
         try:
             text, tbl, imgs = view_run(runs_dir, name)
-            return text, tbl, _pictures(imgs)
+            return text, tbl, chart_images(imgs)
         except Exception as e:
             raise gr.Error(f"{type(e).__name__}: {e}") from e
 
