@@ -97,3 +97,30 @@ def browser():
 
 def pcm_f32(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype="<f4").astype(np.float32)
+
+
+SLIDER_HOLDS = """([id, want]) => {
+  const num = document.querySelector(`#${id} input[type=number]`);
+  const range = document.querySelector(`#${id} input[type=range]`);
+  return num && range && Number(num.value) === want && Number(range.value) === want;
+}"""
+
+
+def set_number(page, elem_id: str, value: float, attempts: int = 3) -> None:
+    """Type a value into a Gradio slider's number box as a person would, and wait until the
+    slider itself holds it (its range input follows the component's state, the number box
+    alone does not). Under load a slider inside a just-opened accordion can mount after the
+    first fill and reset the box, so a value that did not stick is typed again."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    for _ in range(attempts):
+        box.fill(str(value))
+        box.press("Enter")
+        box.blur()
+        try:
+            page.wait_for_function(SLIDER_HOLDS, arg=[elem_id, float(value)], timeout=2_000)
+            page.wait_for_timeout(100)  # a late mount would reset it now; check it held
+            if page.evaluate(SLIDER_HOLDS, [elem_id, float(value)]):
+                return
+        except Exception:  # playwright TimeoutError: type it again
+            pass
+    raise AssertionError(f"slider #{elem_id} did not take the value {value}")

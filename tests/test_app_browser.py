@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from app_fixtures import ARTIFACTS, browser, live_demo, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import ARTIFACTS, browser, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -32,11 +32,6 @@ def page(browser, live_demo):
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
-def set_number(page, elem_id: str, value) -> None:
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-    box.blur()
 
 
 def click_generate(page) -> str:

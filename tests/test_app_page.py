@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from app_fixtures import browser, live_demo, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import browser, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -40,11 +40,6 @@ def box(page, sel):
     return page.locator(sel).first.bounding_box()
 
 
-def set_number(page, elem_id, value):
-    b = page.locator(f"#{elem_id} input[type=number]")
-    b.fill(str(value))
-    b.press("Enter")
-    b.blur()
 
 
 def last_job(page):
