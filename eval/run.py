@@ -78,8 +78,8 @@ class RunConfig:
             raise RunError("--engine server needs --server-url http://HOST:PORT")
         if not 1 <= self.server_concurrency <= 64:
             raise RunError(f"concurrency must be in [1, 64] per server, got {self.server_concurrency}")
-        if self.ref_audio is not None and self.engine in ("piper", "server"):
-            raise RunError(f"--engine {self.engine} cannot take --ref-audio (local and local-stream can)")
+        if self.ref_audio is not None and self.engine == "piper":
+            raise RunError("--engine piper cannot take --ref-audio (local, local-stream and server can)")
         if self.ref_audio is not None and not Path(self.ref_audio).is_file():
             raise RunError(f"--ref-audio {self.ref_audio} not found")
         if not self.server_timeout > 0:
@@ -255,8 +255,8 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
                                                     "error": why})
             log(f"{u.id}: refused, {why}")
             done.add(u.id)
-        if cfg.engine in ("piper", "server") and any(u.ref_audio for u in pending):
-            raise RunError(f"--engine {cfg.engine} cannot take this set's ref_audio column (local and local-stream can)")
+        if cfg.engine == "piper" and any(u.ref_audio for u in pending):
+            raise RunError("--engine piper cannot take this set's ref_audio column (local, local-stream and server can)")
         if pending:
             if engine is None:
                 from eval.engines import load_engine
@@ -292,8 +292,10 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
         if hasattr(engine, "synthesize_each"):
             # A server pool: every utterance at once, each row written as it finishes (any order).
             seeds = [utterance_seed(cfg.base_seed, u.id) for u in pending]
-            for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling, cfg.stream):
-                keep(pending[i], seeds[i], s)
+            refs = [u.ref_audio or cfg.ref_audio for u in pending]
+            for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling, cfg.stream,
+                                               refs):
+                keep(pending[i], seeds[i], s, refs[i])
             pending = []
         for start in range(0, len(pending), cfg.batch_size):
             batch = pending[start : start + cfg.batch_size]

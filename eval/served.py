@@ -2,8 +2,10 @@
 over the speech API, one server or a pool of them.
 
 - `GepardServer`: one server; one streamed request per utterance (raw pcm, stream_format
-  "audio", s16le mono 22050 Hz), through gepard_demo's `SpeechClient`. It sends the seed and
-  max_new_tokens (= max_frames); temperature, top-k, greedy, stop threshold and all stream
+  "audio", s16le mono 22050 Hz), through gepard_demo's `SpeechClient`. It sends the seed,
+  max_new_tokens (= max_frames) and, for a sentence with a reference voice (--ref-audio or the
+  set's ref_audio column), vLLM-Omni's `ref_audio` field as a data URL of the file; our server
+  clones with it, vLLM-Omni 0.30 refuses it for Gepard (HTTP 400: the run ends). Temperature, top-k, greedy, stop threshold and all stream
   settings are fixed per server, so non-default values are refused rather than silently
   ignored. The protocol carries no frames, stop head or p_stop: those fields are None.
 - `ServerPool`: several servers (`--server-url` repeated or `--server-urls FILE`), each with
@@ -33,7 +35,7 @@ from eval.engines import Synthesis
 from eval.run import RunError
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.speech_api import SAMPLE_RATE, pcm16_to_float
-from gepard_demo.speech_client import SpeechClient, SpeechServerError, StreamResult
+from gepard_demo.speech_client import SpeechClient, SpeechServerError, StreamResult, audio_data_url
 
 RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
                "rerun the same command (any --server-url) to resume.")
@@ -71,6 +73,7 @@ class GepardServer:
         self.client = SpeechClient(url, timeout, transport)
         self.url = self.client.url
         self.timeout = timeout
+        self._data_urls: dict[str, str] = {}  # reference path -> its data URL, read once per run
 
     def models(self) -> dict:
         try:
@@ -90,15 +93,29 @@ class GepardServer:
         return {"engine": self.name, "server_url": self.url, "model": first.get("id"),
                 "random_weights": first.get("random_weights"), "models": models}
 
-    def synthesize(self, requests, sampling, stream):
+    def synthesize(self, requests, sampling, stream, refs=None):
         check_server_settings(sampling, stream)
-        return [self.one(text, seed, sampling.max_frames) for text, seed in requests]
+        refs = refs or [None] * len(requests)
+        return [self.one(text, seed, sampling.max_frames, ref) for (text, seed), ref in zip(requests, refs)]
 
-    def one(self, text: str, seed: int, max_frames: int) -> Synthesis:
+    def _ref_audio(self, ref: str | None) -> str | None:
+        if ref is None:
+            return None
+        if ref not in self._data_urls:
+            try:
+                self._data_urls[ref] = audio_data_url(ref)
+            except OSError as e:
+                raise RunError(f"reference audio {ref}: {e.strerror or e}") from e
+        return self._data_urls[ref]
+
+    def one(self, text: str, seed: int, max_frames: int, ref: str | None = None) -> Synthesis:
+        """One utterance; `ref`: a reference recording to speak it in (a path)."""
         result = StreamResult()
+        ref_audio = self._ref_audio(ref)
         t0 = time.perf_counter()
         try:
-            parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="raw", result=result))
+            parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="raw", result=result,
+                                            ref_audio=ref_audio))
         except SpeechServerError as e:
             raise _server_error(e) from e
         gen_s = time.perf_counter() - t0
@@ -134,20 +151,22 @@ class ServerPool:
         return {**live, "server_urls": [s.url for s in self.servers], "concurrency": self.concurrency,
                 "servers": described}
 
-    def synthesize(self, requests, sampling, stream):
+    def synthesize(self, requests, sampling, stream, refs=None):
         out = [None] * len(requests)
-        for i, s in self.synthesize_each(requests, sampling, stream):
+        for i, s in self.synthesize_each(requests, sampling, stream, refs):
             out[i] = s
         return out
 
     def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
-                        stream: StreamSettings) -> Iterator[tuple[int, Synthesis]]:
+                        stream: StreamSettings, refs: list[str | None] | None = None) -> Iterator[tuple[int, Synthesis]]:
         """(index, result) as each utterance finishes, in any order. Raises ServerError once no
-        server is left (after yielding everything that finished) or when a request is refused."""
+        server is left (after yielding everything that finished) or when a request is refused.
+        refs: per utterance, a reference recording to speak it in (None: the default voice)."""
         check_server_settings(sampling, stream)
+        refs = refs or [None] * len(requests)
         work: queue.Queue = queue.Queue()
-        for i, req in enumerate(requests):
-            work.put((i, req))
+        for i, (text, seed) in enumerate(requests):
+            work.put((i, (text, seed, refs[i])))
         done: queue.Queue = queue.Queue()
         stop = threading.Event()
         lock = threading.Lock()
@@ -158,21 +177,21 @@ class ServerPool:
         def slot(server: GepardServer) -> None:
             while not stop.is_set() and server.url not in self.dead:
                 try:
-                    i, (text, seed) = work.get(timeout=0.1)
+                    i, (text, seed, ref) = work.get(timeout=0.1)
                 except queue.Empty:
                     with lock:
                         if not outstanding[0]:
                             return
                     continue  # another slot may still hand an utterance back
                 try:
-                    result = server.one(text, seed, sampling.max_frames)
+                    result = server.one(text, seed, sampling.max_frames, ref)
                 except ServerError as e:
                     if getattr(e, "kind", None) == "refused":
                         done.put((i, None, e))  # any server would refuse it: the run stops
                         return
                     with lock:
                         self.dead.setdefault(server.url, str(e))
-                    work.put((i, (text, seed)))  # a live server takes it
+                    work.put((i, (text, seed, ref)))  # a live server takes it
                     return
                 except BaseException as e:  # noqa: BLE001  reported by the consumer
                     done.put((i, None, e))

@@ -7,15 +7,20 @@ Used by eval's served engine and the app's served mode; the wire format lives in
     for pcm in client.stream("Hello.", seed=1, max_new_tokens=200, mode="sse"):
         ...                                # int16 arrays as they arrive (22050 Hz mono)
 
-Only the seed and the frame budget go with a request: temperature, top-k, stop threshold and
-the chunking are fixed per server (vLLM-Omni refuses `extra_params`).
+Only the seed, the frame budget and a reference voice go with a request: temperature, top-k,
+stop threshold and the chunking are fixed per server (vLLM-Omni refuses `extra_params`). A
+reference voice goes as vLLM-Omni's `ref_audio` field (a data URL); our server clones with it,
+vLLM-Omni 0.30 refuses it for Gepard (a 400, "refused").
 """
 
 from __future__ import annotations
 
+import base64
+import mimetypes
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -37,11 +42,24 @@ class SpeechServerError(RuntimeError):
         self.status = status
 
 
+def audio_data_url(path: str | Path) -> str:
+    """A recording as the `ref_audio` field takes it: `data:audio/...;base64,...` of the file's
+    own bytes (the server decodes and resamples it, so nothing is converted here)."""
+    path = Path(path)
+    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if not mime.startswith("audio/"):
+        mime = "application/octet-stream"
+    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+
+
 def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
-                 mode: StreamMode = "raw", response_format: str = "pcm") -> dict:
+                 mode: StreamMode = "raw", response_format: str = "pcm", ref_audio: str | None = None) -> dict:
     """The JSON body for one utterance; mode "raw" = stream_format "audio" (raw bytes),
-    "sse" = speech.audio.delta events, "none" = one whole response."""
+    "sse" = speech.audio.delta events, "none" = one whole response. ref_audio: a reference
+    voice as `audio_data_url` makes it (vLLM-Omni's cloning field)."""
     body: dict[str, Any] = {"input": text, "voice": "default", "response_format": response_format}
+    if ref_audio is not None:
+        body["ref_audio"] = ref_audio
     if mode != "none":
         body.update(stream=True, stream_format="audio" if mode == "raw" else "sse")
     if max_new_tokens is not None:
@@ -101,13 +119,16 @@ class SpeechClient:
 
     def stream(self, text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
                mode: StreamMode = "raw", result: StreamResult | None = None,
-               cancel: threading.Event | None = None, done: dict | None = None) -> Iterator[np.ndarray]:
+               cancel: threading.Event | None = None, done: dict | None = None,
+               ref_audio: str | None = None) -> Iterator[np.ndarray]:
         """int16 sample arrays of one utterance as they arrive (s16le pcm, 22050 Hz mono).
+        `ref_audio`: speak in this voice (an `audio_data_url`).
         `cancel` set: the connection is closed at the next chunk (the server frees its engine).
         `done` (SSE): receives the `speech.audio.done` event (ours carries frames / stop / seed)."""
         import httpx
 
-        body = request_body(text, seed=seed, max_new_tokens=max_new_tokens, mode=mode, response_format="pcm")
+        body = request_body(text, seed=seed, max_new_tokens=max_new_tokens, mode=mode, response_format="pcm",
+                            ref_audio=ref_audio)
         result = result if result is not None else StreamResult()
         reader = Pcm16Reader()
         t0 = time.perf_counter()

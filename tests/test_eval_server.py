@@ -21,6 +21,7 @@ from eval.served import GepardServer, ServerError
 from eval.run import RunConfig, run
 from eval.seeds import utterance_seed
 from eval_fixtures import rows_of
+from test_speaker_prefix import voice_like
 
 REPO = Path(__file__).resolve().parents[1]
 FRAMES = "20"
@@ -89,6 +90,28 @@ def test_served_run_equals_the_local_streaming_run(server_url, tiny_cache_dir, t
     assert _run(served, server_url) == 0
     assert rows_of(served)[2]["seed"] == rows[2]["seed"]
     assert (served / "status.json").is_file()
+
+
+def test_served_run_with_a_reference_voice_equals_the_local_one(server_url, tiny_cache_dir, tmp_path):
+    """--ref-audio through the served engine: the file goes as `ref_audio`, the served tiny
+    clones with its own compressor, and the audio equals the local streaming run's with the
+    same reference and seeds; rows get speaker similarity like a local run's."""
+    ref = tmp_path / "me.flac"
+    sf.write(ref, np.stack([voice_like(4.0, 44100, seed=3)] * 2, axis=1), 44100)  # stereo, 44.1 kHz
+    served, local = tmp_path / "served", tmp_path / "local"
+    assert _run(served, server_url, "--ref-audio", str(ref)) == 0
+    assert main(["run", "--engine", "local-stream", "--model", "tiny", "--model-cache", str(tiny_cache_dir),
+                 "--set", "smoke", "--limit", "3", "--max-frames", FRAMES, "--seed", "7", "--ref-audio", str(ref),
+                 "--out", str(local)]) == 0
+    plain = tmp_path / "plain"
+    assert _run(plain, server_url) == 0
+    for a, b, p in zip(rows_of(served), rows_of(local), rows_of(plain)):
+        assert a["ref_audio"] == str(ref.resolve()) and -1 <= a["speaker_sim"] <= 1
+        wa, _ = sf.read(served / a["wav"])
+        wb, _ = sf.read(local / b["wav"])
+        wp, _ = sf.read(plain / p["wav"])
+        assert len(wa) == len(wb) > 0 and np.max(np.abs(wa - wb)) <= 1 / 32768, a["id"]
+        assert len(wa) != len(wp) or np.max(np.abs(wa - wp)) > 1e-3, "the reference changed nothing"
 
 
 def test_dead_or_silent_server_is_exit_2_naming_the_url(tmp_path, capsys):

@@ -13,6 +13,8 @@ mark them DIFF_CLONE, and nothing else in the corpus changes.
 
 from __future__ import annotations
 
+import base64
+
 import json
 import threading
 
@@ -187,6 +189,21 @@ def test_every_request_our_clients_send_validates_in_vllm_omni():
             assert vllm.decide(body, MODEL) == (True, mode), body
             assert _ours(body) == (True, mode)
     assert vllm.decide(request_body(T), MODEL) == (True, "raw")  # the eval client's default
+
+
+def test_a_cloning_request_is_vllm_omnis_own_field_and_its_gepard_refuses_it(tmp_path):
+    """Eval's served engine sends a reference voice in vLLM-Omni's own `ref_audio` field: its
+    request model takes the body as is; its Gepard adapter refuses it (0.30 does not clone);
+    our server with a compressor accepts it (the README lists the difference)."""
+    from gepard_demo.speech_client import audio_data_url, request_body
+
+    wav = tmp_path / "me.wav"
+    wav.write_bytes(b"RIFF....WAVEfmt ")
+    body = request_body(T, seed=3, max_new_tokens=20, ref_audio=audio_data_url(wav))
+    assert body["ref_audio"].startswith("data:audio/")
+    assert body["ref_audio"].endswith(base64.b64encode(wav.read_bytes()).decode())
+    assert vllm.request_model().model_validate(body).ref_audio == body["ref_audio"]
+    assert vllm.decide(body, MODEL) == (False, None)
 
 
 # -- the same corpus over HTTP, against a running server ---------------------------------------
