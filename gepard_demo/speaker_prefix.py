@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +83,7 @@ class SpeakerPrefixer:
         self.cache_size = int(cache_size)
         self._cache: OrderedDict[str, SpeakerPrefix] = OrderedDict()
         self._lock = threading.Lock()
+        self._pending: dict[str, Future] = {}  # key -> the computation in flight
         self.hits = 0
         self.misses = 0
 
@@ -138,19 +140,35 @@ class SpeakerPrefixer:
     # -- work -------------------------------------------------------------------------------
 
     def _cached(self, key: str, load) -> SpeakerPrefix:
+        # A reference being computed is computed once: a second caller (the app's Generate
+        # while the upload's own computation runs) waits for it instead of starting another.
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
                 self.hits += 1
                 return hit
-        audio, rate = load()
-        prefix = self.compute(audio, rate, key)
+            pending = self._pending.get(key)
+            owner = pending is None
+            if owner:
+                pending = self._pending[key] = Future()
+        if not owner:
+            return pending.result()
+        try:
+            audio, rate = load()
+            prefix = self.compute(audio, rate, key)
+        except BaseException as exc:
+            with self._lock:
+                del self._pending[key]
+            pending.set_exception(exc)
+            raise
         with self._lock:
             self.misses += 1
             self._cache[key] = prefix
+            del self._pending[key]
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
+        pending.set_result(prefix)
         return prefix
 
     def compute(self, audio: np.ndarray, rate: int, key: str = "") -> SpeakerPrefix:

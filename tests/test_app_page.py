@@ -163,3 +163,42 @@ def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo
     finally:
         ctx.close()
     assert not errors, errors
+
+
+def test_a_reference_is_prepared_when_it_arrives(browser, live_demo, tmp_path):
+    """Upload a reference: the page says at once whether it is usable (before any Generate),
+    and Generate then finds its prefix computed (a cache hit, no second encoder run)."""
+    import numpy as np
+    import soundfile as sf
+
+    from test_speaker_prefix import voice_like
+
+    good, silent = tmp_path / "me.wav", tmp_path / "silent.wav"
+    sf.write(good, voice_like(4.5, f0=170.0, seed=11), 22050)
+    sf.write(silent, np.zeros(22050 * 4, np.float32), 22050)
+    voices = live_demo.demo.controller.voices
+    ctx, page, errors = open_page(browser, live_demo.url)
+    try:
+        page.get_by_text("Voice and guidance", exact=True).click()
+        page.locator("#gepard-ref-audio input[type=file]").set_input_files(str(good))
+        page.wait_for_function("() => document.querySelector('#gepard-ref-status')?.innerText.includes('Reference ready')",
+                               timeout=60_000)
+        status = page.inner_text("#gepard-ref-status")
+        assert "4.5 s" in status, status
+        prefixer = voices._prefixer
+        misses, hits = prefixer.misses, prefixer.hits
+        set_number(page, "gepard-max-frames", 10)
+        page.click("#gepard-generate")
+        page.wait_for_function(ENDED, arg=last_job(page), timeout=60_000)
+        assert "Done" in page.inner_text("#gepard-status")
+        assert (prefixer.misses, prefixer.hits) == (misses, hits + 1)  # prepared on upload, used as is
+
+        page.locator("#gepard-ref-audio button[aria-label='Clear']").first.click()
+        page.wait_for_function("() => !document.querySelector('#gepard-ref-status')?.innerText.includes('Reference ready')")
+        page.locator("#gepard-ref-audio input[type=file]").set_input_files(str(silent))
+        page.wait_for_function("() => document.querySelector('#gepard-ref-status')?.innerText.includes('not usable')",
+                               timeout=60_000)
+        assert "silent" in page.inner_text("#gepard-ref-status").lower()
+        assert not errors, errors
+    finally:
+        ctx.close()

@@ -6,6 +6,7 @@ them out)."""
 import base64
 import io
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -58,6 +59,51 @@ def test_prefix_shape_and_cache_hit(prefixer, monkeypatch):
     assert again is first and (prefixer.hits, prefixer.misses) == (1, 1) and len(calls) == 1
     other = prefixer.from_bytes(wav_bytes(voice_like(5.0, f0=220.0)))
     assert len(calls) == 2 and not torch.allclose(other.tokens, first.tokens)
+
+
+def test_a_reference_in_flight_is_computed_once(prefixer, monkeypatch):
+    """The app prepares a reference on upload; a Generate that arrives meanwhile waits for that
+    computation instead of running the encoder a second time. A failure reaches both."""
+    data = wav_bytes(voice_like(5.0, f0=180.0))
+    started, release, calls = threading.Event(), threading.Event(), []
+    real = prefixer.encoder.encode
+
+    def slow_encode(a):
+        calls.append(len(a))
+        started.set()
+        release.wait(10)
+        return real(a)
+
+    monkeypatch.setattr(prefixer.encoder, "encode", slow_encode)
+    results = []
+    first = threading.Thread(target=lambda: results.append(prefixer.from_bytes(data)))
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=lambda: results.append(prefixer.from_bytes(data)))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive()  # waiting on the first computation, not encoding again
+    release.set()
+    first.join(10), second.join(10)
+    assert len(calls) == 1 and len(results) == 2 and results[0] is results[1] and prefixer.misses == 1
+
+    bad = wav_bytes(np.zeros(RATE * 5, np.float32))  # silence: refused, and the refusal is not cached
+    errors = []
+    threads = [threading.Thread(target=lambda: errors.append(_error(lambda: prefixer.from_bytes(bad)))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(errors) == 2 and all(isinstance(e, ReferenceAudioError) for e in errors)
+    assert not prefixer._pending
+
+
+def _error(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001  returned to the test
+        return e
+    return None
 
 
 def test_any_rate_channels_and_format_give_the_same_voice(prefixer):

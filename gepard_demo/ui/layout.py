@@ -19,7 +19,7 @@ from .controller import CONTROL_NAMES, CONTROL_RANGES, DemoController
 from .fields import FieldNumber, FieldRadio, FieldSlider
 from .model_host import ModelHost
 from .served import lock_controls
-from .voice import VOICE_CONTROL_NAMES, build_voice_group
+from .voice import VOICE_CONTROL_NAMES, build_voice_group, wire_voice_events
 
 EXAMPLES = [
     "Hello! This is Gepard, a text to speech model that starts talking almost at once.",
@@ -188,7 +188,8 @@ def build_demo(
                         with gr.Accordion("Streaming", open=False):
                             controls.update(stream_controls(stream))
                         # The "Voice and guidance" group (issue 9, voice.py).
-                        controls.update(zip(VOICE_CONTROL_NAMES, build_voice_group(sampling)))
+                        voice_controls, ref_status = build_voice_group(sampling)
+                        controls.update(zip(VOICE_CONTROL_NAMES, voice_controls))
                 lock_controls(host, controls)  # a served model fixes some (issue 8): greyed, with the reason
                 job_id = gr.Textbox(visible="hidden", elem_id="gepard-job-id")
             if eval_tab is not None or eval_tab_error:
@@ -198,6 +199,7 @@ def build_demo(
                     else:
                         eval_tab(host)
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results)
+        wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
     return demo
 
 

@@ -47,16 +47,33 @@ class VoiceCloning:
                 raise ReferenceAudioError(self._error)
             return self._prefixer
 
-    def speaker(self, ref_audio: Any):
-        """Gradio Audio value (None, a (rate, samples) tuple, or a file path) -> prefix tokens or None."""
+    def prefix(self, ref_audio: Any):
+        """Gradio Audio value (None, a (rate, samples) tuple, or a file path) -> SpeakerPrefix or None."""
         if ref_audio is None:
             return None
         if isinstance(ref_audio, (str, Path)):
-            return self.prefixer().from_file(ref_audio).tokens
+            return self.prefixer().from_file(ref_audio)
         if isinstance(ref_audio, (tuple, list)) and len(ref_audio) == 2:
             rate, samples = ref_audio
-            return self.prefixer().from_array(np.asarray(samples), int(rate)).tokens
+            return self.prefixer().from_array(np.asarray(samples), int(rate))
         raise ReferenceAudioError(f"unexpected reference audio value of type {type(ref_audio).__name__}")
+
+    def speaker(self, ref_audio: Any):
+        """The prefix tokens for a reference (None: the default voice)."""
+        prefix = self.prefix(ref_audio)
+        return None if prefix is None else prefix.tokens
+
+    def prepare(self, ref_audio: Any) -> str:
+        """Run when a reference arrives (upload, recording, example): compute its prefix now,
+        so Generate finds it cached, and say at once whether it is usable (Markdown)."""
+        if ref_audio is None:
+            return ""
+        try:
+            prefix = self.prefix(ref_audio)
+        except ReferenceAudioError as exc:
+            return f"**Reference voice not usable:** {exc}"
+        return (f"Reference ready: {prefix.seconds:.1f} s of it used ({prefix.frames} codec frames), "
+                f"prepared in {prefix.compute_s:.1f} s; Generate speaks in this voice.")
 
 
 def cfg_changes(cfg_scale: Any, cfg_frames: Any) -> dict:
@@ -81,13 +98,14 @@ def example_voices() -> list[str]:
         return []
 
 
-def build_voice_group(sampling: SamplingSettings) -> list:
-    """The group's components, in VOICE_CONTROL_NAMES order."""
+def build_voice_group(sampling: SamplingSettings) -> tuple[list, Any]:
+    """(the group's controls in VOICE_CONTROL_NAMES order, the reference's status line)."""
     with gr.Accordion("Voice and guidance", open=False, elem_id="gepard-voice-group"):
         ref_audio = gr.Audio(
             sources=["upload", "microphone"], type="numpy", label=f"Reference voice ({REFERENCE_WINDOW.describe()}; empty = the default voice)",
             elem_id="gepard-ref-audio",
         )
+        ref_status = gr.Markdown("", elem_id="gepard-ref-status")
         voices = example_voices()
         if voices:
             gr.Examples([[v] for v in voices], inputs=[ref_audio], label="Example voices (made by Piper just now)")
@@ -95,4 +113,11 @@ def build_voice_group(sampling: SamplingSettings) -> list:
                               label="CFG scale (1 = off; 2-3 helps short phrases)")
         cfg_frames = gr.Slider(0, MAX_FRAMES_LIMIT, value=sampling.cfg_frames or 0, step=1, elem_id="gepard-cfg-frames",
                                label="Guide only the first N frames (0 = every frame)")
-    return [ref_audio, cfg_scale, cfg_frames]
+    return [ref_audio, cfg_scale, cfg_frames], ref_status
+
+
+def wire_voice_events(voices: VoiceCloning, ref_audio: Any, ref_status: Any) -> None:
+    """A reference is prepared as soon as it arrives, in the engine's queue (it runs the codec
+    encoder, which would slow a generation running beside it)."""
+    ref_audio.change(voices.prepare, ref_audio, ref_status, concurrency_limit=1, concurrency_id="gepard-engine",
+                     show_progress="minimal", api_visibility="private")
