@@ -151,6 +151,7 @@ def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo
         job = last_job(page)
         page.wait_for_function("() => document.querySelector('#gepard-player-status').innerText.startsWith('Waiting: 1 request ahead')",
                                timeout=10_000)
+        assert len(live_demo.demo.blocks._queue) == 1  # this page's click, behind the running one
         assert "about" in page.inner_text("#gepard-player-status")
         t0 = time.monotonic()
         page.click("#gepard-stop")
@@ -158,6 +159,12 @@ def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo
         page.wait_for_function("() => document.querySelector('#gepard-status').innerText.includes('had not started')",
                                timeout=5_000)
         assert time.monotonic() - t0 < 3
+        # ...and it left Gradio's queue too, not only our registry (no dead event waits its turn).
+        queue = live_demo.demo.blocks._queue
+        deadline = time.monotonic() + 3
+        while len(queue) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(queue) == 0
         other.predict(first, api_name="/stop")
         assert running.result(timeout=30)[0].startswith("Stopped")
     finally:
@@ -202,3 +209,28 @@ def test_a_reference_is_prepared_when_it_arrives(browser, live_demo, tmp_path):
         assert not errors, errors
     finally:
         ctx.close()
+
+
+def test_an_out_of_range_number_is_named_not_silently_clamped(browser, live_demo):
+    """Gradio clamps a typed number to the slider's range on blur; the page says so, naming the
+    field and the range, and the note goes once the value is in range again."""
+    ctx, page, errors = open_page(browser, live_demo.url)
+    try:
+        frames = page.locator("#gepard-max-frames input[type=number]")
+        frames.fill("99999")
+        note = page.locator("#gepard-max-frames .gepard-range-note")
+        note.wait_for(timeout=5_000)
+        assert note.inner_text() == ("Max frames per text segment: 99999 is above the maximum 4096 "
+                                     "(range 1 to 4096); it is set to 4096.")
+        frames.blur()
+        page.wait_for_function("() => document.querySelector('#gepard-max-frames input[type=number]').value === '4096'")
+        assert note.is_visible()  # still says what happened after the clamp
+        temp = page.locator("#gepard-temperature input[type=number]")
+        temp.fill("0")
+        assert "below the minimum 0.05" in page.locator("#gepard-temperature .gepard-range-note").inner_text()
+        frames.fill("100")
+        assert note.count() == 0
+        assert page.locator(".gepard-range-note").count() == 1  # the temperature's, until it is fixed
+    finally:
+        ctx.close()
+    assert not errors, errors

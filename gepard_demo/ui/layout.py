@@ -34,6 +34,7 @@ CSS = """
 #gepard-player-status[data-state=idle] { font-weight: 400; opacity: 0.7; }
 #gepard-charcount { font-size: 0.85em; opacity: 0.75; text-align: right; }
 #gepard-charcount[data-over="1"] { color: #d62728; opacity: 1; font-weight: 600; }
+.gepard-range-note { font-size: 0.85em; color: #d62728; font-weight: 600; margin-top: 2px; }
 #gepard-banner { border-left: 4px solid #e0a800; padding-left: 10px; }
 #gepard-banner details > summary { cursor: pointer; }
 /* The previous result while a new request runs (or after it failed): greyed, and said so. */
@@ -76,6 +77,8 @@ def _start_js(n_inputs: int) -> str:
 
 
 _STOP_JS = "(...args) => [window.gepardPlayer ? window.gepardPlayer.stop('stopped') : '']"
+_CANCEL_QUEUED_JS = ("(status) => { if (String(status).includes('had not started'))"
+                     " document.querySelector('#gepard-cancel-queued')?.click(); }")
 _FAILED_JS = ("() => { if (window.gepardPlayer) window.gepardPlayer.failed();"
               " if (window.gepardPage) window.gepardPage.onFailure(); }")
 _SUCCESS_JS = "() => { if (window.gepardPage) window.gepardPage.onSuccess(); }"
@@ -222,7 +225,7 @@ def wire_events(controller: DemoController, controls: dict[str, Any], job_id, ge
     # A refused request (bad input): close the stream opened for it; results stay greyed.
     generated.failure(None, js=_FAILED_JS)
     generated.success(None, js=_SUCCESS_JS)
-    stop_btn.click(
+    stopped = stop_btn.click(
         controller.stop,
         inputs=[job_id],
         outputs=[results.status],
@@ -230,3 +233,8 @@ def wire_events(controller: DemoController, controls: dict[str, Any], job_id, ge
         api_name="stop",
         concurrency_limit=None,  # never waits behind the generation it stops
     )
+    # A request stopped before its turn also leaves Gradio's queue at once (the registry already
+    # made it a no-op). Only then: cancelling a running generator would lose its final stats.
+    cancel_queued = gr.Button(visible="hidden", elem_id="gepard-cancel-queued")
+    cancel_queued.click(None, cancels=[generated], queue=False, api_visibility="private")
+    stopped.then(None, inputs=[results.status], js=_CANCEL_QUEUED_JS, api_visibility="private")

@@ -5,7 +5,9 @@
 //   and the full-audio player is held back (so the two never talk over each other);
 // - a click on Generate greys the previous results until the new request succeeds (an error
 //   leaves them grey, marked as stale);
-// - while a request waits for its turn, its place in line and the wait, next to the button.
+// - while a request waits for its turn, its place in line and the wait, next to the button;
+// - a number typed into a slider's box outside the slider's range gets a note naming the field
+//   and its range (Gradio clamps it on blur without a word).
 (function () {
   const CFG = window.GEPARD_PAGE_CONFIG || {};
   const MAX_CHARS = CFG.maxChars || 2000;
@@ -32,6 +34,37 @@
     e.preventDefault();
     const btn = $('#gepard-generate');
     if (btn) btn.click();
+  }, true);
+
+  // Out-of-range numbers: Gradio's slider box takes any typed number and clamps it to the
+  // slider's range when it loses focus. Say so while typing, and what it was set to.
+  function fieldName(input) {
+    const label = (input.getAttribute('aria-label') || '').replace(/^number input for /, '');
+    return label.split(' (')[0] || 'This setting';
+  }
+
+  function rangeNote(input) {
+    const block = input.closest('[id^="gepard-"]');
+    if (!block || input.min === '' || input.max === '') return;
+    const typed = Number(input.value);
+    const min = Number(input.min), max = Number(input.max);
+    let note = block.querySelector('.gepard-range-note');
+    const out = input.value !== '' && Number.isFinite(typed) && (typed < min || typed > max);
+    if (!out) { if (note) note.remove(); return; }
+    if (!note) {
+      note = document.createElement('div');
+      note.className = 'gepard-range-note';
+      note.setAttribute('role', 'status');
+      block.appendChild(note);
+    }
+    const bound = typed > max ? max : min;
+    note.textContent = fieldName(input) + ': ' + input.value + ' is ' + (typed > max ? 'above the maximum ' : 'below the minimum ') +
+      bound + ' (range ' + min + ' to ' + max + '); it is set to ' + bound + '.';
+  }
+
+  document.addEventListener('input', (e) => {
+    const t = e.target;
+    if (t && t.type === 'number' && t.closest && t.closest('[id^="gepard-"]')) rangeNote(t);
   }, true);
 
   // Pause any full-audio element when a new stream starts; a full-audio element that starts
