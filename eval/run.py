@@ -174,8 +174,8 @@ def error_rows(run_dir: str | Path) -> list[dict]:
 
 def input_error(u: Utterance) -> str | None:
     """Why this utterance cannot be synthesized by any engine, or None: the app's own text rule
-    (gepard_demo.streaming.clean_text: nothing speakable, or above MAX_TEXT_CHARS)."""
-    from gepard_demo.streaming import TextError, clean_text
+    (gepard_demo.text_input.clean_text: nothing speakable, or above MAX_TEXT_CHARS)."""
+    from gepard_demo.text_input import TextError, clean_text
 
     try:
         clean_text(u.text)

@@ -42,7 +42,8 @@ from .reference_audio import ReferenceAudioError
 from .settings import SamplingSettings, SettingsError, StreamSettings
 from .speech_api import (MODELS_PATH, SAMPLE_RATE, SPEECH_PATH, RequestError, SpeechRequest, delta_event,
                          encode_audio, error_body, parse_speech_request, pcm16, sse_event, streaming_wav_header)
-from .streaming import SynthesisSession, TextError
+from .streaming import SynthesisSession
+from .text_input import TextError
 
 log = logging.getLogger(__name__)
 

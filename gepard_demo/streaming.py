@@ -25,7 +25,6 @@ single engine.
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,16 +32,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from gepard_demo.prompt import PromptError, normalize_text
+from gepard_demo.session_base import OnceIterableSession
 from gepard_demo.settings import SamplingSettings, StreamSettings
-
-MAX_TEXT_CHARS = 2000
-SEGMENT_CHARS = 400
-
-
-class TextError(ValueError):
-    """The text cannot be synthesized (empty, only unprintable characters, or too long)."""
-
+from gepard_demo.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clean_text, split_text
 
 @dataclass(frozen=True)
 class AudioChunk:
@@ -120,56 +112,6 @@ class SynthesisStats:
         return d
 
 
-def clean_text(text: str, max_chars: int = MAX_TEXT_CHARS) -> str:
-    """The prompt's own normalisation (NFC, unspeakable code points dropped, whitespace
-    collapsed), checked up front so the page can say what is wrong before any work starts.
-
-    Raises TextError when nothing speakable is left (empty text must be rejected loudly,
-    facts §2) or when the text is longer than max_chars.
-    """
-    try:
-        cleaned = normalize_text(text)
-    except PromptError as exc:
-        raise TextError(str(exc)) from exc
-    if not cleaned:
-        raise TextError("Please enter some text to speak (the text is empty or has no printable characters).")
-    if len(cleaned) > max_chars:
-        raise TextError(f"The text is {len(cleaned)} characters long; the limit is {max_chars}. Please shorten it.")
-    return cleaned
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?…。！？;:])\s+")
-
-
-def split_text(text: str, segment_chars: int = SEGMENT_CHARS) -> list[str]:
-    """Split text into segments of at most segment_chars, on sentence ends where possible.
-
-    A sentence longer than segment_chars is split at the last comma or space before the
-    limit, and as a last resort hard at the limit, so no segment exceeds it.
-    """
-    if len(text) <= segment_chars:
-        return [text]
-    pieces: list[str] = []
-    for sentence in _SENTENCE_END.split(text):
-        sentence = sentence.strip()
-        while len(sentence) > segment_chars:
-            window = sentence[: segment_chars + 1]
-            cut = max(window.rfind(", "), window.rfind(" "))
-            cut = cut + 1 if cut > 0 else segment_chars
-            pieces.append(sentence[:cut].strip())
-            sentence = sentence[cut:].strip()
-        if sentence:
-            pieces.append(sentence)
-    # Pack consecutive sentences while they fit: fewer, longer segments keep prosody.
-    segments: list[str] = []
-    for piece in pieces:
-        if segments and len(segments[-1]) + 1 + len(piece) <= segment_chars:
-            segments[-1] = segments[-1] + " " + piece
-        else:
-            segments.append(piece)
-    return segments
-
-
 def _stack_codes(codes: list[Any]):
     """FrameStep codes are (32,) tensors (or arrays): stack them into one (n, 32) block."""
     first = codes[0]
@@ -180,7 +122,7 @@ def _stack_codes(codes: list[Any]):
     return np.stack([np.asarray(c) for c in codes])
 
 
-class SynthesisSession:
+class SynthesisSession(OnceIterableSession):
     """Stream one request: iterate for AudioChunks, then read `.stats` and `.audio()`.
 
     The session is single-use and is iterated by one thread. `cancel()` may be called from
@@ -231,24 +173,14 @@ class SynthesisSession:
         if end_of_speech is None:  # the codec package's shaping, unless a caller swaps it
             from gepard_demo.codec import apply_end_of_speech as end_of_speech
         self._end_of_speech = end_of_speech
-        self._cancel = threading.Event()
+        super().__init__()
         # Held around each engine step and around closing the frame iterator: a generator
         # cannot be closed while another thread is inside it.
         self._lock = threading.RLock()
         self._frames_iter: Any = None
-        self._started = False
-        self._chunks: list[np.ndarray] = []
         self.speaker = speaker
 
     # -- control ---------------------------------------------------------------------------
-
-    def cancel(self) -> None:
-        """Ask the session to stop before its next decode step (any thread)."""
-        self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
 
     def close(self) -> None:
         """Cancel and free the engine (waits for the decode step in flight, if any)."""
@@ -261,27 +193,7 @@ class SynthesisSession:
         if it is not None and hasattr(it, "close"):
             it.close()
 
-    # -- results ---------------------------------------------------------------------------
-
-    def audio(self) -> np.ndarray:
-        """All samples emitted so far (the whole utterance once iteration has ended)."""
-        if not self._chunks:
-            return np.zeros(0, dtype=np.float32)
-        return np.concatenate(self._chunks).astype(np.float32, copy=False)
-
-    def run(self) -> np.ndarray:
-        """Iterate to the end and return the full audio."""
-        for _ in self:
-            pass
-        return self.audio()
-
     # -- streaming -------------------------------------------------------------------------
-
-    def __iter__(self) -> Iterator[AudioChunk]:
-        if self._started:
-            raise RuntimeError("a SynthesisSession can be iterated only once")
-        self._started = True
-        return self._generate()
 
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()

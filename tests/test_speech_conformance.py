@@ -142,7 +142,7 @@ def _expected(body: dict, mark) -> tuple[bool, str | None]:
 
 
 def _ours(body: dict) -> tuple[bool, str | None]:
-    from gepard_demo.streaming import TextError, clean_text
+    from gepard_demo.text_input import TextError, clean_text
 
     try:
         req = parse_speech_request(body, MODEL)

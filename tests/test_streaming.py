@@ -14,13 +14,8 @@ import pytest
 import torch
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.streaming import (
-    MAX_TEXT_CHARS,
-    SynthesisSession,
-    TextError,
-    clean_text,
-    split_text,
-)
+from gepard_demo.streaming import SynthesisSession
+from gepard_demo.text_input import MAX_TEXT_CHARS, TextError, clean_text, split_text
 from gepard_demo.generation import FrameStep
 
 SPF = 16  # toy samples per frame

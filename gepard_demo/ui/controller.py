@@ -24,7 +24,8 @@ import soundfile as sf
 
 from gepard_demo.reference_audio import ReferenceAudioError
 from gepard_demo.settings import DECODE_MODES, MAX_FRAMES_LIMIT, SamplingSettings, SettingsError, StreamSettings
-from gepard_demo.streaming import SynthesisSession, SynthesisStats, TextError
+from gepard_demo.streaming import SynthesisSession, SynthesisStats
+from gepard_demo.text_input import TextError
 
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost

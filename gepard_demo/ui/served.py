@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Iterator
 
-import numpy as np
-
+from gepard_demo.session_base import OnceIterableSession
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.speech_api import SAMPLE_RATE, pcm16_to_float
 from gepard_demo.speech_client import SpeechClient, SpeechServerError, StreamResult
-from gepard_demo.streaming import AudioChunk, SynthesisStats, clean_text
+from gepard_demo.streaming import AudioChunk, SynthesisStats
+from gepard_demo.text_input import clean_text
 
 SAMPLES_PER_FRAME = 1024
 # The page's controls a served model fixes, and why they are greyed out.
@@ -38,7 +38,7 @@ FIXED_REASON = ("Fixed by the server (vLLM-Omni reads it from gepard_config.json
                 "extra_params per request)")
 
 
-class ServedSession:
+class ServedSession(OnceIterableSession):
     """One utterance from the server, with SynthesisSession's interface (iterate, stats,
     audio(), cancel(), close())."""
 
@@ -51,33 +51,10 @@ class ServedSession:
         self.sample_rate = SAMPLE_RATE
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed)
         self._request_start = request_start
-        self._cancel = threading.Event()
-        self._chunks: list[np.ndarray] = []
-        self._started = False
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
+        super().__init__()
 
     def close(self) -> None:
-        self._cancel.set()
-
-    def audio(self) -> np.ndarray:
-        return np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
-
-    def run(self) -> np.ndarray:
-        for _ in self:
-            pass
-        return self.audio()
-
-    def __iter__(self) -> Iterator[AudioChunk]:
-        if self._started:
-            raise RuntimeError("a ServedSession can be iterated only once")
-        self._started = True
-        return self._generate()
+        self._cancel.set()  # the client closes the connection at the next chunk
 
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
