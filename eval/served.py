@@ -5,9 +5,10 @@ over the speech API, one server or a pool of them.
   "audio", s16le mono 22050 Hz), through gepard_demo's `SpeechClient`. It sends the seed,
   max_new_tokens (= max_frames) and, for a sentence with a reference voice (--ref-audio or the
   set's ref_audio column), vLLM-Omni's `ref_audio` field as a data URL of the file; our server
-  clones with it, vLLM-Omni 0.30 refuses it for Gepard (HTTP 400: the run ends). Temperature, top-k, greedy, stop threshold and all stream
-  settings are fixed per server, so non-default values are refused rather than silently
-  ignored. The protocol carries no frames, stop head or p_stop: those fields are None.
+  clones with it, vLLM-Omni 0.30 refuses it for Gepard (HTTP 400: the run ends). Temperature,
+  top-k, greedy, stop threshold and all stream settings are fixed per server, so non-default
+  values are refused rather than silently ignored. The protocol carries no frames, stop head
+  or p_stop: those fields are None.
 - `ServerPool`: several servers (`--server-url` repeated or `--server-urls FILE`), each with
   `concurrency` requests in flight. Each utterance's seed depends only on (base seed, id), so
   the audio does not depend on which server made it or in what order: the rows equal a
