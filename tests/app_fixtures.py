@@ -42,6 +42,54 @@ def wait_for_port(port: int, timeout: float = 60.0) -> None:
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
 
 
+@contextlib.contextmanager
+def serve_in_thread(app, name: str = "test-server"):
+    """An ASGI app under uvicorn on a free 127.0.0.1 port, on a daemon thread; yields the port."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
+    thread.start()
+    wait_for_port(port)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def flood_listeners(url: str, n: int = 64, hold_s: float = 0.5) -> list:
+    """n anonymous GETs of the PCM route for made-up ids at once, each dropped after hold_s:
+    per request "dropped", the refusal's status code, or the transport error's name."""
+    import asyncio
+    import secrets
+
+    import httpx
+
+    async def flood():
+        async with httpx.AsyncClient(base_url=url, timeout=5) as c:
+            async def one():
+                try:
+                    async with asyncio.timeout(hold_s):
+                        async with c.stream("GET", f"/gepard/pcm/{secrets.token_hex(16)}") as r:
+                            return r.status_code if r.status_code != 200 else await r.aread()
+                except TimeoutError:
+                    return "dropped"
+                except httpx.HTTPError as e:
+                    return type(e).__name__
+
+            return await asyncio.gather(*(one() for _ in range(n)))
+
+    out = {}
+    # Its own thread and loop: a Playwright test keeps an asyncio loop running in this one.
+    t = threading.Thread(target=lambda: out.update(r=asyncio.run(flood())))
+    t.start()
+    t.join(30)
+    return out["r"]
+
+
 @pytest.fixture(scope="session")
 def tiny_codec(tiny_engine):
     from gepard_demo.codec import load_codec
@@ -59,22 +107,14 @@ class LiveDemo:
 @pytest.fixture(scope="session")
 def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
     """The real app (PCM route + Gradio page) on a free 127.0.0.1 port, in this process."""
-    import uvicorn
-
     from app import DEMO_STREAM
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(tiny_engine, tiny_codec, requested="tiny")
     demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs"))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(demo.app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, name="demo-server", daemon=True)
-    thread.start()
-    wait_for_port(port)
-    yield LiveDemo(f"http://127.0.0.1:{port}", port, demo)
-    server.should_exit = True
-    thread.join(10)
+    with serve_in_thread(demo.app, "demo-server") as port:
+        yield LiveDemo(f"http://127.0.0.1:{port}", port, demo)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from app_fixtures import live_demo, pcm_f32, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import flood_listeners, live_demo, pcm_f32, tiny_codec  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
 
@@ -271,25 +271,7 @@ def test_finished_jobs_are_forgotten_once_streamed(client, live_demo):
 def test_a_flood_of_anonymous_listeners_locks_nobody_out(client, live_demo):
     """64 GETs for made-up ids, each dropped after 0.5 s, used to fill the job registry and
     answer 429 to everyone for minutes. Now they hold nothing a Generate needs."""
-    import asyncio
-
-    async def flood():
-        async with httpx.AsyncClient(base_url=live_demo.url, timeout=5) as c:
-            async def one():
-                try:
-                    async with asyncio.timeout(0.5):
-                        async with c.stream("GET", f"/gepard/pcm/{new_id()}") as r:
-                            return r.status_code if r.status_code != 200 else await r.aread()
-                except TimeoutError:
-                    return "dropped"
-
-            return await asyncio.gather(*(one() for _ in range(64)))
-
-    out = {}
-    t = threading.Thread(target=lambda: out.update(r=asyncio.run(flood())))
-    t.start()
-    t.join(30)
-    codes = out["r"]
+    codes = flood_listeners(live_demo.url)
     assert set(codes) <= {"dropped", 429}, codes  # waited (holding a slot of this client's) or refused
     reg = live_demo.demo.registry
     deadline = time.monotonic() + 2

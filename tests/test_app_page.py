@@ -6,15 +6,12 @@ One browser for the module; each test opens its own context (viewport / colour s
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-import threading
 import time
 
-import httpx
 import pytest
 
-from app_fixtures import browser, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import browser, flood_listeners, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -114,21 +111,7 @@ def test_phone_layout_and_dark_plot(browser, live_demo):
 
 
 def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo):
-    async def flood():
-        async with httpx.AsyncClient(base_url=live_demo.url, timeout=5) as c:
-            async def one():
-                try:
-                    async with asyncio.timeout(0.5):
-                        async with c.stream("GET", f"/gepard/pcm/{secrets.token_hex(16)}") as r:
-                            await r.aread()
-                except (TimeoutError, httpx.HTTPError):
-                    pass
-
-            await asyncio.gather(*(one() for _ in range(64)))
-
-    t = threading.Thread(target=lambda: asyncio.run(flood()))
-    t.start()
-    t.join(30)
+    flood_listeners(live_demo.url)
     ctx, page, errors = open_page(browser, live_demo.url)
     try:
         # The flood held nothing: a click plays at once.

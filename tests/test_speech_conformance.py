@@ -16,13 +16,12 @@ from __future__ import annotations
 import base64
 
 import json
-import threading
 
 import httpx
 import pytest
 
 import vllm_omni_reference as vllm
-from app_fixtures import free_port, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
+from app_fixtures import free_port, serve_in_thread, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
 from gepard_demo.settings import StreamSettings
 from gepard_demo.speech_api import (CLONING_FIELDS, GEPARD_RULES, UNSUPPORTED_FIELDS, RequestError,
                                     parse_speech_request)
@@ -210,21 +209,13 @@ def test_a_cloning_request_is_vllm_omnis_own_field_and_its_gepard_refuses_it(tmp
 
 @pytest.fixture(scope="module")
 def server(tiny_engine, tiny_codec):  # noqa: F811
-    import uvicorn
-
     from gepard_demo.speech_server import build_speech_app
 
     sampling = tiny_engine.default_sampling().replace(max_frames=2)  # accepted requests stay cheap
     app = build_speech_app(tiny_engine, tiny_codec, sampling, StreamSettings(first_chunk_frames=1, chunk_frames=1))
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_for_port(port)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-        yield client
-    srv.should_exit = True
-    thread.join(10)
+    with serve_in_thread(app, "speech-server-conformance") as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            yield client
 
 
 def _served_mode(r: httpx.Response) -> str:

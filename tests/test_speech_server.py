@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import socket
-import threading
 import time
 import wave
 
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from app_fixtures import free_port, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
+from app_fixtures import free_port, serve_in_thread, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
 from gepard_demo.settings import StreamSettings
 from gepard_demo.speech_api import iter_sse_events, pcm16_array, sse_audio
 from gepard_demo.streaming import SynthesisSession
@@ -34,26 +33,13 @@ def _sampling(engine):
     return engine.default_sampling().replace(stop_threshold=0.99)
 
 
-def _start(app) -> tuple:
-    import uvicorn
-
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=srv.run, name="speech-server", daemon=True)
-    thread.start()
-    wait_for_port(port)
-    return srv, thread, port
-
-
 @pytest.fixture(scope="module")
 def served(tiny_engine, tiny_codec):  # noqa: F811
     from gepard_demo.speech_server import build_speech_app
 
     app = build_speech_app(tiny_engine, tiny_codec, _sampling(tiny_engine), STREAM, max_body_bytes=BODY_LIMIT)
-    srv, thread, port = _start(app)
-    yield port
-    srv.should_exit = True
-    thread.join(10)
+    with serve_in_thread(app, "speech-server") as port:
+        yield port
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,12 @@ URL, `ref_text` accepted and ignored) and our `cfg_scale` / `cfg_frames` extensi
 from __future__ import annotations
 
 import base64
-import threading
 
 import httpx
 import numpy as np
 import pytest
 
-from app_fixtures import free_port, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
+from app_fixtures import free_port, serve_in_thread, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
 from gepard_demo.settings import StreamSettings
 from gepard_demo.speaker_prefix import SpeakerPrefixer
 from gepard_demo.speech_api import pcm16
@@ -30,20 +29,12 @@ def prefixer(tiny_engine, tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def server(tiny_engine, tiny_codec, prefixer):  # noqa: F811
-    import uvicorn
-
     from gepard_demo.speech_server import build_speech_app
 
     app = build_speech_app(tiny_engine, tiny_codec, tiny_engine.default_sampling(), STREAM, prefixer=prefixer)
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=srv.run, name="speech-server-cloning", daemon=True)
-    thread.start()
-    wait_for_port(port)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
-        yield client
-    srv.should_exit = True
-    thread.join(10)
+    with serve_in_thread(app, "speech-server-cloning") as port:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+            yield client
 
 
 REF = wav_bytes(voice_like(4.0, seed=7))
