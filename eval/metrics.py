@@ -64,6 +64,20 @@ class WordErrors:
         return d
 
 
+def trailing_edits(alignment) -> tuple[int, int]:
+    """(reference words deleted, hypothesis words inserted) after the last reference word that
+    was matched or substituted, from one jiwer alignment (its chunks in order)."""
+    deleted = inserted = 0
+    for ch in reversed(alignment):
+        if ch.type == "delete":
+            deleted += ch.ref_end_idx - ch.ref_start_idx
+        elif ch.type == "insert":
+            inserted += ch.hyp_end_idx - ch.hyp_start_idx
+        else:
+            break
+    return deleted, inserted
+
+
 def word_errors(ref_norm: str, hyp_norm: str) -> WordErrors:
     """Align two already-normalized strings (see eval.normalize)."""
     ref_words, hyp_words = ref_norm.split(), hyp_norm.split()
@@ -72,15 +86,7 @@ def word_errors(ref_norm: str, hyp_norm: str) -> WordErrors:
     if not hyp_words:
         return WordErrors(len(ref_words), 0, 0, len(ref_words), 0, len(ref_words), len(ref_norm), len(ref_norm))
     w = jiwer.process_words(ref_norm, hyp_norm)
-    chunks = w.alignments[0]
-    end_del = 0
-    for ch in reversed(chunks):
-        if ch.type == "delete":
-            end_del += ch.ref_end_idx - ch.ref_start_idx
-        elif ch.type == "insert":
-            continue
-        else:
-            break
+    end_del, _ = trailing_edits(w.alignments[0])
     c = jiwer.process_characters(ref_norm, hyp_norm)
     char_edits = c.substitutions + c.deletions + c.insertions
     return WordErrors(len(ref_words), w.hits, w.substitutions, w.deletions, w.insertions, end_del, char_edits, len(ref_norm))

@@ -31,6 +31,7 @@ import pandas as pd
 from eval.bootstrap import mean_ci
 from eval.chart_style import RunContext, finish, new_figure, save_chart, series_style
 from eval.jsonio import replace_atomic, write_json_atomic
+from eval.metrics import trailing_edits
 
 HF_CUTOFF_HZ = 4000.0
 WINDOW_MS = 10.0
@@ -76,15 +77,7 @@ def trailing_insertions(ref_norm: str, hyp_norm: str) -> int:
         return 0
     if not ref_norm.split():
         return len(hyp_norm.split())
-    n = 0
-    for ch in reversed(jiwer.process_words(ref_norm, hyp_norm).alignments[0]):
-        if ch.type == "insert":
-            n += ch.hyp_end_idx - ch.hyp_start_idx
-        elif ch.type == "delete":
-            continue
-        else:
-            break
-    return n
+    return trailing_edits(jiwer.process_words(ref_norm, hyp_norm).alignments[0])[1]
 
 
 def _piper_audio(items, out: Path) -> tuple[dict, int]:
