@@ -65,6 +65,19 @@ def _server_error(exc: SpeechServerError) -> ServerError:
     return err
 
 
+def reference_data_urls(refs: list[str | None] | None, n: int) -> list[str | None]:
+    """Per utterance, its reference recording as the `ref_audio` data URL (None: the default
+    voice); each file is read once, however many utterances or servers use it."""
+    refs = refs or [None] * n
+    urls: dict[str, str] = {}
+    for ref in dict.fromkeys(r for r in refs if r is not None):
+        try:
+            urls[ref] = audio_data_url(ref)
+        except OSError as e:
+            raise RunError(f"reference audio {ref}: {e.strerror or e}") from e
+    return [None if r is None else urls[r] for r in refs]
+
+
 class GepardServer:
     """A served Gepard over the speech API; one streamed request per utterance."""
 
@@ -74,7 +87,6 @@ class GepardServer:
         self.client = SpeechClient(url, timeout, transport)
         self.url = self.client.url
         self.timeout = timeout
-        self._data_urls: dict[str, str] = {}  # reference path -> its data URL, read once per run
 
     def models(self) -> dict:
         try:
@@ -96,23 +108,12 @@ class GepardServer:
 
     def synthesize(self, requests, sampling, stream, refs=None):
         check_server_settings(sampling, stream)
-        refs = refs or [None] * len(requests)
-        return [self.one(text, seed, sampling.max_frames, ref) for (text, seed), ref in zip(requests, refs)]
+        voices = reference_data_urls(refs, len(requests))
+        return [self.one(text, seed, sampling.max_frames, v) for (text, seed), v in zip(requests, voices)]
 
-    def _ref_audio(self, ref: str | None) -> str | None:
-        if ref is None:
-            return None
-        if ref not in self._data_urls:
-            try:
-                self._data_urls[ref] = audio_data_url(ref)
-            except OSError as e:
-                raise RunError(f"reference audio {ref}: {e.strerror or e}") from e
-        return self._data_urls[ref]
-
-    def one(self, text: str, seed: int, max_frames: int, ref: str | None = None) -> Synthesis:
-        """One utterance; `ref`: a reference recording to speak it in (a path)."""
+    def one(self, text: str, seed: int, max_frames: int, ref_audio: str | None = None) -> Synthesis:
+        """One utterance; `ref_audio`: a reference voice as a data URL (reference_data_urls)."""
         result = StreamResult()
-        ref_audio = self._ref_audio(ref)
         t0 = time.perf_counter()
         try:
             parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="raw", result=result,
@@ -164,10 +165,10 @@ class ServerPool:
         server is left (after yielding everything that finished) or when a request is refused.
         refs: per utterance, a reference recording to speak it in (None: the default voice)."""
         check_server_settings(sampling, stream)
-        refs = refs or [None] * len(requests)
+        voices = reference_data_urls(refs, len(requests))
         work: queue.Queue = queue.Queue()
         for i, (text, seed) in enumerate(requests):
-            work.put((i, (text, seed, refs[i])))
+            work.put((i, (text, seed, voices[i])))
         done: queue.Queue = queue.Queue()
         stop = threading.Event()
         lock = threading.Lock()
@@ -178,21 +179,21 @@ class ServerPool:
         def slot(server: GepardServer) -> None:
             while not stop.is_set() and server.url not in self.dead:
                 try:
-                    i, (text, seed, ref) = work.get(timeout=0.1)
+                    i, (text, seed, voice) = work.get(timeout=0.1)
                 except queue.Empty:
                     with lock:
                         if not outstanding[0]:
                             return
                     continue  # another slot may still hand an utterance back
                 try:
-                    result = server.one(text, seed, sampling.max_frames, ref)
+                    result = server.one(text, seed, sampling.max_frames, voice)
                 except ServerError as e:
                     if getattr(e, "kind", None) == "refused":
                         done.put((i, None, e))  # any server would refuse it: the run stops
                         return
                     with lock:
                         self.dead.setdefault(server.url, str(e))
-                    work.put((i, (text, seed, ref)))  # a live server takes it
+                    work.put((i, (text, seed, voice)))  # a live server takes it
                     return
                 except BaseException as e:  # noqa: BLE001  reported by the consumer
                     done.put((i, None, e))
