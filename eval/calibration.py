@@ -39,6 +39,16 @@ def _trace(p) -> list[float]:
     return json.loads(p) if isinstance(p, str) else list(p)
 
 
+def _label_panels(axs, used: int, xlabel: str, ylabel: str) -> None:
+    """A grid of per-category panels: hide the unused ones, label the outer axes."""
+    for ax in axs.flat[used:]:
+        ax.set_visible(False)
+    for ax in axs[-1]:
+        ax.set_xlabel(xlabel)
+    for ax in axs[:, 0]:
+        ax.set_ylabel(ylabel)
+
+
 def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thresholds, silence_ms: float = 0.0) -> pd.DataFrame:
     """Truncation and runaway rates (with 95% CIs) per category and threshold, derived from the traces."""
     rows = rows[rows["p_stop"].notna()]
@@ -153,12 +163,7 @@ def tradeoff_chart(curves: dict[str, pd.DataFrame], grid_thresholds, context, pa
         ax.set_title(f"{cat} (n={int(c[c['category'] == cat]['n'].max()) if (c['category'] == cat).any() else 0})")
         ax.set_xlim(-3, 103)
         ax.set_ylim(-3, 103)
-    for ax in axs.flat[len(cats):]:
-        ax.set_visible(False)
-    for ax in axs[-1]:
-        ax.set_xlabel("runaways (% hitting the frame budget)")
-    for ax in axs[:, 0]:
-        ax.set_ylabel("premature stops (% truncated)")
+    _label_panels(axs, len(cats), "runaways (% hitting the frame budget)", "premature stops (% truncated)")
     axs.flat[0].legend(fontsize=7, title="group", title_fontsize=7)
     finish(fig, "Stop head trade-off: premature stops against runaways as the threshold moves", context,
            note="curve: thresholds from low (top left) to high (bottom right), derived from one generation; "
@@ -184,12 +189,7 @@ def aligned_chart(data: pd.DataFrame, threshold: float | None, xlabel: str, titl
         ax.set_title(f"{cat} (n={d['id'].nunique()})")
         ax.set_ylim(0, 1)
         drawn.append(q.reset_index().assign(category=cat))
-    for ax in axs.flat[len(cats):]:
-        ax.set_visible(False)
-    for ax in axs[-1]:
-        ax.set_xlabel(xlabel)
-    for ax in axs[:, 0]:
-        ax.set_ylabel("p_stop")
+    _label_panels(axs, len(cats), xlabel, "p_stop")
     axs.flat[0].legend(fontsize=7)
     finish(fig, title, context)
     out = pd.concat(drawn, ignore_index=True).rename(columns={0.25: "p25", 0.5: "median", 0.75: "p75"})
@@ -211,12 +211,7 @@ def max_inside_chart(data: pd.DataFrame, threshold: float | None, where: str, co
             ax.axvline(threshold, color="#D55E00", ls="--", lw=1)
         ax.set_title(f"{cat} (n={len(d)})")
         ax.yaxis.get_major_locator().set_params(integer=True)
-    for ax in axs.flat[len(cats):]:
-        ax.set_visible(False)
-    for ax in axs[-1]:
-        ax.set_xlabel("p_stop")
-    for ax in axs[:, 0]:
-        ax.set_ylabel("utterances")
+    _label_panels(axs, len(cats), "p_stop", "utterances")
     axs.flat[0].legend(fontsize=7)
     finish(fig, f"Highest p_stop inside the utterance against p_stop where it stopped, {where}", context,
            note="a threshold between the two distributions stops at the end and nowhere before it")
