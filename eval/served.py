@@ -5,7 +5,10 @@ over the speech API, one server or a pool of them.
   "audio", s16le mono 22050 Hz), through gepard_demo's `SpeechClient`. It sends the seed,
   max_new_tokens (= max_frames) and, for a sentence with a reference voice (--ref-audio or the
   set's ref_audio column), vLLM-Omni's `ref_audio` field as a data URL of the file; our server
-  clones with it, vLLM-Omni 0.30 refuses it for Gepard (HTTP 400: the run ends). Temperature,
+  clones with it, vLLM-Omni 0.30 refuses it for Gepard (HTTP 400: the run ends). A CFG scale
+  other than 1 goes as our `cfg_scale` / `cfg_frames` extension fields, only to servers whose
+  /v1/models entry says they take guidance (ours); vLLM-Omni would drop them unread, so such a
+  run is refused before the first request instead of scoring unguided audio. Temperature,
   top-k, greedy, stop threshold and all stream settings are fixed per server, so non-default
   values are refused rather than silently ignored. The protocol carries no frames, stop head
   or p_stop: those fields are None.
@@ -36,7 +39,8 @@ from eval.engines import Synthesis
 from eval.run import RunError
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.speech_api import SAMPLE_RATE, pcm16_to_float
-from gepard_demo.speech_client import SpeechClient, SpeechServerError, StreamResult, audio_data_url
+from gepard_demo.speech_client import (ServedFeatures, SpeechClient, SpeechServerError, StreamResult, audio_data_url,
+                                       guidance_fields)
 
 RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
                "rerun the same command (any --server-url) to resume.")
@@ -56,6 +60,18 @@ def check_server_settings(sampling: SamplingSettings, stream: StreamSettings) ->
         raise ServerError(f"--engine server cannot set {', '.join(fixed)}: temperature, top-k, greedy, stop threshold "
                           "and chunking / fade / silence are fixed per server (start the server with them); "
                           "only the seed and --max-frames go with each request")
+
+
+def guidance_for(servers: list["GepardServer"], sampling: SamplingSettings) -> dict:
+    """The guidance fields every request carries ({} when CFG is off); refused when a server
+    would not apply them."""
+    fields = guidance_fields(sampling.cfg_scale, sampling.cfg_frames)
+    for server in servers if fields else ():
+        if not server.features().guidance:
+            raise ServerError(f"cfg_scale={sampling.cfg_scale:g}: the server at {server.url} takes no guidance "
+                              "(cfg_scale / cfg_frames are our server's extension fields; vLLM-Omni drops them "
+                              "unread, so the audio would be unguided)")
+    return fields
 
 
 def _server_error(exc: SpeechServerError) -> ServerError:
@@ -87,6 +103,7 @@ class GepardServer:
         self.client = SpeechClient(url, timeout, transport)
         self.url = self.client.url
         self.timeout = timeout
+        self._features: ServedFeatures | None = None
 
     def models(self) -> dict:
         try:
@@ -95,10 +112,21 @@ class GepardServer:
             raise _server_error(e) from e
 
     def served_model(self) -> str:
+        return self._entry()["id"]
+
+    def features(self) -> ServedFeatures:
+        """What it takes beyond vLLM-Omni's protocol (read once)."""
+        if self._features is None:
+            self._entry()
+        return self._features
+
+    def _entry(self) -> dict:
         try:
-            return self.client.model()["id"]
+            entry = self.client.model()
         except SpeechServerError as e:
             raise _server_error(e) from e
+        self._features = ServedFeatures.of(entry)
+        return entry
 
     def describe(self) -> dict:
         models = self.models()
@@ -108,16 +136,19 @@ class GepardServer:
 
     def synthesize(self, requests, sampling, stream, refs=None):
         check_server_settings(sampling, stream)
+        guidance = guidance_for([self], sampling)
         voices = reference_data_urls(refs, len(requests))
-        return [self.one(text, seed, sampling.max_frames, v) for (text, seed), v in zip(requests, voices)]
+        return [self.one(text, seed, sampling.max_frames, v, guidance) for (text, seed), v in zip(requests, voices)]
 
-    def one(self, text: str, seed: int, max_frames: int, ref_audio: str | None = None) -> Synthesis:
-        """One utterance; `ref_audio`: a reference voice as a data URL (reference_data_urls)."""
+    def one(self, text: str, seed: int, max_frames: int, ref_audio: str | None = None,
+            guidance: dict | None = None) -> Synthesis:
+        """One utterance; `ref_audio`: a reference voice as a data URL (reference_data_urls);
+        `guidance`: guidance_for's fields."""
         result = StreamResult()
         t0 = time.perf_counter()
         try:
             parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="raw", result=result,
-                                            ref_audio=ref_audio))
+                                            ref_audio=ref_audio, guidance=guidance))
         except SpeechServerError as e:
             raise _server_error(e) from e
         gen_s = time.perf_counter() - t0
@@ -165,6 +196,7 @@ class ServerPool:
         server is left (after yielding everything that finished) or when a request is refused.
         refs: per utterance, a reference recording to speak it in (None: the default voice)."""
         check_server_settings(sampling, stream)
+        guidance = guidance_for([s for s in self.servers if s.url not in self.dead], sampling)
         voices = reference_data_urls(refs, len(requests))
         work: queue.Queue = queue.Queue()
         for i, (text, seed) in enumerate(requests):
@@ -186,7 +218,7 @@ class ServerPool:
                             return
                     continue  # another slot may still hand an utterance back
                 try:
-                    result = server.one(text, seed, sampling.max_frames, voice)
+                    result = server.one(text, seed, sampling.max_frames, voice, guidance)
                 except ServerError as e:
                     if getattr(e, "kind", None) == "refused":
                         done.put((i, None, e))  # any server would refuse it: the run stops

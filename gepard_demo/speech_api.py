@@ -186,7 +186,7 @@ def parse_speech_request(body: Any, model_id: str, rules: Iterable[FieldRule] = 
             known = sorted(n for n in SpeechBody.model_fields if n not in CLONING_FIELDS + UNSUPPORTED_FIELDS)
             raise RequestError(f"unknown field {param!r}; Gepard takes {known}", param) from None
         raise RequestError(f"{param or 'body'}: {err.get('msg')}", param) from None
-    if req.model is not None and req.model != model_id:
+    if req.model and req.model != model_id:  # vLLM's _is_model_supported: an empty name is the served one
         raise RequestError(f"The model `{req.model}` does not exist; this server serves `{model_id}`.", "model", 404)
     for rule in rules:
         if rule.refuses(req):

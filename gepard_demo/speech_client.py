@@ -49,17 +49,46 @@ def audio_data_url(path: str | Path) -> str:
     mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     if not mime.startswith("audio/"):
         mime = "application/octet-stream"
-    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+    return bytes_data_url(path.read_bytes(), mime)
+
+
+def bytes_data_url(data: bytes, mime: str = "audio/wav") -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+@dataclass(frozen=True)
+class ServedFeatures:
+    """What a server takes beyond vLLM-Omni's Gepard protocol, read from its /v1/models entry.
+    Our server says; vLLM-Omni says nothing, and takes neither: its Gepard refuses `ref_audio`
+    with a 400, and it drops unknown fields unread, so guidance sent to it would be silently lost."""
+
+    voice_cloning: bool = False  # `ref_audio` (our server when its checkpoint has a compressor)
+    guidance: bool = False  # our `cfg_scale` / `cfg_frames` extension fields
+
+    @classmethod
+    def of(cls, entry: dict) -> "ServedFeatures":
+        return cls(voice_cloning=entry.get("voice_cloning") is True, guidance=entry.get("guidance") is True)
+
+
+def guidance_fields(cfg_scale: float, cfg_frames: int | None) -> dict:
+    """Our extension fields for classifier-free guidance; none when it is off (scale 1), so a
+    plain request stays exactly vLLM-Omni's."""
+    if cfg_scale == 1.0:
+        return {}
+    return {"cfg_scale": float(cfg_scale), **({"cfg_frames": int(cfg_frames)} if cfg_frames else {})}
 
 
 def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
-                 mode: StreamMode = "raw", response_format: str = "pcm", ref_audio: str | None = None) -> dict:
+                 mode: StreamMode = "raw", response_format: str = "pcm", ref_audio: str | None = None,
+                 guidance: dict | None = None) -> dict:
     """The JSON body for one utterance; mode "raw" = stream_format "audio" (raw bytes),
     "sse" = speech.audio.delta events, "none" = one whole response. ref_audio: a reference
-    voice as `audio_data_url` makes it (vLLM-Omni's cloning field)."""
+    voice as `audio_data_url` makes it (vLLM-Omni's cloning field). guidance: `guidance_fields`
+    (our extension; only for a server whose ServedFeatures say it takes them)."""
     body: dict[str, Any] = {"input": text, "voice": "default", "response_format": response_format}
     if ref_audio is not None:
         body["ref_audio"] = ref_audio
+    body.update(guidance or {})
     if mode != "none":
         body.update(stream=True, stream_format="audio" if mode == "raw" else "sse")
     if max_new_tokens is not None:
@@ -120,15 +149,15 @@ class SpeechClient:
     def stream(self, text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
                mode: StreamMode = "raw", result: StreamResult | None = None,
                cancel: threading.Event | None = None, done: dict | None = None,
-               ref_audio: str | None = None) -> Iterator[np.ndarray]:
+               ref_audio: str | None = None, guidance: dict | None = None) -> Iterator[np.ndarray]:
         """int16 sample arrays of one utterance as they arrive (s16le pcm, 22050 Hz mono).
-        `ref_audio`: speak in this voice (an `audio_data_url`).
+        `ref_audio`: speak in this voice (an `audio_data_url`); `guidance`: `guidance_fields`.
         `cancel` set: the connection is closed at the next chunk (the server frees its engine).
         `done` (SSE): receives the `speech.audio.done` event (ours carries frames / stop / seed)."""
         import httpx
 
         body = request_body(text, seed=seed, max_new_tokens=max_new_tokens, mode=mode, response_format="pcm",
-                            ref_audio=ref_audio)
+                            ref_audio=ref_audio, guidance=guidance)
         result = result if result is not None else StreamResult()
         reader = Pcm16Reader()
         t0 = time.perf_counter()

@@ -124,6 +124,8 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
     async def http_error(request: Request, exc: StarletteHTTPException):
         return _error(str(exc.detail), exc.status_code)
 
+    # The last resort: Starlette re-raises after sending this, and uvicorn then drops the
+    # (keep-alive) connection, so the speech route answers the faults it can foresee itself.
     @app.exception_handler(Exception)
     async def server_error(request: Request, exc: Exception):
         log.exception("speech request failed")
@@ -142,6 +144,8 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             "revision": info.revision, "random_weights": info.random_weights,
             "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": getattr(info, "speed", None),
             "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
+            # What a client may send beyond vLLM-Omni's protocol (speech_client.ServedFeatures).
+            "voice_cloning": prefixer is not None, "guidance": True,
         }]}
 
     @app.post(SPEECH_PATH)
@@ -180,6 +184,9 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         try:
             async with lock:
                 audio = await anyio.to_thread.run_sync(session.run)
+        except Exception as exc:  # noqa: BLE001  answered here: the app-wide handler's re-raise drops the connection
+            log.exception("speech request failed")
+            return _error(f"{type(exc).__name__}: {exc}", 500)
         finally:
             watcher.cancel()
         if session.cancelled:  # the client is gone: nobody reads this

@@ -73,7 +73,8 @@ def test_banner_and_disabled_controls(served_app):
         assert by_id[elem]["interactive"] is False and "Fixed by the server" in by_id[elem]["info"], elem
         # the fixed control shows the server's value, not a default it cannot apply
     assert by_id["gepard-temperature"]["value"] == 0.7 and by_id["gepard-chunk"]["value"] == 5
-    for elem in ("gepard-text", "gepard-max-frames"):
+    # our server clones and takes guidance (its /v1/models entry says so): those stay the user's
+    for elem in ("gepard-text", "gepard-max-frames", "gepard-ref-audio", "gepard-cfg-scale", "gepard-cfg-frames"):
         assert by_id[elem].get("interactive") is not False, elem
     # The seed is the client's to choose; its box is off only while "random seed" is ticked.
     assert "Fixed by the server" not in (by_id["gepard-seed"].get("info") or "")
@@ -112,3 +113,32 @@ def test_generate_streams_the_servers_audio_through_the_page(served_app):
         "input": text, "seed": 77, "max_new_tokens": FRAMES, "response_format": "pcm"})
     assert direct.status_code == 200
     assert np.array_equal(played, np.frombuffer(direct.content, "<i2").astype(np.float32) / 32768.0)
+
+
+def test_a_reference_voice_and_guidance_reach_the_server(served_app, tmp_path):
+    """The page's reference and CFG go with the request: the page plays exactly what the server
+    makes for the same reference file, seed and cfg fields, which is not the plain voice."""
+    from gradio_client import Client, handle_file
+
+    from gepard_demo.speech_client import audio_data_url
+    from test_speaker_prefix import voice_like
+
+    url, server_url = served_app
+    ref = tmp_path / "me.wav"
+    sf.write(ref, voice_like(4.0, 22050, seed=5), 22050, subtype="PCM_16")
+    text = "A cloned and guided voice."
+    values = ["", text, 0.3, 0, False, 0.5, 78, False, FRAMES, 10, 10, "exact", 8, 20, 100,
+              handle_file(str(ref)), 2.5, 6]
+    status, wav, _stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=180)
+    assert status.startswith("Done"), status
+    page, _ = sf.read(wav, dtype="float32")
+
+    def direct(**extra):
+        r = httpx.post(f"{server_url}/v1/audio/speech", timeout=180, json={
+            "input": text, "seed": 78, "max_new_tokens": FRAMES, "response_format": "pcm", **extra})
+        assert r.status_code == 200, r.text
+        return np.frombuffer(r.content, "<i2").astype(np.float32) / 32768.0
+
+    assert np.array_equal(page, direct(ref_audio=audio_data_url(ref), cfg_scale=2.5, cfg_frames=6))
+    plain = direct()
+    assert len(page) != len(plain) or not np.array_equal(page, plain)

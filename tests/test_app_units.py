@@ -280,3 +280,61 @@ def test_stats_table_and_plot_say_how_it_ended():
     assert "runaway" in stats_markdown(runaway, s) and "(50)" in stats_markdown(runaway, s)
     assert len(p_stop_figure(runaway, 0.4).axes[0].lines) == 2  # no stop line
     assert "stopped by the user" in stats_markdown(SynthesisStats(cancelled=True), s)
+
+
+def _served_host(entry: dict):
+    from gepard_demo.speech_client import SpeechClient
+    from gepard_demo.ui.served import ServedHost
+
+    return ServedHost(SpeechClient("http://127.0.0.1:9"), entry)  # never contacted here
+
+
+def test_a_vllm_omni_server_locks_voice_and_guidance_with_their_own_reasons(tmp_path):
+    """vLLM-Omni's /v1/models entry names none of our extensions: the reference voice and the
+    CFG controls are disabled with why, the banner says the server does not report its
+    settings, and a reference or a guided request that reaches the host anyway is refused
+    (not silently sent unguided)."""
+    import soundfile as sf
+
+    from gepard_demo.reference_audio import ReferenceAudioError
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+    from gepard_demo.ui.served import FIXED_REASON, NO_CLONING_REASON, NO_GUIDANCE_REASON
+
+    host = _served_host({"id": "nineninesix/gepard-1.0", "object": "model"})
+    locked = host.locked_controls()
+    assert locked["temperature"] == FIXED_REASON and locked["ref_audio"] == NO_CLONING_REASON
+    assert locked["cfg_scale"] == locked["cfg_frames"] == NO_GUIDANCE_REASON
+    banner = host.banner_markdown()
+    assert "does not report their values" in banner and "CFG" not in banner
+    ref = tmp_path / "ref.wav"
+    sf.write(ref, 0.3 * np.sin(np.arange(22050 * 4) / 5.0), 22050)
+    with pytest.raises(ReferenceAudioError, match="does not clone"):
+        host.voices().speaker(str(ref))
+    assert "not usable" in host.voices().prepare(str(ref))
+    with pytest.raises(SettingsError, match="takes no guidance"):
+        host.new_session("Hello.", SamplingSettings(cfg_scale=2.0), StreamSettings())
+
+
+def test_our_server_takes_a_reference_and_guidance_from_the_page(tmp_path):
+    """Our server's entry says it clones and takes guidance: those controls stay enabled, a
+    page reference becomes a 16-bit WAV data URL holding the same samples, and a reference
+    the server would refuse is refused here first, with the server's reason."""
+    import base64
+    import io
+
+    import soundfile as sf
+
+    from gepard_demo.reference_audio import ReferenceAudioError
+
+    host = _served_host({"id": "tiny", "voice_cloning": True, "guidance": True})
+    assert not {"ref_audio", "cfg_scale", "cfg_frames"} & set(host.locked_controls())
+    assert "a reference voice, CFG" in host.banner_markdown()
+    rng = np.random.default_rng(0)
+    pcm = (rng.standard_normal(44100 * 4) * 3000).astype(np.int16)  # a browser recording: int16 at 44.1 kHz
+    url = host.voices().speaker((44100, pcm))
+    assert url.startswith("data:audio/wav;base64,")
+    back, rate = sf.read(io.BytesIO(base64.b64decode(url.split(",", 1)[1])), dtype="int16")
+    assert rate == 44100 and np.array_equal(back, pcm)
+    assert host.voices().prepare((44100, pcm)).startswith("Reference ready")
+    with pytest.raises(ReferenceAudioError, match="too short"):
+        host.voices().speaker((22050, pcm[:22050]))

@@ -17,10 +17,11 @@ import soundfile as sf
 
 from app_fixtures import free_port, wait_for_port
 from eval.cli import main
-from eval.served import GepardServer, ServerError
+from eval.served import GepardServer, ServerError, guidance_for
 from eval.run import RunConfig, run
 from eval.seeds import utterance_seed
 from eval_fixtures import rows_of
+from gepard_demo.settings import SamplingSettings, StreamSettings
 from test_speaker_prefix import voice_like
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,6 +113,42 @@ def test_served_run_with_a_reference_voice_equals_the_local_one(server_url, tiny
         wp, _ = sf.read(plain / p["wav"])
         assert len(wa) == len(wb) > 0 and np.max(np.abs(wa - wb)) <= 1 / 32768, a["id"]
         assert len(wa) != len(wp) or np.max(np.abs(wa - wp)) > 1e-3, "the reference changed nothing"
+
+
+def test_served_run_with_guidance_equals_the_local_one(server_url, tiny_cache_dir, tmp_path):
+    """--cfg-scale through the served engine goes as our cfg_scale / cfg_frames fields (the
+    server says it takes them) and the audio equals the local streaming run's with the same
+    guidance; unguided audio differs, so the fields were applied, not dropped."""
+    guided = ("--cfg-scale", "2.5", "--cfg-frames", "6")
+    served, local, plain = tmp_path / "served", tmp_path / "local", tmp_path / "plain"
+    assert _run(served, server_url, *guided) == 0
+    assert main(["run", "--engine", "local-stream", "--model", "tiny", "--model-cache", str(tiny_cache_dir),
+                 "--set", "smoke", "--limit", "3", "--max-frames", FRAMES, "--seed", "7", *guided,
+                 "--out", str(local)]) == 0
+    assert _run(plain, server_url) == 0
+    for a, b, p in zip(rows_of(served), rows_of(local), rows_of(plain)):
+        wa, _ = sf.read(served / a["wav"])
+        wb, _ = sf.read(local / b["wav"])
+        wp, _ = sf.read(plain / p["wav"])
+        assert len(wa) == len(wb) > 0 and np.max(np.abs(wa - wb)) <= 1 / 32768, a["id"]
+        assert len(wa) != len(wp) or np.max(np.abs(wa - wp)) > 1e-3, "guidance changed nothing"
+
+
+def test_guidance_is_refused_where_the_server_would_drop_it(tmp_path):
+    """A vLLM-Omni-like server (its /v1/models entry names no guidance) would drop cfg_scale
+    unread: the run is refused before any request instead of scoring unguided audio."""
+    posts = []
+
+    def vllm_like(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            posts.append(request)
+        return httpx.Response(200, json={"object": "list", "data": [{"id": "tiny", "object": "model"}]})
+
+    server = GepardServer("http://vllm.invalid", transport=httpx.MockTransport(vllm_like))
+    with pytest.raises(ServerError, match="takes no guidance"):
+        server.synthesize([("Hello.", 1)], SamplingSettings(cfg_scale=2.0), StreamSettings())
+    assert posts == []
+    assert guidance_for([server], SamplingSettings()) == {}  # CFG off: nothing extra, nothing refused
 
 
 def test_dead_or_silent_server_is_exit_2_naming_the_url(tmp_path, capsys):

@@ -44,6 +44,8 @@ CORPUS = [
     ({"input": T, "response_format": "aac"}, None),
     ({"input": T, "model": MODEL, "voice": "default"}, None),
     ({"input": T, "model": "someone/else"}, None),
+    ({"input": T, "model": ""}, None),  # vLLM serves an empty model name as its own
+    ({"input": T, "model": None}, None),
     ({"input": T, "voice": "DEFAULT"}, None),
     ({"input": T, "voice": None}, None),
     ({"input": T, "speaker": "default"}, None),

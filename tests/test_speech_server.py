@@ -214,3 +214,30 @@ def test_pcm16_is_libsndfiles_conversion_chunk_by_chunk():
     buf = io.BytesIO()
     sf.write(buf, x, 22050, format="WAV", subtype="PCM_16")  # what `sf.write(float)` would store
     assert np.array_equal(sf.read(io.BytesIO(buf.getvalue()), dtype="int16")[0], expected)
+
+
+def test_a_fault_inside_the_engine_is_a_500_in_openai_shape(tiny_engine, tiny_codec):  # noqa: F811
+    """A real fault (not a bad request) answers 500 with OpenAI's error body, naming the fault,
+    and the server keeps serving."""
+    from gepard_demo.speech_server import build_speech_app
+
+    class BreaksOnce:  # the tiny codec, whose streamer breaks the first time
+        broken = True
+
+        def __getattr__(self, name):
+            return getattr(tiny_codec, name)
+
+        def streamer(self, **kw):
+            if BreaksOnce.broken:
+                BreaksOnce.broken = False
+                raise RuntimeError("decoder exploded")
+            return tiny_codec.streamer(**kw)
+
+    app = build_speech_app(tiny_engine, BreaksOnce(), _sampling(tiny_engine), STREAM)
+    with serve_in_thread(app, "broken-speech-server") as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        r = _speak(client)
+        assert r.status_code == 500
+        err = r.json()["error"]
+        assert err["code"] == 500 and "decoder exploded" in err["message"] and err["type"].endswith("Error")
+        assert _speak(client).status_code == 200

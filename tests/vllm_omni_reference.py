@@ -105,7 +105,7 @@ def decide(body: dict, served_model: str) -> tuple[bool, str | None]:
     validate, adapter, _ = gepard_adapter()
     if req.sample_rate is not None and req.sample_rate not in adapter.supported_output_sample_rates:
         return False, None
-    if req.model is not None and req.model != served_model:  # _check_model: 404
+    if req.model and req.model != served_model:  # _check_model: 404 (vLLM's _is_model_supported: "" is any)
         return False, None
     if req.word_timestamps:  # streaming or not, without --forced-aligner it is refused
         return False, None

@@ -29,7 +29,7 @@ from gepard_demo.text_input import TextError
 
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
-from .voice import VOICE_CONTROL_NAMES, VoiceCloning, cfg_changes
+from .voice import VOICE_CONTROL_NAMES, cfg_changes
 from .views import p_stop_figure, stats_markdown
 
 # The control values, in the order the page passes them after the job id.
@@ -122,7 +122,7 @@ class DemoController:
         self.wav_dir = Path(wav_dir)
         self.wav_dir.mkdir(parents=True, exist_ok=True)
         self.keep_wavs = keep_wavs
-        self.voices = VoiceCloning(host)
+        self.voices = host.voices()  # VoiceCloning locally, ServedVoices in front of a server
         # The last few sessions' stats by job id, for the latency benchmark and the tests.
         self._recent: OrderedDict[str, SynthesisStats] = OrderedDict()
         self._recent_lock = threading.Lock()

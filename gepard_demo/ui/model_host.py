@@ -54,6 +54,12 @@ class ModelHost:
         return SynthesisSession(self.engine, self.codec, text, sampling, stream, request_start=request_start,
                                 speaker=speaker)
 
+    def voices(self) -> Any:
+        """Reference audio -> speaker prefix for this engine (ui/voice.py; a served host sends it instead)."""
+        from .voice import VoiceCloning
+
+        return VoiceCloning(self)
+
     @property
     def info(self) -> Any:
         return self.engine.model_info

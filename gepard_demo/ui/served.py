@@ -7,8 +7,10 @@ with the interface of `SynthesisSession`, so the same player route, Stop button 
 
 What a served model fixes: temperature, top-k, greedy, stop threshold and all chunking / fade
 / silence are the server's (vLLM-Omni takes no `extra_params`); only the text, the seed and
-the frame budget (max_new_tokens) go with a request. The page disables the other controls
-and says why. The server reports no p_stop; frames and the stop come from our server's
+the frame budget (max_new_tokens) go with a request, plus a reference voice (`ref_audio`) and
+guidance (`cfg_scale` / `cfg_frames`) where the server's /v1/models entry says it takes them
+(ours does; vLLM-Omni 0.30's Gepard takes neither). The page disables the other controls and
+says why, each with its own reason. The server reports no p_stop; frames and the stop come from our server's
 `speech.audio.done` extension, or are inferred from the audio length (1024 samples a frame:
 shorter than the budget = the stop head fired).
 """
@@ -16,17 +18,24 @@ shorter than the budget = the stop head fired).
 from __future__ import annotations
 
 import html
+import io
 import math
 import threading
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Iterator
 
+import numpy as np
+import soundfile as sf
+
+from gepard_demo.reference_audio import ReferenceAudioError, decode_audio, prepare_reference, read_reference_file
 from gepard_demo.session_base import OnceIterableSession
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.speech_api import SAMPLE_RATE, pcm16_to_float
-from gepard_demo.speech_client import SpeechClient, SpeechServerError, StreamResult
+from gepard_demo.speech_client import (ServedFeatures, SpeechClient, SpeechServerError, StreamResult, bytes_data_url,
+                                       guidance_fields)
 from gepard_demo.streaming import AudioChunk, SynthesisStats
 from gepard_demo.text_input import clean_text
 
@@ -36,6 +45,10 @@ FIXED_BY_SERVER = ("temperature", "top_k", "greedy", "stop_threshold", "first_ch
                    "decode_mode", "lookback_frames", "fade_ms", "silence_ms")
 FIXED_REASON = ("Fixed by the server (vLLM-Omni reads it from gepard_config.json / env vars at start and refuses "
                 "extra_params per request)")
+NO_CLONING_REASON = ("This server does not clone voices (vLLM-Omni 0.30's Gepard is zero-shot and refuses ref_audio; "
+                     "`python -m gepard_demo serve` clones when its checkpoint has the voice compressor)")
+NO_GUIDANCE_REASON = ("This server takes no guidance (cfg_scale / cfg_frames are our server's extension fields; "
+                      "vLLM-Omni would drop them unread)")
 
 
 class ServedSession(OnceIterableSession):
@@ -43,11 +56,17 @@ class ServedSession(OnceIterableSession):
     audio(), cancel(), close())."""
 
     def __init__(self, client: SpeechClient, text: str, sampling: SamplingSettings, *,
-                 request_start: float | None = None):
+                 request_start: float | None = None, ref_audio: str | None = None,
+                 features: ServedFeatures = ServedFeatures()):
         sampling.validate()
+        if sampling.cfg_scale != 1.0 and not features.guidance:  # it would be dropped unread: refuse, don't ignore
+            raise SettingsError(f"cfg_scale {sampling.cfg_scale:g}: {NO_GUIDANCE_REASON}")
+        if ref_audio is not None and not features.voice_cloning:
+            raise ReferenceAudioError(NO_CLONING_REASON)
         self.client = client
         self.text = clean_text(text)  # the page's own limits, checked before any request
         self.sampling = sampling.with_concrete_seed()  # sent, so the page can show and replay it
+        self.ref_audio = ref_audio
         self.sample_rate = SAMPLE_RATE
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed)
         self._request_start = request_start
@@ -62,7 +81,9 @@ class ServedSession(OnceIterableSession):
         done_info: dict = {}
         try:
             for pcm in self.client.stream(self.text, seed=self.sampling.seed, max_new_tokens=self.sampling.max_frames,
-                                          mode="sse", result=result, cancel=self._cancel, done=done_info):
+                                          mode="sse", result=result, cancel=self._cancel, done=done_info,
+                                          ref_audio=self.ref_audio,
+                                          guidance=guidance_fields(self.sampling.cfg_scale, self.sampling.cfg_frames)):
                 samples = pcm16_to_float(pcm)
                 now = time.perf_counter() - t0
                 if st.ttfa_s is None:
@@ -98,12 +119,26 @@ class ServedHost:
     requested: str = ""
     fallback_reason: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
-    fixed_controls: tuple[str, ...] = FIXED_BY_SERVER
-    fixed_reason: str = FIXED_REASON
 
     @property
     def url(self) -> str:
         return self.client.url
+
+    @property
+    def features(self) -> ServedFeatures:
+        return ServedFeatures.of(self.entry)
+
+    def locked_controls(self) -> dict[str, str]:
+        """The page controls this server cannot honour -> why (their info line)."""
+        locked = dict.fromkeys(FIXED_BY_SERVER, FIXED_REASON)
+        if not self.features.voice_cloning:
+            locked["ref_audio"] = NO_CLONING_REASON
+        if not self.features.guidance:
+            locked.update(dict.fromkeys(("cfg_scale", "cfg_frames"), NO_GUIDANCE_REASON))
+        return locked
+
+    def voices(self) -> "ServedVoices":
+        return ServedVoices(self)
 
     @property
     def info(self) -> Any:
@@ -135,8 +170,10 @@ class ServedHost:
             return None
 
     def new_session(self, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
-                    request_start: float | None = None) -> ServedSession:
-        return ServedSession(self.client, text, sampling, request_start=request_start)
+                    request_start: float | None = None, speaker: str | None = None) -> ServedSession:
+        """speaker: a reference voice as ServedVoices makes it (a `ref_audio` data URL)."""
+        return ServedSession(self.client, text, sampling, request_start=request_start, ref_audio=speaker,
+                             features=self.features)
 
     def banner_markdown(self) -> str:
         name = html.escape(str(self.entry.get("id")))
@@ -154,9 +191,54 @@ class ServedHost:
         else:
             what = ("temperature, stop threshold (gepard_config.json), chunking, lookback and fade (the "
                     "VLLM_GEPARD_* env vars); it does not report their values")
-        lines.append(f"**The server fixes:** {html.escape(what)}. Only the text, the seed and max frames go with a "
-                     "request: the other controls are disabled. No p_stop over the protocol, so the plot stays empty.")
+        extras = [name for name, on in (("a reference voice", self.features.voice_cloning),
+                                        ("CFG", self.features.guidance)) if on]
+        sent = "the text, the seed and max frames" + "".join(f", {x}" for x in extras)
+        lines.append(f"**The server fixes:** {html.escape(what)}. Only {sent} go with a request: the other "
+                     "controls are disabled. No p_stop over the protocol, so the plot stays empty.")
         return "\n\n".join(lines)
+
+
+class ServedVoices:
+    """The page's reference voice for a served model: checked here against the same rules the
+    server applies (readable, 3-15 s of sound), so the line under the upload answers at once,
+    and sent as the `ref_audio` data URL of a 16-bit WAV (the server makes the prefix)."""
+
+    def __init__(self, host: ServedHost):
+        self.host = host
+
+    def speaker(self, ref_audio: Any) -> str | None:
+        """Gradio Audio value -> the `ref_audio` data URL (None: the default voice)."""
+        if ref_audio is None:
+            return None
+        if not self.host.features.voice_cloning:
+            raise ReferenceAudioError(NO_CLONING_REASON)
+        samples, rate = self._samples(ref_audio)
+        prepare_reference(samples, rate)  # raises with the reason the server would give
+        buf = io.BytesIO()
+        sf.write(buf, np.clip(samples, -1.0, 1.0), rate, format="WAV", subtype="PCM_16")
+        return bytes_data_url(buf.getvalue(), "audio/wav")
+
+    def prepare(self, ref_audio: Any) -> str:
+        if ref_audio is None:
+            return ""
+        try:
+            self.speaker(ref_audio)
+        except ReferenceAudioError as exc:
+            return f"**Reference voice not usable:** {exc}"
+        return "Reference ready: it goes to the server with each request, which clones the voice from it."
+
+    @staticmethod
+    def _samples(ref_audio: Any) -> tuple[np.ndarray, int]:
+        if isinstance(ref_audio, (str, Path)):
+            return decode_audio(read_reference_file(ref_audio))
+        if isinstance(ref_audio, (tuple, list)) and len(ref_audio) == 2:
+            rate, samples = ref_audio
+            a = np.asarray(samples)
+            if a.dtype.kind in "iu":  # PCM integers, as a browser recording arrives in Gradio
+                a = a.astype(np.float32) / float(np.iinfo(a.dtype).max + 1)
+            return a.astype(np.float32, copy=False), int(rate)
+        raise ReferenceAudioError(f"unexpected reference audio value of type {type(ref_audio).__name__}")
 
 
 def load_served_host(url: str, timeout: float = 60.0) -> ServedHost:
@@ -166,12 +248,13 @@ def load_served_host(url: str, timeout: float = 60.0) -> ServedHost:
 
 
 def lock_controls(host: Any, controls: dict[str, Any]) -> None:
-    """Grey out the page controls a served model fixes, with the reason as their info line.
-    A no-op for a local model."""
-    for name in getattr(host, "fixed_controls", ()):
+    """Grey out the page controls a served model cannot honour, with the reason as their info
+    line. A no-op for a local model."""
+    locked = host.locked_controls() if hasattr(host, "locked_controls") else {}
+    for name, reason in locked.items():
         if name in controls:
             controls[name].interactive = False
-            controls[name].info = getattr(host, "fixed_reason", "")
+            controls[name].info = reason
 
 
-__all__ = ["ServedHost", "ServedSession", "SpeechServerError", "load_served_host", "lock_controls"]
+__all__ = ["ServedHost", "ServedSession", "ServedVoices", "SpeechServerError", "load_served_host", "lock_controls"]
