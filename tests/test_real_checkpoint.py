@@ -107,19 +107,21 @@ def test_no_null_prefix_runs_with_no_speaker_slots(tiny_model_dir, tmp_path):
     assert all(r.num_frames >= 1 for r in res)
 
 
-def _authors_export(tiny_dir, out):
-    """The tiny weights laid out as gepard-train writes Gepard-1.0: backbone `model.*` (no
-    lm_head: their model has none), heads, frame embedding, `audio_embed_scale` [1],
-    `null_prefix` (K, d), the compressor (`output_scale` 0-dim, as every published file holds
-    it), SupCon projection head, and leftovers from older trainers (aligner, mtp); all bf16."""
+def _authors_export(tiny_dir, out, lm_head: bool = False):
+    """The tiny weights laid out as gepard-train writes Gepard-1.0: backbone `model.*`, heads,
+    frame embedding, `audio_embed_scale` [1], `null_prefix` (K, d), the compressor
+    (`output_scale` 0-dim, as every published file holds it), SupCon projection head, and
+    leftovers from older trainers (aligner, mtp); all bf16. lm_head: keep a text head, as
+    facts §1 lists (`model.*` and `lm_head.*`); the authors' current model has none."""
     ck = _copy(tiny_dir, out)
     cfg = GepardConfig.from_dir(ck)
     comp = json.loads((ck / "gepard_config.json").read_text())["voice_cloning"]["compressor"]
     gen = torch.Generator().manual_seed(5)
     hidden = cfg.hidden_size
+    dropped = ("ref_compressor.", "supcon_head.", "aligner.", "mtp.") + (() if lm_head else ("lm_head.",))
 
     def fn(s):
-        s = {k: v for k, v in s.items() if not k.startswith(("lm_head.", "ref_compressor.", "supcon_head.", "aligner.", "mtp."))}
+        s = {k: v for k, v in s.items() if not k.startswith(dropped)}
         rc = ref_compressor_state(comp, cfg.num_heads, gen)
         rc["ref_compressor.output_scale"] = rc["ref_compressor.output_scale"].reshape(())
         s.update(rc)
@@ -136,26 +138,39 @@ def _authors_export(tiny_dir, out):
     return ck
 
 
-def test_checkpoint_in_the_authors_export_layout(tiny_model_dir, tmp_path):
-    ck = _authors_export(tiny_model_dir, tmp_path / "export")
+@pytest.mark.parametrize("lm_head", [False, True], ids=["authors-code", "facts-sheet"])
+def test_checkpoint_in_the_authors_export_layout(tiny_model_dir, tmp_path, lm_head):
+    from gepard_demo.ref_compressor import CompressorConfig, RefCompressor
+    from gepard_demo.speaker_prefix import read_compressor_state
+
+    ck = _authors_export(tiny_model_dir, tmp_path / "export", lm_head=lm_head)
     on_disk = load_file(str(ck / "model.safetensors"))
     assert on_disk["audio_embed_scale"].shape == (1,) and on_disk["ref_compressor.output_scale"].shape == ()
-    assert "lm_head.weight" not in on_disk and "null_prefix" in on_disk
+    assert ("lm_head.weight" in on_disk) == lm_head and "null_prefix" in on_disk
     assert {v.dtype for v in on_disk.values()} == {torch.bfloat16}
     engine = GepardEngine.load(str(ck))
     talker = engine.talker
     assert engine.config.num_speaker_prefix == on_disk["null_prefix"].shape[0] == 8
     assert all(t == "full_attention" for t in engine.config.backbone.layer_types)
     assert engine.config.backbone.rope_parameters["partial_rotary_factor"] == 1.0
+    skipped = ("lm_head.", "ref_compressor.", "supcon_head.", "aligner.", "mtp.")
     loaded = talker.state_dict()
     for key, value in on_disk.items():
-        if key.startswith(("ref_compressor.", "supcon_head.", "aligner.", "mtp.")):
+        if key.startswith(skipped):
             assert key not in loaded
         else:
             assert torch.equal(loaded[key], value.float().reshape(loaded[key].shape)), key
-    assert set(loaded) == {k for k in on_disk if not k.startswith(("ref_compressor.", "supcon_head.", "aligner.", "mtp."))}
+    assert set(loaded) == {k for k in on_disk if not k.startswith(skipped)}
     res = engine.generate(["Hello world", "The weather is sunny today."], SamplingSettings(seed=1, max_frames=10))
     assert all(1 <= r.num_frames <= 10 for r in res)
+
+    # The bf16 compressor loads too (the speaker prefixer's path), into fp32, value for value.
+    sidecar = json.loads((ck / "gepard_config.json").read_text())
+    compressor = RefCompressor(CompressorConfig.from_sidecar(sidecar, engine.config.hidden_size), (8,) * 32)
+    compressor.load_weights(read_compressor_state(ck), source=str(ck))
+    for key, value in compressor.state_dict().items():
+        assert value.dtype == torch.float32, key
+        assert torch.equal(value, on_disk[f"ref_compressor.{key}"].float().reshape(value.shape)), key
 
 
 def test_full_size_builder_has_gepard_1_0s_shape():
