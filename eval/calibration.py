@@ -8,12 +8,18 @@ Charts (per category, because short texts behave differently; "all" is the whole
 - calibration_tradeoff: premature stops (truncation: derived duration under half the expected
   length) against runaways (frame budget hit) as the threshold moves from low to high, one
   line per temperature group, 95% bootstrap CIs (over utterances) as bars on both axes at
-  the sweep's own thresholds, the default threshold (0.5) ringed.
+  the sweep's own thresholds, the engine's default threshold (0.5) ringed whenever the source
+  runs can derive it (it is at most the highest threshold).
 - calibration_stop_aligned: p_stop in the steps before the stop (step 0 = the stop step) at
   the default point (median and 25-75% band); for trained weights also aligned to the speech
   end that Silero VAD finds in the audio (on random weights there is no speech to find).
-- calibration_max_inside: the highest p_stop inside the utterance (steps 1 .. stop-1) against
-  p_stop at the stop step; the gap between the two is the room a threshold has.
+- calibration_max_inside: from the source traces of the default group, the highest p_stop
+  inside the speech (steps 1 .. end-END_MARGIN-1) against the highest at its end (the last
+  END_MARGIN+1 steps up to the end); end = the speech end Silero VAD finds (trained weights),
+  else the source run's stop step. The default threshold is drawn: inside values above it are
+  premature stops at the default. (Not from a lower point's rows: there every step before the
+  stop is at most that point's threshold by construction, so the two would always separate
+  exactly at it.)
 Each PNG has its CSV beside it.
 """
 
@@ -29,10 +35,17 @@ from eval.bootstrap import mean_ci
 from eval.chart_style import RunContext, finish, fmt_value, new_figure, save_chart, series_style
 from eval.metrics import TRUNCATION_RATIO, expected_duration_s
 from eval.threshold_sweep import derive
+from gepard_demo.settings import SamplingSettings
 
 SAMPLES_PER_FRAME = 1024
-DEFAULT_THRESHOLD = 0.5
+DEFAULT_THRESHOLD = SamplingSettings().stop_threshold  # the engine's default, marked on the charts
 WINDOW = 30  # steps before the stop shown in the aligned chart
+CURVE_POINTS = 40  # evenly spaced thresholds of the trade-off curve (derived: they cost no generation)
+# Steps before the speech end that still count as "at the end" in the max-inside chart. 2 frames
+# = 93 ms at 21.5 frames/s: less than a short word (~200 ms), so a stop this close cuts no word,
+# and about the end's own uncertainty (VAD's 32 ms windows rounded down to a 46 ms frame; the
+# stop step is one past the last committed frame).
+END_MARGIN = 2
 
 
 def _trace(p) -> list[float]:
@@ -47,6 +60,18 @@ def _label_panels(axs, used: int, xlabel: str, ylabel: str) -> None:
         ax.set_xlabel(xlabel)
     for ax in axs[:, 0]:
         ax.set_ylabel(ylabel)
+
+
+def curve_thresholds(top: float, grid) -> list[float]:
+    """Thresholds of the trade-off curve: an even grid up to `top`, the sweep's own and the default.
+
+    The default is added whenever the source runs (at `top`) can derive it, so its ring is drawn
+    whatever the grid (an even grid rarely hits 0.5 exactly).
+    """
+    ts = {float(t) for t in np.round(np.linspace(0.02, top, CURVE_POINTS), 4)} | {float(t) for t in grid}
+    if DEFAULT_THRESHOLD <= top:
+        ts.add(DEFAULT_THRESHOLD)
+    return sorted(ts)
 
 
 def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thresholds, silence_ms: float = 0.0) -> pd.DataFrame:
@@ -88,17 +113,41 @@ def stop_aligned(rows: pd.DataFrame, window: int = WINDOW) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["id", "category", "offset", "p_stop"])
 
 
-def max_inside(rows: pd.DataFrame) -> pd.DataFrame:
-    """Highest p_stop at steps 1 .. stop-1 and p_stop at the stop step, rows where the stop fired."""
+def speech_end(row, p: list[float], ends: dict[str, int]) -> tuple[int, str] | None:
+    """(step where the speech ends, what says so): the VAD end where known, else the stop step.
+
+    None: a run that never stopped and has no VAD end (random weights running away), whose end
+    nothing tells.
+    """
+    if row["id"] in ends:
+        return min(ends[row["id"]], len(p) - 1), "vad"
+    if bool(row["stop_fired"]):
+        return len(p) - 1, "stop"
+    return None
+
+
+def _max(values: list[float]) -> float:
+    return max(values) if values else np.nan
+
+
+def max_inside(rows: pd.DataFrame, ends: dict[str, int] | None = None, margin: int = END_MARGIN) -> pd.DataFrame:
+    """Per row of a source run: the highest p_stop inside the speech and the highest at its end.
+
+    rows: the one-pass source run (the highest threshold), so no step before its own stop was
+    cut off and an inside value above a lower threshold is a premature stop at that threshold.
+    Inside = steps 1 .. end-margin-1 (step 0 always commits); at the end = steps end-margin ..
+    end. ends: id -> VAD speech-end step (speech_end).
+    """
     out = []
     for _, r in rows[rows["p_stop"].notna()].iterrows():
-        if not bool(r["stop_fired"]):
-            continue
         p = _trace(r["p_stop"])
-        inside = p[1:-1]
-        out.append({"id": r["id"], "category": r["category"], "max_inside": max(inside) if inside else np.nan,
-                    "at_stop": p[-1]})
-    return pd.DataFrame(out, columns=["id", "category", "max_inside", "at_stop"])
+        found = speech_end(r, p, ends or {})
+        if found is None:
+            continue
+        end, source = found
+        out.append({"id": r["id"], "category": r["category"], "end": end, "end_from": source,
+                    "max_inside": _max(p[1 : max(1, end - margin)]), "at_end": _max(p[max(1, end - margin) : end + 1])})
+    return pd.DataFrame(out, columns=["id", "category", "end", "end_from", "max_inside", "at_end"])
 
 
 def vad_end_step(audio: np.ndarray, sample_rate: int) -> int | None:
@@ -115,14 +164,23 @@ def vad_end_step(audio: np.ndarray, sample_rate: int) -> int | None:
     return int(spans[-1]["end"] / ASR_RATE * sample_rate // SAMPLES_PER_FRAME)
 
 
-def vad_aligned(rows: pd.DataFrame, run_dir: Path, window: int = WINDOW) -> pd.DataFrame:
-    """p_stop at steps relative to the VAD speech end (trained weights only: real speech)."""
+def vad_ends(rows: pd.DataFrame, run_dir: Path) -> dict[str, int]:
+    """id -> the VAD speech-end step of each row whose audio has speech (trained weights only)."""
     from eval.audio import read_mono
 
+    out = {}
+    for _, r in rows[rows["p_stop"].notna()].iterrows():
+        end = vad_end_step(*read_mono(run_dir / r["wav"]))
+        if end is not None:
+            out[r["id"]] = end
+    return out
+
+
+def vad_aligned(rows: pd.DataFrame, ends: dict[str, int], window: int = WINDOW) -> pd.DataFrame:
+    """p_stop at steps relative to the VAD speech end (ends: vad_ends)."""
     out = []
     for _, r in rows[rows["p_stop"].notna()].iterrows():
-        audio, sr = read_mono(run_dir / r["wav"])
-        end = vad_end_step(audio, sr)
+        end = ends.get(r["id"])
         if end is None:
             continue
         p = _trace(r["p_stop"])
@@ -167,7 +225,7 @@ def tradeoff_chart(curves: dict[str, pd.DataFrame], grid_thresholds, context, pa
     axs.flat[0].legend(fontsize=7, title="group", title_fontsize=7)
     finish(fig, "Stop head trade-off: premature stops against runaways as the threshold moves", context,
            note="curve: thresholds from low (top left) to high (bottom right), derived from one generation; "
-                "markers with 95% CIs: the sweep's thresholds; ringed: the default 0.5")
+                f"markers with 95% CIs: the sweep's thresholds; ringed: the default {DEFAULT_THRESHOLD:g}")
     data = pd.concat([v.assign(group=k) for k, v in curves.items()], ignore_index=True)
     return save_chart(fig, path, data)
 
@@ -196,7 +254,16 @@ def aligned_chart(data: pd.DataFrame, threshold: float | None, xlabel: str, titl
     return save_chart(fig, path, out)
 
 
-def max_inside_chart(data: pd.DataFrame, threshold: float | None, where: str, context, path: Path) -> Path | None:
+def _premature_at_default(d: pd.DataFrame, source_threshold: float) -> str:
+    """Panel-title count of inside values above the default (premature stops at the default)."""
+    if DEFAULT_THRESHOLD > source_threshold:  # inside values stop at the source threshold: nothing to count
+        return ""
+    return f", {int((d['max_inside'] > DEFAULT_THRESHOLD).sum())} above {DEFAULT_THRESHOLD:g}"
+
+
+def max_inside_chart(data: pd.DataFrame, source_threshold: float, context, path: Path,
+                     margin: int = END_MARGIN) -> Path | None:
+    """data: max_inside() of the default group's source run (at source_threshold)."""
     if data.empty:
         return None
     cats = ["all"] + sorted(data["category"].unique())
@@ -205,17 +272,40 @@ def max_inside_chart(data: pd.DataFrame, threshold: float | None, where: str, co
     bins = np.linspace(0, 1, 26)
     for ax, cat in zip(axs.flat, cats):
         d = data if cat == "all" else data[data["category"] == cat]
-        ax.hist(d["max_inside"].dropna(), bins=bins, color="#0072B2", alpha=0.7, label="highest inside (steps 1..stop-1)")
-        ax.hist(d["at_stop"], bins=bins, color="#E69F00", alpha=0.7, hatch="//", label="at the stop step")
-        if threshold is not None:
-            ax.axvline(threshold, color="#D55E00", ls="--", lw=1)
-        ax.set_title(f"{cat} (n={len(d)})")
+        ax.hist(d["max_inside"].dropna(), bins=bins, color="#0072B2", alpha=0.7, label=f"inside (steps 1 .. end-{margin + 1})")
+        ax.hist(d["at_end"].dropna(), bins=bins, color="#E69F00", alpha=0.7, hatch="//", label=f"at the end (last {margin + 1} steps)")
+        if DEFAULT_THRESHOLD <= source_threshold:
+            ax.axvline(DEFAULT_THRESHOLD, color="#D55E00", ls="--", lw=1.2, label=f"default threshold {DEFAULT_THRESHOLD:g}")
+        # why no inside value passes it: the source run would have stopped there
+        ax.axvline(source_threshold, color="#777777", ls=":", lw=1, label=f"source threshold {source_threshold:g}")
+        ax.set_title(f"{cat} (n={len(d)}{_premature_at_default(d, source_threshold)})")
         ax.yaxis.get_major_locator().set_params(integer=True)
-    _label_panels(axs, len(cats), "p_stop", "utterances")
+    _label_panels(axs, len(cats), "highest p_stop in the span", "utterances")
     axs.flat[0].legend(fontsize=7)
-    finish(fig, f"Highest p_stop inside the utterance against p_stop where it stopped, {where}", context,
-           note="a threshold between the two distributions stops at the end and nowhere before it")
+    ends = data["end_from"].value_counts()
+    finish(fig, f"Highest p_stop inside the speech against at its end, from the source runs (threshold {source_threshold:g})",
+           context,
+           note=f"end: the speech end Silero VAD finds ({int(ends.get('vad', 0))} utterances), else the source run's "
+                f"stop step ({int(ends.get('stop', 0))}); runs that never stopped and have no VAD end are left out. "
+                f"Inside values right of the dashed default line are premature stops at the default (more than "
+                f"{margin} frames before the end); a threshold between the two distributions stops only at the end.")
     return save_chart(fig, path, data)
+
+
+def _default_view(df: pd.DataFrame, tables: dict[str, pd.DataFrame], dflt: dict, group_axes: list[str]) -> tuple[str, float, str]:
+    """(run, threshold, words for the title) of the stop-aligned view: the default point, or
+    where nothing stopped there (random weights run away), the default group's threshold
+    nearest the default where something did."""
+    d = df
+    for k in group_axes:
+        d = d[d[k] == dflt[k]]
+    d = d.assign(_dist=(d["stop_threshold"] - float(dflt["stop_threshold"])).abs()).sort_values(["_dist", "stop_threshold"])
+    stopped = [r for r in d["run"] if tables[r]["stop_fired"].fillna(False).astype(bool).any()]
+    run = stopped[0] if stopped else d["run"].iloc[0]
+    thr = float(d.set_index("run").loc[run, "stop_threshold"])
+    where = "the default point" if thr == float(dflt["stop_threshold"]) else \
+        f"threshold {thr:g} (nothing stopped at the default {float(dflt['stop_threshold']):g})"
+    return run, thr, where
 
 
 def calibration_charts(out: Path, df: pd.DataFrame, tables: dict[str, pd.DataFrame], axes: dict[str, list],
@@ -230,30 +320,23 @@ def calibration_charts(out: Path, df: pd.DataFrame, tables: dict[str, pd.DataFra
     for _, r in df[np.isclose(df["stop_threshold"], top)].iterrows():
         rows = tables[r["run"]]
         cfg = json.loads((out / r["run"] / "config.json").read_text())["run"]
-        thresholds = sorted(set(np.round(np.linspace(0.02, top, 40), 4)) | set(axes["stop_threshold"]))
         label = ", ".join(f"{'T' if k == 'temperature' else k} {fmt_value(r[k])}" for k in group_axes)
-        curves[label] = tradeoff(rows, top, cfg["sampling"]["max_frames"], thresholds, cfg["stream"]["silence_ms"])
+        curves[label] = tradeoff(rows, top, cfg["sampling"]["max_frames"], curve_thresholds(top, axes["stop_threshold"]),
+                                 cfg["stream"]["silence_ms"])
         if all(r[k] == dflt[k] for k in group_axes):
             default_rows = (r["run"], rows)
     made = [tradeoff_chart(curves, axes["stop_threshold"], context, charts / "calibration_tradeoff.png")]
-    # aligned views at the default point; where nothing stopped there (random weights run away),
-    # at the default group's threshold nearest the default where something did, and the title says so
-    d = df
-    for k in group_axes:
-        d = d[d[k] == dflt[k]]
-    d = d.assign(_dist=(d["stop_threshold"] - float(dflt["stop_threshold"])).abs()).sort_values(["_dist", "stop_threshold"])
-    stopped = [r for r in d["run"] if tables[r]["stop_fired"].fillna(False).astype(bool).any()]
-    run = stopped[0] if stopped else d["run"].iloc[0]
-    rows = tables[run]
-    thr = float(d.set_index("run").loc[run, "stop_threshold"])
-    where = "the default point" if thr == float(dflt["stop_threshold"]) else \
-        f"threshold {thr:g} (nothing stopped at the default {float(dflt['stop_threshold']):g})"
-    made.append(aligned_chart(stop_aligned(rows), thr, "decode steps relative to the stop step (0 = stop)",
+    run, thr, where = _default_view(df, tables, dflt, group_axes)
+    made.append(aligned_chart(stop_aligned(tables[run]), thr, "decode steps relative to the stop step (0 = stop)",
                               f"p_stop in the steps before the stop, at {where}", context,
                               charts / "calibration_stop_aligned.png"))
-    made.append(max_inside_chart(max_inside(rows), thr, f"at {where}", context, charts / "calibration_max_inside.png"))
-    if default_rows is not None and context.random_weights is False:
-        run, src = default_rows
-        made.append(aligned_chart(vad_aligned(src, out / run), thr, "decode steps relative to the VAD speech end (0 = end)",
-                                  "p_stop around the end of speech found by VAD", context, charts / "calibration_vad_aligned.png"))
+    if default_rows is not None:
+        src_run, src = default_rows
+        # VAD only on trained weights: random weights make noise, with no speech end to find
+        ends = vad_ends(src, out / src_run) if context.random_weights is False else {}
+        made.append(max_inside_chart(max_inside(src, ends), top, context, charts / "calibration_max_inside.png"))
+        if context.random_weights is False:
+            made.append(aligned_chart(vad_aligned(src, ends), thr, "decode steps relative to the VAD speech end (0 = end)",
+                                      "p_stop around the end of speech found by VAD", context,
+                                      charts / "calibration_vad_aligned.png"))
     return [p for p in made if p is not None]

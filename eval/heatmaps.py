@@ -11,7 +11,8 @@ lacks that value, the grid value nearest to it on that axis (ties: the lower one
 
 Best point (sweep_best.json), on the tuning sentences only: the lowest corpus WER among the
 points whose runaway rate is not significantly above the default's; ties go to the lower
-runaway rate, then to the point nearest the default. HELD_OUT ids take no part in choosing;
+runaway rate (on the tuning sentences too), then to the point nearest the default; a point
+with no scored tuning sentence is not a candidate. HELD_OUT ids take no part in choosing;
 the chosen point is then compared with the default on them alone (paired), which is the
 honest estimate of what choosing it buys.
 
@@ -44,6 +45,9 @@ METRICS = {
     "truncation_rate": ("Truncation rate (duration under half the expected)", "truncated (% of utterances)", 100.0),
     "duration_ratio_median": ("Median duration ratio (audio / expected length)", "duration ratio (1 = expected)", 1.0),
 }
+# sweep.csv columns of each metric's 95% CI (a median duration ratio has none)
+CI_COLUMNS = {"wer_corpus": ("wer_ci_low", "wer_ci_high"), "runaway_rate": ("runaway_ci_low", "runaway_ci_high"),
+              "truncation_rate": ("truncation_ci_low", "truncation_ci_high")}
 # per-utterance column used by the paired comparison of each metric (None: not compared)
 PAIRED = {"wer_corpus": "wer", "runaway_rate": "runaway", "truncation_rate": "truncated", "duration_ratio_median": "duration_ratio"}
 
@@ -101,6 +105,21 @@ def paired_marks(df: pd.DataFrame, tables: dict[str, pd.DataFrame], default_run:
     return pd.DataFrame(rows)
 
 
+def tuned_wer(table: pd.DataFrame, tune: set) -> float:
+    """Corpus WER over the scored tuning rows of one point; nan when none is scored."""
+    t = table[table["id"].isin(tune) & table["wer"].notna()]
+    n_ref = t["n_ref"].sum()
+    return float(t["errors"].sum() / n_ref) if n_ref > 0 else np.nan
+
+
+def tuned_runaway(table: pd.DataFrame, tune: set) -> float:
+    """Runaway rate over the tuning rows of one point (sweep.csv's rate counts held-out ids too)."""
+    if "runaway" not in table:
+        return np.nan
+    r = table.loc[table["id"].isin(tune), "runaway"].dropna()
+    return float(r.astype(float).mean()) if len(r) else np.nan
+
+
 def best_point(df: pd.DataFrame, tables: dict[str, pd.DataFrame], default_run: str, axes: dict[str, list]) -> dict | None:
     """The documented rule (module docstring), on tuning ids; None without WER."""
     if df["wer_corpus"].isna().all():
@@ -109,11 +128,6 @@ def best_point(df: pd.DataFrame, tables: dict[str, pd.DataFrame], default_run: s
     marks = paired_marks(df, tables, default_run, tune).set_index("run")
     dflt = default_point(axes)
 
-    def tuned_wer(run):
-        t = tables[run]
-        t = t[t["id"].isin(tune) & t["wer"].notna()]
-        return t["errors"].sum() / max(t["n_ref"].sum(), 1)
-
     def distance(row):
         return sum(abs(list(axes[k]).index(row[k]) - list(axes[k]).index(dflt[k])) for k in axes)
 
@@ -121,15 +135,22 @@ def best_point(df: pd.DataFrame, tables: dict[str, pd.DataFrame], default_run: s
     for _, row in df.iterrows():
         if marks.loc[row["run"], "runaway_rate_mark"] == "+":
             continue
-        cands.append((tuned_wer(row["run"]), row["runaway_rate"], distance(row), row["run"], row))
-    cands.sort(key=lambda c: c[:4])
+        wer = tuned_wer(tables[row["run"]], tune)
+        if np.isnan(wer):  # nothing scored to judge it by (0 errors of 0 words is not a perfect score)
+            continue
+        cands.append((wer, tuned_runaway(tables[row["run"]], tune), distance(row), row["run"], row))
+    if not cands:
+        return None
+    # no runaway flag (reference engines): last in that tie-break rather than a made-up 0
+    cands.sort(key=lambda c: (c[0], np.inf if np.isnan(c[1]) else c[1], c[2], c[3]))
     wer, runaway, _, run, row = cands[0]
     held = paired_marks(df[df["run"] == run], tables, default_run, HELD_OUT)
     n_held = len({i for i in tables[run]["id"] if i in HELD_OUT})
     return {
         "rule": "lowest corpus WER on the tuning ids among points whose runaway rate is not significantly above "
-                "the default's (paired bootstrap); ties: lower runaway rate, then nearest the default",
-        "point": {k: row[k] for k in axes}, "run": run, "tuning_wer": float(wer), "tuning_ids": len(tune),
+                "the default's (paired bootstrap); ties: lower runaway rate on the tuning ids, then nearest the default",
+        "point": {k: row[k] for k in axes}, "run": run, "tuning_wer": float(wer),
+        "tuning_runaway_rate": None if np.isnan(runaway) else runaway, "tuning_ids": len(tune),
         "held_out_ids": sorted(HELD_OUT & set(tables[run]["id"])),
         "held_out_wer_delta_vs_default": None if not n_held or held.empty else
         {k: held.iloc[0][f"wer_corpus_{k}"] for k in ("delta", "ci_low_delta", "ci_high_delta")},
@@ -181,9 +202,9 @@ def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, 
                 ax.add_patch(Rectangle((j - 0.48, i - 0.48), 0.96, 0.96, fill=False, ec="#D55E00", lw=2.2))
             if r["run"] == best_run:
                 ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, ec="#009E73", lw=2.2, ls="--"))
+            low, high = CI_COLUMNS.get(metric, (None, None))
             drawn.append({**{k: r[k] for k in axes}, "metric": metric, "value": r[metric],
-                          "ci_low": r.get("wer_ci_low") if metric == "wer_corpus" else r.get(metric.replace("_rate", "_ci_low")),
-                          "ci_high": r.get("wer_ci_high") if metric == "wer_corpus" else r.get(metric.replace("_rate", "_ci_high")),
+                          "ci_low": r.get(low) if low else None, "ci_high": r.get(high) if high else None,
                           "delta_vs_default": r.get(f"{metric}_delta"), "delta_ci_low": r.get(f"{metric}_ci_low_delta"),
                           "delta_ci_high": r.get(f"{metric}_ci_high_delta"), "mark": mark, "default": is_default,
                           "best": r["run"] == best_run})

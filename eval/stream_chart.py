@@ -18,12 +18,19 @@ the exact streamer equals the whole decode (reported as EXACT_SNR_DB, drawn as "
 Codec cost = decode seconds per second of audio (measured here, exact mode), per chunk size.
 Files: chunk_timing.csv (per utterance, chunk, mode), stream_stalls.png/.csv,
 boundary_snr.png/.csv, codec_cost.png/.csv.
+
+Resuming: each measured row is appended to chunk_timing.csv (one write, fsynced) as soon as it
+is measured; a rerun with the same IDENTITY settings (stream_chart.json) measures only the
+rows missing (a torn last line is dropped), and other settings start the file afresh.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +39,18 @@ import numpy as np
 import pandas as pd
 
 from eval.chart_style import RunContext, finish, new_figure, save_chart, series_style
-from eval.jsonio import replace_atomic, write_json_atomic
+from eval.jsonio import write_json_atomic
 from eval.seeds import utterance_seed
 from eval.sets import load_set
 from gepard_demo.settings import SamplingSettings
 
 EXACT_SNR_DB = 150.0  # drawn for a bit-exact (or float-noise-level) streamed decode
+COLUMNS = ("id", "category", "frames", "chunk", "mode", "lookback", "snr_db", "max_abs_err", "decode_s",
+           "decode_s_per_audio_s", "chunk_timing")
+# Settings a measured row depends on (the frames generated, hence every number in it). The
+# others only choose which rows are wanted (limit, chunk sizes, lookbacks), how they are drawn
+# (the simulated RTFs) or where the weights are cached, so changing them keeps the rows.
+IDENTITY = ("model", "set", "base_seed", "max_frames")
 
 
 @dataclass(frozen=True)
@@ -90,28 +103,95 @@ def simulate_playback(timing: list[tuple[int, float]], rtf: float, frame_s: floa
     return {"ttfa_s": ttfa or 0.0, "gaps": gaps, "gap_s": gap_s}
 
 
-def measure(cfg: StreamChartConfig, engine, codec) -> pd.DataFrame:
-    """One row per (utterance, chunk size, decode mode): timing per chunk, SNR, cost."""
+def row_key(uid, chunk, mode: str, lookback) -> tuple:
+    """What tells two measured rows apart (exact mode has no lookback)."""
+    return str(uid), int(chunk), str(mode), int(lookback) if mode == "lookback" else None
+
+
+def _settings(cfg: StreamChartConfig) -> list[tuple[int, str, int]]:
+    """(chunk, mode, lookback) of every row an utterance gets."""
+    modes = [("exact", 0)] + [("lookback", lb) for lb in cfg.lookback_frames]
+    return [(c, mode, lb) for c in cfg.chunk_sizes for mode, lb in modes]
+
+
+def measure(cfg: StreamChartConfig, engine, codec, done=frozenset(), write=None) -> pd.DataFrame:
+    """One row per (utterance, chunk size, decode mode): timing per chunk, SNR, cost.
+
+    Rows whose row_key is in `done` are skipped (an utterance with none missing is not even
+    generated); each new row goes to `write` as soon as it is measured.
+    """
     import torch
 
     rows = []
     frame_s = codec.samples_per_frame / codec.sample_rate
     for u in load_set(cfg.set, cfg.limit):
+        todo = [(c, mode, lb) for c, mode, lb in _settings(cfg) if row_key(u.id, c, mode, lb) not in done]
+        if not todo:
+            continue
         settings = SamplingSettings(max_frames=cfg.max_frames, seed=utterance_seed(cfg.base_seed, u.id))
         frames = torch.stack([s.codes for s in engine.stream_frames(u.text, settings) if s.codes is not None])
         whole = codec.decode(frames)
         audio_s = len(frames) * frame_s
-        modes = [("exact", 0)] + [("lookback", lb) for lb in cfg.lookback_frames]
-        for c in cfg.chunk_sizes:
-            for mode, lb in modes:
-                audio, timing = _decode_chunks(codec, frames, c, mode, lb)
-                decode_s = sum(t for _, t in timing)
-                rows.append({"id": u.id, "category": u.category, "frames": len(frames), "chunk": c, "mode": mode,
-                             "lookback": lb if mode == "lookback" else None, "snr_db": snr_db(whole, audio),
-                             "max_abs_err": float(np.abs(audio[: len(whole)] - whole[: len(audio)]).max()),
-                             "decode_s": decode_s, "decode_s_per_audio_s": decode_s / audio_s,
-                             "chunk_timing": [[n, t] for n, t in timing]})
-    return pd.DataFrame(rows)
+        for c, mode, lb in todo:
+            audio, timing = _decode_chunks(codec, frames, c, mode, lb)
+            decode_s = sum(t for _, t in timing)
+            row = {"id": u.id, "category": u.category, "frames": len(frames), "chunk": c, "mode": mode,
+                   "lookback": lb if mode == "lookback" else None, "snr_db": snr_db(whole, audio),
+                   "max_abs_err": float(np.abs(audio[: len(whole)] - whole[: len(audio)]).max()),
+                   "decode_s": decode_s, "decode_s_per_audio_s": decode_s / audio_s,
+                   "chunk_timing": [[n, t] for n, t in timing]}
+            if write:
+                write(row)
+            rows.append(row)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def append_row(path: Path, row: dict) -> None:
+    """One CSV line (the header first on a new file), one os.write on O_APPEND, fsynced:
+    a killed run loses at most the row it was writing."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if not path.is_file() or path.stat().st_size == 0:
+        w.writerow(COLUMNS)
+    w.writerow([json.dumps(row["chunk_timing"]) if k == "chunk_timing" else ("" if row[k] is None else row[k])
+                for k in COLUMNS])
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, buf.getvalue().encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_rows(path: Path) -> pd.DataFrame:
+    """The measured rows of chunk_timing.csv; a torn last line (killed mid-write) is cut off."""
+    if not path.is_file():
+        return pd.DataFrame(columns=list(COLUMNS))
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(end)
+    if end == 0:
+        return pd.DataFrame(columns=list(COLUMNS))
+    m = pd.read_csv(path, dtype={"id": str, "mode": str})
+    m["chunk_timing"] = m["chunk_timing"].map(json.loads)
+    return m
+
+
+def _identity(cfg: dict) -> dict:
+    return {k: cfg.get(k) for k in IDENTITY}
+
+
+def _resumable_rows(cfg: StreamChartConfig, timing_path: Path, cfg_path: Path) -> pd.DataFrame:
+    """Rows already measured under the same identity settings; otherwise a fresh, empty file."""
+    want = json.loads(json.dumps(dataclasses.asdict(cfg)))
+    have = json.loads(cfg_path.read_text()) if cfg_path.is_file() else None
+    if have is None or _identity(have) != _identity(want):
+        timing_path.unlink(missing_ok=True)  # before the new settings are written: no stale row survives
+    if have != want:
+        write_json_atomic(cfg_path, want)
+    return read_rows(timing_path)
 
 
 def stalls(measured: pd.DataFrame, rtfs, frame_s: float) -> pd.DataFrame:
@@ -188,7 +268,7 @@ def cost_chart(m: pd.DataFrame, chunks, context, path: Path) -> Path:
 
 
 def stream_chart(cfg: StreamChartConfig, out: str | Path, engine=None, codec=None) -> Path:
-    """Measure (resumable: an existing chunk_timing.csv is reused) and draw the three charts."""
+    """Measure (resumable per row: module docstring) and draw the three charts."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if engine is None:
@@ -198,15 +278,13 @@ def stream_chart(cfg: StreamChartConfig, out: str | Path, engine=None, codec=Non
         engine = GepardEngine.load(cfg.model, cache_dir=cfg.model_cache)
         codec = load_codec(engine.codec_source())
     timing_path, cfg_path = out / "chunk_timing.csv", out / "stream_chart.json"
-    same = cfg_path.is_file() and json.loads(cfg_path.read_text()) == json.loads(json.dumps(dataclasses.asdict(cfg)))
-    if timing_path.is_file() and same:
-        m = pd.read_csv(timing_path)
-        m["chunk_timing"] = m["chunk_timing"].map(json.loads)
-    else:
-        m = measure(cfg, engine, codec)
-        saved = m.assign(chunk_timing=m["chunk_timing"].map(json.dumps))
-        replace_atomic(timing_path, lambda tmp: saved.to_csv(tmp, index=False))
-        write_json_atomic(cfg_path, dataclasses.asdict(cfg))
+    old = _resumable_rows(cfg, timing_path, cfg_path)
+    keys = [row_key(*k) for k in zip(old["id"], old["chunk"], old["mode"], old["lookback"])]
+    wanted = {row_key(u.id, c, mode, lb) for u in load_set(cfg.set, cfg.limit) for c, mode, lb in _settings(cfg)}
+    # rows of other utterances or settings (a larger limit before) stay in the file, not in the charts
+    old = old[[k in wanted for k in keys]]
+    new = measure(cfg, engine, codec, done=set(keys), write=lambda row: append_row(timing_path, row))
+    m = new if old.empty else old if new.empty else pd.concat([old, new], ignore_index=True)
     info = engine.model_info
     context = RunContext(model=info.name, random_weights=info.random_weights, set=Path(cfg.set).name,
                          n=int(m["id"].nunique()), asr=None, device=info.device, date=time.strftime("%Y-%m-%d"))

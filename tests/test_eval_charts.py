@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from PIL import Image
 
 from eval.charts import duration_ratio_figure, wer_by_category_data, wer_by_category_figure, write_charts
@@ -117,3 +118,142 @@ def test_sweep_heatmaps_small_multiples_marks_and_best_point(tmp_path):
     assert best["tuning_ids"] == 18
     img = Image.open(out / "charts" / "sweep_wer_corpus.png")
     assert img.width > img.height  # two panels side by side
+
+
+def _point_table(ids, errors: dict, runaway=(), scored=True) -> pd.DataFrame:
+    """One point's load_table columns that the best-point rule reads: 10 reference words per id."""
+    return pd.DataFrame({"id": ids, "n_ref": [10.0 if scored else np.nan] * len(ids),
+                         "errors": [float(errors.get(i, 0)) if scored else np.nan for i in ids],
+                         "wer": [errors.get(i, 0) / 10 if scored else np.nan for i in ids],
+                         "runaway": [i in runaway for i in ids]})
+
+
+def _grid(tables: dict, axes: dict) -> pd.DataFrame:
+    """sweep.csv lines for runs named T{t}_S{s}; rates over every id, held-out ones included."""
+    lines = []
+    for run, t in tables.items():
+        temp, thr = (float(x[1:]) for x in run.split("_"))
+        scored = t["wer"].notna()
+        lines.append({"run": run, "temperature": temp, "stop_threshold": thr,
+                      "wer_corpus": t.loc[scored, "errors"].sum() / t.loc[scored, "n_ref"].sum() if scored.any() else np.nan,
+                      "runaway_rate": t["runaway"].mean()})
+    return pd.DataFrame(lines)
+
+
+def test_best_point_skips_a_point_with_no_scored_tuning_sentence():
+    from eval.heatmaps import best_point
+
+    axes = {"temperature": [0.3], "stop_threshold": [0.3, 0.5]}
+    tables = {"T0.3_S0.5": _point_table(IDS, {"cmd-01": 2}),
+              "T0.3_S0.3": _point_table(IDS, {}, scored=False)}  # ASR not run: 0 errors of 0 words
+    best = best_point(_grid(tables, axes), tables, "T0.3_S0.5", axes)
+    assert best["run"] == "T0.3_S0.5" and best["tuning_wer"] == pytest.approx(2 / 180)
+    only = {"T0.3_S0.5": tables["T0.3_S0.3"]}
+    assert best_point(_grid(only, axes).assign(wer_corpus=0.1), only, "T0.3_S0.5", axes) is None  # nothing to choose
+
+
+def test_best_point_tie_break_counts_runaways_on_tuning_ids_only():
+    from eval.heatmaps import best_point
+
+    axes = {"temperature": [0.3, 0.7], "stop_threshold": [0.3, 0.5]}
+    held = sorted(HELD_OUT & set(IDS))
+    tables = {"T0.3_S0.5": _point_table(IDS, {"cmd-01": 2}),
+              # equal tuning WER, equally far from the default; runaways on the held-out ids only
+              "T0.3_S0.3": _point_table(IDS, {"cmd-02": 1}, runaway=held),
+              # one runaway on a tuning id (too few to be significantly above the default)
+              "T0.7_S0.5": _point_table(IDS, {"cmd-02": 1}, runaway=["cmd-03"]),
+              "T0.7_S0.3": _point_table(IDS, {"cmd-02": 5})}
+    df = _grid(tables, axes)
+    rates = df.set_index("run")["runaway_rate"]
+    assert rates["T0.3_S0.3"] > rates["T0.7_S0.5"]  # over every id the held-out runaways count
+    best = best_point(df, tables, "T0.3_S0.5", axes)
+    assert best["run"] == "T0.3_S0.3" and best["tuning_runaway_rate"] == 0.0
+
+
+def test_heatmap_csv_has_a_ci_only_where_the_metric_has_one(tmp_path):
+    from eval.heatmaps import heatmap
+
+    axes = {"temperature": [0.3], "stop_threshold": [0.3, 0.5]}
+    df = pd.DataFrame({"run": ["a", "b"], "temperature": [0.3, 0.3], "stop_threshold": [0.3, 0.5],
+                       "duration_ratio_median": [0.8, 1.1], "runaway_rate": [0.1, 0.2],
+                       "runaway_ci_low": [0.05, 0.1], "runaway_ci_high": [0.2, 0.3]})
+    marks = pd.DataFrame({"run": ["a", "b"]})
+    dflt = {"temperature": 0.3, "stop_threshold": 0.5}
+    heatmap(df, marks, "duration_ratio_median", axes, dflt, "ctx", tmp_path / "d.png")
+    d = pd.read_csv(tmp_path / "d.csv")
+    assert d["ci_low"].isna().all() and d["ci_high"].isna().all()  # a median ratio without a CI: not its value twice
+    heatmap(df, marks, "runaway_rate", axes, dflt, "ctx", tmp_path / "r.png")
+    r = pd.read_csv(tmp_path / "r.csv")
+    assert list(r["ci_low"]) == [0.05, 0.1] and list(r["ci_high"]) == [0.2, 0.3]
+
+
+class _Step:
+    def __init__(self, codes):
+        self.codes = codes
+
+
+class _FakeEngine:
+    """stream_frames of a deterministic frame per step (seeded), counting generations."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.model_info = SimpleNamespace(name="fake", random_weights=True, device="cpu")
+        self.generated = 0
+
+    def stream_frames(self, text, settings):
+        import torch
+
+        self.generated += 1
+        g = torch.Generator().manual_seed(settings.seed)
+        for _ in range(settings.max_frames):
+            yield _Step(torch.randint(0, 100, (32,), generator=g))
+
+
+class _FakeCodec:
+    """A frame decodes to 4 samples; streamers count the rows measured."""
+
+    samples_per_frame, sample_rate = 4, 80
+
+    def __init__(self):
+        self.streamers = 0
+
+    def decode(self, frames):
+        return np.repeat(frames.float().mean(1).numpy(), 4).astype(np.float32)
+
+    def streamer(self, mode, lookback):
+        self.streamers += 1
+        return type("S", (), {"push": lambda _, piece: self.decode(piece)})()
+
+
+def test_stream_chart_resumes_per_measured_row(tmp_path):
+    from eval.stream_chart import StreamChartConfig, stream_chart
+
+    cfg = StreamChartConfig(limit=2, max_frames=6, chunk_sizes=(2, 4), lookback_frames=(0,), hardware_rtfs=(0.5,))
+    rows = 2 * 2 * 2  # utterances x chunk sizes x (exact, lookback 0)
+    codec = _FakeCodec()
+    out = stream_chart(cfg, tmp_path / "sc", engine=_FakeEngine(), codec=codec)
+    path = out / "chunk_timing.csv"
+    assert codec.streamers == rows
+    full = pd.read_csv(path)
+    lines = path.read_text().splitlines(keepends=True)
+    assert len(lines) == 1 + rows
+    # killed after 3 rows, halfway through writing the 4th
+    path.write_text("".join(lines[:4]) + lines[4][: len(lines[4]) // 2])
+    codec, engine = _FakeCodec(), _FakeEngine()
+    stream_chart(cfg, out, engine=engine, codec=codec)
+    assert codec.streamers == rows - 3 and engine.generated == 2  # only the missing rows (both utterances lack some)
+    again = pd.read_csv(path)
+    key = ["id", "chunk", "mode", "lookback"]
+    assert len(again) == rows and not again.duplicated(key).any()
+    assert again[key].sort_values(key).reset_index(drop=True).equals(full[key].sort_values(key).reset_index(drop=True))
+    # complete: nothing measured, the file untouched; only the simulated RTFs changed: rows kept
+    before = path.stat().st_mtime_ns
+    codec = _FakeCodec()
+    stream_chart(StreamChartConfig(**{**cfg.__dict__, "hardware_rtfs": (0.1, 0.9)}), out, engine=_FakeEngine(), codec=codec)
+    assert codec.streamers == 0 and path.stat().st_mtime_ns == before
+    assert set(pd.read_csv(out / "stream_stalls.csv")["rtf"]) == {0.1, 0.9}
+    # other frames (max_frames): every row measured again, none of the old ones kept
+    codec = _FakeCodec()
+    stream_chart(StreamChartConfig(**{**cfg.__dict__, "max_frames": 8}), out, engine=_FakeEngine(), codec=codec)
+    assert codec.streamers == rows and len(pd.read_csv(path)) == rows and (pd.read_csv(path)["frames"] == 8).all()
