@@ -192,6 +192,23 @@ def test_every_request_our_clients_send_validates_in_vllm_omni():
     assert vllm.decide(request_body(T), MODEL) == (True, "raw")  # the eval client's default
 
 
+def test_guidance_fields_would_pass_vllm_omni_unread_so_clients_only_send_them_where_taken():
+    """Why eval and the app refuse CFG against a server that does not say it takes guidance:
+    vLLM-Omni's request model accepts a body with our cfg fields and drops them (no error, so
+    the audio would silently be unguided); our server applies them. CFG off sends nothing extra."""
+    from gepard_demo.speech_client import guidance_fields, request_body
+    from gepard_demo.speech_cloning import split_extensions
+
+    assert request_body(T, guidance=guidance_fields(1.0, 5)) == request_body(T)
+    body = request_body(T, seed=3, guidance=guidance_fields(2.5, 6))
+    assert body["cfg_scale"] == 2.5 and body["cfg_frames"] == 6
+    assert vllm.decide(body, MODEL) == (True, "raw")
+    parsed = vllm.request_model().model_validate(body)
+    assert not hasattr(parsed, "cfg_scale") and "cfg_scale" not in parsed.model_dump()
+    plain, extensions = split_extensions(body)  # our server takes them apart from the protocol
+    assert _ours(plain) == (True, "raw") and extensions == {"cfg_scale": 2.5, "cfg_frames": 6}
+
+
 def test_a_cloning_request_is_vllm_omnis_own_field_and_its_gepard_refuses_it(tmp_path):
     """Eval's served engine sends a reference voice in vLLM-Omni's own `ref_audio` field: its
     request model takes the body as is; its Gepard adapter refuses it (0.30 does not clone);
