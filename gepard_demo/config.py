@@ -11,7 +11,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import Qwen3_5TextConfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # transformers is imported where a backbone config is built: the text rules
+    # (text_input -> prompt -> here) serve thin clients (app --server-url, eval's served engine)
+    # that load no model, and importing transformers costs them ~8 s on this CPU.
+    from transformers import Qwen3_5TextConfig
 
 BACKBONE_MODEL_TYPE = "qwen3_5_text"
 # Template leftovers in the sidecar's backbone_config; the model uses plain 1D RoPE.
@@ -161,6 +166,8 @@ def _backbone_config(bb: dict, rotary: float) -> Qwen3_5TextConfig:
     rope["partial_rotary_factor"] = rotary
     bb["rope_parameters"] = rope
     bb["partial_rotary_factor"] = rotary
+    from transformers import Qwen3_5TextConfig
+
     cfg = Qwen3_5TextConfig(**bb)
     # Whatever the constructor's standardisation did, both copies now say `rotary`.
     cfg.partial_rotary_factor = rotary

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -70,3 +71,17 @@ def test_the_page_session_infers_frames_and_stop_from_vllm_audio():
     budget = ServedSession(_client(_vllm_sse(PCM, 3), []), "Hi.", SamplingSettings(max_frames=5, seed=4))
     budget.run()
     assert budget.stats.runaway and not budget.stats.stop_fired
+
+
+def test_thin_clients_load_no_model_library():
+    """The served paths (app --server-url, eval --engine server) and the text rules they share
+    import neither torch nor transformers: a front end for a GPU deployment starts in a second
+    instead of paying ~8 s for a library it never uses."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gepard_demo.ui.served, eval.served, gepard_demo.text_input; "
+            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
