@@ -93,7 +93,8 @@ def main() -> int:
             return time.perf_counter() - t0
 
         # The first eval run in a process pays one-time client costs (imports, the set, the
-        # writers: ~8 s here, more than the 8 utterances); a throwaway run takes them first.
+        # writers; it was ~8 s while the text rules imported transformers); a throwaway run
+        # takes them first, so the 1-server pool is not charged for them.
         timed_run(1, out / "warm-up", limit=2)
         # Rounds in order 1-2-4 then 4-2-1, the median per pool, so drift hits every pool alike.
         rounds: dict[int, list[float]] = {1: [], 2: [], 4: []}
