@@ -10,9 +10,9 @@ What a served model fixes: temperature, top-k, greedy, stop threshold and all ch
 the frame budget (max_new_tokens) go with a request, plus a reference voice (`ref_audio`) and
 guidance (`cfg_scale` / `cfg_frames`) where the server's /v1/models entry says it takes them
 (ours does; vLLM-Omni 0.30's Gepard takes neither). The page disables the other controls and
-says why, each with its own reason. The server reports no p_stop; frames and the stop come from our server's
-`speech.audio.done` extension, or are inferred from the audio length (1024 samples a frame:
-shorter than the budget = the stop head fired).
+says why, each with its own reason. The server reports no p_stop; frames and the stop come
+from our server's `speech.audio.done` extension, or are inferred from the audio length (1024
+samples a frame: shorter than the budget = the stop head fired).
 """
 
 from __future__ import annotations
