@@ -274,7 +274,7 @@ def test_a_flood_of_anonymous_listeners_locks_nobody_out(client, live_demo):
     codes = flood_listeners(live_demo.url)
     assert set(codes) <= {"dropped", 429}, codes  # waited (holding a slot of this client's) or refused
     reg = live_demo.demo.registry
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 10  # the server sees each hang-up a little after it happens (more under load)
     while reg.open_listeners() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert reg.open_listeners() == 0  # the dropped ones hold nothing now
