@@ -53,15 +53,20 @@ def replace_atomic(path: str | Path, write) -> None:
             os.unlink(tmp)
 
 
-def append_jsonl(path: str | Path, row: dict) -> None:
-    """One row, one os.write on an O_APPEND descriptor, fsynced before returning."""
-    line = (json.dumps(row, default=str) + "\n").encode("utf-8")
+def append_line(path: str | Path, data: bytes) -> None:
+    """One os.write on an O_APPEND descriptor, fsynced before returning: a killed run loses at
+    most the line it was writing (readers drop a torn last line)."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
+        os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def append_jsonl(path: str | Path, row: dict) -> None:
+    """One row as one fsynced append (append_line)."""
+    append_line(path, (json.dumps(row, default=str) + "\n").encode("utf-8"))
 
 
 def read_jsonl(path: str | Path, repair: bool = False) -> list[dict]:

@@ -30,7 +30,6 @@ import csv
 import dataclasses
 import io
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from eval.chart_style import RunContext, finish, new_figure, save_chart, series_style
-from eval.jsonio import write_json_atomic
+from eval.jsonio import append_line, write_json_atomic
 from eval.seeds import utterance_seed
 from eval.sets import load_set
 from gepard_demo.settings import SamplingSettings
@@ -147,20 +146,14 @@ def measure(cfg: StreamChartConfig, engine, codec, done=frozenset(), write=None)
 
 
 def append_row(path: Path, row: dict) -> None:
-    """One CSV line (the header first on a new file), one os.write on O_APPEND, fsynced:
-    a killed run loses at most the row it was writing."""
+    """One CSV line (the header first on a new file) as one fsynced append (append_line)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     if not path.is_file() or path.stat().st_size == 0:
         w.writerow(COLUMNS)
     w.writerow([json.dumps(row["chunk_timing"]) if k == "chunk_timing" else ("" if row[k] is None else row[k])
                 for k in COLUMNS])
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, buf.getvalue().encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_line(path, buf.getvalue().encode("utf-8"))
 
 
 def read_rows(path: Path) -> pd.DataFrame:
