@@ -76,12 +76,18 @@ def decode_audio(data: bytes) -> tuple[np.ndarray, int]:
     return audio, int(rate)
 
 
+def as_float(audio: np.ndarray) -> np.ndarray:
+    """Samples of any numeric dtype as float32; PCM integers (as a browser recording arrives in
+    Gradio) scaled to [-1, 1)."""
+    a = np.asarray(audio)
+    if a.dtype.kind in "iu":
+        a = a.astype(np.float32) / float(np.iinfo(a.dtype).max + 1)
+    return a.astype(np.float32, copy=False)
+
+
 def to_mono(audio: np.ndarray, rate: int, target_rate: int = TARGET_RATE) -> np.ndarray:
     """(samples[, channels]) any numeric dtype -> mono float32 at target_rate (soxr, very high quality)."""
-    a = np.asarray(audio)
-    if a.dtype.kind in "iu":  # PCM integers, as a browser recording arrives in Gradio
-        a = a.astype(np.float32) / float(np.iinfo(a.dtype).max + 1)
-    a = a.astype(np.float32, copy=False)
+    a = as_float(audio)
     if a.ndim == 2:
         # Gradio gives (samples, channels); a (channels, samples) array has few rows and many columns
         a = a.mean(axis=1) if a.shape[0] >= a.shape[1] else a.mean(axis=0)

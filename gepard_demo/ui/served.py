@@ -30,7 +30,8 @@ from typing import Any, Iterator
 import numpy as np
 import soundfile as sf
 
-from gepard_demo.reference_audio import ReferenceAudioError, decode_audio, prepare_reference, read_reference_file
+from gepard_demo.reference_audio import (ReferenceAudioError, as_float, decode_audio, prepare_reference,
+                                         read_reference_file)
 from gepard_demo.session_base import OnceIterableSession
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.speech_api import SAMPLE_RATE, pcm16_to_float
@@ -234,10 +235,7 @@ class ServedVoices:
             return decode_audio(read_reference_file(ref_audio))
         if isinstance(ref_audio, (tuple, list)) and len(ref_audio) == 2:
             rate, samples = ref_audio
-            a = np.asarray(samples)
-            if a.dtype.kind in "iu":  # PCM integers, as a browser recording arrives in Gradio
-                a = a.astype(np.float32) / float(np.iinfo(a.dtype).max + 1)
-            return a.astype(np.float32, copy=False), int(rate)
+            return as_float(samples), int(rate)
         raise ReferenceAudioError(f"unexpected reference audio value of type {type(ref_audio).__name__}")
 
 
