@@ -80,9 +80,7 @@ def compare(reference: Trace, fast: Trace) -> FidelityReport:
     if not torch.equal(reference.frames, fast.frames):
         raise ValueError("the fast trace was not teacher-forced with the reference frames")
     valid = torch.isfinite(reference.logits)
-    logp = torch.log_softmax(reference.logits, -1)
-    logq = torch.log_softmax(fast.logits, -1)
-    kl = torch.where(valid, logp.exp() * (logp - logq), torch.zeros(())).sum(-1)  # (T, heads)
+    kl = head_kl(reference.logits, fast.logits, valid)  # (T, heads)
     dp = (fast.p_stop - reference.p_stop).abs()
     agree = (reference.logits.argmax(-1) == fast.logits.argmax(-1)).float().mean()
     return FidelityReport(
@@ -93,6 +91,19 @@ def compare(reference: Trace, fast: Trace) -> FidelityReport:
         mean_dp_stop=float(dp.mean()),
         argmax_agreement=float(agree),
     )
+
+
+def head_kl(reference: torch.Tensor, fast: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """KL(reference || fast) per (step, head) in nats, over the valid (finite) levels.
+
+    Computed in float64 and floored at 0: a KL is never negative, but where the two
+    distributions agree to float32 rounding (fbgemm's fp16 kernels on AVX-512 do) the sum of
+    p * (log p - log q) is rounding noise around zero, either sign (-5e-10 was seen).
+    """
+    logp = torch.log_softmax(reference.double(), -1)
+    logq = torch.log_softmax(fast.double(), -1)
+    terms = torch.where(valid, logp.exp() * (logp - logq), torch.zeros((), dtype=torch.float64))
+    return terms.sum(-1).clamp_min(0.0)
 
 
 def snr_db(reference: np.ndarray, test: np.ndarray) -> float:
