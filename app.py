@@ -15,10 +15,12 @@ The only place the demo reads environment variables:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
+from typing import Any
 
-from gepard_demo.model_source import DEFAULT_MODEL
+from gepard_demo.model.source import DEFAULT_MODEL
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.speed.flags import add_speed_flags
 
@@ -27,6 +29,19 @@ from gepard_demo.speed.flags import add_speed_flags
 # (4 s of audio made while only 0.46 s plays) would leave gaps; exact decoding carries the
 # codec state, so small chunks cost no re-decode.
 DEMO_STREAM = StreamSettings(first_chunk_frames=10, chunk_frames=10, decode_mode="exact", fade_ms=20.0)
+
+
+def find_eval_tab() -> tuple[Any, str | None]:
+    """(eval.ui.tab.build_eval_tab, None); (None, None) without an eval package (a Space that
+    copied gepard_demo alone); (None, why) when it is there but fails to import, so the page says
+    why instead of silently hiding the tab. Looked up here: gepard_demo never imports eval."""
+    if importlib.util.find_spec("eval") is None:
+        return None, None
+    try:
+        from eval.ui.tab import build_eval_tab
+    except Exception as exc:  # shown in the tab; the demo itself must still start
+        return None, f"{type(exc).__name__}: {exc}"
+    return build_eval_tab, None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main_served(args: argparse.Namespace) -> None:
     """The page in front of a served model: no local model, no Eval tab."""
-    from gepard_demo.speech_client import SpeechServerError
+    from gepard_demo.serving.client import SpeechServerError
     from gepard_demo.ui.served import load_served_host
     from gepard_demo.ui.server import build_app, serve
 
@@ -63,7 +78,7 @@ def main_served(args: argparse.Namespace) -> None:
     fixed = host.fixed_settings()
     sampling, stream = fixed if fixed else (SamplingSettings(), DEMO_STREAM)
     print(f"Serving the page in front of {host.info.name!r} at {host.url}", file=sys.stderr, flush=True)
-    demo = build_app(host, sampling.replace(seed=None), stream, with_eval_tab=False)
+    demo = build_app(host, sampling.replace(seed=None), stream)
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     serve(demo.app, args.host, args.port)
 
@@ -94,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     host.engine = apply_speed(host.engine, speed_for(host.engine, device, args.precision, args.threads, args.pipeline))
     print(f"Warm-up synthesis took {host.warm_up(DEMO_STREAM):.1f} s ({torch.get_num_threads()} torch threads)",
           file=sys.stderr, flush=True)
-    demo = build_app(host, stream=DEMO_STREAM, with_eval_tab=not args.no_eval_tab)
+    eval_tab, eval_tab_error = (None, None) if args.no_eval_tab else find_eval_tab()
+    demo = build_app(host, stream=DEMO_STREAM, eval_tab=eval_tab, eval_tab_error=eval_tab_error)
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     serve(demo.app, args.host, args.port)
 

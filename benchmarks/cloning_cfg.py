@@ -31,18 +31,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gepard_demo.engine import GepardEngine  # noqa: E402
-from gepard_demo.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.engine import GepardEngine  # noqa: E402
+from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision  # noqa: E402
 from gepard_demo.speed.select import detect_hardware, pick_speed  # noqa: E402
-from gepard_demo.tiny import ensure_tiny  # noqa: E402
 
 TEXT = "The weather is sunny today."
 
 
 def full_size_engine() -> GepardEngine:
-    """Gepard-1.0's real shapes with random weights (gepard_demo.full_size), stop head off."""
+    """Gepard-1.0's real shapes with random weights (gepard_demo.model.full_size), stop head off."""
     engine = build_full_size_engine(ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
     with torch.no_grad():
         engine.talker.stop_head.weight.zero_()
@@ -93,8 +93,8 @@ def bench_prefix(seconds: float, rounds: int) -> dict[str, float]:
     """Median seconds of each stage of a prefix, at the real shapes, cache bypassed."""
     from gepard_demo.codec.encoder import CodecEncoder
     from gepard_demo.codec.tiny import nanocodec_config, random_codec_state
-    from gepard_demo.ref_compressor import CompressorConfig, RefCompressor
-    from gepard_demo.speaker_prefix import SpeakerPrefixer
+    from gepard_demo.voice.compressor import CompressorConfig, RefCompressor
+    from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
     codec_cfg = nanocodec_config(decoder_channels=64, encoder_channels=24)  # the real encoder; the decoder is not used
     encoder = CodecEncoder.from_archive(codec_cfg, random_codec_state(codec_cfg, seed=0))

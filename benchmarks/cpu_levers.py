@@ -41,10 +41,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gepard_demo.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.speed.fidelity import compare, trace  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision, backbone_bytes  # noqa: E402
-from gepard_demo.tiny import ensure_tiny  # noqa: E402
 
 warnings.filterwarnings("ignore")
 

@@ -1,6 +1,6 @@
 """Real time on a small CPU: every speed path side by side in one run, ratios to fp32 (issue 10).
 
-On the real-shape random Gepard (gepard_demo.full_size: 14 full-attention layers, hidden 1024, 8/2 heads, head_dim 256,
+On the real-shape random Gepard (gepard_demo.model.full_size: 14 full-attention layers, hidden 1024, 8/2 heads, head_dim 256,
 intermediate 3584, vocab 248320) and the full-size random NanoCodec, 2 threads unless said:
 
 1. kernels:  one 3584x1024 linear at batch 1 (a set of weights larger than the L3 cache, so
@@ -42,17 +42,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gepard_demo.codec import build_random_codec  # noqa: E402
 from gepard_demo.codec.hifigan import CausalConvTranspose  # noqa: E402
 from gepard_demo.codec.stream import ExactStreamDecoder  # noqa: E402
-from gepard_demo.engine import GepardEngine, ModelInfo  # noqa: E402
-from gepard_demo.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.engine import GepardEngine, ModelInfo  # noqa: E402
+from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.talker import GepardTalker  # noqa: E402
+from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
 from gepard_demo.speed.fidelity import compare, snr_db, trace  # noqa: E402
 from gepard_demo.speed.pipeline import PipelinedEngine  # noqa: E402
-from gepard_demo.speed.quantize import apply_precision  # noqa: E402
+from gepard_demo.speed.quantize import apply_precision, backbone_bytes  # noqa: E402
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
-from gepard_demo.speed.quantize import backbone_bytes  # noqa: E402
-from gepard_demo.streaming import SynthesisSession  # noqa: E402
-from gepard_demo.talker import GepardTalker  # noqa: E402
-from gepard_demo.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.streaming.session import SynthesisSession  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)

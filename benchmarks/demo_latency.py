@@ -95,9 +95,9 @@ def full_size_host(cache_dir):
     import torch
 
     from gepard_demo.codec import build_random_codec
-    from gepard_demo.tiny import ensure_tiny
+    from gepard_demo.model.full_size import build_full_size_engine
+    from gepard_demo.model.tiny import ensure_tiny
     from gepard_demo.ui.model_host import ModelHost
-    from gepard_demo.full_size import build_full_size_engine
 
     engine = build_full_size_engine(ensure_tiny(Path(cache_dir)))  # the tiny tokenizer is enough here
     with torch.no_grad():  # random stop heads fire at random; make every run its full length
@@ -119,9 +119,9 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
 
     from app import DEMO_STREAM
-    from gepard_demo.ui.model_host import load_model_host
     from gepard_demo.speed.flags import speed_for
     from gepard_demo.speed.select import apply_speed
+    from gepard_demo.ui.model_host import load_model_host
     from gepard_demo.ui.server import build_app
 
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="gepard-bench-")
@@ -132,7 +132,7 @@ def main() -> int:
     # The speed path app.py would pick here (printed), or the one the flags ask for.
     host.engine = apply_speed(host.engine, speed_for(host.engine, "cpu", args.precision, args.threads, args.pipeline))
     host.warm_up(DEMO_STREAM)
-    demo = build_app(host, stream=DEMO_STREAM, with_eval_tab=False)
+    demo = build_app(host, stream=DEMO_STREAM)
     server, thread, port = start_server(demo.app)
     try:
         with sync_playwright() as pw:

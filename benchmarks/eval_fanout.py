@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import soundfile as sf  # noqa: E402
 
-from eval.run import RunConfig, run  # noqa: E402
-from eval.served import load_server_engine  # noqa: E402
+from eval.engines.served import load_server_engine  # noqa: E402
+from eval.runs.run import RunConfig, run  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 
 

@@ -22,14 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from eval.asr import ASRSettings, Transcriber  # noqa: E402
-from eval.audio import read_mono  # noqa: E402
-from eval.engines import GepardLocal, PiperReference  # noqa: E402
-from eval.run import RunConfig, run  # noqa: E402
-from eval.score import score  # noqa: E402
-from eval.seeds import utterance_seed  # noqa: E402
-from eval.sets import load_set  # noqa: E402
-from eval.whisper_assets import bundled_sizes  # noqa: E402
+from eval.engines.local import GepardLocal
+from eval.engines.piper import PiperReference  # noqa: E402
+from eval.runs.run import RunConfig, run  # noqa: E402
+from eval.runs.score import score  # noqa: E402
+from eval.runs.seeds import utterance_seed  # noqa: E402
+from eval.runs.sets import load_set  # noqa: E402
+from eval.scoring.asr import ASRSettings, Transcriber  # noqa: E402
+from eval.scoring.audio import read_mono  # noqa: E402
+from eval.scoring.whisper_assets import bundled_sizes  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
 
 

@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from eval.asr import ASRSettings, Transcriber  # noqa: E402
-from eval.engines import GepardLocal  # noqa: E402
-from eval.run import RunConfig, run  # noqa: E402
-from eval.score import score  # noqa: E402
-from eval.sweep import SweepConfig, point_dir, sweep  # noqa: E402
+from eval.engines.local import GepardLocal  # noqa: E402
+from eval.runs.run import RunConfig, run  # noqa: E402
+from eval.runs.score import score  # noqa: E402
+from eval.scoring.asr import ASRSettings, Transcriber  # noqa: E402
+from eval.sweeps.grid import SweepConfig, point_dir
+from eval.sweeps.sweep import sweep  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 
 
@@ -56,7 +57,7 @@ def main() -> int:
     shutil.rmtree(out, ignore_errors=True)
     local = GepardLocal.load("tiny", cache_dir=args.model_cache)
     if args.full_size:
-        from gepard_demo.full_size import build_full_size_engine
+        from gepard_demo.model.full_size import build_full_size_engine
 
         local = GepardLocal(build_full_size_engine(Path(local.engine.model_info.path)), local.codec)
     asr = None if args.no_asr else ASRSettings()

@@ -11,7 +11,7 @@
    keep the plain 2-D mask, and the one thing the full-attention fix added to them, the
    per-step layout check, is timed against its step.
 
-The full-size model is `gepard_demo.full_size.build_full_size_engine`: Gepard-1.0's shape
+The full-size model is `gepard_demo.model.full_size.build_full_size_engine`: Gepard-1.0's shape
 (14 full-attention layers, hidden 1024, ...), random weights.
 
 The stop head is forced off so every run makes exactly the frames asked for.
@@ -32,12 +32,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gepard_demo.engine import GepardEngine  # noqa: E402
-from gepard_demo.full_size import build_full_size_engine  # noqa: E402
-from gepard_demo.generation import full_attention_only  # noqa: E402
-from gepard_demo.settings import SamplingSettings  # noqa: E402
-from gepard_demo.tiny import ensure_tiny  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
+
+from gepard_demo.model.engine import GepardEngine  # noqa: E402
+from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.generation import full_attention_only  # noqa: E402
+from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.settings import SamplingSettings  # noqa: E402
 
 TEXT = "The weather is sunny today, with a light breeze from the west."
 BATCH_TEXTS = [

@@ -1,4 +1,14 @@
 """Evaluation of Gepard (and reference engines): test sets, batch runs, ASR, metrics, reports.
 
-Entry point: `python -m eval {run,score,report,compare,sweep,stream-chart,sets}`.
+Entry point: `python -m eval {run,score,report,compare,sweep,stream-chart,tail-chart,sets}` (cli.py).
+
+Packages, lower first (each imports only those above it; tests/test_layout.py keeps it so):
+- jsonio.py  crash-safe files: atomic writes, JSONL rows appended one a write
+- scoring/   ASR, text normalisation, metrics, bootstrap, speaker similarity
+- engines/   what synthesizes: gepard_demo locally, Piper, a served Gepard
+- runs/      run folders: batch synthesis, scoring, sets, seeds
+- charts/    chart style, run charts, streaming and end-of-speech charts
+- report/    summary, report.md, regression comparison
+- sweeps/    sampling grids, one-pass thresholds, heatmaps, stop-head calibration
+- ui/        the app's Eval tab
 """

@@ -11,6 +11,7 @@ from pathlib import Path
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.settings_flags import add_settings_flags, settings_from_args
 
+
 def add_asr_flags(p: argparse.ArgumentParser, required: bool = False) -> None:
     g = p.add_argument_group("ASR")
     g.add_argument("--asr", choices=["faster-whisper", "openai-whisper"], default="faster-whisper" if required else None,
@@ -24,20 +25,20 @@ def add_asr_flags(p: argparse.ArgumentParser, required: bool = False) -> None:
 
 
 def asr_settings(args):
-    from eval.asr import ASRSettings
+    from eval.scoring.asr import ASRSettings
 
     return ASRSettings(backend=args.asr, model=args.asr_model, compute_type=args.compute_type,
                        beam_size=args.beam_size, vad=not args.no_vad, threads=args.asr_threads).validate()
 
 
 def _cache(args) -> Path:
-    from eval.whisper_assets import DEFAULT_CACHE
+    from eval.scoring.whisper_assets import DEFAULT_CACHE
 
     return Path(args.cache) if args.cache else DEFAULT_CACHE
 
 
 def cmd_run(args) -> int:
-    from eval.run import RunConfig, run, saved_config
+    from eval.runs.run import RunConfig, run, saved_config
 
     saved = saved_config(args.out)
     base = saved or RunConfig()
@@ -63,7 +64,7 @@ def cmd_run(args) -> int:
     run(cfg, args.out, log=lambda m: print(m, file=sys.stderr))
     if args.asr:
         return _score_and_report(args, args.out)
-    from eval.report import make_report
+    from eval.report.markdown import make_report
 
     print(make_report(args.out))
     return 0
@@ -79,7 +80,7 @@ def _server_urls(args) -> tuple[str, ...] | None:
             raise FileNotFoundError(f"--server-urls {args.server_urls}: {e.strerror}") from None
         urls += [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
     if len(set(urls)) != len(urls):
-        from eval.run import RunError
+        from eval.runs.run import RunError
 
         raise RunError(f"a server URL is given twice: {urls}; use --concurrency for more requests per server")
     return tuple(urls) or None
@@ -88,7 +89,7 @@ def _server_urls(args) -> tuple[str, ...] | None:
 def _server_config(cfg, saved, changes: dict):
     """--engine server, checked before anything is written: settings fixed per server are
     refused, a server must answer, and the run is named after the model it serves."""
-    from eval.served import GepardServer, ServerError, check_server_settings
+    from eval.engines.served import GepardServer, ServerError, check_server_settings
 
     check_server_settings(cfg.sampling, cfg.stream)
     cfg.validate()  # --server-url given, timeout sane
@@ -111,8 +112,8 @@ def _server_config(cfg, saved, changes: dict):
 
 
 def _score_and_report(args, run_dir) -> int:
-    from eval.report import make_report
-    from eval.score import score
+    from eval.report.markdown import make_report
+    from eval.runs.score import score
 
     tag = score(run_dir, asr_settings(args), cache=_cache(args))
     path = make_report(run_dir, tag)
@@ -129,14 +130,14 @@ def cmd_score(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from eval.report import make_report
+    from eval.report.markdown import make_report
 
     print(make_report(args.run_dir, args.asr_tag))
     return 0
 
 
 def cmd_compare(args) -> int:
-    from eval.compare import compare, format_comparison
+    from eval.report.compare import compare, format_comparison
 
     c = compare(args.base, args.new, args.max_wer_increase, args.asr_tag)
     print(format_comparison(c, args.base, args.new))
@@ -150,7 +151,7 @@ def cmd_compare(args) -> int:
 def cmd_sets(args) -> int:
     from collections import Counter
 
-    from eval.sets import builtin_sets, load_set
+    from eval.runs.sets import builtin_sets, load_set
 
     for name in builtin_sets():
         items = load_set(name)
@@ -160,9 +161,9 @@ def cmd_sets(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from eval.sweep import SweepConfig, parse_axes, sweep
-
-    from eval.run import RunConfig
+    from eval.runs.run import RunConfig
+    from eval.sweeps.grid import SweepConfig, parse_axes
+    from eval.sweeps.sweep import sweep
 
     sampling, stream = settings_from_args(args, SamplingSettings(), StreamSettings())
     base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
@@ -176,7 +177,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_stream_chart(args) -> int:
-    from eval.stream_chart import StreamChartConfig, stream_chart
+    from eval.charts.stream_chart import StreamChartConfig, stream_chart
 
     cfg = StreamChartConfig(model=args.model, model_cache=args.model_cache, set=args.set, limit=args.limit, base_seed=args.seed,
                             max_frames=args.max_frames, chunk_sizes=tuple(args.chunk_sizes),
@@ -186,7 +187,7 @@ def cmd_stream_chart(args) -> int:
 
 
 def cmd_tail_chart(args) -> int:
-    from eval.tail_chart import TailChartConfig, tail_chart
+    from eval.charts.tail_chart import TailChartConfig, tail_chart
 
     cfg = TailChartConfig(set=args.set, limit=args.limit, fades_ms=tuple(args.fades_ms), silences_ms=tuple(args.silences_ms))
     print(tail_chart(cfg, args.out, asr_settings(args), cache=_cache(args)))
@@ -298,17 +299,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from eval.compare import CompareError
-    from eval.run import RunError
+    from eval.engines.base import EngineError
+    from eval.report.compare import CompareError
+    from eval.runs.run import RunError
+    from eval.runs.sets import SetError
+    from eval.scoring.whisper_assets import WeightsNotFound
     from gepard_demo.codec import CodecLoadError
-    from gepard_demo.model_source import ModelNotFoundError
-    from eval.sets import SetError
-    from eval.whisper_assets import WeightsNotFound
+    from gepard_demo.model.source import ModelNotFoundError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SetError, RunError, SettingsError, WeightsNotFound, CompareError, FileNotFoundError,
+    except (SetError, RunError, EngineError, SettingsError, WeightsNotFound, CompareError, FileNotFoundError,
             FileExistsError, NotADirectoryError, ModelNotFoundError, CodecLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,17 @@
+"""Gepard-1.0 in plain PyTorch: the streaming demo's engine, codec, streaming session and servers.
+
+The subpackages follow the data path, text -> prompt -> talker frames -> codec audio -> stream:
+
+- settings.py, settings_flags.py  the per-request settings every layer receives (and their CLI flags)
+- model/      the talker: config, prompt layout, sampling, the decode loop, `GepardEngine`
+- codec/      NanoCodec: codes -> audio (exact / lookback streaming), end-of-speech shaping
+- voice/      reference audio -> speaker prefix (voice cloning), example voices
+- streaming/  `SynthesisSession`: text + settings -> audio chunks + stats; what text a request may carry
+- speed/      faster paths composed onto a loaded engine (quantized weights, pipelining)
+- serving/    vLLM-Omni's speech API: protocol, our server, a client
+- ui/         the Gradio page, the PCM route and the browser player
+
+Imports point one way, down this list (settings lowest, ui highest); tests/test_layout.py keeps
+them so. A package's __init__ names its modules; other packages import from the module itself,
+so a thin client never pays for torch it does not use.
+"""

@@ -29,7 +29,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_make_tiny(args: argparse.Namespace) -> int:
-    from .tiny import make_tiny
+    from gepard_demo.model.tiny import make_tiny
 
     out = make_tiny(args.dir, seed=args.seed, layout="hybrid" if args.hybrid else "full")
     print(f"wrote tiny random-weight Gepard checkpoint to {out}")
@@ -40,8 +40,9 @@ def load_from_args(args: argparse.Namespace):
     """engine, codec, sampling and stream settings from the model / sampling / stream flags."""
     import torch
 
+    from gepard_demo.model.engine import GepardEngine
+
     from .codec import load_codec
-    from .engine import GepardEngine
     from .speed.flags import speed_for
     from .speed.select import apply_speed, load_dtype
 
@@ -66,13 +67,13 @@ def codec_path(args: argparse.Namespace, engine) -> Path:
 def cmd_synth(args: argparse.Namespace) -> int:
     import soundfile as sf
 
-    from .speech_api import pcm16_array
-    from .streaming import SynthesisSession
+    from gepard_demo.serving.protocol import pcm16_array
+    from gepard_demo.streaming.session import SynthesisSession
 
     engine, codec, sampling, stream = load_from_args(args)
     speaker = None
     if args.ref_audio:
-        from .speaker_prefix import SpeakerPrefixer
+        from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
         prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
         speaker = prefixer.from_file(args.ref_audio)
@@ -106,14 +107,14 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .speech_server import build_speech_app
+    from gepard_demo.serving.server import build_speech_app
 
     # Sampling and stream settings are fixed for the server's lifetime, like vLLM-Omni's
     # gepard_config.json and env vars.
     engine, codec, sampling, stream = load_from_args(args)
     prefixer = None
     try:
-        from .speaker_prefix import SpeakerPrefixer
+        from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
         prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
     except (RuntimeError, ValueError, OSError) as exc:  # CompressorError, CodecLoadError

@@ -107,12 +107,14 @@ class LiveDemo:
 @pytest.fixture(scope="session")
 def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
     """The real app (PCM route + Gradio page) on a free 127.0.0.1 port, in this process."""
-    from app import DEMO_STREAM
+    from app import DEMO_STREAM, find_eval_tab
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(tiny_engine, tiny_codec, requested="tiny")
-    demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs"))
+    eval_tab, eval_tab_error = find_eval_tab()
+    demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs"), eval_tab=eval_tab,
+                     eval_tab_error=eval_tab_error)
     with serve_in_thread(demo.app, "demo-server") as port:
         yield LiveDemo(f"http://127.0.0.1:{port}", port, demo)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gepard_demo.engine import GepardEngine
-from gepard_demo.tiny import LAYOUTS, ensure_tiny
+from gepard_demo.model.engine import GepardEngine
+from gepard_demo.model.tiny import LAYOUTS, ensure_tiny
 
 
 @pytest.fixture(scope="session", autouse=True)

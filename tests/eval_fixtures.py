@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from eval.jsonio import append_jsonl, write_json_atomic
-from eval.score import score_row
+from eval.runs.score import score_row
 
 
 def fake_run(run_dir: Path, texts: list[str], hyps: list[str], tag: str = "faster-whisper_tiny.en_int8",

@@ -13,7 +13,6 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-
 from app_fixtures import flood_listeners, live_demo, pcm_f32, tiny_codec  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
@@ -95,7 +94,7 @@ def test_streamed_chunks_concatenate_to_the_final_wav(client, live_demo, tiny_en
     assert plot is not None
     # The same request run directly through SynthesisSession gives the same samples.
     from gepard_demo.settings import SamplingSettings, StreamSettings
-    from gepard_demo.streaming import SynthesisSession
+    from gepard_demo.streaming.session import SynthesisSession
 
     host = live_demo.demo.host
     with host.lock:

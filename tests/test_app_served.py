@@ -17,7 +17,6 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-
 from app_fixtures import free_port, wait_for_port
 
 pytestmark = pytest.mark.slow
@@ -119,9 +118,9 @@ def test_a_reference_voice_and_guidance_reach_the_server(served_app, tmp_path):
     """The page's reference and CFG go with the request: the page plays exactly what the server
     makes for the same reference file, seed and cfg fields, which is not the plain voice."""
     from gradio_client import Client, handle_file
-
-    from gepard_demo.speech_client import audio_data_url
     from test_speaker_prefix import voice_like
+
+    from gepard_demo.serving.client import audio_data_url
 
     url, server_url = served_app
     ref = tmp_path / "me.wav"

@@ -16,6 +16,7 @@ from gepard_demo.ui.controller import CONTROL_NAMES, parse_controls
 from gepard_demo.ui.jobs import JobError, JobRegistry, TooManyListeners
 from gepard_demo.ui.model_host import ModelHost, load_model_host
 
+
 def run_async(coro_fn):
     """asyncio.run in a fresh thread, so it works even while a Playwright sync session (which
     keeps an event loop running in the main thread) is open."""
@@ -263,7 +264,7 @@ def test_a_job_has_one_producer_and_stop_before_attach_still_cancels():
 
 def test_stats_table_and_plot_say_how_it_ended():
     from gepard_demo.settings import SamplingSettings
-    from gepard_demo.streaming import SynthesisStats
+    from gepard_demo.streaming.session import SynthesisStats
     from gepard_demo.ui.views import p_stop_figure, stats_markdown
 
     s = SamplingSettings(stop_threshold=0.4, max_frames=50)
@@ -283,7 +284,7 @@ def test_stats_table_and_plot_say_how_it_ended():
 
 
 def _served_host(entry: dict):
-    from gepard_demo.speech_client import SpeechClient
+    from gepard_demo.serving.client import SpeechClient
     from gepard_demo.ui.served import ServedHost
 
     return ServedHost(SpeechClient("http://127.0.0.1:9"), entry)  # never contacted here
@@ -296,9 +297,9 @@ def test_a_vllm_omni_server_locks_voice_and_guidance_with_their_own_reasons(tmp_
     (not silently sent unguided)."""
     import soundfile as sf
 
-    from gepard_demo.reference_audio import ReferenceAudioError
     from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.ui.served import FIXED_REASON, NO_CLONING_REASON, NO_GUIDANCE_REASON
+    from gepard_demo.voice.reference_audio import ReferenceAudioError
 
     host = _served_host({"id": "nineninesix/gepard-1.0", "object": "model"})
     locked = host.locked_controls()
@@ -324,7 +325,7 @@ def test_our_server_takes_a_reference_and_guidance_from_the_page(tmp_path):
 
     import soundfile as sf
 
-    from gepard_demo.reference_audio import ReferenceAudioError
+    from gepard_demo.voice.reference_audio import ReferenceAudioError
 
     host = _served_host({"id": "tiny", "voice_cloning": True, "guidance": True})
     assert not {"ref_audio", "cfg_scale", "cfg_frames"} & set(host.locked_controls())

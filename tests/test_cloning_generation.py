@@ -3,7 +3,7 @@ default-voice requests, and the guidance branch shares it (facts §9)."""
 
 import torch
 
-from gepard_demo.prompt import build_unconditional_prompt_ids
+from gepard_demo.model.prompt import build_unconditional_prompt_ids
 from gepard_demo.settings import SamplingSettings
 
 TEXT = "Hello world"

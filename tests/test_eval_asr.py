@@ -9,15 +9,15 @@ import json
 import numpy as np
 import pytest
 
-from eval.asr import ASRSettings, Transcriber
-from eval.audio import read_mono, to_16k
-from eval.ct2_convert import read_model_bin
-from eval.normalize import normalize
-from eval.run import RunConfig, run
-from eval.score import score
-from eval.sets import load_set
-from eval.summary import write_outputs
-from eval.whisper_assets import ct2_dir
+from eval.report.summary import write_outputs
+from eval.runs.run import RunConfig, run
+from eval.runs.score import score
+from eval.runs.sets import load_set
+from eval.scoring.asr import ASRSettings, Transcriber
+from eval.scoring.audio import read_mono, to_16k
+from eval.scoring.ct2_convert import read_model_bin
+from eval.scoring.normalize import normalize
+from eval.scoring.whisper_assets import ct2_dir
 
 pytestmark = pytest.mark.slow
 

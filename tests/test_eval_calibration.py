@@ -1,5 +1,5 @@
 """Calibration charts from hand-made p_stop traces: the trade-off rates equal the engine's stop
-rule (eval.threshold_sweep.derive), the default threshold is ringed whatever the grid, and the
+rule (eval.sweeps.thresholds.derive), the default threshold is ringed whatever the grid, and the
 max-inside chart reads the source traces (not a point capped at its own threshold)."""
 
 from __future__ import annotations
@@ -10,13 +10,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import eval.calibration as cal
-from eval.calibration import (DEFAULT_THRESHOLD, END_MARGIN, calibration_charts, curve_thresholds, max_inside,
-                              stop_aligned, tradeoff)
-from eval.chart_style import RunContext
+import eval.sweeps.calibration as cal
+from eval.charts.style import RunContext
 from eval.jsonio import write_json_atomic
-from eval.metrics import TRUNCATION_RATIO, expected_duration_s
-from eval.threshold_sweep import derive
+from eval.scoring.metrics import TRUNCATION_RATIO, expected_duration_s
+from eval.sweeps.calibration import (
+    DEFAULT_THRESHOLD,
+    END_MARGIN,
+    calibration_charts,
+    curve_thresholds,
+    max_inside,
+    stop_aligned,
+    tradeoff,
+)
+from eval.sweeps.thresholds import derive
 
 TOP = 0.9  # the source runs' threshold
 MAX_FRAMES = 30

@@ -8,13 +8,14 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from eval_fixtures import fake_run
 from PIL import Image
 
-from eval.charts import duration_ratio_figure, wer_by_category_data, wer_by_category_figure, write_charts
-from eval.heatmaps import HELD_OUT, default_point, sweep_charts
+from eval.charts.run_charts import duration_ratio_figure, wer_by_category_data, wer_by_category_figure, write_charts
 from eval.jsonio import write_json_atomic
-from eval.summary import write_outputs
-from eval_fixtures import fake_run
+from eval.report.summary import write_outputs
+from eval.sweeps.grid import default_point
+from eval.sweeps.heatmaps import HELD_OUT, sweep_charts
 
 IDS = [f"cmd-{i:02d}" for i in range(1, 22)]
 TEXTS = [f"please turn the kitchen light number {i} off right now" for i in range(1, 22)]
@@ -141,7 +142,7 @@ def _grid(tables: dict, axes: dict) -> pd.DataFrame:
 
 
 def test_best_point_skips_a_point_with_no_scored_tuning_sentence():
-    from eval.heatmaps import best_point
+    from eval.sweeps.heatmaps import best_point
 
     axes = {"temperature": [0.3], "stop_threshold": [0.3, 0.5]}
     tables = {"T0.3_S0.5": _point_table(IDS, {"cmd-01": 2}),
@@ -153,7 +154,7 @@ def test_best_point_skips_a_point_with_no_scored_tuning_sentence():
 
 
 def test_best_point_tie_break_counts_runaways_on_tuning_ids_only():
-    from eval.heatmaps import best_point
+    from eval.sweeps.heatmaps import best_point
 
     axes = {"temperature": [0.3, 0.7], "stop_threshold": [0.3, 0.5]}
     held = sorted(HELD_OUT & set(IDS))
@@ -171,7 +172,7 @@ def test_best_point_tie_break_counts_runaways_on_tuning_ids_only():
 
 
 def test_heatmap_csv_has_a_ci_only_where_the_metric_has_one(tmp_path):
-    from eval.heatmaps import heatmap
+    from eval.sweeps.heatmaps import heatmap
 
     axes = {"temperature": [0.3], "stop_threshold": [0.3, 0.5]}
     df = pd.DataFrame({"run": ["a", "b"], "temperature": [0.3, 0.3], "stop_threshold": [0.3, 0.5],
@@ -227,7 +228,7 @@ class _FakeCodec:
 
 
 def test_stream_chart_resumes_per_measured_row(tmp_path):
-    from eval.stream_chart import StreamChartConfig, stream_chart
+    from eval.charts.stream_chart import StreamChartConfig, stream_chart
 
     cfg = StreamChartConfig(limit=2, max_frames=6, chunk_sizes=(2, 4), lookback_frames=(0,), hardware_rtfs=(0.5,))
     rows = 2 * 2 * 2  # utterances x chunk sizes x (exact, lookback 0)

@@ -6,11 +6,10 @@ import json
 
 import pandas as pd
 import pytest
+from eval_fixtures import rows_of
 
 from eval.cli import main
-from eval.seeds import utterance_seed
-
-from eval_fixtures import rows_of
+from eval.runs.seeds import utterance_seed
 
 pytestmark = pytest.mark.slow
 
@@ -95,9 +94,8 @@ def test_sweep_makes_one_subrun_per_point(tmp_path, tiny_cache_dir):
 
 
 def test_stream_chart_measures_real_decodes(tmp_path, tiny_engine):
+    from eval.charts.stream_chart import EXACT_SNR_DB, StreamChartConfig, stream_chart
     from gepard_demo.codec import load_codec
-
-    from eval.stream_chart import EXACT_SNR_DB, StreamChartConfig, stream_chart
 
     cfg = StreamChartConfig(limit=1, max_frames=16, chunk_sizes=(4, 16), lookback_frames=(0, 8), hardware_rtfs=(0.1, 5.0))
     out = stream_chart(cfg, tmp_path / "sc", engine=tiny_engine, codec=load_codec(tiny_engine.codec_source()))
@@ -124,7 +122,7 @@ def test_stream_chart_measures_real_decodes(tmp_path, tiny_engine):
 
 
 def test_simulated_playback_counts_stalls():
-    from eval.stream_chart import simulate_playback
+    from eval.charts.stream_chart import simulate_playback
 
     # 3 chunks of 10 frames (0.5 s each at frame_s 0.05), decode free
     assert simulate_playback([(10, 0.0)] * 3, 0.5, 0.05) == {"ttfa_s": 0.25, "gaps": 0, "gap_s": 0.0}
@@ -136,10 +134,9 @@ def test_batched_adapter_and_streaming_session_agree(tiny_engine):
     make the same utterance from the same seed (solo, so no batch-shape rounding)."""
     import numpy as np
 
+    from eval.engines.local import GepardLocal, GepardStreaming
     from gepard_demo.codec import load_codec
     from gepard_demo.settings import SamplingSettings, StreamSettings
-
-    from eval.engines import GepardLocal, GepardStreaming
 
     codec = load_codec(tiny_engine.codec_source())
     sampling = SamplingSettings(max_frames=14, temperature=0.7)

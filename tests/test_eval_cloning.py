@@ -9,16 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import soundfile as sf
-
-from eval.engines import GepardLocal
-from eval.run import RunConfig, RunError, run
-from eval.sets import SetError, load_set
-from eval.speaker_similarity import SpeakerSimilarity
-from eval.summary import write_outputs
-from eval.sweep import SweepConfig, sweep
 from eval_fixtures import rows_of
-from gepard_demo.settings import SamplingSettings
 from test_speaker_prefix import voice_like
+
+from eval.engines.local import GepardLocal
+from eval.report.summary import write_outputs
+from eval.runs.run import RunConfig, RunError, run
+from eval.runs.sets import SetError, load_set
+from eval.scoring.speaker_similarity import SpeakerSimilarity
+from eval.sweeps.grid import SweepConfig
+from eval.sweeps.sweep import sweep
+from gepard_demo.settings import SamplingSettings
 
 
 @pytest.fixture(scope="module")

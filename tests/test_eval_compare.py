@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from eval_fixtures import fake_run
 
 from eval.cli import main
-from eval.compare import compare
-
-from eval_fixtures import fake_run
+from eval.report.compare import compare
 
 REPO = Path(__file__).resolve().parents[1]
 TEXTS = [f"the quick brown fox number {w} jumps over the lazy dog" for w in

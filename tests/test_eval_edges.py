@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 import pytest
+from eval_fixtures import rows_of
 
 from eval.cli import main
-from eval_fixtures import rows_of
 
 
 def write_set(path, items):
@@ -47,9 +47,9 @@ def test_out_naming_a_file_is_exit_2_with_a_message(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_piper_is_deterministic_and_its_report_lists_only_what_it_used(tmp_path):
-    from eval.engines import PiperReference
-    from eval.report import make_report
-    from eval.run import RunConfig, run
+    from eval.engines.piper import PiperReference
+    from eval.report.markdown import make_report
+    from eval.runs.run import RunConfig, run
 
     piper = PiperReference.load()
     reqs = [("The quick brown fox jumps over the lazy dog.", 1), ("Please call me back tomorrow.", 2)]

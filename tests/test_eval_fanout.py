@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
 from app_fixtures import free_port, wait_for_port
-from eval.cli import main
 from eval_fixtures import rows_of
+
+from eval.cli import main
 from gepard_demo.settings import StreamSettings
 
 LIMIT, FRAMES = "6", "12"
@@ -28,8 +28,8 @@ class Served:
         import uvicorn
 
         from gepard_demo.codec import load_codec
-        from gepard_demo.engine import GepardEngine
-        from gepard_demo.speech_server import build_speech_app
+        from gepard_demo.model.engine import GepardEngine
+        from gepard_demo.serving.server import build_speech_app
 
         engine = GepardEngine.load("tiny", cache_dir=cache_dir)
         app = build_speech_app(engine, load_codec(engine.codec_source()), engine.default_sampling(), StreamSettings())

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from eval.bootstrap import mean_ci, paired_mean_diff_ci, paired_ratio_diff_ci, ratio_ci
 from eval.jsonio import append_jsonl, read_jsonl
-from eval.metrics import expected_duration_s, length_figures, word_errors
-from eval.normalize import normalize
-from eval.seeds import utterance_seed
-from eval.sets import SetError, load_set
+from eval.runs.seeds import utterance_seed
+from eval.runs.sets import SetError, load_set
+from eval.scoring.bootstrap import mean_ci, paired_mean_diff_ci, paired_ratio_diff_ci, ratio_ci
+from eval.scoring.metrics import expected_duration_s, length_figures, word_errors
+from eval.scoring.normalize import normalize
 
 
 def test_word_errors_hand_computed():

@@ -14,15 +14,15 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-
 from app_fixtures import free_port, wait_for_port
-from eval.cli import main
-from eval.served import GepardServer, ServerError, guidance_for
-from eval.run import RunConfig, run
-from eval.seeds import utterance_seed
 from eval_fixtures import rows_of
-from gepard_demo.settings import SamplingSettings, StreamSettings
 from test_speaker_prefix import voice_like
+
+from eval.cli import main
+from eval.engines.served import GepardServer, ServerError, guidance_for
+from eval.runs.run import RunConfig, run
+from eval.runs.seeds import utterance_seed
+from gepard_demo.settings import SamplingSettings, StreamSettings
 
 REPO = Path(__file__).resolve().parents[1]
 FRAMES = "20"

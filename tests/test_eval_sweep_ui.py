@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from eval.sweep_ui import list_sweeps, run_sweep_ui, view_sweep
 from test_eval_ui import _Provider
+
+from eval.ui.sweep_section import list_sweeps, run_sweep_ui, view_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +22,7 @@ def provider(tiny_engine):
 def test_sweep_from_the_tab_reports_progress_and_charts(provider, tmp_path):
     import gradio as gr
 
-    from eval.ui import build_eval_tab
+    from eval.ui.tab import build_eval_tab
 
     with gr.Blocks() as demo:
         build_eval_tab(provider, runs_dir=tmp_path)
@@ -45,8 +45,8 @@ def test_sweep_from_the_tab_reports_progress_and_charts(provider, tmp_path):
 
 
 def test_tail_chart_on_piper_speech(tmp_path):
-    from eval.asr import ASRSettings
-    from eval.tail_chart import TailChartConfig, tail_chart, trailing_insertions
+    from eval.charts.tail_chart import TailChartConfig, tail_chart, trailing_insertions
+    from eval.scoring.asr import ASRSettings
 
     assert trailing_insertions("turn the lights off", "turn the lights off you") == 1
     assert trailing_insertions("turn the lights off", "turn the lights") == 0
@@ -67,8 +67,8 @@ def test_tail_chart_on_piper_speech(tmp_path):
     # the VAD end used to align p_stop on real speech: near where Piper's speech ends, not in the padding
     import numpy as np
 
-    from eval.audio import read_mono
-    from eval.calibration import vad_end_step
+    from eval.scoring.audio import read_mono
+    from eval.sweeps.calibration import vad_end_step
 
     speech, sr = read_mono(out / "piper" / "smoke-2.wav")
     end = vad_end_step(np.concatenate([speech, np.zeros(sr, np.float32)]), sr)

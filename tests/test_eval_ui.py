@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from eval.ui import build_eval_tab, compare_runs, list_runs, run_eval, view_run
+from eval.ui.tab import build_eval_tab, compare_runs, list_runs, run_eval, view_run
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from gepard_demo.generation import _padding_mask, full_attention_only
+from gepard_demo.model.generation import full_attention_only, padding_mask
 from gepard_demo.settings import SamplingSettings
 
 TEXTS = ["Hi", "The weather is sunny today, with a light breeze from the west.", "Hello world"]
@@ -52,7 +52,7 @@ def test_mask_path_per_layout(layout_engine):
     mask = torch.tensor([[0, 1, 1], [1, 1, 1]])
     embeds = torch.zeros(2, 3, talker.config.hidden_size)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    got = _padding_mask(talker, mask, embeds, positions, DynamicCache(config=talker.config.backbone))
+    got = padding_mask(talker, mask, embeds, positions, DynamicCache(config=talker.config.backbone))
     if full_attention_only(talker.config.backbone):
         assert isinstance(got, dict) and set(got) == {"full_attention"}
         assert got["full_attention"] is not None

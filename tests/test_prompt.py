@@ -1,7 +1,7 @@
 import pytest
 
-from gepard_demo.config import GepardConfig
-from gepard_demo.prompt import PromptError, build_prompt_ids, encode_text, normalize_text, repetitions
+from gepard_demo.model.config import GepardConfig
+from gepard_demo.model.prompt import PromptError, build_prompt_ids, encode_text, normalize_text, repetitions
 
 
 @pytest.fixture(scope="module")

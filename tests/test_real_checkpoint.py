@@ -9,11 +9,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from gepard_demo.config import GepardConfig
-from gepard_demo.engine import GepardEngine
+from gepard_demo.model.config import GepardConfig
+from gepard_demo.model.engine import GepardEngine
+from gepard_demo.model.talker import CheckpointError
+from gepard_demo.model.tiny import ref_compressor_state
 from gepard_demo.settings import SamplingSettings
-from gepard_demo.talker import CheckpointError
-from gepard_demo.tiny import ref_compressor_state
 
 GREEDY = SamplingSettings(greedy=True, max_frames=12, stop_threshold=0.999)
 
@@ -140,8 +140,8 @@ def _authors_export(tiny_dir, out, lm_head: bool = False):
 
 @pytest.mark.parametrize("lm_head", [False, True], ids=["authors-code", "facts-sheet"])
 def test_checkpoint_in_the_authors_export_layout(tiny_model_dir, tmp_path, lm_head):
-    from gepard_demo.ref_compressor import CompressorConfig, RefCompressor
-    from gepard_demo.speaker_prefix import read_compressor_state
+    from gepard_demo.voice.compressor import CompressorConfig, RefCompressor
+    from gepard_demo.voice.speaker_prefix import read_compressor_state
 
     ck = _authors_export(tiny_model_dir, tmp_path / "export", lm_head=lm_head)
     on_disk = load_file(str(ck / "model.safetensors"))
@@ -174,8 +174,8 @@ def test_checkpoint_in_the_authors_export_layout(tiny_model_dir, tmp_path, lm_he
 
 
 def test_full_size_builder_has_gepard_1_0s_shape():
-    from gepard_demo.full_size import full_size_config
-    from gepard_demo.talker import GepardTalker
+    from gepard_demo.model.full_size import full_size_config
+    from gepard_demo.model.talker import GepardTalker
 
     cfg = full_size_config()
     bb = cfg.backbone

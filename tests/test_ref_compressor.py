@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gepard_demo.ref_compressor import CompressorConfig, CompressorError, RefCompressor, sinusoidal_positions
+from gepard_demo.voice.compressor import CompressorConfig, CompressorError, RefCompressor, sinusoidal_positions
 
 LEVELS = (8, 7, 6, 6) * 8
 TINY = CompressorConfig(num_queries=8, num_layers=2, num_heads=2, d_model=64, ffn_hidden_size_multiplier=4)

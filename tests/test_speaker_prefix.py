@@ -13,16 +13,12 @@ import pytest
 import soundfile as sf
 import torch
 from safetensors.torch import save_file
-
-from gepard_demo.reference_audio import (
-    ReferenceAudioError,
-    decode_base64_audio,
-    prepare_reference,
-)
-from gepard_demo.ref_compressor import CompressorError
-from gepard_demo.speaker_prefix import SpeakerPrefixer
-from gepard_demo.tiny import TINY_CODEC_FILE
 from test_ref_compressor import TINY
+
+from gepard_demo.model.tiny import TINY_CODEC_FILE
+from gepard_demo.voice.compressor import CompressorError
+from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio, prepare_reference
+from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
 RATE = 22050
 
@@ -179,9 +175,10 @@ def test_a_checkpoint_without_cloning_says_so(tiny_model_dir, tmp_path):
 
 def test_tiny_checkpoint_compressor_matches_the_independent_reference(prefixer, tiny_model_dir):
     """Compressor semantics on the tiny checkpoint's real `ref_compressor.*` weights."""
-    from gepard_demo.ref_compressor import CompressorConfig
-    from gepard_demo.speaker_prefix import read_compressor_state
     from test_ref_compressor import random_codes, reference_forward
+
+    from gepard_demo.voice.compressor import CompressorConfig
+    from gepard_demo.voice.speaker_prefix import read_compressor_state
 
     cfg = prefixer.compressor.cfg
     assert cfg == CompressorConfig(num_queries=8, num_layers=2, num_heads=2, d_model=64, ffn_hidden_size_multiplier=4)

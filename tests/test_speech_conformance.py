@@ -3,8 +3,8 @@
 The reference is vLLM-Omni's own code from the installed wheel (tests/vllm_omni_reference.py):
 its pydantic request model and its Gepard adapter's `validate`. For each request of the corpus,
 our accept/reject decision and stream mode (none / raw / sse) must equal it, both from
-`speech_api.parse_speech_request` and over HTTP from a running server. Cases where we differ on
-purpose carry a DIFF mark with the reason; README.md ("Serving") lists the same ones.
+`protocol.parse_speech_request` and over HTTP from a running server. Cases where we differ on
+purpose carry a DIFF mark with the reason; docs/DEPLOY.md (§2) lists the same ones.
 
 Cloning cases are marked CLONE: today both refuse them (vLLM-Omni's Gepard adapter is zero-shot
 only). When our server accepts `ref_audio` / `ref_text` (voice cloning), flip only those:
@@ -14,22 +14,26 @@ mark them DIFF_CLONE, and nothing else in the corpus changes.
 from __future__ import annotations
 
 import base64
-
 import json
 
 import httpx
 import pytest
-
 import vllm_omni_reference as vllm
 from app_fixtures import free_port, serve_in_thread, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
+
+from gepard_demo.serving.protocol import (
+    CLONING_FIELDS,
+    GEPARD_RULES,
+    UNSUPPORTED_FIELDS,
+    RequestError,
+    parse_speech_request,
+)
 from gepard_demo.settings import StreamSettings
-from gepard_demo.speech_api import (CLONING_FIELDS, GEPARD_RULES, UNSUPPORTED_FIELDS, RequestError,
-                                    parse_speech_request)
 
 MODEL = "tiny"
 T = "Hello there."
 CLONE = "clone"  # a voice-cloning field: a deliberate-difference candidate (see the docstring)
-# Deliberate differences: (what we decide, why). README.md lists them.
+# Deliberate differences: (what we decide, why). docs/DEPLOY.md lists them.
 DIFF_UNKNOWN = ("reject", "unknown fields are refused; vLLM-Omni drops them silently")
 DIFF_TEXT = ("reject", "text with nothing speakable, or over 2000 characters, is refused up front")
 
@@ -143,7 +147,7 @@ def _expected(body: dict, mark) -> tuple[bool, str | None]:
 
 
 def _ours(body: dict) -> tuple[bool, str | None]:
-    from gepard_demo.text_input import TextError, clean_text
+    from gepard_demo.streaming.text_input import TextError, clean_text
 
     try:
         req = parse_speech_request(body, MODEL)
@@ -182,7 +186,7 @@ def test_our_field_table_is_the_adapters():
 
 
 def test_every_request_our_clients_send_validates_in_vllm_omni():
-    from gepard_demo.speech_client import request_body
+    from gepard_demo.serving.client import request_body
 
     for mode in ("raw", "sse", "none"):
         for fmt in ("pcm", "wav"):
@@ -196,8 +200,8 @@ def test_guidance_fields_would_pass_vllm_omni_unread_so_clients_only_send_them_w
     """Why eval and the app refuse CFG against a server that does not say it takes guidance:
     vLLM-Omni's request model accepts a body with our cfg fields and drops them (no error, so
     the audio would silently be unguided); our server applies them. CFG off sends nothing extra."""
-    from gepard_demo.speech_client import guidance_fields, request_body
-    from gepard_demo.speech_cloning import split_extensions
+    from gepard_demo.serving.client import guidance_fields, request_body
+    from gepard_demo.serving.cloning import split_extensions
 
     assert request_body(T, guidance=guidance_fields(1.0, 5)) == request_body(T)
     body = request_body(T, seed=3, guidance=guidance_fields(2.5, 6))
@@ -212,8 +216,8 @@ def test_guidance_fields_would_pass_vllm_omni_unread_so_clients_only_send_them_w
 def test_a_cloning_request_is_vllm_omnis_own_field_and_its_gepard_refuses_it(tmp_path):
     """Eval's served engine sends a reference voice in vLLM-Omni's own `ref_audio` field: its
     request model takes the body as is; its Gepard adapter refuses it (0.30 does not clone);
-    our server with a compressor accepts it (the README lists the difference)."""
-    from gepard_demo.speech_client import audio_data_url, request_body
+    our server with a compressor accepts it (docs/DEPLOY.md lists the difference)."""
+    from gepard_demo.serving.client import audio_data_url, request_body
 
     wav = tmp_path / "me.wav"
     wav.write_bytes(b"RIFF....WAVEfmt ")
@@ -228,7 +232,7 @@ def test_a_cloning_request_is_vllm_omnis_own_field_and_its_gepard_refuses_it(tmp
 
 @pytest.fixture(scope="module")
 def server(tiny_engine, tiny_codec):  # noqa: F811
-    from gepard_demo.speech_server import build_speech_app
+    from gepard_demo.serving.server import build_speech_app
 
     sampling = tiny_engine.default_sampling().replace(max_frames=2)  # accepted requests stay cheap
     app = build_speech_app(tiny_engine, tiny_codec, sampling, StreamSettings(first_chunk_frames=1, chunk_frames=1))

@@ -15,11 +15,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-
 from app_fixtures import free_port, serve_in_thread, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
+
+from gepard_demo.serving.protocol import iter_sse_events, pcm16_array, sse_audio
 from gepard_demo.settings import StreamSettings
-from gepard_demo.speech_api import iter_sse_events, pcm16_array, sse_audio
-from gepard_demo.streaming import SynthesisSession
+from gepard_demo.streaming.session import SynthesisSession
 
 TEXT = "Hello there, this is the served model."
 FRAMES = 30
@@ -35,7 +35,7 @@ def _sampling(engine):
 
 @pytest.fixture(scope="module")
 def served(tiny_engine, tiny_codec):  # noqa: F811
-    from gepard_demo.speech_server import build_speech_app
+    from gepard_demo.serving.server import build_speech_app
 
     app = build_speech_app(tiny_engine, tiny_codec, _sampling(tiny_engine), STREAM, max_body_bytes=BODY_LIMIT)
     with serve_in_thread(app, "speech-server") as port:
@@ -219,7 +219,7 @@ def test_pcm16_is_libsndfiles_conversion_chunk_by_chunk():
 def test_a_fault_inside_the_engine_is_a_500_in_openai_shape(tiny_engine, tiny_codec):  # noqa: F811
     """A real fault (not a bad request) answers 500 with OpenAI's error body, naming the fault,
     and the server keeps serving."""
-    from gepard_demo.speech_server import build_speech_app
+    from gepard_demo.serving.server import build_speech_app
 
     class BreaksOnce:  # the tiny codec, whose streamer breaks the first time
         broken = True

@@ -8,14 +8,14 @@ import base64
 import httpx
 import numpy as np
 import pytest
-
 from app_fixtures import free_port, serve_in_thread, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
-from gepard_demo.settings import StreamSettings
-from gepard_demo.speaker_prefix import SpeakerPrefixer
-from gepard_demo.speech_api import pcm16
-from gepard_demo.streaming import SynthesisSession
-from gepard_demo.tiny import TINY_CODEC_FILE
 from test_speaker_prefix import voice_like, wav_bytes
+
+from gepard_demo.model.tiny import TINY_CODEC_FILE
+from gepard_demo.serving.protocol import pcm16
+from gepard_demo.settings import StreamSettings
+from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
 TEXT = "Say it in my voice."
 FRAMES = 12
@@ -29,7 +29,7 @@ def prefixer(tiny_engine, tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def server(tiny_engine, tiny_codec, prefixer):  # noqa: F811
-    from gepard_demo.speech_server import build_speech_app
+    from gepard_demo.serving.server import build_speech_app
 
     app = build_speech_app(tiny_engine, tiny_codec, tiny_engine.default_sampling(), STREAM, prefixer=prefixer)
     with serve_in_thread(app, "speech-server-cloning") as port:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from gepard_demo.engine import GepardEngine
+from gepard_demo.model.engine import GepardEngine
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.speed.fidelity import MAX_DP_STOP, MAX_MEAN_KL, compare, head_kl, snr_db, trace
 from gepard_demo.speed.pipeline import PipelinedEngine
@@ -174,7 +174,7 @@ def test_apply_speed_records_the_pick_and_wraps_the_engine(fresh_engine):
         # The session (what the app, synth and the server stream through) carries the pick.
         from gepard_demo.codec import load_codec
         from gepard_demo.settings import StreamSettings
-        from gepard_demo.streaming import SynthesisSession
+        from gepard_demo.streaming.session import SynthesisSession
 
         session = SynthesisSession(engine, load_codec(engine.codec_source()), TEXT,
                                    SamplingSettings(seed=2, max_frames=12), StreamSettings(first_chunk_frames=4, chunk_frames=4))
@@ -211,7 +211,7 @@ def test_synth_prints_its_speed_pick_and_honours_precision(tiny_cache_dir):
 def test_banner_and_stats_show_the_speed_path():
     from types import SimpleNamespace
 
-    from gepard_demo.streaming import SynthesisStats
+    from gepard_demo.streaming.session import SynthesisStats
     from gepard_demo.ui.banner import banner_markdown
     from gepard_demo.ui.views import stats_markdown
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
+from gepard_demo.model.generation import FrameStep
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.streaming import SynthesisSession
-from gepard_demo.text_input import MAX_TEXT_CHARS, TextError, clean_text, split_text
-from gepard_demo.generation import FrameStep
+from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, TextError, clean_text, split_text
 
 SPF = 16  # toy samples per frame
 SR = 1000  # toy sample rate: 1 ms per sample makes fade arithmetic readable

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
+
 from gepard_demo.codec import apply_end_of_speech
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.streaming import SynthesisSession
+from gepard_demo.streaming.session import SynthesisSession
 
 
 class RecordingEngine:

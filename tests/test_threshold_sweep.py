@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-
-from eval.engines import GepardLocal
-from eval.run import RunConfig, run
-from eval.threshold_sweep import CachedTranscriber, TraceStore, derive, one_pass_points
 from eval_fixtures import rows_of
+
+from eval.engines.local import GepardLocal
+from eval.runs.run import RunConfig, run
+from eval.scoring.transcript_cache import CachedTranscriber
+from eval.sweeps.thresholds import TraceStore, derive, one_pass_points
 from gepard_demo.settings import SamplingSettings
 
 TEXT = "Hello there, how are you?"
@@ -124,8 +125,8 @@ def test_cached_transcriber_answers_each_audio_once(tmp_path):
 
 
 def test_sweep_axes_are_generic():
-    from eval.run import RunError
-    from eval.sweep import SweepConfig, parse_axes, point_name
+    from eval.runs.run import RunError
+    from eval.sweeps.grid import SweepConfig, parse_axes, point_name
 
     assert parse_axes(["top_k=0,4", "greedy=false,true"]) == (("top_k", (0, 4)), ("greedy", (False, True)))
     for bad in ("colour=1,2", "top_k=", "top_k=a,b", "seed=1,2"):
@@ -142,7 +143,7 @@ def test_sweep_axes_are_generic():
 
 def test_cfg_scale_is_a_sweep_axis_and_its_one_pass_prefixes_stay_exact(tiny_engine):
     """With guidance on, the trajectory still ignores the threshold until the stop fires."""
-    from eval.sweep import SweepConfig, parse_axes, point_name
+    from eval.sweeps.grid import SweepConfig, parse_axes, point_name
 
     axes = parse_axes(["cfg_scale=1,2.5"])
     assert axes == (("cfg_scale", (1.0, 2.5)),)

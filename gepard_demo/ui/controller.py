@@ -22,15 +22,15 @@ import gradio as gr
 import numpy as np
 import soundfile as sf
 
-from gepard_demo.reference_audio import ReferenceAudioError
 from gepard_demo.settings import DECODE_MODES, MAX_FRAMES_LIMIT, SamplingSettings, SettingsError, StreamSettings
-from gepard_demo.streaming import SynthesisSession, SynthesisStats
-from gepard_demo.text_input import TextError
+from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
+from gepard_demo.streaming.text_input import TextError
+from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
-from .voice import VOICE_CONTROL_NAMES, cfg_changes
 from .views import p_stop_figure, stats_markdown
+from .voice import VOICE_CONTROL_NAMES, cfg_changes
 
 # The control values, in the order the page passes them after the job id.
 CONTROL_NAMES = (

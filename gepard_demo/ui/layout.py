@@ -11,7 +11,7 @@ from typing import Any, Callable
 import gradio as gr
 
 from gepard_demo.settings import DECODE_MODES, SamplingSettings, StreamSettings
-from gepard_demo.text_input import MAX_TEXT_CHARS
+from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
 
 from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown

@@ -37,7 +37,7 @@ class ModelHost:
         (first-call kernel setup made the first request's time to audio ~4x slower here).
         Returns the seconds it took."""
         from gepard_demo.settings import StreamSettings
-        from gepard_demo.streaming import SynthesisSession
+        from gepard_demo.streaming.session import SynthesisSession
 
         t0 = time.perf_counter()
         sampling = self.engine.default_sampling().replace(max_frames=12, seed=0)
@@ -49,7 +49,7 @@ class ModelHost:
                     speaker: Any = None) -> Any:
         """A SynthesisSession on this engine + codec (ui/served.py's host streams from a server instead).
         speaker: a reference voice's prefix (ui/voice.py), None = the default voice."""
-        from gepard_demo.streaming import SynthesisSession
+        from gepard_demo.streaming.session import SynthesisSession
 
         return SynthesisSession(self.engine, self.codec, text, sampling, stream, request_start=request_start,
                                 speaker=speaker)
@@ -71,7 +71,7 @@ class ModelHost:
 
 def engine_loader_for(device: str = "cpu", dtype: str = "float32") -> Callable[[str, str | None], Any]:
     def load(model: str, cache_dir: str | None) -> Any:
-        from gepard_demo.engine import GepardEngine
+        from gepard_demo.model.engine import GepardEngine
 
         return GepardEngine.load(model, device=device, dtype=dtype, cache_dir=cache_dir)
 

@@ -2,7 +2,7 @@
 
 A vLLM-Omni server (or our `python -m gepard_demo serve`) does the synthesis; the page keeps
 its player, stats and controls. `ServedHost` stands where `ModelHost` stands (the controller
-asks it for a session), and `ServedSession` streams one request over SSE (`speech_client`)
+asks it for a session), and `ServedSession` streams one request over SSE (`serving/client.py`)
 with the interface of `SynthesisSession`, so the same player route, Stop button and stats work.
 
 What a served model fixes: temperature, top-k, greedy, stop threshold and all chunking / fade
@@ -22,23 +22,34 @@ import io
 import math
 import threading
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterator
 
 import numpy as np
 import soundfile as sf
 
-from gepard_demo.reference_audio import (ReferenceAudioError, as_float, decode_audio, prepare_reference,
-                                         read_reference_file)
-from gepard_demo.session_base import OnceIterableSession
+from gepard_demo.serving.client import (
+    ServedFeatures,
+    SpeechClient,
+    SpeechServerError,
+    StreamResult,
+    bytes_data_url,
+    guidance_fields,
+)
+from gepard_demo.serving.protocol import SAMPLE_RATE, pcm16_to_float
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
-from gepard_demo.speech_api import SAMPLE_RATE, pcm16_to_float
-from gepard_demo.speech_client import (ServedFeatures, SpeechClient, SpeechServerError, StreamResult, bytes_data_url,
-                                       guidance_fields)
-from gepard_demo.streaming import AudioChunk, SynthesisStats
-from gepard_demo.text_input import clean_text
+from gepard_demo.streaming.base import OnceIterableSession
+from gepard_demo.streaming.session import AudioChunk, SynthesisStats
+from gepard_demo.streaming.text_input import clean_text
+from gepard_demo.voice.reference_audio import (
+    ReferenceAudioError,
+    as_float,
+    decode_audio,
+    prepare_reference,
+    read_reference_file,
+)
 
 SAMPLES_PER_FRAME = 1024
 # The page's controls a served model fixes, and why they are greyed out.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,21 +21,6 @@ from .link_preview import LinkPreview, LinkPreviewMiddleware
 from .model_host import ModelHost
 
 
-def find_eval_tab() -> tuple[Callable[[Any], Any] | None, str | None]:
-    """eval/ui.py's build_eval_tab, if the eval package provides it (else no Eval tab).
-
-    Returns (builder, None), (None, None) when there is no eval/ui.py, or (None, error) when
-    it exists but fails to import: the page then says why instead of silently hiding the tab.
-    """
-    try:
-        if importlib.util.find_spec("eval") is None or importlib.util.find_spec("eval.ui") is None:
-            return None, None
-        module = importlib.import_module("eval.ui")
-        return getattr(module, "build_eval_tab"), None
-    except Exception as exc:  # shown in the tab; the demo itself must still start
-        return None, f"{type(exc).__name__}: {exc}"
-
-
 @dataclass
 class DemoApp:
     """Everything one running demo owns; created by app.py's main (or a test) and passed in."""
@@ -55,8 +38,12 @@ def build_app(
     stream: StreamSettings | None = None,
     *,
     wav_dir: str | Path | None = None,
-    with_eval_tab: bool = True,
+    eval_tab: Callable[[Any], Any] | None = None,
+    eval_tab_error: str | None = None,
 ) -> DemoApp:
+    """The page and its routes around `host`. eval_tab: a builder of the Eval tab (app.py passes
+    eval.ui.tab.build_eval_tab: gepard_demo never imports eval), or eval_tab_error, why there is
+    none; the page then says so instead of silently hiding the tab."""
     if sampling is None:
         sampling = host.engine.default_sampling()
         if host.info.random_weights:  # noise: short by default (the banner says so)
@@ -66,8 +53,7 @@ def build_app(
     registry = JobRegistry()
     wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
     controller = DemoController(host, registry, wav_dir)
-    eval_tab, eval_error = find_eval_tab() if with_eval_tab else (None, None)
-    blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_error)
+    blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_tab_error)
     blocks.queue(default_concurrency_limit=1)
     api = FastAPI()
     # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.

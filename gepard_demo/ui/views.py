@@ -8,7 +8,7 @@ matplotlib.use("Agg")  # server side, no display; set before pyplot is imported
 import matplotlib.pyplot as plt  # noqa: E402
 
 from gepard_demo.settings import SamplingSettings  # noqa: E402
-from gepard_demo.streaming import SynthesisStats  # noqa: E402
+from gepard_demo.streaming.session import SynthesisStats  # noqa: E402
 
 
 def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:

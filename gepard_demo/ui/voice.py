@@ -17,8 +17,8 @@ from typing import Any
 import gradio as gr
 import numpy as np
 
-from gepard_demo.reference_audio import REFERENCE_WINDOW, ReferenceAudioError
 from gepard_demo.settings import MAX_CFG_SCALE, MAX_FRAMES_LIMIT, SamplingSettings, SettingsError
+from gepard_demo.voice.reference_audio import REFERENCE_WINDOW, ReferenceAudioError
 
 VOICE_CONTROL_NAMES = ("ref_audio", "cfg_scale", "cfg_frames")
 
@@ -36,7 +36,7 @@ class VoiceCloning:
         with self._lock:
             if self._prefixer is None and self._error is None:
                 from gepard_demo.codec.source import resolve_codec_source
-                from gepard_demo.speaker_prefix import SpeakerPrefixer
+                from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
                 try:
                     codec_path = resolve_codec_source(self.host.engine.codec_source())
@@ -90,7 +90,7 @@ def cfg_changes(cfg_scale: Any, cfg_frames: Any) -> dict:
 
 def example_voices() -> list[str]:
     """Piper-made example reference voices (none when Piper is not installed)."""
-    from gepard_demo.piper_voices import make_example_voices
+    from gepard_demo.voice.piper_voices import make_example_voices
 
     try:
         return [str(p) for p in make_example_voices(Path(tempfile.gettempdir()) / "gepard-example-voices")]

@@ -1,0 +1,37 @@
+"""The engines eval can drive, one module each; `load_engine` picks one by name.
+
+- base.py    `Synthesis` (one utterance's audio, frames, stop head and timings, each defined
+             there), the `EvalEngine` protocol, `EngineError`
+- local.py   `GepardLocal` (batched generate + whole decode), `GepardStreaming` (the app's
+             streaming session, one utterance at a time)
+- piper.py   `PiperReference`: Piper on real speech, which calibrates the ASR / WER path
+- served.py  `GepardServer`, `ServerPool`: a served Gepard (vLLM-Omni or ours) over the speech API
+"""
+
+from __future__ import annotations
+
+from eval.engines.base import EvalEngine
+
+ENGINES = ("local", "local-stream", "server", "piper")
+
+
+def load_engine(name: str, model: str = "tiny", device: str = "cpu", cache_dir: str | None = None,
+                server_urls: tuple[str, ...] = (), server_timeout: float = 60.0, concurrency: int = 1,
+                log=print) -> EvalEngine:
+    """The engine called `name` (one of ENGINES), loaded; its heavy imports happen here, not at import."""
+    if name == "server":
+        from eval.engines.served import ServerError, load_server_engine
+
+        if not server_urls:
+            raise ServerError("--engine server needs --server-url http://HOST:PORT")
+        return load_server_engine(server_urls, model, server_timeout, concurrency, log=log)
+    if name in ("local", "local-stream"):
+        from eval.engines.local import GepardLocal, GepardStreaming
+
+        cls = GepardLocal if name == "local" else GepardStreaming
+        return cls.load(model, device=device, cache_dir=cache_dir)
+    if name == "piper":
+        from eval.engines.piper import PiperReference
+
+        return PiperReference.load()
+    raise ValueError(f"unknown engine {name!r}: one of {ENGINES}")

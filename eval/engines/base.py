@@ -1,0 +1,65 @@
+"""What eval needs from a TTS engine: `EvalEngine.synthesize(requests, sampling, stream)` turns a
+batch of (text, seed) into `Synthesis` results. The engines live beside this file (local.py,
+piper.py, served.py); `eval.engines.load_engine` picks one by name.
+
+Timing definitions (seconds, wall clock, on whatever else the machine is doing):
+- gen_s: the row's generation time; in a batch it runs from the batch start until this row
+  finished, so batch neighbours share it.
+- decode_s: the codec's whole decode of the row plus end-of-speech shaping.
+- ttfa_s (Gepard): when a streaming client would have had the first chunk =
+  first_frame_s + (k - 1) x the row's mean step time (k = first_chunk_frames, capped by the
+  row's frames: the first chunk's last frame, estimated from the row's steady step rate)
+  + the measured decode time of those k frames alone through the codec streamer
+  (StreamSettings.decode_mode / lookback). On a batch it includes the neighbours' cost.
+- ttfa_s (local-stream): SynthesisStats.ttfa_s, request start -> first chunk's samples ready.
+- ttfa_s (server): request sent -> first audio bytes received (network and queueing included).
+  gen_s is the whole request; decode_s is 0 (the server decodes inside gen_s). eval/engines/served.py.
+- ttfa_s (Piper): time until Piper yields its first audio chunk (its first sentence).
+- rtf = (gen_s + decode_s) / duration_s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+
+class EngineError(RuntimeError):
+    """An engine cannot synthesize as asked (a dead or refusing server, an unreadable reference);
+    the message says why and what to do. The CLI exits 2 on it, as on a RunError."""
+
+
+@dataclass
+class Synthesis:
+    audio: np.ndarray  # float32 mono
+    sample_rate: int
+    frames: int | None
+    stop_fired: bool | None
+    stop_frame: int | None
+    runaway: bool | None
+    p_stop: list[float] | None
+    seed: int | None
+    gen_s: float
+    decode_s: float
+    ttfa_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+    @property
+    def rtf(self) -> float:
+        return (self.gen_s + self.decode_s) / max(self.duration_s, 1e-9)
+
+
+class EvalEngine(Protocol):
+    name: str
+
+    def synthesize(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]: ...
+
+    def describe(self) -> dict: ...

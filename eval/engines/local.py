@@ -1,0 +1,111 @@
+"""Gepard on this machine: gepard_demo's engine and codec, batched or streamed.
+
+- `GepardLocal` (`--engine local`): gepard_demo's `GepardEngine.generate` on the whole batch,
+  then the codec's whole decode per utterance and `apply_end_of_speech` (fade / silence from
+  StreamSettings).
+- `GepardStreaming` (`--engine local-stream`): one utterance at a time through gepard_demo's
+  `SynthesisSession`, the very path the app plays: the audio is the streamed audio (chunking,
+  decode mode, lookback, fade, silence all apply) and ttfa_s is measured, not estimated. No
+  batching.
+
+Timing fields are defined in eval/engines/base.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from eval.engines.base import Synthesis
+from gepard_demo.settings import StreamSettings
+
+
+class GepardLocal:
+    """gepard_demo's engine + codec on this machine; generates a whole batch at once."""
+
+    name = "local"
+
+    def __init__(self, engine, codec):
+        self.engine = engine
+        self.codec = codec
+        self._prefixer = None  # built on the first reference voice
+
+    def speakers(self, refs: list[str | None] | None) -> list | None:
+        """Speaker prefixes for reference recordings (None: the default voice)."""
+        if not refs or not any(refs):
+            return None
+        if self._prefixer is None:
+            from gepard_demo.codec.source import resolve_codec_source
+            from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
+
+            self._prefixer = SpeakerPrefixer.for_engine(self.engine, resolve_codec_source(self.engine.codec_source()))
+        return [None if r is None else self._prefixer.from_file(r).tokens for r in refs]
+
+    @classmethod
+    def load(cls, model: str, device: str = "cpu", cache_dir: str | None = None) -> "GepardLocal":
+        from gepard_demo.codec import load_codec
+        from gepard_demo.model.engine import GepardEngine
+
+        engine = GepardEngine.load(model, device=device, cache_dir=cache_dir)
+        return cls(engine, load_codec(engine.codec_source(), device=device))
+
+    def describe(self) -> dict:
+        info = self.engine.model_info
+        return {
+            "engine": self.name, "model": info.name, "model_path": info.path,
+            "revision": info.revision, "random_weights": info.random_weights,
+            "device": info.device, "dtype": info.dtype, "codec_source": self.engine.codec_source(),
+        }
+
+    def synthesize(self, requests, sampling, stream, refs=None):
+        from gepard_demo.codec import apply_end_of_speech
+
+        settings = [sampling.replace(seed=seed) for _, seed in requests]
+        results = self.engine.generate([text for text, _ in requests], settings, speakers=self.speakers(refs))
+        out = []
+        for r in results:
+            t0 = time.perf_counter()
+            audio = self.codec.decode(r.frames)
+            audio = apply_end_of_speech(audio, self.codec.sample_rate, stream.fade_ms, stream.silence_ms)
+            decode_s = time.perf_counter() - t0
+            out.append(Synthesis(
+                audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate,
+                frames=r.num_frames, stop_fired=r.stop_fired, stop_frame=r.stop_frame,
+                runaway=r.runaway, p_stop=[float(p) for p in r.p_stop], seed=r.seed,
+                gen_s=r.gen_time_s, decode_s=decode_s, ttfa_s=self.ttfa_estimate(r, stream),
+            ))
+        return out
+
+    def ttfa_estimate(self, r, stream: StreamSettings) -> float:
+        """ttfa_s of a batch row (eval/engines/base.py): its first chunk's last frame, estimated from
+        the row's steady step rate, plus the measured decode of those frames alone."""
+        k = min(stream.first_chunk_frames, r.num_frames)
+        step = (r.gen_time_s - r.first_frame_s) / max(len(r.p_stop) - 1, 1)
+        dec = self.codec.streamer(mode=stream.decode_mode, lookback=stream.lookback_frames)
+        t0 = time.perf_counter()
+        dec.push(r.frames[:k])
+        return r.first_frame_s + (k - 1) * step + (time.perf_counter() - t0)
+
+
+class GepardStreaming(GepardLocal):
+    """The app's streaming path, one request at a time (batch_size is ignored)."""
+
+    name = "local-stream"
+
+    def synthesize(self, requests, sampling, stream, refs=None):
+        from gepard_demo.streaming.session import SynthesisSession
+
+        out = []
+        speakers = self.speakers(refs) or [None] * len(requests)
+        for (text, seed), speaker in zip(requests, speakers):
+            session = SynthesisSession(self.engine, self.codec, text, sampling.replace(seed=seed), stream, speaker=speaker)
+            audio = session.run()
+            st = session.stats
+            out.append(Synthesis(
+                audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate, frames=st.frames,
+                stop_fired=st.stop_fired, stop_frame=st.stop_frame, runaway=st.runaway,
+                p_stop=[float(p) for p in st.p_stop], seed=st.seed, gen_s=st.gen_time_s,
+                decode_s=st.decode_time_s, ttfa_s=st.ttfa_s if st.ttfa_s is not None else st.wall_s,
+            ))
+        return out

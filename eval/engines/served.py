@@ -1,0 +1,288 @@
+"""Eval's served engine: a served Gepard (vLLM-Omni, or our `python -m gepard_demo serve`)
+over the speech API, one server or a pool of them.
+
+- `GepardServer`: one server; one streamed request per utterance (raw pcm, stream_format
+  "audio", s16le mono 22050 Hz), through gepard_demo's `SpeechClient`. It sends the seed,
+  max_new_tokens (= max_frames) and, for a sentence with a reference voice (--ref-audio or the
+  set's ref_audio column), vLLM-Omni's `ref_audio` field as a data URL of the file; our server
+  clones with it, vLLM-Omni 0.30 refuses it for Gepard (HTTP 400: the run ends). A CFG scale
+  other than 1 goes as our `cfg_scale` / `cfg_frames` extension fields, only to servers whose
+  /v1/models entry says they take guidance (ours); vLLM-Omni would drop them unread, so such a
+  run is refused before the first request instead of scoring unguided audio. Temperature,
+  top-k, greedy, stop threshold and all stream settings are fixed per server, so non-default
+  values are refused rather than silently ignored. The protocol carries no frames, stop head
+  or p_stop: those fields are None.
+- `ServerPool`: several servers (`--server-url` repeated or `--server-urls FILE`), each with
+  `concurrency` requests in flight. Each utterance's seed depends only on (base seed, id), so
+  the audio does not depend on which server made it or in what order: the rows equal a
+  sequential run's (up to timings). A server that fails to connect, times out or breaks a
+  stream is dropped and its utterance goes to the live ones; a request a server refuses
+  (HTTP 4xx) would be refused by any, so it ends the run. With every server gone the run ends
+  with `ServerError` (exit 2), and the rows finished so far are kept for a resume.
+
+Timing (see eval/engines/base.py): ttfa_s = request sent -> first audio bytes; gen_s = the whole
+request; decode_s = 0 (the server decodes inside gen_s). With concurrency > 1 these include
+the server's queueing behind the other requests in flight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from typing import Iterator
+
+import numpy as np
+
+from eval.engines.base import EngineError, Synthesis
+from gepard_demo.serving.client import (
+    ServedFeatures,
+    SpeechClient,
+    SpeechServerError,
+    StreamResult,
+    audio_data_url,
+    guidance_fields,
+)
+from gepard_demo.serving.protocol import SAMPLE_RATE, pcm16_to_float
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
+               "rerun the same command (any --server-url) to resume.")
+
+
+class ServerError(EngineError):
+    """The server is unreachable, timed out, broke a stream or refused a request."""
+
+
+def check_server_settings(sampling: SamplingSettings, stream: StreamSettings) -> None:
+    """Refuse settings a served model cannot take per request (vLLM-Omni rejects extra_params)."""
+    d = SamplingSettings()
+    fixed = [f"{k}={getattr(sampling, k)}" for k in ("temperature", "greedy", "top_k", "stop_threshold")
+             if getattr(sampling, k) != getattr(d, k)]
+    fixed += [f"{k}={v}" for k, v in dataclasses.asdict(stream).items() if v != getattr(StreamSettings(), k)]
+    if fixed:
+        raise ServerError(f"--engine server cannot set {', '.join(fixed)}: temperature, top-k, greedy, stop threshold "
+                          "and chunking / fade / silence are fixed per server (start the server with them); "
+                          "only the seed and --max-frames go with each request")
+
+
+def guidance_for(servers: list["GepardServer"], sampling: SamplingSettings) -> dict:
+    """The guidance fields every request carries ({} when CFG is off); refused when a server
+    would not apply them."""
+    fields = guidance_fields(sampling.cfg_scale, sampling.cfg_frames)
+    for server in servers if fields else ():
+        if not server.features().guidance:
+            raise ServerError(f"cfg_scale={sampling.cfg_scale:g}: the server at {server.url} takes no guidance "
+                              "(cfg_scale / cfg_frames are our server's extension fields; vLLM-Omni drops them "
+                              "unread, so the audio would be unguided)")
+    return fields
+
+
+def _server_error(exc: SpeechServerError) -> ServerError:
+    err = ServerError(str(exc).replace("speech server at", "Gepard server at", 1) +
+                      ("" if exc.kind == "refused" else ". " + RESUME_HINT))
+    err.kind = exc.kind
+    return err
+
+
+def reference_data_urls(refs: list[str | None] | None, n: int) -> list[str | None]:
+    """Per utterance, its reference recording as the `ref_audio` data URL (None: the default
+    voice); each file is read once, however many utterances or servers use it."""
+    refs = refs or [None] * n
+    urls: dict[str, str] = {}
+    for ref in dict.fromkeys(r for r in refs if r is not None):
+        try:
+            urls[ref] = audio_data_url(ref)
+        except OSError as e:
+            raise EngineError(f"reference audio {ref}: {e.strerror or e}") from e
+    return [None if r is None else urls[r] for r in refs]
+
+
+class GepardServer:
+    """A served Gepard over the speech API; one streamed request per utterance."""
+
+    name = "server"
+
+    def __init__(self, url: str, timeout: float = 60.0, transport=None):
+        self.client = SpeechClient(url, timeout, transport)
+        self.url = self.client.url
+        self.timeout = timeout
+        self._features: ServedFeatures | None = None
+
+    def models(self) -> dict:
+        try:
+            return self.client.models()
+        except SpeechServerError as e:
+            raise _server_error(e) from e
+
+    def served_model(self) -> str:
+        return self._entry()["id"]
+
+    def features(self) -> ServedFeatures:
+        """What it takes beyond vLLM-Omni's protocol (read once)."""
+        if self._features is None:
+            self._entry()
+        return self._features
+
+    def _entry(self) -> dict:
+        try:
+            entry = self.client.model()
+        except SpeechServerError as e:
+            raise _server_error(e) from e
+        self._features = ServedFeatures.of(entry)
+        return entry
+
+    def describe(self) -> dict:
+        models = self.models()
+        first = (models.get("data") or [{}])[0]
+        return {"engine": self.name, "server_url": self.url, "model": first.get("id"),
+                "random_weights": first.get("random_weights"), "models": models}
+
+    def synthesize(self, requests, sampling, stream, refs=None):
+        check_server_settings(sampling, stream)
+        guidance = guidance_for([self], sampling)
+        voices = reference_data_urls(refs, len(requests))
+        return [self.one(text, seed, sampling.max_frames, v, guidance) for (text, seed), v in zip(requests, voices)]
+
+    def one(self, text: str, seed: int, max_frames: int, ref_audio: str | None = None,
+            guidance: dict | None = None) -> Synthesis:
+        """One utterance; `ref_audio`: a reference voice as a data URL (reference_data_urls);
+        `guidance`: guidance_for's fields."""
+        result = StreamResult()
+        t0 = time.perf_counter()
+        try:
+            parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="raw", result=result,
+                                            ref_audio=ref_audio, guidance=guidance))
+        except SpeechServerError as e:
+            raise _server_error(e) from e
+        gen_s = time.perf_counter() - t0
+        pcm = np.concatenate(parts) if parts else np.zeros(0, "<i2")
+        # /32768: libsndfile's scale, so the run's 16-bit WAV holds the server's exact samples.
+        return Synthesis(audio=pcm16_to_float(pcm), sample_rate=SAMPLE_RATE, frames=None, stop_fired=None,
+                         stop_frame=None, runaway=None, p_stop=None, seed=seed, gen_s=gen_s, decode_s=0.0,
+                         ttfa_s=result.ttfa_s if result.ttfa_s is not None else gen_s)
+
+
+class ServerPool:
+    """Utterances fanned out over several servers, `concurrency` requests in flight on each."""
+
+    name = "server"
+
+    def __init__(self, servers: list[GepardServer], concurrency: int = 1):
+        if not servers:
+            raise ServerError("--engine server needs at least one --server-url")
+        if concurrency < 1:
+            raise ServerError(f"--concurrency must be >= 1, got {concurrency}")
+        self.servers = servers
+        self.concurrency = concurrency
+        self.dead: dict[str, str] = {}  # url -> why it was dropped
+
+    @property
+    def url(self) -> str:
+        return self.servers[0].url
+
+    def describe(self) -> dict:
+        described = [s.describe() if s.url not in self.dead else {"server_url": s.url, "left_out": self.dead[s.url]}
+                     for s in self.servers]
+        live = next(d for d in described if "left_out" not in d)
+        return {**live, "server_urls": [s.url for s in self.servers], "concurrency": self.concurrency,
+                "servers": described}
+
+    def synthesize(self, requests, sampling, stream, refs=None):
+        out = [None] * len(requests)
+        for i, s in self.synthesize_each(requests, sampling, stream, refs):
+            out[i] = s
+        return out
+
+    def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
+                        stream: StreamSettings, refs: list[str | None] | None = None) -> Iterator[tuple[int, Synthesis]]:
+        """(index, result) as each utterance finishes, in any order. Raises ServerError once no
+        server is left (after yielding everything that finished) or when a request is refused.
+        refs: per utterance, a reference recording to speak it in (None: the default voice)."""
+        check_server_settings(sampling, stream)
+        guidance = guidance_for([s for s in self.servers if s.url not in self.dead], sampling)
+        voices = reference_data_urls(refs, len(requests))
+        work: queue.Queue = queue.Queue()
+        for i, (text, seed) in enumerate(requests):
+            work.put((i, (text, seed, voices[i])))
+        done: queue.Queue = queue.Queue()
+        stop = threading.Event()
+        lock = threading.Lock()
+        left = len(requests)
+
+        outstanding = [len(requests)]  # utterances not finished yet (queued or in flight)
+
+        def slot(server: GepardServer) -> None:
+            while not stop.is_set() and server.url not in self.dead:
+                try:
+                    i, (text, seed, voice) = work.get(timeout=0.1)
+                except queue.Empty:
+                    with lock:
+                        if not outstanding[0]:
+                            return
+                    continue  # another slot may still hand an utterance back
+                try:
+                    result = server.one(text, seed, sampling.max_frames, voice, guidance)
+                except ServerError as e:
+                    if getattr(e, "kind", None) == "refused":
+                        done.put((i, None, e))  # any server would refuse it: the run stops
+                        return
+                    with lock:
+                        self.dead.setdefault(server.url, str(e))
+                    work.put((i, (text, seed, voice)))  # a live server takes it
+                    return
+                except BaseException as e:  # noqa: BLE001  reported by the consumer
+                    done.put((i, None, e))
+                    return
+                with lock:
+                    outstanding[0] -= 1
+                done.put((i, result, None))
+
+        threads = [threading.Thread(target=slot, args=(s,), daemon=True, name=f"eval-server-{k}")
+                   for s in self.servers if s.url not in self.dead for k in range(self.concurrency)]
+        for t in threads:
+            t.start()
+        try:
+            while left:
+                try:
+                    i, result, error = done.get(timeout=0.2)
+                except queue.Empty:
+                    if not any(t.is_alive() for t in threads):
+                        if done.empty():
+                            raise self._all_dead(left)
+                    continue
+                if error is not None:
+                    raise error
+                left -= 1
+                yield i, result
+        finally:
+            stop.set()
+
+    def _all_dead(self, left: int) -> ServerError:
+        why = "; ".join(f"{url}: {msg.split(': ', 2)[-1][:160]}" for url, msg in self.dead.items())
+        err = ServerError(f"every Gepard server is gone ({len(self.dead)}/{len(self.servers)}), {left} utterance(s) "
+                          f"left: {why}. {RESUME_HINT}")
+        err.kind = "connect"
+        return err
+
+
+def load_server_engine(urls: list[str] | tuple[str, ...], model: str, timeout: float = 60.0,
+                       concurrency: int = 1, log=print) -> ServerPool:
+    """The pool for a run. Every server that answers must serve `model`; one that does not
+    answer is left out (with a line in the log) as long as another one does."""
+    pool = ServerPool([GepardServer(u, timeout) for u in urls], concurrency)
+    errors = []
+    for server in pool.servers:
+        try:
+            served = server.served_model()
+        except ServerError as e:
+            errors.append(e)
+            pool.dead[server.url] = str(e)
+            log(f"left out: {e}")
+            continue
+        if model != served:  # a resumed run must keep scoring the model it started with
+            raise ServerError(f"Gepard server at {server.url} serves {served!r}, but this run is for {model!r}")
+    if len(errors) == len(pool.servers):
+        raise errors[0]
+    return pool

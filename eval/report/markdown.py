@@ -1,0 +1,97 @@
+"""Markdown report of one run: summary.json in prose and tables, with the charts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eval.charts.run_charts import write_charts
+from eval.jsonio import write_bytes_atomic
+from eval.report.summary import DEFINITIONS, write_outputs
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _ci(d: dict | None) -> str:
+    if not d:
+        return "n/a"
+    return f"{_pct(d['value'])} [{_pct(d['ci_low'])}, {_pct(d['ci_high'])}]"
+
+
+def _num(d: dict | None, key: str = "median", fmt: str = "{:.2f}") -> str:
+    return "n/a" if not d else fmt.format(d[key])
+
+
+def _settings_lines(run: dict) -> list[str]:
+    """The settings the engine really used: Piper takes none of Gepard's."""
+    if run.get("engine") == "piper":
+        return ["- Piper (voice en_US-joe-medium) with its noise off (noise_scale = noise_w = 0), so reruns give "
+                "the same audio; it takes none of Gepard's sampling, streaming, batch or seed settings"]
+    return [f"- sampling `{json.dumps(run.get('sampling'))}`",
+            f"- stream `{json.dumps(run.get('stream'))}`, batch size {run.get('batch_size')}, base seed {run.get('base_seed')}"]
+
+
+def _error_lines(run_dir: Path) -> list[str]:
+    from eval.runs.run import error_rows
+
+    errors = error_rows(run_dir)
+    if not errors:
+        return []
+    ids = ", ".join(f"`{e['id']}`" for e in errors[:10]) + (" ..." if len(errors) > 10 else "")
+    return [f"- **{len(errors)} utterance(s) refused before synthesis** (not in any figure below; "
+            f"`errors.jsonl` says why): {ids}; e.g. {errors[0]['error']}"]
+
+
+def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
+    cfg = summary.get("run") or {}
+    run = cfg.get("run", {})
+    o = summary["overall"]
+    lines = [
+        f"# Evaluation report: {run_dir.name}", "",
+        f"- engine `{run.get('engine')}`, model `{run.get('model')}`, set `{run.get('set')}` ({o['n']} utterances)",
+        *_settings_lines(run),
+        *_error_lines(run_dir),
+        f"- ASR: `{summary['asr'] or 'not scored (run `python -m eval score`)'}`; "
+        f"CIs: 95% bootstrap, {summary['bootstrap']['replicates']} replicates, seed {summary['bootstrap']['seed']}",
+        "", "## Headline", "",
+        "| figure | value [95% CI] |", "| --- | --- |",
+        f"| **corpus WER** | {_ci(o.get('wer_corpus'))} |",
+        f"| mean per-utterance WER | {_ci(o.get('wer_mean'))} |",
+        f"| corpus CER | {_ci(o.get('cer_corpus'))} |",
+        f"| exact match | {_ci(o.get('exact_match_rate'))} |",
+        f"| catastrophic (WER > 0.5) | {_ci(o.get('catastrophic_rate'))} |",
+        f"| stop fired | {_ci(o.get('stop_fired_rate'))} |",
+        f"| runaway (budget hit) | {_ci(o.get('runaway_rate'))} |",
+        f"| truncation (ratio < 0.5) | {_ci(o.get('truncation_rate'))} |",
+        f"| overlong (ratio > 2) | {_ci(o.get('overlong_rate'))} |",
+        f"| premature stop | {_ci(o.get('premature_stop_rate'))} |",
+        f"| duration ratio median (p10, p90) | {_num(o['duration_ratio'])} ({_num(o['duration_ratio'], 'p10')}, {_num(o['duration_ratio'], 'p90')}) |",
+        f"| frames per word median (p10, p90) | {_num(o['frames_per_word'])} ({_num(o['frames_per_word'], 'p10')}, {_num(o['frames_per_word'], 'p90')}) |",
+        f"| TTFA median s | {_num(o['ttfa_s'], fmt='{:.3f}')} |",
+        f"| RTF median | {_num(o['rtf'])} |",
+        f"| ASR RTF | {o['asr_rtf']:.3f} |" if "asr_rtf" in o else "| ASR RTF | n/a |",
+        "", "## By category", "",
+        "| category | n | corpus WER [CI] | mean WER | exact | catastrophic | stop fired | runaway | ratio median |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c, s in summary["by_category"].items():
+        rate = lambda k: _pct(s[k]["value"]) if s.get(k) else "n/a"  # noqa: E731
+        lines.append(
+            f"| {c} | {s['n']} | {_ci(s.get('wer_corpus'))} | {rate('wer_mean')} | {rate('exact_match_rate')} | "
+            f"{rate('catastrophic_rate')} | {rate('stop_fired_rate')} | {rate('runaway_rate')} | {_num(s['duration_ratio'])} |"
+        )
+    lines += ["", "## Charts", ""] + [f"![{p.stem}](charts/{p.name})" for p in charts]
+    lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in DEFINITIONS.items()]
+    lines += ["", "Per-utterance data: `table.csv` / `table.parquet`; all numbers: `summary.json`.", ""]
+    return "\n".join(lines)
+
+
+def make_report(run_dir: str | Path, tag: str | None = None) -> Path:
+    run_dir = Path(run_dir)
+    df, summary = write_outputs(run_dir, tag)
+    charts = write_charts(run_dir, df, summary)
+    path = run_dir / "report.md"
+    write_bytes_atomic(path, render(summary, charts, run_dir).encode())
+    return path

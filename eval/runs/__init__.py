@@ -1,0 +1,8 @@
+"""A run folder: what a batch synthesis writes, resumes and scores.
+
+- run.py          `RunConfig`, `run()` (synthesize a set into a folder, resumable), the folder's rows
+- score.py        `score()`: ASR over a run folder's WAVs, resumable; `asr_tag`
+- sets.py         built-in (eval/sets/) and user test sets; `Utterance`
+- seeds.py        per-utterance seeds from (base seed, id)
+- environment.py  packages and machine recorded per (re)start
+"""

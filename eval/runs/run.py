@@ -1,0 +1,315 @@
+"""Batch synthesis into a run folder, resumable.
+
+Run folder layout:
+  config.json       what was asked (engine, model, set, sampling, stream, base seed, ...)
+  set.jsonl         the utterances of this run, as loaded
+  environment.json  one entry per (re)start: packages, machine, engine / model / revision
+  rows.jsonl        one row per finished utterance (written after its WAV)
+  errors.jsonl      one row per utterance refused before synthesis (text the app would refuse
+                    too: empty, or above gepard_demo's 2000-character limit), the same rule
+                    for every engine; the run goes on without it
+  wav/<id>.wav      16-bit PCM at the engine's sample rate
+  status.json       done / total / complete
+
+Resuming: the same command again (or `python -m eval run --out DIR` with no other flags
+needed: the saved config is reused). Utterances with a row are skipped, a torn last row is
+dropped, a WAV without a row is regenerated. Seeds depend only on (base seed, id), so the
+result equals an uninterrupted run (up to batch-shape rounding, facts §3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from eval.jsonio import append_jsonl, read_jsonl, write_bytes_atomic, write_json_atomic
+from eval.runs.environment import environment
+from eval.runs.seeds import DEFAULT_BASE_SEED, utterance_seed
+from eval.runs.sets import SetError, Utterance, load_set, resolve_set_path
+from eval.scoring.audio import write_wav_atomic
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+# Changing any of these between a run and its resume would mix two experiments in one folder.
+IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio")
+
+
+class RunError(RuntimeError):
+    """A run folder that cannot be (re)used as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    engine: str = "local"
+    model: str = "tiny"
+    set: str = "smoke"
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    stream: StreamSettings = field(default_factory=StreamSettings)
+    batch_size: int = 4
+    base_seed: int = DEFAULT_BASE_SEED
+    limit: int | None = None
+    categories: tuple[str, ...] = ()
+    device: str = "cpu"
+    model_cache: str | None = None  # where `tiny` is built / hub models are cached (not part of the identity)
+    # --engine server only. Not part of the identity: a resumed run may reach the same
+    # served model at other addresses (the served model id is checked instead).
+    server_urls: tuple[str, ...] = ()
+    server_timeout: float = 60.0
+    server_concurrency: int = 1  # requests in flight per server
+    # A reference voice for every sentence (voice cloning); a set's per-sentence ref_audio wins.
+    ref_audio: str | None = None
+
+    def validate(self) -> "RunConfig":
+        self.sampling.validate()
+        self.stream.validate()
+        if self.sampling.seed is not None:
+            raise RunError("per-utterance seeds come from base_seed; leave SamplingSettings.seed unset")
+        if not 1 <= self.batch_size <= 256:
+            raise RunError(f"batch_size must be in [1, 256], got {self.batch_size}")
+        if not 0 <= self.base_seed < 2**63:
+            raise RunError(f"base seed must be a non-negative 64-bit integer, got {self.base_seed}")
+        if self.engine == "server" and not self.server_urls:
+            raise RunError("--engine server needs --server-url http://HOST:PORT")
+        if not 1 <= self.server_concurrency <= 64:
+            raise RunError(f"concurrency must be in [1, 64] per server, got {self.server_concurrency}")
+        if self.ref_audio is not None and self.engine == "piper":
+            raise RunError("--engine piper cannot take --ref-audio (local, local-stream and server can)")
+        if self.ref_audio is not None and not Path(self.ref_audio).is_file():
+            raise RunError(f"--ref-audio {self.ref_audio} not found")
+        if not self.server_timeout > 0:
+            raise RunError(f"server timeout must be > 0 s, got {self.server_timeout}")
+        return self
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["categories"] = list(self.categories)
+        d["server_urls"] = list(self.server_urls)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RunConfig":
+        if d.get("server_url") and not d.get("server_urls"):  # a run folder from before the pools
+            d = {**d, "server_urls": [d["server_url"]]}
+        d = {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
+        d["sampling"] = SamplingSettings(**d["sampling"])
+        d["stream"] = StreamSettings(**d["stream"])
+        d["categories"] = tuple(d.get("categories") or ())
+        d["server_urls"] = tuple(d.get("server_urls") or ())
+        return cls(**d)
+
+
+def set_digest(items: list[Utterance]) -> str:
+    h = hashlib.sha256()
+    for u in items:
+        fields = [u.id, u.text, u.category] + ([u.ref_audio] if u.ref_audio else [])
+        h.update(json.dumps(fields).encode() + b"\n")
+    return h.hexdigest()
+
+
+def load_items(run_dir: Path) -> list[Utterance]:
+    return [Utterance(r["id"], r["text"], r["category"], r.get("ref_audio")) for r in read_jsonl(run_dir / "set.jsonl")]
+
+
+def saved_config(run_dir: str | Path) -> RunConfig | None:
+    p = Path(run_dir) / "config.json"
+    if not p.is_file():
+        return None
+    return RunConfig.from_json(json.loads(p.read_text())["run"])
+
+
+def prepare_folder(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
+    """Write config + set on a new folder; check they match on an existing one."""
+    cfg_path = run_dir / "config.json"
+    if cfg_path.is_file():
+        saved = json.loads(cfg_path.read_text())
+        items = load_items(run_dir)
+        fresh = {**cfg.to_json(), "set_sha256": None}
+        try:
+            fresh["set_sha256"] = set_digest(load_set(cfg.set, cfg.limit, list(cfg.categories) or None))
+        except SetError:
+            fresh["set_sha256"] = saved["set_sha256"]  # set file gone or moved: the saved copy is used
+        old = {**saved["run"], "set_sha256": saved["set_sha256"]}
+        diff = [k for k in IDENTITY_KEYS if json.dumps(fresh.get(k), sort_keys=True) != json.dumps(old.get(k), sort_keys=True)]
+        if diff:
+            raise RunError(f"{run_dir} holds a run with different {', '.join(diff)}; "
+                           "resume with the same settings or pass a new --out")
+        return items
+    if run_dir.exists() and any(p.name != ".lock" for p in run_dir.iterdir()):
+        raise RunError(f"{run_dir} exists and is not a run folder (no config.json); pick a new --out")
+    items = load_set(cfg.set, cfg.limit, list(cfg.categories) or None)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "wav").mkdir(exist_ok=True)
+    write_bytes_atomic(run_dir / "set.jsonl", "".join(
+        json.dumps({"id": u.id, "text": u.text, "category": u.category, **({"ref_audio": u.ref_audio} if u.ref_audio else {})}) + "\n"
+        for u in items).encode())
+    write_json_atomic(cfg_path, {
+        "version": 1, "run": cfg.to_json(), "set_path": str(resolve_set_path(cfg.set)),
+        "set_sha256": set_digest(items), "items": len(items),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    })
+    return items
+
+
+def done_rows(run_dir: Path, repair: bool = False) -> list[dict]:
+    rows = read_jsonl(run_dir / "rows.jsonl", repair=repair)
+    seen, out = set(), []
+    for r in rows:
+        if r["id"] in seen:
+            raise RunError(f"{run_dir}/rows.jsonl has two rows for {r['id']!r}")
+        seen.add(r["id"])
+        out.append(r)
+    return out
+
+
+def error_rows(run_dir: str | Path) -> list[dict]:
+    """Utterances refused before synthesis (id, category, text length, error)."""
+    return read_jsonl(Path(run_dir) / "errors.jsonl", repair=True)
+
+
+def input_error(u: Utterance) -> str | None:
+    """Why this utterance cannot be synthesized by any engine, or None: the app's own text rule
+    (gepard_demo.streaming.text_input.clean_text: nothing speakable, or above MAX_TEXT_CHARS)."""
+    from gepard_demo.streaming.text_input import TextError, clean_text
+
+    try:
+        clean_text(u.text)
+    except TextError as e:
+        return str(e)
+    return None
+
+
+def synthesized_rows(run_dir: Path) -> list[dict]:
+    """The rows of a run folder that scoring and reporting read; a clear error when there are none."""
+    if not (run_dir / "config.json").is_file():
+        raise RunError(f"{run_dir} is not a run folder (no config.json)")
+    rows = done_rows(run_dir)
+    if not rows:
+        raise RunError(f"{run_dir} has no synthesized utterances yet")
+    return rows
+
+
+def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: str | None = None, speaker_sim: float | None = None) -> dict:
+    """One utterance's row; every field is defined in eval.engines / eval.scoring.metrics / eval.scoring.speaker_similarity."""
+    return {
+        "id": u.id, "category": u.category, "text": u.text, "words": u.words,
+        "frames": s.frames, "stop_fired": s.stop_fired, "stop_frame": s.stop_frame, "runaway": s.runaway,
+        "duration_s": s.duration_s, "sample_rate": s.sample_rate, "p_stop": s.p_stop,
+        "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,
+        "seed": s.seed, "wav": f"wav/{u.id}.wav", "ref_audio": ref, "speaker_sim": speaker_sim,
+        "settings": row_settings(cfg, seed),
+    }
+
+
+def row_settings(cfg: RunConfig, seed: int) -> dict:
+    """The settings a row was really made with, and nothing it was not.
+
+    A served model takes only the seed and a frame budget (the rest is fixed per server and
+    recorded in environment.json); Piper takes none of Gepard's settings.
+    """
+    if cfg.engine == "server":
+        return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": cfg.sampling.max_frames,
+                "fixed_by_server": "temperature, top-k, stop threshold, streaming: see environment.json"}
+    if cfg.engine == "piper":
+        return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}
+    return {"sampling": dataclasses.asdict(cfg.sampling.replace(seed=seed)),
+            "stream": dataclasses.asdict(cfg.stream), "batch_size": cfg.batch_size}
+
+
+def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=print) -> Path:
+    """Synthesize every utterance of cfg.set that has no row yet in run_dir.
+
+    engine: an eval.engines.EvalEngine (loaded from cfg when None; only if work is left).
+    progress: optional callable(done, total) (the Gradio tab); tqdm is shown on stderr too.
+    """
+    cfg.validate()
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"--out {run_dir} is a file, not a run folder; pick a new --out")
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(exist_ok=True)
+    lock = open(run_dir / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise RunError(f"{run_dir} is being written by another process") from None
+    try:
+        items = prepare_folder(cfg, run_dir)
+        done = {r["id"] for r in done_rows(run_dir, repair=True)} | {r["id"] for r in error_rows(run_dir)}
+        if done:
+            log(f"resuming {run_dir}: {len(done)}/{len(items)} done")
+        pending = []
+        for u in items:
+            if u.id in done:
+                continue
+            why = input_error(u)
+            if why is None:
+                pending.append(u)
+                continue
+            append_jsonl(run_dir / "errors.jsonl", {"id": u.id, "category": u.category, "chars": len(u.text),
+                                                    "error": why})
+            log(f"{u.id}: refused, {why}")
+            done.add(u.id)
+        if cfg.engine == "piper" and any(u.ref_audio for u in pending):
+            raise RunError("--engine piper cannot take this set's ref_audio column (local, local-stream and server can)")
+        if pending:
+            if engine is None:
+                from eval.engines import load_engine
+
+                engine = load_engine(cfg.engine, cfg.model, cfg.device, cfg.model_cache,
+                                     server_urls=cfg.server_urls, server_timeout=cfg.server_timeout,
+                                     concurrency=cfg.server_concurrency, log=log)
+            env_path = run_dir / "environment.json"
+            sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
+            sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "already_done": len(done), "engine": engine.describe(), **environment()})
+            write_json_atomic(env_path, {"sessions": sessions})
+        bar = tqdm(total=len(items), initial=len(done), desc=f"synth {run_dir.name}", unit="utt")
+        n_done = len(done)
+        similarity = None
+
+        def keep(u: Utterance, seed: int, s, ref: str | None = None) -> None:
+            nonlocal n_done, similarity
+            write_wav_atomic(run_dir / "wav" / f"{u.id}.wav", s.audio, s.sample_rate)
+            sim = None
+            if ref:
+                if similarity is None:
+                    from eval.scoring.speaker_similarity import SpeakerSimilarity
+
+                    similarity = SpeakerSimilarity()
+                sim = similarity.similarity(ref, s.audio, s.sample_rate)
+            append_jsonl(run_dir / "rows.jsonl", make_row(u, s, seed, cfg, ref, sim))
+            n_done += 1
+            bar.update(1)
+            if progress:
+                progress(n_done, len(items))
+
+        if hasattr(engine, "synthesize_each"):
+            # A server pool: every utterance at once, each row written as it finishes (any order).
+            seeds = [utterance_seed(cfg.base_seed, u.id) for u in pending]
+            refs = [u.ref_audio or cfg.ref_audio for u in pending]
+            for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling, cfg.stream,
+                                               refs):
+                keep(pending[i], seeds[i], s, refs[i])
+            pending = []
+        for start in range(0, len(pending), cfg.batch_size):
+            batch = pending[start : start + cfg.batch_size]
+            seeds = [utterance_seed(cfg.base_seed, u.id) for u in batch]
+            refs = [u.ref_audio or cfg.ref_audio for u in batch]
+            voice = {"refs": refs} if any(refs) else {}  # engines without cloning never see the argument
+            results = engine.synthesize([(u.text, s) for u, s in zip(batch, seeds)], cfg.sampling, cfg.stream, **voice)
+            for u, seed, s, ref in zip(batch, seeds, results, refs):
+                keep(u, seed, s, ref)
+        bar.close()
+        n_errors = len(error_rows(run_dir))
+        write_json_atomic(run_dir / "status.json", {"done": n_done, "errors": n_errors, "total": len(items),
+                                                    "complete": n_done == len(items)})
+        return run_dir
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()

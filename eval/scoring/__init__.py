@@ -1,0 +1,11 @@
+"""Scoring audio: ASR, the text rules, and every per-utterance number and interval.
+
+- audio.py              WAV in and out, 16 kHz resampling for ASR, VAD trimming
+- asr.py                `Transcriber` (faster-whisper / openai-whisper), `ASRSettings`
+- whisper_assets.py     offline Whisper weights from pip bundles; ct2_convert.py: CTranslate2 -> openai-whisper
+- transcript_cache.py   `CachedTranscriber`: each distinct audio transcribed once
+- normalize.py          the text normalisation both sides of a WER get
+- metrics.py            word errors, end deletions / insertions, length and stop-head figures
+- bootstrap.py          percentile bootstrap CIs (plain and paired) over utterances
+- speaker_similarity.py cosine of GE2E speaker embeddings (voice cloning)
+"""

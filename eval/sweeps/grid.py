@@ -1,0 +1,127 @@
+"""The sweep grid: which points a sweep has, what each is called, and which one is the default.
+
+- `SweepConfig`: a base RunConfig, temperatures x stop thresholds (x any other sampling setting
+  as an extra axis); `points()` in grid order, the stop threshold varying fastest.
+- `parse_axes`: `--axis NAME=V1,V2` into extra axes.
+- `point_name` / `point_dir`: a point's folder, T{temperature}_S{threshold}[_{axis}{value}...].
+- `default_point`: the grid point whose every axis equals SamplingSettings' default (temperature
+  0.3, stop threshold 0.5, each extra axis's default, e.g. cfg_scale 1.0); where the grid lacks
+  that value, the grid value nearest to it on that axis (ties: the lower one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eval.runs.run import RunConfig, RunError
+from gepard_demo.settings import SamplingSettings
+
+# Axes with their own flags and short folder-name prefixes.
+FIXED_AXES = {"temperature": "T", "stop_threshold": "S"}
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    base: RunConfig = field(default_factory=RunConfig)
+    temperatures: tuple[float, ...] = (0.3, 0.7, 1.0)
+    stop_thresholds: tuple[float, ...] = (0.3, 0.5, 0.7)
+    # Other SamplingSettings fields to sweep: (("cfg_scale", (1.0, 2.0)), ...).
+    extra_axes: tuple[tuple[str, tuple], ...] = ()
+    one_pass: bool = True
+
+    def axes(self) -> list[tuple[str, tuple]]:
+        """Every axis in grid order; the stop threshold last (it varies fastest)."""
+        return [("temperature", tuple(self.temperatures)), *[(n, tuple(v)) for n, v in self.extra_axes],
+                ("stop_threshold", tuple(self.stop_thresholds))]
+
+    def validate(self) -> "SweepConfig":
+        names = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
+        seen = set()
+        for name, values in self.axes():
+            if name not in names:
+                raise RunError(f"sweep axis {name!r} is not a sampling setting (one of {sorted(names)})")
+            if name in seen:
+                raise RunError(f"sweep axis {name!r} given twice")
+            seen.add(name)
+            if not values:
+                raise RunError(f"sweep axis {name!r} has no values: a sweep needs at least one of each")
+            if len(set(values)) != len(values):
+                raise RunError(f"sweep axis {name!r} repeats a value: {list(values)}")
+        for p in self.points():  # the whole grid, before minutes are spent on the first point
+            self.base.sampling.replace(**p).validate()
+        return self
+
+    def points(self) -> list[dict]:
+        axes = self.axes()
+        return [dict(zip([n for n, _ in axes], combo)) for combo in itertools.product(*[v for _, v in axes])]
+
+    def to_json(self) -> dict:
+        return {"base": self.base.to_json(), "axes": {n: list(v) for n, v in self.axes()}, "one_pass": self.one_pass}
+
+
+def parse_axes(specs: list[str]) -> tuple:
+    """--axis NAME=V1,V2,... for any other SamplingSettings field (e.g. cfg_scale=1,2,3)."""
+    fields = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
+    out = []
+    for spec in specs:
+        name, _, values = spec.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in fields or not values.strip():
+            raise RunError(f"--axis {spec!r}: use NAME=V1,V2 with NAME a sampling setting ({', '.join(sorted(fields))})")
+        default = getattr(SamplingSettings(), name)
+        try:
+            out.append((name, tuple(_parse_value(v.strip(), default) for v in values.split(","))))
+        except ValueError as e:
+            raise RunError(f"--axis {spec!r}: {e}") from None
+    return tuple(out)
+
+
+def _parse_value(text: str, default):
+    if text.lower() == "none":
+        return None
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"{text!r} is not true/false")
+        return text.lower() in ("true", "1", "yes")
+    if isinstance(default, int) or default is None:
+        try:
+            return int(text)
+        except ValueError:
+            if isinstance(default, int):
+                raise
+    return float(text)
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def point_name(point: dict) -> str:
+    head = f"T{_fmt(point['temperature'])}_S{_fmt(point['stop_threshold'])}"
+    return head + "".join(f"_{k}{_fmt(v)}" for k, v in point.items() if k not in FIXED_AXES)
+
+
+def point_dir(out: Path, temperature: float, threshold: float, **extra) -> Path:
+    return Path(out) / point_name({"temperature": temperature, "stop_threshold": threshold, **extra})
+
+
+# Defaults of axes that SamplingSettings may not carry (yet): CFG off.
+KNOWN_DEFAULTS = {"cfg_scale": 1.0}
+
+
+def default_point(axes: dict[str, list]) -> dict:
+    d = SamplingSettings()
+    out = {}
+    for name, values in axes.items():
+        want = getattr(d, name, KNOWN_DEFAULTS.get(name))
+        if want in values:
+            out[name] = want
+            continue
+        try:
+            out[name] = min(values, key=lambda v: (abs(float(v) - float(want)), float(v)))
+        except (TypeError, ValueError):  # not numbers (None, text): the first grid value
+            out[name] = values[0]
+    return out

@@ -1,0 +1,144 @@
+"""Grid sweep over temperature x stop threshold (x any other sampling setting), resumable.
+
+Every grid point is an ordinary run folder, <out>/T{temperature}_S{threshold}[_{axis}{value}...]/
+(scored and reported when an ASR is given). Extra axes are any other SamplingSettings field
+(e.g. ("cfg_scale", (1.0, 2.0))): each becomes a value in the point's sampling, a part of
+its folder name and a column of sweep.csv.
+
+With the local engine (default) the points that differ only in stop threshold are made from
+one generation per utterance at the highest threshold (eval.sweeps.thresholds: prefixes, exact
+under the engine's stop rule); `one_pass=False` (or --brute-force) runs every point on its
+own, as the local-stream engine always does. Transcripts are cached by audio hash across
+points (<out>/asr_cache/<tag>.jsonl), so an audio that several points share is transcribed
+once. <out>/sweep.csv has one line per point; <out>/sweep.json records the grid and what the
+sweep cost; charts come from eval.sweeps.heatmaps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from eval.jsonio import replace_atomic, write_json_atomic
+from eval.runs.run import RunError, run
+from eval.sweeps.grid import SweepConfig, point_name
+
+
+def _groups(points: list[dict]) -> list[list[dict]]:
+    """Points that differ only in stop threshold, in grid order."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in points:
+        groups.setdefault(tuple((k, v) for k, v in p.items() if k != "stop_threshold"), []).append(p)
+    return list(groups.values())
+
+
+def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=None, cache=None, log=print,
+          progress=None) -> Path:
+    """Run (and score, when asr is an ASRSettings) every grid point; returns <out>/sweep.csv.
+
+    engine: an eval engine (GepardLocal for one-pass); loaded from cfg.base when None.
+    progress: optional callable(fraction, description) (the Eval tab).
+    """
+    from eval.report.markdown import make_report
+    from eval.report.summary import write_outputs
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg.validate()
+    points = cfg.points()
+    saved = out / "sweep.json"
+    if saved.is_file():
+        old = json.loads(saved.read_text()).get("config", {})
+        if old.get("base") and {k: v for k, v in old["base"].items() if k != "model_cache"} != \
+                {k: v for k, v in cfg.base.to_json().items() if k != "model_cache"}:
+            raise RunError(f"{out} holds a sweep with other base settings; resume with the same ones or pick a new --out")
+    say = progress or (lambda frac, desc: None)
+    # A reference voice goes through the engine's batch path (eval.runs.run), not the one-pass traces.
+    one_pass = cfg.one_pass and cfg.base.engine == "local" and cfg.base.ref_audio is None
+    if engine is None:
+        from eval.engines import load_engine
+
+        engine = load_engine(cfg.base.engine, cfg.base.model, cfg.base.device, cfg.base.model_cache)
+    started = time.perf_counter()
+    stats = {"points": len(points), "one_pass": one_pass, "sources_generated": 0, "decodes": 0, "rows": 0}
+    store = None
+    if one_pass:
+        from eval.sweeps.thresholds import TraceStore
+
+        # The Eval tab's engine wraps GepardLocal (.inner) with the app's lock (.lock).
+        store = TraceStore(out / "traces", getattr(engine, "inner", engine), lock=getattr(engine, "lock", None))
+    n_groups = len(_groups(points))
+    synth_share = 0.7 if asr is not None else 0.95
+    for gi, group in enumerate(_groups(points)):
+        cfgs = [(dataclasses.replace(cfg.base, sampling=cfg.base.sampling.replace(**p)), out / point_name(p)) for p in group]
+
+        def sub(done, total, gi=gi):
+            say(synth_share * (gi + done / max(total, 1)) / n_groups, f"synthesis: group {gi + 1}/{n_groups}, {done}/{total} rows")
+
+        if one_pass:
+            from eval.sweeps.thresholds import one_pass_points
+
+            log(f"sweep one-pass: {', '.join(d.name for _, d in cfgs)} from one generation at the highest threshold")
+            c = one_pass_points(cfgs, store, progress=sub, log=log)
+            stats["decodes"] += c["decodes"]
+            stats["rows"] += c["rows"]
+        else:
+            for c, d in cfgs:
+                log(f"sweep point {d.name}")
+                run(c, d, engine=engine, log=log)
+    if store is not None:
+        stats["sources_generated"] = store.generated
+    stats["synthesis_s"] = time.perf_counter() - started
+    tag = None
+    if asr is not None:
+        from eval.runs.score import asr_tag, score
+        from eval.scoring.transcript_cache import CachedTranscriber
+
+        tag = asr_tag(asr)
+        cached = CachedTranscriber(asr, out / "asr_cache" / f"{tag}.jsonl", weights_cache=cache, inner=transcriber)
+        for i, p in enumerate(points):
+            say(synth_share + (0.95 - synth_share) * i / len(points), f"ASR: point {i + 1}/{len(points)}")
+            score(out / point_name(p), asr, transcriber=cached, log=log)
+        stats["asr_transcribed"], stats["asr_cache_hits"] = cached.misses, cached.hits
+    stats["asr_s"] = time.perf_counter() - started - stats["synthesis_s"]
+    say(0.96, "reports and charts")
+    lines = []
+    for p in points:
+        d = out / point_name(p)
+        if tag is not None:
+            make_report(d, tag)
+        _, summ = write_outputs(d, tag)
+        lines.append({**p, **point_line(summ), "run": d.name})
+    df = pd.DataFrame(lines)
+    replace_atomic(out / "sweep.csv", lambda tmp: df.to_csv(tmp, index=False))
+    stats["wall_s"] = time.perf_counter() - started
+    write_json_atomic(saved, {"config": cfg.to_json(), "asr": tag, "last_call": stats,
+                              "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    from eval.sweeps.heatmaps import sweep_charts
+
+    sweep_charts(out, log=log)
+    say(1.0, "done")
+    return out / "sweep.csv"
+
+
+def point_line(summ: dict) -> dict:
+    o = summ["overall"]
+
+    def v(name, key="value"):
+        return (o.get(name) or {}).get(key)
+
+    return {
+        "n": o["n"], "n_scored": o.get("n_scored"),
+        "wer_corpus": v("wer_corpus"), "wer_ci_low": v("wer_corpus", "ci_low"), "wer_ci_high": v("wer_corpus", "ci_high"),
+        "stop_fired_rate": v("stop_fired_rate"), "runaway_rate": v("runaway_rate"),
+        "runaway_ci_low": v("runaway_rate", "ci_low"), "runaway_ci_high": v("runaway_rate", "ci_high"),
+        "truncation_rate": v("truncation_rate"), "truncation_ci_low": v("truncation_rate", "ci_low"),
+        "truncation_ci_high": v("truncation_rate", "ci_high"), "premature_stop_rate": v("premature_stop_rate"),
+        "duration_ratio_median": (o.get("duration_ratio") or {}).get("median"),
+        "speaker_sim": v("speaker_sim"), "speaker_sim_ci_low": v("speaker_sim", "ci_low"),
+        "speaker_sim_ci_high": v("speaker_sim", "ci_high"),
+    }

@@ -1,0 +1,275 @@
+"""One-pass stop-threshold sweep: every threshold's utterance from one generation.
+
+For a fixed text, seed and every other sampling setting, the trajectory does not depend on
+the stop threshold until the stop fires (the threshold only decides whether a step commits;
+the noise and the fed-back frames are the same). So every lower threshold's utterance is a
+prefix of the highest threshold's run. The engine's stop semantics (gepard_demo.model.generation):
+step 0 always commits; at step j >= 1 the stop fires when p_stop[j] > threshold and commits
+nothing; the step that commits frame number max_frames ends a runaway ("budget").
+
+`derive` applies exactly that rule to a recorded p_stop trace. A run at the highest threshold
+that hit the budget is still an exact source: a lower threshold either stops at some step
+j < max_frames (the prefix) or runs away too (the whole run), since the budget is the same.
+
+`one_pass_points` fills one ordinary run folder per threshold (same layout as eval.runs.run, so
+scoring, reports and compare work unchanged) from one generation per utterance:
+  traces/<key>.npz   the source run of one (text, seed, sampling-but-threshold): codes, p_stop,
+                     timing; reused on resume and by any threshold up to its source threshold
+  <point>/rows.jsonl rows carry "one_pass": source threshold and trace key
+Every distinct prefix is decoded once per batch (points whose prefixes end on the same frame
+share the decode); `CachedTranscriber` (eval/scoring/transcript_cache.py) transcribes each
+distinct audio once across all points (keyed by the SHA-256 of the audio as read back from its
+WAV).
+
+Timing of derived rows: gen_s = the source's first-frame time + the source's mean step time x
+(steps - 1) (an estimate; one generation serves several points), ttfa_s as eval.engines.local
+defines it for the local engine on that estimate.
+Bit-for-bit equality with a direct run holds for solo generation (batch size 1); in a batch
+the rows of a brute-force run finish at other steps, so batch shapes and with them the last
+bits of the logits can differ (facts §3), exactly as between any two batch layouts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from eval.jsonio import append_jsonl, write_bytes_atomic, write_json_atomic
+from eval.runs.environment import environment
+from eval.runs.run import RunConfig, RunError, done_rows, make_row, prepare_folder
+from eval.runs.seeds import utterance_seed
+from eval.scoring.audio import write_wav_atomic
+from gepard_demo.settings import SamplingSettings
+
+
+@dataclass(frozen=True)
+class Derived:
+    """One threshold's utterance as a prefix of a source run."""
+
+    frames: int  # frames committed
+    stop_fired: bool
+    stop_frame: int | None
+    runaway: bool
+    p_stop: list[float]  # one per step, the stop step included (as GenerationResult.p_stop)
+
+
+def derive(p_stop: list[float], frames: int, source_threshold: float, threshold: float, max_frames: int) -> Derived:
+    """The utterance a run at `threshold` gives, from a run at `source_threshold` >= threshold.
+
+    p_stop / frames are the source run's (frames committed; p_stop has frames entries, plus the
+    stop step when its stop fired). The source must have run with the same max_frames.
+    """
+    if threshold > source_threshold:
+        raise ValueError(f"threshold {threshold} is above the source run's {source_threshold}: "
+                         "a higher threshold can run past where the source stopped")
+    if not (len(p_stop) == frames or len(p_stop) == frames + 1) or frames < 1:
+        raise ValueError(f"a trace of {len(p_stop)} steps cannot hold {frames} committed frames")
+    for j in range(1, len(p_stop)):
+        if p_stop[j] > threshold:
+            return Derived(j, True, j, False, list(p_stop[: j + 1]))
+    if len(p_stop) == frames + 1:  # the source's own stop step must have fired here too
+        raise ValueError("the source stopped but no step is above the lower threshold: not a source run")
+    if frames != max_frames:
+        raise ValueError(f"the source neither stopped nor hit the budget ({frames} of {max_frames} frames)")
+    return Derived(frames, False, None, True, list(p_stop))
+
+
+def trace_key(text: str, seed: int, sampling: SamplingSettings) -> str:
+    """What a source run depends on: text, seed and every sampling setting but the threshold."""
+    s = asdict(sampling.replace(stop_threshold=0.5, seed=seed))
+    return hashlib.sha256(json.dumps([text, s], sort_keys=True).encode()).hexdigest()[:24]
+
+
+@dataclass
+class Trace:
+    codes: torch.Tensor  # (T, 32) long
+    p_stop: list[float]
+    source_threshold: float
+    gen_time_s: float
+    first_frame_s: float
+    seed: int
+
+    @property
+    def frames(self) -> int:
+        return int(self.codes.shape[0])
+
+
+def save_trace(path: Path, t: Trace) -> None:
+    meta = {"source_threshold": t.source_threshold, "gen_time_s": t.gen_time_s,
+            "first_frame_s": t.first_frame_s, "seed": t.seed}
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, codes=t.codes.numpy().astype(np.int16), p_stop=np.asarray(t.p_stop, np.float64),
+             meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+    write_bytes_atomic(path, buf.getvalue())
+
+
+def load_trace(path: Path) -> Trace:
+    with np.load(path) as z:
+        meta = json.loads(z["meta"].tobytes().decode())
+        return Trace(torch.from_numpy(z["codes"].astype(np.int64)), [float(p) for p in z["p_stop"]],
+                     meta["source_threshold"], meta["gen_time_s"], meta["first_frame_s"], meta["seed"])
+
+
+def derived_result(trace: Trace, d: Derived, text: str, settings: SamplingSettings):
+    """A GenerationResult for the derived utterance (timing estimated from the source)."""
+    from gepard_demo.model.generation import GenerationResult
+
+    steps_src = max(len(trace.p_stop) - 1, 1)
+    step_s = (trace.gen_time_s - trace.first_frame_s) / steps_src
+    return GenerationResult(
+        text=text, frames=trace.codes[: d.frames], p_stop=d.p_stop, stop_fired=d.stop_fired,
+        stop_frame=d.stop_frame, runaway=d.runaway, seed=trace.seed, prompt_tokens=0,
+        gen_time_s=trace.first_frame_s + step_s * (len(d.p_stop) - 1), first_frame_s=trace.first_frame_s,
+        settings=settings)
+
+
+class TraceStore:
+    """Source runs on disk, generated on demand at the highest threshold asked for."""
+
+    def __init__(self, folder: str | Path, local, lock=None):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.local = local  # eval.engines.GepardLocal
+        self.lock = lock  # held while generating (the app's engine lock), or None
+        self.generated = 0  # source runs generated by this process (the benchmark reads it)
+
+    def get(self, requests: list[tuple[str, int]], sampling: SamplingSettings, source_threshold: float) -> list[Trace]:
+        keys = [trace_key(text, seed, sampling) for text, seed in requests]
+        found: dict[int, Trace] = {}
+        for i, k in enumerate(keys):
+            p = self.folder / f"{k}.npz"
+            if p.is_file():
+                t = load_trace(p)
+                if t.source_threshold >= source_threshold:
+                    found[i] = t
+        todo = [i for i in range(len(requests)) if i not in found]
+        if todo:
+            src = sampling.replace(stop_threshold=source_threshold)
+            with self.lock or contextlib.nullcontext():
+                results = self.local.engine.generate([requests[i][0] for i in todo],
+                                                     [src.replace(seed=requests[i][1]) for i in todo])
+            for i, r in zip(todo, results):
+                t = Trace(r.frames, [float(p) for p in r.p_stop], source_threshold, r.gen_time_s,
+                          r.first_frame_s, r.seed)
+                save_trace(self.folder / f"{keys[i]}.npz", t)
+                found[i] = t
+            self.generated += len(todo)
+        return [found[i] for i in range(len(requests))]
+
+
+@contextlib.contextmanager
+def _locked(dirs: list[Path]):
+    held = []
+    try:
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            f = open(d / ".lock", "w")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.close()
+                raise RunError(f"{d} is being written by another process") from None
+            held.append(f)
+        yield
+    finally:
+        for f in held:
+            fcntl.flock(f, fcntl.LOCK_UN)
+            f.close()
+
+
+def one_pass_points(points: list[tuple[RunConfig, Path]], store: TraceStore, progress=None, log=print) -> dict:
+    """Fill the run folders of points that differ only in stop threshold from one generation.
+
+    Returns counts: {"utterances", "decodes", "rows"} for this call.
+    """
+    if not points:
+        return {"utterances": 0, "decodes": 0, "rows": 0}
+    base = points[0][0]
+    for cfg, _ in points:
+        cfg.validate()
+        same = cfg.sampling.replace(stop_threshold=base.sampling.stop_threshold)
+        if same != base.sampling or cfg.stream != base.stream or cfg.set != base.set or cfg.base_seed != base.base_seed \
+                or cfg.limit != base.limit or cfg.categories != base.categories or cfg.batch_size != base.batch_size:
+            raise RunError("one-pass points must differ in stop threshold only")
+    source_threshold = max(cfg.sampling.stop_threshold for cfg, _ in points)
+    dirs = [Path(d) for _, d in points]
+    local = store.local
+    codec = local.codec
+    with _locked(dirs):
+        items = [prepare_folder(cfg, d) for cfg, d in points]
+        done = [{r["id"] for r in done_rows(d, repair=True)} for d in dirs]
+        ids = [u.id for u in items[0]]
+        if any([u.id for u in it] != ids for it in items):
+            raise RunError("one-pass points must share one set")
+        pending = [u for u in items[0] if any(u.id not in dn for dn in done)]
+        total = len(ids) * len(points)
+        n_done = sum(len(dn) for dn in done)
+        if pending:
+            for cfg, d in points:
+                env_path = d / "environment.json"
+                sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
+                sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                 "already_done": len(done[dirs.index(d)]),
+                                 "engine": {**local.describe(), "one_pass_source_threshold": source_threshold},
+                                 **environment()})
+                write_json_atomic(env_path, {"sessions": sessions})
+        bar = tqdm(total=total, initial=n_done, desc=f"one-pass {dirs[0].parent.name}", unit="row")
+        decodes = rows = 0
+        for start in range(0, len(pending), base.batch_size):
+            batch = pending[start : start + base.batch_size]
+            seeds = [utterance_seed(base.base_seed, u.id) for u in batch]
+            traces = store.get([(u.text, s) for u, s in zip(batch, seeds)], base.sampling, source_threshold)
+            for u, seed, tr in zip(batch, seeds, traces):
+                audio_by_frames: dict[int, tuple[np.ndarray, float]] = {}
+                for (cfg, d), dn in zip(points, done):
+                    if u.id in dn:
+                        continue
+                    der = derive(tr.p_stop, tr.frames, tr.source_threshold, cfg.sampling.stop_threshold,
+                                 cfg.sampling.max_frames)
+                    if der.frames not in audio_by_frames:
+                        t0 = time.perf_counter()
+                        raw = codec.decode(tr.codes[: der.frames])
+                        audio_by_frames[der.frames] = (raw, time.perf_counter() - t0)
+                        decodes += 1
+                    syn = _synthesis(local, tr, der, u.text, cfg, *audio_by_frames[der.frames])
+                    write_wav_atomic(d / "wav" / f"{u.id}.wav", syn.audio, syn.sample_rate)
+                    row = make_row(u, syn, seed, cfg)
+                    row["one_pass"] = {"source_threshold": tr.source_threshold,
+                                       "trace": trace_key(u.text, seed, base.sampling),
+                                       "timing": "estimated from the source run's step rate"}
+                    append_jsonl(d / "rows.jsonl", row)
+                    dn.add(u.id)
+                    rows += 1
+                    n_done += 1
+                    bar.update(1)
+                    if progress:
+                        progress(n_done, total)
+        bar.close()
+        for (cfg, d), dn in zip(points, done):
+            write_json_atomic(d / "status.json", {"done": len(dn), "total": len(ids), "complete": len(dn) == len(ids)})
+    return {"utterances": len(pending), "decodes": decodes, "rows": rows}
+
+
+def _synthesis(local, tr: Trace, der: Derived, text: str, cfg: RunConfig, raw: np.ndarray, decode_s: float):
+    from eval.engines.base import Synthesis
+    from gepard_demo.codec import apply_end_of_speech
+
+    r = derived_result(tr, der, text, cfg.sampling.replace(seed=tr.seed))
+    t0 = time.perf_counter()
+    audio = apply_end_of_speech(raw, local.codec.sample_rate, cfg.stream.fade_ms, cfg.stream.silence_ms)
+    return Synthesis(
+        audio=np.asarray(audio, np.float32), sample_rate=local.codec.sample_rate, frames=der.frames,
+        stop_fired=der.stop_fired, stop_frame=der.stop_frame, runaway=der.runaway, p_stop=der.p_stop,
+        seed=tr.seed, gen_s=r.gen_time_s, decode_s=decode_s + time.perf_counter() - t0,
+        ttfa_s=local.ttfa_estimate(r, cfg.stream))

@@ -1,0 +1,146 @@
+"""The Eval tab's sweep section: launch a sweep with a progress bar, reopen one, see its charts.
+
+`build_sweep_section(engine_provider, runs_dir)` creates the components inside the caller's
+Gradio context (eval.ui.tab.build_eval_tab calls it). Sweeps go to <runs_dir>/sweeps/<name>/, the
+layout `python -m eval sweep --out` writes, so the CLI can resume a sweep started here and
+the other way round. The engine is the app's (eval.ui.common.eval_engine_from_provider): generation
+holds the app's engine lock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from eval.runs.run import RunConfig, RunError
+from eval.ui.common import chart_images
+
+SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "truncation_rate",
+                 "duration_ratio_median"]
+
+
+def _floats(text: str, what: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in re.split(r"[,\s]+", (text or "").strip()) if x)
+    except ValueError:
+        raise ValueError(f"{what}: numbers separated by spaces or commas, got {text!r}") from None
+    if not vals:
+        raise ValueError(f"{what}: give at least one value")
+    return vals
+
+
+def list_sweeps(runs_dir: str | Path) -> list[str]:
+    d = Path(runs_dir) / "sweeps"
+    if not d.is_dir():
+        return []
+    found = [p.parent for p in d.glob("*/sweep.json")]
+    return [p.name for p in sorted(found, key=lambda p: -(p / "sweep.json").stat().st_mtime)]
+
+
+def view_sweep(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list[str]]:
+    """(summary markdown, sweep table, chart paths) of a finished sweep."""
+    if not name:
+        return "Pick a sweep.", pd.DataFrame(columns=SWEEP_COLUMNS), []
+    d = Path(runs_dir) / "sweeps" / name
+    if not (d / "sweep.csv").is_file():
+        raise RunError(f"{d} has no finished sweep (no sweep.csv)")
+    df = pd.read_csv(d / "sweep.csv")
+    info = json.loads((d / "sweep.json").read_text())
+    axes = info["config"]["axes"]
+    lines = [f"**Sweep {name}**: " + " x ".join(f"{k} {v}" for k, v in axes.items()) +
+             f", {int(df['n'].max())} utterances per point, ASR {info.get('asr') or 'none'}"]
+    cost = info.get("last_call", {})
+    if cost:
+        lines.append(f"Last call: {cost.get('rows', 0)} rows from {cost.get('sources_generated', 0)} generations "
+                     f"(one-pass: {cost.get('one_pass')}), {cost.get('wall_s', 0):.0f} s.")
+    best_path = d / "sweep_best.json"
+    if best_path.is_file():
+        best = json.loads(best_path.read_text()).get("best")
+        if best:
+            held = best.get("held_out_wer_delta_vs_default")
+            lines.append(f"Best point ({best['rule']}): **{best['run']}**, tuning WER {100 * best['tuning_wer']:.1f}%"
+                         + (f"; on the {len(best['held_out_ids'])} held-out sentences vs the default: "
+                            f"{100 * held['delta']:+.1f} points [{100 * held['ci_low_delta']:+.1f}, {100 * held['ci_high_delta']:+.1f}]"
+                            if held else "; no held-out sentences in this set"))
+    axis_cols = [c for c in axes if c in df.columns]
+    cols = axis_cols + [c for c in SWEEP_COLUMNS if c in df.columns]
+    charts = sorted(str(p) for p in (d / "charts").glob("*.png"))
+    return "\n\n".join(lines), df[cols], charts
+
+
+def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name, set_name, set_file, limit, batch_size, base_seed,
+                 temperatures, thresholds, extra_axes, max_frames, asr_backend, asr_model, vad,
+                 progress: Callable[[float, str], None] | None = None):
+    """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...))."""
+    from eval.scoring.asr import ASRSettings
+    from eval.sweeps.grid import SweepConfig, parse_axes
+    from eval.sweeps.sweep import sweep
+    from eval.ui.common import eval_engine_from_provider
+    from gepard_demo.settings import SamplingSettings
+
+    name = (name or "").strip() or time.strftime("sweep-%Y%m%d-%H%M%S")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
+        raise ValueError(f"sweep name {name!r}: use letters, digits, '.', '_' or '-'")
+    axes = parse_axes([a for a in re.split(r"[;\n]+", extra_axes or "") if a.strip()])
+    engine = eval_engine_from_provider(engine_provider, "local")
+    base = RunConfig(engine="local", model=engine.describe()["model"], set=set_file or set_name,
+                     sampling=SamplingSettings(max_frames=int(max_frames)), batch_size=int(batch_size),
+                     base_seed=int(base_seed), limit=int(limit) if limit else None)
+    cfg = SweepConfig(base=base, temperatures=_floats(temperatures, "temperatures"),
+                      stop_thresholds=_floats(thresholds, "stop thresholds"), extra_axes=axes).validate()
+    asr = ASRSettings(backend=asr_backend, model=asr_model, vad=bool(vad)).validate()
+    sweep(cfg, Path(runs_dir) / "sweeps" / name, asr=asr, engine=engine, log=lambda m: None, progress=progress)
+    return (name, *view_sweep(runs_dir, name))
+
+
+def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path, shared: dict) -> None:
+    """The sweep accordion. shared: the tab's set / limit / batch / seed / ASR components."""
+    import gradio as gr
+
+    runs_dir = str(runs_dir)
+    with gr.Accordion("Sweep: temperature x stop threshold (one generation serves every threshold)", open=False):
+        gr.Markdown("Every stop threshold of a temperature comes from one generation at the highest threshold "
+                    "(exact prefixes). Charts: heatmaps with CIs and paired marks against the default point, the "
+                    "best point (held-out sentences excluded), stop-head calibration. How to read them: eval/README.md.")
+        with gr.Row():
+            name = gr.Textbox(label="Sweep name (blank: timestamp; an existing name resumes it)")
+            temps = gr.Textbox(value="0.3 0.7 1.0", label="Temperatures")
+            thresholds = gr.Textbox(value="0.3 0.5 0.7", label="Stop thresholds")
+            extra = gr.Textbox(value="", label="Extra axes (NAME=V1,V2; separate several with ';')")
+            max_frames = gr.Slider(1, 4096, value=200, step=1, label="Max frames")
+        with gr.Row():
+            run_btn = gr.Button("Run sweep", variant="primary")
+            pick = gr.Dropdown(list_sweeps(runs_dir), label="Open a sweep")
+            refresh = gr.Button("Refresh list")
+            open_btn = gr.Button("Open")
+        summary = gr.Markdown()
+        table = gr.Dataframe(label="Grid points", wrap=True)
+        charts = gr.Gallery(label="Sweep charts", columns=2, height="auto")
+
+    def _run(*args, progress=gr.Progress()):
+        try:
+            nm, text, tbl, imgs = run_sweep_ui(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d))
+        except Exception as e:  # shown in the tab: bad input must not look like a crash
+            raise gr.Error(f"{type(e).__name__}: {e}") from e
+        return text, tbl, chart_images(imgs), gr.update(choices=list_sweeps(runs_dir), value=nm)
+
+    def _open(nm):
+        try:
+            text, tbl, imgs = view_sweep(runs_dir, nm)
+        except Exception as e:
+            raise gr.Error(f"{type(e).__name__}: {e}") from e
+        return text, tbl, chart_images(imgs)
+
+    s = shared
+    run_btn.click(_run, api_name="eval_sweep",
+                  inputs=[name, s["set_name"], s["set_file"], s["limit"], s["batch_size"], s["base_seed"], temps,
+                          thresholds, extra, max_frames, s["asr_backend"], s["asr_model"], s["vad"]],
+                  outputs=[summary, table, charts, pick], concurrency_limit=1)
+    refresh.click(lambda: gr.update(choices=list_sweeps(runs_dir)), None, [pick])
+    open_btn.click(_open, [pick], [summary, table, charts], api_name="eval_sweep_open")
+

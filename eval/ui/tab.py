@@ -1,0 +1,184 @@
+"""The Eval tab of the Gradio app.
+
+    with gr.Blocks() as demo:
+        with gr.Tab("Eval"):
+            build_eval_tab(engine_provider)            # runs_dir="runs" by default
+
+`build_eval_tab(engine_provider, runs_dir="runs")` creates its components inside the
+caller's current Blocks/Tab context and returns None.
+- engine_provider: a zero-argument callable returning the loaded GepardEngine. If it also has
+  a `.codec` attribute, that codec is used (else one is loaded from engine.codec_source()),
+  and if it has a `.lock` (threading.Lock), every synthesis holds it, so eval batches do not
+  run the engine at the same time as the demo (gepard_demo.ui.model_host.ModelHost has both).
+- runs_dir: where run folders are written and listed (same layout as `python -m eval run`).
+The tab: pick a set (built-in or an uploaded .txt/.jsonl) and settings, run with a progress
+bar (synthesis, then Whisper scoring, then the report), see the summary, the per-utterance
+table and the charts, reopen earlier runs, and compare two runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from eval.runs.run import RunConfig, run
+from eval.runs.sets import builtin_sets
+from eval.ui.common import chart_images, eval_engine_from_provider
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "duration_s", "duration_ratio", "ttfa_s"]
+
+
+def list_runs(runs_dir: str | Path) -> list[str]:
+    d = Path(runs_dir)
+    if not d.is_dir():
+        return []
+    found = [p for p in d.glob("**/config.json") if (p.parent / "rows.jsonl").is_file()]
+    return sorted((str(p.parent.relative_to(d)) for p in found), key=lambda n: -(d / n / "rows.jsonl").stat().st_mtime)
+
+
+def view_run(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list[str]]:
+    """(summary markdown, per-utterance table, chart paths) of a run, rebuilding its report."""
+    from eval.report.markdown import make_report
+
+    if not name:
+        return "Pick a run.", pd.DataFrame(columns=TABLE_COLUMNS), []
+    d = Path(runs_dir) / name
+    report = make_report(d)
+    text = report.read_text()
+    # The report's image links are relative to the run folder; the gallery shows the charts.
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)\n?", "", text)
+    table = pd.read_parquet(d / "table.parquet")
+    cols = [c for c in TABLE_COLUMNS if c in table.columns]
+    charts = sorted(str(p) for p in (d / "charts").glob("*.png"))
+    return text, table[cols], charts
+
+
+def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_size, base_seed, engine_name,
+             temperature, top_k, greedy, stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model,
+             vad, progress: Callable[[float, str], None] | None = None):
+    """Synthesize + score + report one run; returns view_run's outputs. Raises on bad input."""
+    from eval.runs.score import score
+    from eval.scoring.asr import ASRSettings
+
+    sampling = SamplingSettings(temperature=float(temperature), top_k=int(top_k), greedy=bool(greedy),
+                                stop_threshold=float(stop_threshold), max_frames=int(max_frames)).validate()
+    stream = StreamSettings(fade_ms=float(fade_ms), silence_ms=float(silence_ms)).validate()
+    name = (name or "").strip() or time.strftime("ui-%Y%m%d-%H%M%S")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
+        raise ValueError(f"run name {name!r}: use letters, digits, '.', '_' or '-'")
+    cfg = RunConfig(engine=engine_name, model=engine_name == "piper" and "en_US-joe-medium" or "app", set=set_file or set_name,
+                    sampling=sampling, stream=stream, batch_size=int(batch_size), base_seed=int(base_seed),
+                    limit=int(limit) if limit else None)
+    engine = eval_engine_from_provider(engine_provider, engine_name)
+    if engine_name == "local":
+        cfg = dataclasses.replace(cfg, model=engine.describe()["model"])
+    out = Path(runs_dir) / name
+    say = progress or (lambda frac, desc: None)
+    run(cfg, out, engine=engine, progress=lambda done, total: say(0.6 * done / total, f"synthesis {done}/{total}"), log=lambda m: None)
+    asr = ASRSettings(backend=asr_backend, model=asr_model, vad=bool(vad))
+    score(out, asr, progress=lambda done, total: say(0.6 + 0.35 * done / total, f"ASR {done}/{total}"), log=lambda m: None)
+    say(0.97, "report")
+    return (name, *view_run(runs_dir, name))
+
+
+def compare_runs(runs_dir, base: str, new: str, max_wer_increase: float) -> str:
+    from eval.report.compare import compare, format_comparison
+
+    if not base or not new:
+        return "Pick two runs."
+    c = compare(Path(runs_dir) / base, Path(runs_dir) / new, float(max_wer_increase))
+    return "```\n" + format_comparison(c, base, new) + "\n```"
+
+
+def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "runs") -> None:
+    """Create the Eval tab's components in the current Gradio context (see the module doc)."""
+    import gradio as gr
+
+    from eval.scoring.whisper_assets import bundled_sizes
+
+    runs_dir = str(runs_dir)
+    gr.Markdown("Evaluate a whole test set: synthesize, transcribe with Whisper, and score. "
+                "Corpus WER = sum(S+D+I) / sum(reference words) after Whisper's English normalizer; 95% bootstrap CIs.")
+    with gr.Row():
+        with gr.Column():
+            set_name = gr.Dropdown(builtin_sets(), value="smoke", label="Test set")
+            set_file = gr.File(label="...or your own set (.txt one sentence a line, or .jsonl with id/text/category)",
+                               file_types=[".txt", ".jsonl"], type="filepath")
+            with gr.Row():
+                limit = gr.Number(value=0, precision=0, minimum=0, label="Limit (0 = all)")
+                batch_size = gr.Number(value=4, precision=0, minimum=1, maximum=256, label="Batch size")
+                base_seed = gr.Number(value=1234, precision=0, minimum=0, label="Base seed")
+            engine_name = gr.Radio(["local", "piper"], value="local", label="Engine (piper = real-speech reference)")
+            run_name = gr.Textbox(label="Run name (blank: timestamp)")
+        with gr.Column():
+            temperature = gr.Slider(0.05, 5.0, value=0.3, step=0.05, label="Temperature")
+            top_k = gr.Slider(0, 8, value=0, step=1, label="Top-k (0 = off)")
+            greedy = gr.Checkbox(value=False, label="Greedy")
+            stop_threshold = gr.Slider(0.01, 0.99, value=0.5, step=0.01, label="Stop threshold")
+            max_frames = gr.Slider(1, 4096, value=1000, step=1, label="Max frames")
+            with gr.Row():
+                fade_ms = gr.Number(value=0, minimum=0, label="End fade ms")
+                silence_ms = gr.Number(value=0, minimum=0, label="End silence ms")
+        with gr.Column():
+            sizes = bundled_sizes() or ["tiny.en"]
+            asr_backend = gr.Radio(["faster-whisper", "openai-whisper"], value="faster-whisper", label="ASR")
+            asr_model = gr.Dropdown(sizes, value=sizes[0], label="Whisper model", allow_custom_value=True)
+            vad = gr.Checkbox(value=True, label="VAD trim (Silero)")
+            run_btn = gr.Button("Run evaluation", variant="primary")
+    summary = gr.Markdown()
+    charts = gr.Gallery(label="Charts", columns=2, height="auto")
+    table = gr.Dataframe(value=pd.DataFrame(columns=TABLE_COLUMNS), headers=TABLE_COLUMNS, label="Per utterance", wrap=True)
+    with gr.Accordion("Earlier runs and comparison", open=False):
+        with gr.Row():
+            pick = gr.Dropdown(list_runs(runs_dir), label="Open a run", allow_custom_value=False)
+            refresh = gr.Button("Refresh list")
+            open_btn = gr.Button("Open")
+        with gr.Row():
+            base = gr.Dropdown(list_runs(runs_dir), label="Base run")
+            new = gr.Dropdown(list_runs(runs_dir), label="New run")
+            max_inc = gr.Number(value=0.0, label="Allowed WER increase (0.01 = 1 point)")
+            cmp_btn = gr.Button("Compare")
+        cmp_out = gr.Markdown()
+    from eval.ui.sweep_section import build_sweep_section
+
+    build_sweep_section(engine_provider, runs_dir, {"set_name": set_name, "set_file": set_file, "limit": limit,
+                                                    "batch_size": batch_size, "base_seed": base_seed,
+                                                    "asr_backend": asr_backend, "asr_model": asr_model, "vad": vad})
+
+    def _refresh():
+        names = list_runs(runs_dir)
+        return gr.update(choices=names), gr.update(choices=names), gr.update(choices=names)
+
+    def _run(*args, progress=gr.Progress()):
+        try:
+            name, text, tbl, imgs = run_eval(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d))
+        except Exception as e:  # shown in the tab: a bad setting or set file must not look like a crash
+            raise gr.Error(f"{type(e).__name__}: {e}") from e
+        names = list_runs(runs_dir)
+        return text, tbl, chart_images(imgs), gr.update(choices=names, value=name), gr.update(choices=names), gr.update(choices=names)
+
+    def _open(name):
+        try:
+            text, tbl, imgs = view_run(runs_dir, name)
+            return text, tbl, chart_images(imgs)
+        except Exception as e:
+            raise gr.Error(f"{type(e).__name__}: {e}") from e
+
+    def _compare(b, n, inc):
+        try:
+            return compare_runs(runs_dir, b, n, inc)
+        except Exception as e:
+            raise gr.Error(f"{type(e).__name__}: {e}") from e
+
+    run_btn.click(_run, api_name="eval_run", inputs= [run_name, set_name, set_file, limit, batch_size, base_seed, engine_name, temperature, top_k, greedy,
+                         stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model, vad],
+                  outputs=[summary, table, charts, pick, base, new], concurrency_limit=1)
+    refresh.click(_refresh, None, [pick, base, new])
+    open_btn.click(_open, [pick], [summary, table, charts], api_name="eval_open")
+    cmp_btn.click(_compare, [base, new, max_inc], [cmp_out], api_name="eval_compare")

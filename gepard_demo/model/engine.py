@@ -1,0 +1,179 @@
+"""GepardEngine: tokenizer + config + talker, from a checkpoint in the published layout.
+
+`generate` runs several requests as one batch (evaluation throughput); `stream_frames` yields
+one request's frames as they are made (the streaming demo). Both go through the same loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer
+
+from gepard_demo.model.source import ResolvedModel, resolve_model
+from gepard_demo.settings import SamplingSettings
+
+from .config import GepardConfig
+from .generation import FrameStep, GenerationResult, decode_batch
+from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
+from .sampling import RowSampler
+from .talker import GepardTalker, config_for_checkpoint
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str  # what the user asked for: "tiny", a path, or a hub id
+    path: str  # the local directory the weights were read from
+    revision: str | None  # hub commit, when it came from the hub
+    random_weights: bool  # True for the tiny checkpoint: it makes noise, not speech
+    device: str
+    dtype: str
+    speed: str | None = None  # the speed layer's pick (gepard_demo.speed), when one was applied
+
+
+class GepardEngine:
+    def __init__(self, config: GepardConfig, tokenizer, talker: GepardTalker, info: ModelInfo):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.talker = talker
+        self.model_info = info
+
+    @classmethod
+    def load(
+        cls,
+        model: str = "tiny",
+        device: str = "cpu",
+        dtype: torch.dtype | str = torch.float32,
+        cache_dir: str | Path | None = None,
+    ) -> "GepardEngine":
+        """device "cpu" or "cuda[:n]"; dtype float32 (CPU: bf16 is 4-10x slower without
+        AVX-512), or bfloat16 on a GPU as vLLM-Omni deploys it. Sampling stays fp32 either way."""
+        resolved = resolve_model(model, cache_dir=cache_dir)
+        return cls.from_resolved(resolved, device=device, dtype=dtype)
+
+    @classmethod
+    def from_resolved(cls, resolved: ResolvedModel, device: str = "cpu", dtype: torch.dtype | str = torch.float32) -> "GepardEngine":
+        if isinstance(dtype, str):
+            if dtype not in DTYPES:
+                raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+            dtype = DTYPES[dtype]
+        config = config_for_checkpoint(GepardConfig.from_dir(resolved.path), resolved.path)
+        tokenizer = AutoTokenizer.from_pretrained(str(resolved.path))
+        talker = GepardTalker(config)
+        talker.load_checkpoint(resolved.path)
+        talker = talker.to(device=device, dtype=dtype).eval()
+        info = ModelInfo(
+            name=resolved.name,
+            path=str(resolved.path),
+            revision=resolved.revision,
+            random_weights=resolved.random_weights,
+            device=str(device),
+            dtype=str(dtype).removeprefix("torch."),
+        )
+        return cls(config, tokenizer, talker, info)
+
+    @property
+    def device(self) -> torch.device:
+        return self.talker.device
+
+    def default_sampling(self) -> SamplingSettings:
+        """The checkpoint's own operating point (gepard_config.json)."""
+        return SamplingSettings(
+            temperature=self.config.temperature,
+            stop_threshold=self.config.stop_threshold,
+            max_frames=self.config.max_frames,
+        )
+
+    def codec_source(self) -> str:
+        """What `load_codec` should open: a .nemo beside the weights, or the codec's hub id."""
+        codec_id = self.config.codec.codec_id
+        local = Path(self.model_info.path) / codec_id
+        return str(local) if local.exists() else codec_id
+
+    def prompt_ids(self, text: str) -> list[int]:
+        return build_prompt_ids(encode_text(text, self.tokenizer), self.config)
+
+    def unconditional_prompt(self, settings: SamplingSettings) -> list[int] | None:
+        """The guidance branch's prompt when `settings` asks for guidance, else None."""
+        return build_unconditional_prompt_ids(self.config) if settings.guided else None
+
+    def generate(
+        self,
+        texts: list[str],
+        settings: SamplingSettings | list[SamplingSettings],
+        speakers: list[torch.Tensor | None] | None = None,
+    ) -> list[GenerationResult]:
+        """Generate every text as one batch; each row finishes on its own.
+
+        speakers: per text, a (K, hidden) speaker prefix (a reference voice); None = the default voice.
+        """
+        if isinstance(settings, SamplingSettings):
+            settings = [settings] * len(texts)
+        if len(settings) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(settings)} settings")
+        if not texts:
+            return []
+        for s in settings:
+            s.validate()
+        prompts = [self.prompt_ids(t) for t in texts]
+        samplers = [RowSampler.create(s, self.device) for s in settings]
+        if speakers is not None and len(speakers) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(speakers)} speakers")
+        unconditional = [self.unconditional_prompt(s) for s in settings]
+        frames: list[list[torch.Tensor]] = [[] for _ in texts]
+        p_stop: list[list[float]] = [[] for _ in texts]
+        ends: list[FrameStep | None] = [None] * len(texts)
+        first: list[float | None] = [None] * len(texts)
+        for row, step in decode_batch(self.talker, prompts, samplers, unconditional, speakers):
+            p_stop[row].append(step.p_stop)
+            if step.codes is not None:
+                frames[row].append(step.codes)
+                if first[row] is None:
+                    first[row] = step.elapsed_s
+            if step.done:
+                ends[row] = step
+        results = []
+        for i, text in enumerate(texts):
+            end = ends[i]
+            results.append(
+                GenerationResult(
+                    text=text,
+                    frames=torch.stack(frames[i]).cpu(),
+                    p_stop=p_stop[i],
+                    stop_fired=end.done == "stop",
+                    stop_frame=end.index if end.done == "stop" else None,
+                    runaway=end.done == "budget",
+                    seed=samplers[i].seed,
+                    prompt_tokens=len(prompts[i]),
+                    gen_time_s=end.elapsed_s,
+                    first_frame_s=first[i] or 0.0,
+                    settings=settings[i],
+                )
+            )
+        return results
+
+    def stream_frames(
+        self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None
+    ) -> Iterator[FrameStep]:
+        """Yield one request's steps as they are made; close the iterator to cancel.
+
+        speaker: a (K, hidden) speaker prefix (a reference voice); None = the default voice.
+
+        Pass `settings.with_concrete_seed()` to know the seed before the first frame.
+        """
+        settings.validate()
+        prompt = self.prompt_ids(text)
+        sampler = RowSampler.create(settings, self.device)
+        steps = decode_batch(
+            self.talker, [prompt], [sampler], [self.unconditional_prompt(settings)], [speaker]
+        )
+        try:
+            for _, step in steps:
+                yield step
+        finally:
+            steps.close()

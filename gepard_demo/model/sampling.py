@@ -1,0 +1,58 @@
+"""Per-head frame sampling: Gumbel-max in fp32, optional top-k, or argmax (facts §3).
+
+Each request draws its noise from its own generator with a fixed shape per step, so the noise
+a seeded request sees never depends on its batch neighbours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gepard_demo.settings import SamplingSettings
+
+
+@dataclass
+class RowSampler:
+    """One request's sampling settings and its private noise generator."""
+
+    settings: SamplingSettings
+    seed: int
+    generator: torch.Generator
+
+    @classmethod
+    def create(cls, settings: SamplingSettings, device: torch.device) -> "RowSampler":
+        settings = settings.with_concrete_seed()
+        gen = torch.Generator(device=device)
+        gen.manual_seed(settings.seed)
+        return cls(settings=settings, seed=settings.seed, generator=gen)
+
+    def noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
+        u = torch.rand(shape, generator=self.generator, device=device, dtype=torch.float32)
+        return -torch.log(-torch.log(u.clamp_min(1e-20)))
+
+
+def sample_codes(logits: torch.Tensor, rows: list[RowSampler]) -> torch.Tensor:
+    """(N, heads, max_level) fp32 logits with -inf padding -> (N, heads) codes.
+
+    Only the noise is drawn row by row (each from its own generator); the rest is batched.
+    """
+    settings = [r.settings for r in rows]
+    for k in {s.top_k for s in settings if 0 < s.top_k < logits.shape[-1] and not s.greedy}:
+        sel = torch.tensor([s.top_k == k and not s.greedy for s in settings], device=logits.device)
+        kth = logits[sel].topk(k, dim=-1).values[..., -1:]
+        logits = logits.clone()
+        logits[sel] = logits[sel].masked_fill(logits[sel] < kth, float("-inf"))
+    greedy = [s.greedy for s in settings]
+    if all(greedy):
+        return logits.argmax(dim=-1)
+    # Noise is drawn for every slot, padding included, so its shape (and with it the
+    # generator's stream) is the same for every request and every step.
+    shape = logits.shape[1:]
+    noise = torch.stack([r.noise(shape, logits.device) if not r.settings.greedy else torch.zeros(shape, device=logits.device) for r in rows])
+    temps = torch.tensor([s.temperature for s in settings], device=logits.device).view(-1, 1, 1)
+    sampled = (logits / temps + noise).argmax(dim=-1)
+    if any(greedy):
+        sampled[torch.tensor(greedy, device=logits.device)] = logits[torch.tensor(greedy, device=logits.device)].argmax(dim=-1)
+    return sampled

@@ -1,0 +1,7 @@
+"""The speech API as vLLM-Omni serves Gepard (`POST /v1/audio/speech`), both ends of it.
+
+- protocol.py  request model and field rules, stream modes, int16 PCM, SSE, error shape
+- server.py    `build_speech_app`: that protocol on our engine (`python -m gepard_demo serve`)
+- cloning.py   the server's `ref_audio` / `ref_text` / `task_type` / `cfg_scale` / `cfg_frames` fields
+- client.py    `SpeechClient`: eval's served engine and the app's served mode
+"""

@@ -1,0 +1,212 @@
+"""A client of the speech API (vLLM-Omni serving Gepard, or our `python -m gepard_demo serve`).
+
+Used by eval's served engine and the app's served mode; the wire format lives in `protocol.py`.
+
+    client = SpeechClient("http://127.0.0.1:8091")
+    client.model()                         # the first entry of GET /v1/models
+    for pcm in client.stream("Hello.", seed=1, max_new_tokens=200, mode="sse"):
+        ...                                # int16 arrays as they arrive (22050 Hz mono)
+
+Only the seed, the frame budget and a reference voice go with a request: temperature, top-k,
+stop threshold and the chunking are fixed per server (vLLM-Omni refuses `extra_params`). A
+reference voice goes as vLLM-Omni's `ref_audio` field (a data URL); our server clones with it,
+vLLM-Omni 0.30 refuses it for Gepard (a 400, "refused").
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from gepard_demo.serving.protocol import (
+    MODELS_PATH,
+    SPEECH_PATH,
+    Pcm16Reader,
+    StreamMode,
+    error_message,
+    iter_sse_events,
+    sse_audio,
+)
+
+
+class SpeechServerError(RuntimeError):
+    """The server is unreachable, timed out, refused the request or broke the stream.
+
+    kind: "connect", "timeout", "refused" (an HTTP error status) or "protocol"; a "refused"
+    request fails the same way on any server, the others are the server's own trouble.
+    """
+
+    def __init__(self, message: str, kind: str, status: int | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+def audio_data_url(path: str | Path) -> str:
+    """A recording as the `ref_audio` field takes it: `data:audio/...;base64,...` of the file's
+    own bytes (the server decodes and resamples it, so nothing is converted here)."""
+    path = Path(path)
+    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if not mime.startswith("audio/"):
+        mime = "application/octet-stream"
+    return bytes_data_url(path.read_bytes(), mime)
+
+
+def bytes_data_url(data: bytes, mime: str = "audio/wav") -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+@dataclass(frozen=True)
+class ServedFeatures:
+    """What a server takes beyond vLLM-Omni's Gepard protocol, read from its /v1/models entry.
+    Our server says; vLLM-Omni says nothing, and takes neither: its Gepard refuses `ref_audio`
+    with a 400, and it drops unknown fields unread, so guidance sent to it would be silently lost."""
+
+    voice_cloning: bool = False  # `ref_audio` (our server when its checkpoint has a compressor)
+    guidance: bool = False  # our `cfg_scale` / `cfg_frames` extension fields
+
+    @classmethod
+    def of(cls, entry: dict) -> "ServedFeatures":
+        return cls(voice_cloning=entry.get("voice_cloning") is True, guidance=entry.get("guidance") is True)
+
+
+def guidance_fields(cfg_scale: float, cfg_frames: int | None) -> dict:
+    """Our extension fields for classifier-free guidance; none when it is off (scale 1), so a
+    plain request stays exactly vLLM-Omni's."""
+    if cfg_scale == 1.0:
+        return {}
+    return {"cfg_scale": float(cfg_scale), **({"cfg_frames": int(cfg_frames)} if cfg_frames else {})}
+
+
+def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
+                 mode: StreamMode = "raw", response_format: str = "pcm", ref_audio: str | None = None,
+                 guidance: dict | None = None) -> dict:
+    """The JSON body for one utterance; mode "raw" = stream_format "audio" (raw bytes),
+    "sse" = speech.audio.delta events, "none" = one whole response. ref_audio: a reference
+    voice as `audio_data_url` makes it (vLLM-Omni's cloning field). guidance: `guidance_fields`
+    (our extension; only for a server whose ServedFeatures say it takes them)."""
+    body: dict[str, Any] = {"input": text, "voice": "default", "response_format": response_format}
+    if ref_audio is not None:
+        body["ref_audio"] = ref_audio
+    body.update(guidance or {})
+    if mode != "none":
+        body.update(stream=True, stream_format="audio" if mode == "raw" else "sse")
+    if max_new_tokens is not None:
+        body["max_new_tokens"] = max_new_tokens
+    if seed is not None:
+        body["seed"] = seed
+    return body
+
+
+@dataclass
+class StreamResult:
+    """Filled in while `SpeechClient.stream` runs: when the first audio came and the headers."""
+
+    ttfa_s: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class SpeechClient:
+    def __init__(self, url: str, timeout: float = 60.0, transport: Any = None):
+        import httpx
+
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._client = httpx.Client(base_url=self.url, timeout=httpx.Timeout(timeout), transport=transport)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _failed(self, what: str, exc: Exception) -> SpeechServerError:
+        import httpx
+
+        if isinstance(exc, httpx.ConnectError):
+            kind, reason = "connect", "connection failed"
+        elif isinstance(exc, httpx.TimeoutException):
+            kind, reason = "timeout", f"no answer within {self.timeout} s"
+        else:
+            kind, reason = "protocol", type(exc).__name__
+        return SpeechServerError(f"speech server at {self.url}: {what}: {reason} ({exc})", kind)
+
+    def models(self) -> dict:
+        """`GET /v1/models` as the server returns it."""
+        import httpx
+
+        try:
+            r = self._client.get(MODELS_PATH)
+            r.raise_for_status()
+            return r.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise self._failed(f"GET {MODELS_PATH}", e) from e
+
+    def model(self) -> dict:
+        """The served model's entry (id, and our server's extensions when it is ours)."""
+        data = self.models().get("data") or []
+        if not data or "id" not in data[0]:
+            raise SpeechServerError(f"speech server at {self.url}: GET {MODELS_PATH} lists no model", "protocol")
+        return data[0]
+
+    def stream(self, text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
+               mode: StreamMode = "raw", result: StreamResult | None = None,
+               cancel: threading.Event | None = None, done: dict | None = None,
+               ref_audio: str | None = None, guidance: dict | None = None) -> Iterator[np.ndarray]:
+        """int16 sample arrays of one utterance as they arrive (s16le pcm, 22050 Hz mono).
+        `ref_audio`: speak in this voice (an `audio_data_url`); `guidance`: `guidance_fields`.
+        `cancel` set: the connection is closed at the next chunk (the server frees its engine).
+        `done` (SSE): receives the `speech.audio.done` event (ours carries frames / stop / seed)."""
+        import httpx
+
+        body = request_body(text, seed=seed, max_new_tokens=max_new_tokens, mode=mode, response_format="pcm",
+                            ref_audio=ref_audio, guidance=guidance)
+        result = result if result is not None else StreamResult()
+        reader = Pcm16Reader()
+        t0 = time.perf_counter()
+        try:
+            with self._client.stream("POST", SPEECH_PATH, json=body) as r:
+                result.headers = dict(r.headers)
+                if r.status_code != 200:
+                    r.read()
+                    try:
+                        msg = error_message(r.json(), r.text)
+                    except ValueError:
+                        msg = r.text[:300]
+                    raise SpeechServerError(f"speech server at {self.url} refused {text[:60]!r} "
+                                            f"(HTTP {r.status_code}): {msg}", "refused", r.status_code)
+                pieces = self._sse_audio(r, done) if mode == "sse" else r.iter_bytes()
+                for data in pieces:
+                    if cancel is not None and cancel.is_set():
+                        return
+                    if not data:
+                        continue
+                    samples = reader.feed(data)
+                    if len(samples):
+                        if result.ttfa_s is None:
+                            result.ttfa_s = time.perf_counter() - t0
+                        yield samples
+        except httpx.HTTPError as e:
+            raise self._failed(f"POST {SPEECH_PATH}", e) from e
+        except (RuntimeError, ValueError) as e:
+            if isinstance(e, SpeechServerError):
+                raise
+            raise SpeechServerError(f"speech server at {self.url}: {e}", "protocol") from e
+        try:
+            reader.finish()
+        except ValueError as e:
+            raise SpeechServerError(f"speech server at {self.url}: {e}", "protocol") from e
+
+    @staticmethod
+    def _sse_audio(response: Any, done: dict | None) -> Iterator[bytes]:
+        for event in iter_sse_events(response.iter_lines()):
+            data = sse_audio(event)
+            if data is None:
+                if done is not None:
+                    done.update(event)
+                continue
+            yield data

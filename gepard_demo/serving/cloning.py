@@ -1,0 +1,84 @@
+"""The speech server's voice-cloning and guidance fields, parsed and checked apart from the
+protocol so the server only wires them in.
+
+vLLM-Omni's cloning fields (its Qwen3-TTS "Base" task; vLLM-Omni 0.30 refuses them for Gepard):
+- `ref_audio`: the reference recording as base64 or a data URL (`data:audio/wav;base64,...`);
+  any format soundfile (or an ffmpeg on PATH) reads, any rate and channel count, 3-15 s of
+  sound (reference_audio.py says why). URLs are not fetched.
+- `ref_text`: accepted and ignored: Gepard's compressor takes only the audio (the response
+  says so in the `X-Gepard-Ref-Text: ignored` header).
+- `task_type`: accepted when it is "Base" (vLLM-Omni's name for cloning), refused otherwise.
+
+Our extension fields (not in vLLM-Omni): `cfg_scale` (classifier-free guidance weight, 1 = off,
+0-10) and `cfg_frames` (guide only the first N frames; absent = all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gepard_demo.serving.protocol import GEPARD_RULES, FieldRule
+from gepard_demo.settings import SamplingSettings, SettingsError
+from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio
+
+ACCEPTED_CLONING_FIELDS = ("ref_audio", "ref_text", "task_type")  # with a compressor to clone with
+EXTENSION_FIELDS = ("cfg_scale", "cfg_frames")  # ours, always accepted
+
+
+def request_rules(cloning: bool) -> tuple[FieldRule, ...]:
+    """vLLM-Omni's Gepard refusals, less the cloning fields we serve when the model can clone."""
+    if not cloning:
+        return GEPARD_RULES
+    return tuple(r for r in GEPARD_RULES if r.field not in ACCEPTED_CLONING_FIELDS)
+
+
+def split_extensions(body: Any) -> tuple[Any, dict]:
+    """(the body vLLM-Omni's request model sees, our extension fields)."""
+    if not isinstance(body, dict):
+        return body, {}
+    return {k: v for k, v in body.items() if k not in EXTENSION_FIELDS}, {k: body[k] for k in EXTENSION_FIELDS if k in body}
+
+
+class CloningFieldError(ValueError):
+    """A cloning or guidance field the server refuses; `param` names it."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class CloningFields:
+    ref_audio: bytes | None  # the decoded file bytes, not yet checked as audio
+    ref_text_ignored: bool
+    cfg: dict  # SamplingSettings changes: cfg_scale / cfg_frames as given
+
+
+def parse_cloning_fields(body: dict[str, Any], sampling: SamplingSettings) -> CloningFields:
+    ref = body.get("ref_audio")
+    data = None
+    if ref is not None:
+        try:
+            data = decode_base64_audio(ref)
+        except ReferenceAudioError as e:
+            raise CloningFieldError(f"ref_audio {e}", "ref_audio") from e
+        if not data:
+            raise CloningFieldError("ref_audio is empty", "ref_audio")
+    task = body.get("task_type")
+    if task is not None and task != "Base":
+        raise CloningFieldError(f"task_type must be 'Base' (voice cloning) when given, got {task!r}", "task_type")
+    ref_text = body.get("ref_text")
+    if ref_text is not None and not isinstance(ref_text, str):
+        raise CloningFieldError("ref_text must be a string (it is accepted and ignored)", "ref_text")
+    cfg = {k: body[k] for k in ("cfg_scale", "cfg_frames") if body.get(k) is not None}
+    for key, value in cfg.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (key == "cfg_frames" and not isinstance(value, int)):
+            raise CloningFieldError(f"{key} must be a number{' (an integer)' if key == 'cfg_frames' else ''}, got {value!r}", key)
+        try:
+            sampling.replace(**{key: value}).validate()
+        except SettingsError as e:
+            raise CloningFieldError(str(e), key) from e
+    if "cfg_scale" in cfg:
+        cfg["cfg_scale"] = float(cfg["cfg_scale"])
+    return CloningFields(ref_audio=data, ref_text_ignored=ref_text is not None, cfg=cfg)

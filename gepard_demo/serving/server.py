@@ -1,0 +1,255 @@
+"""vLLM-Omni's speech endpoint (as it serves Gepard, facts §6) backed by our engine + codec.
+
+Production serves Gepard with vLLM-Omni; this server speaks the same protocol so one client
+(eval's `--engine server`, the app's `--server-url`, the OpenAI SDK, curl) can drive either,
+and differences come from the model, not the protocol. What is accepted, refused and streamed
+is decided by `protocol.py` (vLLM-Omni's request model + its Gepard adapter's rules):
+
+- `POST /v1/audio/speech`: `input`, `voice` ("default"), `response_format` (wav default, pcm =
+  s16le mono 22050 Hz, flac, mp3), `stream` / `stream_format` (none, raw bytes or SSE
+  `speech.audio.delta` events; pcm or wav), `max_new_tokens` (frames, 1-4096), `seed`, `model`.
+- `GET /v1/models`: the served model id, plus `random_weights` and the fixed settings.
+- Errors in OpenAI's shape for every status (400, 404, 405, 413, 500); a body over
+  `max_body_bytes` is refused with 413 from its Content-Length, before it is read.
+- Voice cloning and guidance (cloning.py), when the server has a speaker prefixer:
+  `ref_audio` (base64 or a data URL), `ref_text` (accepted, ignored), `task_type` "Base"; always
+  our extension fields `cfg_scale` / `cfg_frames`. Bad reference audio is a 400 naming `ref_audio`.
+  Without a prefixer the cloning fields are refused as vLLM-Omni refuses them.
+- Temperature, top-k, greedy, stop threshold and the chunking / fade / silence are fixed per
+  server (chosen at start, as vLLM-Omni reads them from gepard_config.json and env vars).
+
+Every request goes through `SynthesisSession`, the path the app and eval use. One engine,
+one request at a time: an asyncio lock serializes them and the engine work runs in a worker
+thread, so the event loop keeps answering (and rejecting bad requests) meanwhile. A client
+that hangs up, streamed or not, cancels its session and frees the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import asdict
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gepard_demo.serving import cloning
+from gepard_demo.serving.protocol import (
+    MODELS_PATH,
+    SAMPLE_RATE,
+    SPEECH_PATH,
+    RequestError,
+    SpeechRequest,
+    delta_event,
+    encode_audio,
+    error_body,
+    parse_speech_request,
+    pcm16,
+    sse_event,
+    streaming_wav_header,
+)
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.text_input import TextError
+from gepard_demo.voice.reference_audio import ReferenceAudioError
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 16 * 2**20  # room for a base64 reference clip; text alone is a few KB
+
+
+def _error(message: str, status: int = 400, param: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(message, status, param), status_code=status)
+
+
+class BodyLimit:
+    """ASGI middleware: a request whose Content-Length exceeds the limit gets 413 at once,
+    its body unread; a chunked body that grows past it is cut off with 413 too."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        too_big = _error(f"request body over {self.max_bytes} bytes", 413)
+        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
+            return await too_big(scope, receive, send)
+        seen = 0
+
+        async def counted():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await too_big(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
+    """Cancel the session when the client disconnects (the body is already read, so the next
+    ASGI message can only be the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            session.cancel()
+            return
+
+
+def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream: StreamSettings,
+                     max_body_bytes: int = MAX_BODY_BYTES, prefixer: Any = None) -> FastAPI:
+    """The FastAPI app for one loaded engine + codec.
+
+    sampling: the server's fixed temperature / top-k / greedy / stop threshold; its
+        max_frames is the default max_new_tokens and its seed (if any) the default seed.
+    stream: the server's fixed chunking, decode mode, fade and silence.
+    prefixer: a SpeakerPrefixer for `ref_audio` requests (None: cloning fields are refused).
+    """
+    sampling.validate()
+    stream.validate()
+    if int(codec.sample_rate) != SAMPLE_RATE:
+        raise ValueError(f"the codec runs at {codec.sample_rate} Hz; the speech API's pcm is {SAMPLE_RATE} Hz")
+    info = engine.model_info
+    model_id = info.name
+    lock = asyncio.Lock()  # one engine: requests take turns
+    app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    rules = cloning.request_rules(prefixer is not None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return _error(str(exc.detail), exc.status_code)
+
+    # The last resort: Starlette re-raises after sending this, and uvicorn then drops the
+    # (keep-alive) connection, so the speech route answers the faults it can foresee itself.
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, exc: Exception):
+        log.exception("speech request failed")
+        return _error(f"{type(exc).__name__}: {exc}", 500)
+
+    def session_for(req: SpeechRequest, clone: cloning.CloningFields, speaker=None) -> SynthesisSession:
+        settings = sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames,
+                                    seed=req.seed if req.seed is not None else sampling.seed, **clone.cfg)
+        # Checks text and settings up front, without touching the engine.
+        return SynthesisSession(engine, codec, req.text, settings, stream, speaker=speaker)
+
+    @app.get(MODELS_PATH)
+    async def models():
+        return {"object": "list", "data": [{
+            "id": model_id, "object": "model", "owned_by": "gepard-demo", "root": info.path,
+            "revision": info.revision, "random_weights": info.random_weights,
+            "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": getattr(info, "speed", None),
+            "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
+            # What a client may send beyond vLLM-Omni's protocol (client.ServedFeatures).
+            "voice_cloning": prefixer is not None, "guidance": True,
+        }]}
+
+    @app.post(SPEECH_PATH)
+    async def speech(request: Request):
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            return _error("the request body must be JSON")
+        try:
+            plain, extensions = cloning.split_extensions(body)
+            req = parse_speech_request(plain, model_id, rules)
+            clone = cloning.parse_cloning_fields({**plain, **extensions}, sampling)
+            session_for(req, clone)  # text and settings checked before any reference audio is decoded
+            speaker = None
+            if clone.ref_audio is not None:
+                async with lock:  # the encoder shares the CPU with the engine
+                    speaker = (await anyio.to_thread.run_sync(prefixer.from_bytes, clone.ref_audio)).tokens
+            session = session_for(req, clone, speaker)
+        except RequestError as exc:
+            return _error(str(exc), exc.status, exc.param)
+        except cloning.CloningFieldError as exc:
+            return _error(str(exc), 400, exc.param)
+        except ReferenceAudioError as exc:
+            return _error(f"ref_audio: {exc}", 400, "ref_audio")
+        except (TextError, SettingsError) as exc:
+            return _error(str(exc), 400, "input" if isinstance(exc, TextError) else None)
+        headers = {"X-Gepard-Seed": str(session.sampling.seed), "X-Gepard-Sample-Rate": str(SAMPLE_RATE),
+                   "Cache-Control": "no-store"}
+        if clone.ref_text_ignored:
+            headers["X-Gepard-Ref-Text"] = "ignored"
+        if req.mode != "none":
+            media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
+            body_iter = _stream_body(session, lock, req)
+            return StreamingResponse(body_iter, media_type=media, headers={**headers, "X-Accel-Buffering": "no"})
+        watcher = asyncio.create_task(_wait_for_hangup(request, session))
+        try:
+            async with lock:
+                audio = await anyio.to_thread.run_sync(session.run)
+        except Exception as exc:  # noqa: BLE001  answered here: the app-wide handler's re-raise drops the connection
+            log.exception("speech request failed")
+            return _error(f"{type(exc).__name__}: {exc}", 500)
+        finally:
+            watcher.cancel()
+        if session.cancelled:  # the client is gone: nobody reads this
+            return Response(status_code=499)
+        st = session.stats
+        headers.update({"X-Gepard-Frames": str(st.frames), "X-Gepard-Stop-Fired": str(st.stop_fired).lower(),
+                        "X-Gepard-Runaway": str(st.runaway).lower()})
+        data, media = encode_audio(audio, req.response_format)
+        return Response(data, media_type=media, headers=headers)
+
+    return app
+
+
+FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}
+
+
+async def _stream_body(session: SynthesisSession, lock: asyncio.Lock, req: SpeechRequest):
+    """Chunks as the session makes them: raw bytes or SSE events; a streamed WAV starts with
+    a header whose sizes are unknown. The lock is taken only once the body is iterated, so a
+    response that is never sent cannot hold the engine."""
+    sse = req.mode == "sse"
+
+    def out(data: bytes) -> bytes:
+        return delta_event(data, req.response_format) if sse else data
+
+    it = iter(session)
+    async with lock:
+        try:
+            first = True
+            while True:
+                chunk = await anyio.to_thread.run_sync(next, it, None)
+                if chunk is None:
+                    break
+                if not len(chunk.samples):
+                    continue
+                if first and req.response_format == "wav":
+                    yield out(streaming_wav_header())
+                first = False
+                yield out(pcm16(chunk.samples))
+            if sse:
+                st = session.stats
+                yield sse_event("speech.audio.done", {"gepard": {
+                    "frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway, "seed": st.seed}})
+        except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
+            log.exception("speech stream failed")
+            if sse:
+                yield sse_event("speech.audio.error", {"error": error_body(str(exc), 500)["error"]})
+            else:
+                raise
+        finally:
+            # A client that goes away cancels this generator; free the engine (waiting for
+            # the decode step in flight in its worker thread) before the next request runs.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(session.close)

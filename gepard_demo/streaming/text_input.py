@@ -1,0 +1,73 @@
+"""What text a request may carry, and how long text is cut into segments.
+
+Shared by every way in (the page, the speech server, the CLI, eval): `clean_text` applies the
+prompt's own normalisation and refuses empty or too-long text with `TextError` before any work
+starts; `split_text` cuts text above SEGMENT_CHARS into sentence-aligned segments, which a
+SynthesisSession generates one after the other in one decoder stream.
+
+Text above MAX_TEXT_CHARS (2000) is refused: at ~15 characters per second that is already over
+two minutes of audio, longer than a demo request should hold the single engine.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gepard_demo.model.prompt import PromptError, normalize_text
+
+MAX_TEXT_CHARS = 2000
+SEGMENT_CHARS = 400
+
+
+class TextError(ValueError):
+    """The text cannot be synthesized (empty, only unprintable characters, or too long)."""
+
+
+def clean_text(text: str, max_chars: int = MAX_TEXT_CHARS) -> str:
+    """The prompt's own normalisation (NFC, unspeakable code points dropped, whitespace
+    collapsed), checked up front so the page can say what is wrong before any work starts.
+
+    Raises TextError when nothing speakable is left (empty text must be rejected loudly,
+    facts §2) or when the text is longer than max_chars.
+    """
+    try:
+        cleaned = normalize_text(text)
+    except PromptError as exc:
+        raise TextError(str(exc)) from exc
+    if not cleaned:
+        raise TextError("Please enter some text to speak (the text is empty or has no printable characters).")
+    if len(cleaned) > max_chars:
+        raise TextError(f"The text is {len(cleaned)} characters long; the limit is {max_chars}. Please shorten it.")
+    return cleaned
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?…。！？;:])\s+")
+
+
+def split_text(text: str, segment_chars: int = SEGMENT_CHARS) -> list[str]:
+    """Split text into segments of at most segment_chars, on sentence ends where possible.
+
+    A sentence longer than segment_chars is split at the last comma or space before the
+    limit, and as a last resort hard at the limit, so no segment exceeds it.
+    """
+    if len(text) <= segment_chars:
+        return [text]
+    pieces: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        sentence = sentence.strip()
+        while len(sentence) > segment_chars:
+            window = sentence[: segment_chars + 1]
+            cut = max(window.rfind(", "), window.rfind(" "))
+            cut = cut + 1 if cut > 0 else segment_chars
+            pieces.append(sentence[:cut].strip())
+            sentence = sentence[cut:].strip()
+        if sentence:
+            pieces.append(sentence)
+    # Pack consecutive sentences while they fit: fewer, longer segments keep prosody.
+    segments: list[str] = []
+    for piece in pieces:
+        if segments and len(segments[-1]) + 1 + len(piece) <= segment_chars:
+            segments[-1] = segments[-1] + " " + piece
+        else:
+            segments.append(piece)
+    return segments
