@@ -134,8 +134,8 @@ def test_closing_the_pipeline_stops_the_talker_and_frees_the_engine(tiny_engine)
         list(PipelinedEngine(tiny_engine).stream_frames(TEXT, SamplingSettings(temperature=-1.0)))
 
 
-def _hw(device="cpu", cores=2, flags=("avx2",), int8=True):
-    return Hardware(device=device, cores=cores, cpu_flags=flags, int8_kernels=int8)
+def _hw(device="cpu", cores=2, flags=("avx2",), int8=True, capability=None):
+    return Hardware(device=device, cores=cores, cpu_flags=flags, int8_kernels=int8, capability=capability)
 
 
 def test_pick_speed_follows_the_hardware_and_the_override():
@@ -149,8 +149,9 @@ def test_pick_speed_follows_the_hardware_and_the_override():
         assert "misses the fidelity guard" in pick_speed(_hw(), precision="int8").reason
     tiny = pick_speed(_hw(), small_model=True)
     assert (tiny.precision, tiny.threads, tiny.pipelined) == ("fp32", 1, False)
-    gpu = pick_speed(_hw(device="cuda"))
-    assert (gpu.precision, gpu.pipelined) == ("bf16", False) and load_dtype("cuda", "auto") == "bfloat16"
+    gpu = pick_speed(_hw(device="cuda", capability=(9, 0)))
+    assert (gpu.precision, gpu.pipelined) == ("bf16", False)
+    assert pick_speed(_hw(device="cuda", capability=(7, 5))).precision == "fp16"  # a T4 (tests/test_precision.py)
     assert load_dtype("cpu", "bf16") == "float32"  # a CPU loads fp32, then converts
     assert pick_speed(_hw(cores=1), precision="fp32").describe() == "cpu · fp32 · 1 thread · talker then codec"
     assert "no native bf16" in pick_speed(_hw(), precision="bf16").reason

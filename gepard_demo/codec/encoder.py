@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from .errors import CodecLoadError
 from .fsq import FSQLayout, Quantized, quantize
-from .hifigan import Activation, fold_weight_norm
+from .hifigan import Activation, exact_gpu_convolutions, fold_weight_norm
 from .nemo_archive import read_nemo
 
 PAD_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -190,6 +190,8 @@ class CodecEncoder:
         if layout.num_codes != encoder.cfg.encoded_dim:
             raise CodecLoadError(f"quantizer takes {layout.num_codes} dims but audio_encoder.encoded_dim is {encoder.cfg.encoded_dim}")
         self.device = torch.device(device)
+        if self.device.type == "cuda":
+            exact_gpu_convolutions()
         self.encoder = encoder.to(self.device)
         self.layout = layout
         self.sample_rate = int(sample_rate)

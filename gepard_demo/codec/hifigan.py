@@ -355,3 +355,16 @@ def nemo_state_from_decoder_shapes(
         elif isinstance(module, Snake):
             out[f"{prefix}{name}.alpha"] = 0.5 + torch.rand(module.alpha.shape, generator=generator)
     return out
+
+
+def exact_gpu_convolutions() -> None:
+    """cuDNN runs fp32 convolutions in TF32 on Ampere and later unless told not to: a 10-bit
+    mantissa in every conv of the decoder (and the encoder), so "exact" streaming would no longer equal the fp32
+    whole decode. The codec is the process's only convolution user (the talker is matmuls), so
+    switching it off process-wide costs the talker nothing; benchmarks/gpu_smoke.py measures the
+    GPU decode against the CPU one."""
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(conv, "fp32_precision"):  # the PyTorch 2.9+ switch
+        conv.fp32_precision = "ieee"
+    else:
+        torch.backends.cudnn.allow_tf32 = False

@@ -11,7 +11,7 @@ import torch
 from .base import Codec, StreamDecoder, check_mode
 from .errors import CodecLoadError
 from .fsq import FSQLayout, dequantize
-from .hifigan import CausalHiFiGANDecoder, DecoderConfig, load_decoder
+from .hifigan import CausalHiFiGANDecoder, DecoderConfig, exact_gpu_convolutions, load_decoder
 from .nemo_archive import read_nemo
 from .stream import DECODE_BLOCK_FRAMES, ExactStreamDecoder, LookbackStreamDecoder
 
@@ -53,6 +53,8 @@ class NativeCodec(Codec):
         device: str | torch.device = "cpu",
     ):
         self.device = torch.device(device)
+        if self.device.type == "cuda":
+            exact_gpu_convolutions()
         self.decoder = decoder.to(self.device).eval()
         self.layout = layout
         self.sample_rate = int(sample_rate)

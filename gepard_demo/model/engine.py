@@ -51,8 +51,10 @@ class GepardEngine:
         dtype: torch.dtype | str = torch.float32,
         cache_dir: str | Path | None = None,
     ) -> "GepardEngine":
-        """device "cpu" or "cuda[:n]"; dtype float32 (CPU: bf16 is 4-10x slower without
-        AVX-512), or bfloat16 on a GPU as vLLM-Omni deploys it. Sampling stays fp32 either way."""
+        """device "cpu" or "cuda[:n]"; dtype: what the backbone's layers compute in: float32
+        (CPU: bf16 is 4-10x slower without AVX-512), bfloat16 on a GPU of compute capability 8.0
+        or above, float16 below it (speed.select.precision_for picks). Embeddings, heads, the
+        stop head, the frame embedding and sampling stay fp32 in every case."""
         resolved = resolve_model(model, cache_dir=cache_dir)
         return cls.from_resolved(resolved, device=device, dtype=dtype)
 
@@ -66,7 +68,10 @@ class GepardEngine:
         tokenizer = AutoTokenizer.from_pretrained(str(resolved.path))
         talker = GepardTalker(config)
         talker.load_checkpoint(resolved.path)
-        talker = talker.to(device=device, dtype=dtype).eval()
+        # The layers compute in `dtype`; embeddings, heads, stop head and frame embedding stay
+        # fp32 (they decide every sample). Frozen: nothing here trains, and a parameter that
+        # asks for grad makes an inference tensor fail outside inference mode.
+        talker = talker.set_backbone_dtype(dtype).to(device=device).requires_grad_(False).eval()
         info = ModelInfo(
             name=resolved.name,
             path=str(resolved.path),

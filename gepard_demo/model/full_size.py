@@ -59,7 +59,7 @@ def build_full_size_engine(
     with torch.no_grad():
         talker.null_prefix.normal_(0.0, 0.02)
         talker.audio_embed_scale.fill_(0.02)  # about the text-embedding std, as the authors set it
-    talker = talker.to(device=device, dtype=dtype).eval()
+    talker = talker.set_backbone_dtype(dtype).to(device=device).requires_grad_(False).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     info = ModelInfo(FULL_SIZE_NAME, "(in memory)", None, True, str(device), str(dtype).removeprefix("torch."))
     return GepardEngine(config, tokenizer, talker, info)

@@ -77,8 +77,10 @@ def padding_mask(talker: GepardTalker, mask, embeds, positions, cache):
     backbone = talker.config.backbone
     if not full_attention_only(backbone):
         return mask
+    # The mask's fill value follows the dtype the layers compute in, not the fp32 embeddings.
     causal = create_causal_mask(
-        config=backbone, inputs_embeds=embeds, attention_mask=mask, past_key_values=cache, position_ids=positions
+        config=backbone, inputs_embeds=embeds.to(talker.backbone_dtype), attention_mask=mask, past_key_values=cache,
+        position_ids=positions,
     )
     return {"full_attention": causal}
 
@@ -128,23 +130,25 @@ def decode_batch(
     cfg_frames = [s.settings.cfg_frames for s in samplers]
     scales = [s.settings.cfg_scale for s in samplers]
 
+    # Inference mode is entered for each step's work, never across a yield: a consumer may
+    # resume this generator from another thread (the pipeline's talker thread, a GPU call's
+    # worker), and inference mode is a per-thread switch.
     with torch.inference_mode():
         embeds = talker.embed_prompt(ids, speaker_rows)
         # A padding-free batch needs no mask at all; passing none keeps the fast path.
         padded = bool((mask == 0).any())
-        out = talker.model(
-            inputs_embeds=embeds,
+        hidden = talker.backbone(
+            embeds,
             attention_mask=padding_mask(talker, mask, embeds, positions, cache) if padded else None,
             position_ids=positions,
             past_key_values=cache,
-            use_cache=True,
         )
-        hidden = out.last_hidden_state[:, -1]
-        active = rows  # batch row -> (request, is_unconditional)
-        committed = [0] * n
-        last_pos = positions[:, -1]
+    active = rows  # batch row -> (request, is_unconditional)
+    committed = [0] * n
+    last_pos = positions[:, -1]
 
-        while active:
+    while active:
+        with torch.inference_mode():
             logits, p_stop = talker.head_logits(hidden)
             cond_rows = [r for r, (_, unc) in enumerate(active) if not unc]
             reqs = [active[r][0] for r in cond_rows]
@@ -159,26 +163,29 @@ def decode_batch(
             codes = sample_codes(logits, [samplers[r] for r in reqs])
             p_list = p_stop.tolist()  # the conditional rows': the stop is judged there
             codes_cpu = codes.cpu().unbind(0)
-            now = time.perf_counter() - start
-            going: dict[int, int] = {}  # request -> its row in `codes`
-            for k, req in enumerate(reqs):
-                settings = samplers[req].settings
-                if committed[req] > 0 and p_list[k] > settings.stop_threshold:
-                    yield req, FrameStep(committed[req], None, p_list[k], now, "stop")
-                    continue
-                committed[req] += 1
-                done = "budget" if committed[req] >= settings.max_frames else None
-                yield req, FrameStep(committed[req] - 1, codes_cpu[k], p_list[k], now, done)
-                if done is None:
-                    going[req] = k
-            # A guidance row lives while its request does and still has frames to guide.
-            keep = [
-                r
-                for r, (req, unc) in enumerate(active)
-                if req in going and not (unc and cfg_frames[req] is not None and committed[req] >= cfg_frames[req])
-            ]
-            if not keep:
-                break
+        now = time.perf_counter() - start
+        going: dict[int, int] = {}  # request -> its row in `codes`
+        events: list[tuple[int, FrameStep]] = []
+        for k, req in enumerate(reqs):
+            settings = samplers[req].settings
+            if committed[req] > 0 and p_list[k] > settings.stop_threshold:
+                events.append((req, FrameStep(committed[req], None, p_list[k], now, "stop")))
+                continue
+            committed[req] += 1
+            done = "budget" if committed[req] >= settings.max_frames else None
+            events.append((req, FrameStep(committed[req] - 1, codes_cpu[k], p_list[k], now, done)))
+            if done is None:
+                going[req] = k
+        yield from events
+        # A guidance row lives while its request does and still has frames to guide.
+        keep = [
+            r
+            for r, (req, unc) in enumerate(active)
+            if req in going and not (unc and cfg_frames[req] is not None and committed[req] >= cfg_frames[req])
+        ]
+        if not keep:
+            break
+        with torch.inference_mode():
             if len(keep) != len(reqs) or len(active) != len(reqs):  # else the rows map 1:1
                 codes = codes[torch.tensor([going[active[r][0]] for r in keep], device=device)]
             if len(keep) < len(active):
@@ -193,11 +200,9 @@ def decode_batch(
             last_pos = last_pos + 1
             step_embeds = talker.embed_frame(codes).unsqueeze(1)
             step_pos = last_pos.unsqueeze(1)
-            out = talker.model(
-                inputs_embeds=step_embeds,
+            hidden = talker.backbone(
+                step_embeds,
                 attention_mask=padding_mask(talker, mask, step_embeds, step_pos, cache) if padded else None,
                 position_ids=step_pos,
                 past_key_values=cache,
-                use_cache=True,
             )
-            hidden = out.last_hidden_state[:, -1]

@@ -132,6 +132,34 @@ class GepardTalker(nn.Module):
     def device(self) -> torch.device:
         return self.stop_head.weight.device
 
+    # -- precision --------------------------------------------------------------------------
+
+    @property
+    def backbone_dtype(self) -> torch.dtype:
+        """What the Qwen3.5 layers compute in (bf16 or fp16 on a GPU; fp32 on a CPU, where the
+        speed layer's fbgemm linears keep fp32 math)."""
+        return self.model.norm.weight.dtype
+
+    def set_backbone_dtype(self, dtype: torch.dtype) -> "GepardTalker":
+        """Cast the backbone's layers and final norm to `dtype`; everything that decides a
+        sample stays fp32: the token embeddings, the 32 codebook heads, the stop head, the frame
+        embedding, the speaker slots. A bf16 stop head moves p_stop by up to 0.017 on the
+        real-shape model (the fidelity guard's bound is 0.01), so only the layers go down."""
+        self.model.layers.to(dtype)
+        self.model.norm.to(dtype)
+        return self
+
+    def backbone(self, embeds: torch.Tensor, *, attention_mask=None, position_ids=None, past_key_values=None,
+                 last_only: bool = True) -> torch.Tensor:
+        """fp32 input embeddings -> fp32 hidden states (the last position's unless `last_only`
+        is False), through the layers at `backbone_dtype`. attention_mask: as decode_batch
+        builds it (None, a 2-D padding mask, or the full-attention mask mapping)."""
+        out = self.model(inputs_embeds=embeds.to(self.backbone_dtype), attention_mask=attention_mask,
+                         position_ids=position_ids, past_key_values=past_key_values,
+                         use_cache=past_key_values is not None)
+        hidden = out.last_hidden_state
+        return (hidden[:, -1] if last_only else hidden).float()
+
     # -- the three things a decode step needs ---------------------------------------------
 
     def embed_prompt(self, input_ids: torch.Tensor, speakers: torch.Tensor | None = None) -> torch.Tensor:
@@ -164,6 +192,7 @@ class GepardTalker(nn.Module):
     def head_logits(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, hidden) -> logits (N, 32, max_level) in fp32 with -inf padding, p_stop (N,)."""
         weight, bias, _ = self.fused()
+        hidden = hidden.to(weight.dtype)  # the heads are fp32 whatever the backbone computes in
         flat = torch.nn.functional.linear(hidden, weight, bias).float()
         logits = flat[:, self._head_gather] + self._head_pad
         p_stop = torch.sigmoid(self.stop_head(hidden).float()).squeeze(-1)

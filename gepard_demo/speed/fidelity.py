@@ -49,16 +49,16 @@ class FidelityReport:
 def trace(talker, prompt_ids: list[int], steps: int, frames: torch.Tensor | None = None, seed: int = 0) -> Trace:
     """Run `steps` decode steps of one request. frames=None: draw them from this talker's heads
     (seeded); otherwise feed these frames (teacher forcing)."""
-    device = talker.null_prefix.device
+    device = talker.device
     gen = torch.Generator(device="cpu").manual_seed(seed)
     cache = DynamicCache(config=talker.config.backbone)
     ids = torch.tensor([prompt_ids], device=device)
     all_logits, all_p, fed = [], [], []
     with torch.inference_mode():
-        out = talker.model(inputs_embeds=talker.embed_prompt(ids), past_key_values=cache, use_cache=True)
+        hidden = talker.backbone(talker.embed_prompt(ids), past_key_values=cache)
         pos = ids.shape[1]
         for t in range(steps):
-            logits, p_stop = talker.head_logits(out.last_hidden_state[:, -1])
+            logits, p_stop = talker.head_logits(hidden)
             logits, p_stop = logits[0].float().cpu(), p_stop[0].float().cpu()
             if frames is None:
                 u = torch.rand(logits.shape, generator=gen).clamp_(1e-10, 1 - 1e-10)
@@ -70,8 +70,7 @@ def trace(talker, prompt_ids: list[int], steps: int, frames: torch.Tensor | None
             fed.append(code)
             if t + 1 < steps:
                 x = talker.embed_frame(code.unsqueeze(0).to(device)).unsqueeze(1)
-                out = talker.model(inputs_embeds=x, position_ids=torch.tensor([[pos]], device=device),
-                                   past_key_values=cache, use_cache=True)
+                hidden = talker.backbone(x, position_ids=torch.tensor([[pos]], device=device), past_key_values=cache)
                 pos += 1
     return Trace(torch.stack(all_logits), torch.stack(all_p), torch.stack(fed))
 

@@ -14,8 +14,9 @@ heavy-tailed, and one 7-bit scale per row loses their small values. So "int8" qu
 linears fed by an RMSNorm (q, k, v, gate, up: 68% of the weights) and keeps o_proj and down_proj
 at fp16 weights.
 
-Only `talker.model.layers` changes. The token embeddings, the 32 codebook heads, the stop head
-and the frame embedding stay fp32: the heads and the stop head decide every sample.
+Only `talker.model.layers` (and, for bf16 / fp16, the final norm) changes. The token
+embeddings, the 32 codebook heads, the stop head and the frame embedding stay fp32 in every
+precision, on a CPU and on a GPU alike: the heads and the stop head decide every sample.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from torch import nn
 
 from .settings import PRECISIONS, SpeedError
 
+BACKBONE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Linears whose input comes straight from an RMSNorm: well-behaved rows, safe at int8.
 INT8_LINEARS = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 
@@ -51,7 +53,7 @@ def quantize_backbone(talker: nn.Module, precision: str) -> nn.Module:
     """Swap the backbone layers' nn.Linear modules for fbgemm ones, in place ("fp16w" or "int8")."""
     if not quantized_kernels_available():
         raise SpeedError(f"this PyTorch has no x86/fbgemm quantized engine ({torch.backends.quantized.supported_engines})")
-    if talker.null_prefix.device.type != "cpu" or talker.null_prefix.dtype != torch.float32:
+    if talker.device.type != "cpu" or talker.backbone_dtype != torch.float32:
         raise SpeedError(f"{precision} needs the fp32 talker on the CPU")
     layers = talker.model.layers
     linears = [n for n, m in layers.named_modules() if isinstance(m, nn.Linear)]
@@ -71,10 +73,8 @@ def apply_precision(talker: nn.Module, precision: str) -> nn.Module:
         raise SpeedError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision in ("int8", "fp16w"):
         return quantize_backbone(talker, precision)
-    if precision == "bf16":
-        return talker.to(torch.bfloat16)
-    if precision == "fp16":
-        return talker.to(torch.float16)
+    if precision in BACKBONE_DTYPES:  # the layers only: embeddings and heads stay fp32
+        return talker.set_backbone_dtype(BACKBONE_DTYPES[precision])
     return talker
 
 

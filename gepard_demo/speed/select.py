@@ -5,7 +5,9 @@ random model (see README "Real time on CPU", and GUARD_PASSES below): fbgemm's f
 int8 backbone linears are the fast CPU paths on AVX2 and AVX-512 machines alike; auto takes the
 fastest one that passed the guard. bf16 passes too but is only fast with native bf16 math
 (AVX512-BF16 / AMX), so it is used only when asked for. With 2+ cores the talker runs ahead of
-the codec on its own thread. A GPU keeps what it had: bf16 weights, no quantization, no pipeline.
+the codec on its own thread. A GPU computes the backbone in bf16 from compute capability 8.0
+and in fp16 below it (a T4), never quantized, never pipelined; everywhere the embeddings, the
+32 heads, the stop head and the frame embedding stay fp32.
 
     hw = detect_hardware("cpu")
     speed = pick_speed(hw, precision="auto", threads=0, small_model=False)
@@ -38,20 +40,30 @@ GUARD_NOTE = "cpu_realtime.py, real-shape random model, 500 steps"
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
+# bf16 needs tensor-core bf16 math: compute capability 8.0 (Ampere) and above. A T4 (7.5) only
+# emulates it, yet torch.cuda.is_bf16_supported() says True there; vLLM refuses bf16 below 8.0.
+BF16_MIN_CAPABILITY = (8, 0)
+
+
 @dataclass(frozen=True)
 class Hardware:
     device: str  # "cpu" or "cuda[:n]"
     cores: int  # CPUs this process may use
     cpu_flags: tuple[str, ...]  # the CPU_FLAGS present
     int8_kernels: bool  # PyTorch has the x86/fbgemm quantized engine (int8 and fp16-weight linears)
+    capability: tuple[int, int] | None = None  # a GPU's compute capability
+    gpu_name: str | None = None
 
     @property
     def native_bf16(self) -> bool:
-        return self.device.startswith("cuda") or any(f in self.cpu_flags for f in ("avx512_bf16", "amx_bf16"))
+        if self.device.startswith("cuda"):
+            return self.capability is not None and tuple(self.capability) >= BF16_MIN_CAPABILITY
+        return any(f in self.cpu_flags for f in ("avx512_bf16", "amx_bf16"))
 
     def describe(self) -> str:
         if self.device.startswith("cuda"):
-            return f"{self.device} ({torch.cuda.get_device_name(self.device)})"
+            cap = ".".join(map(str, self.capability)) if self.capability else "?"
+            return f"{self.device} ({self.gpu_name}, compute capability {cap})"
         flags = ", ".join(self.cpu_flags) or "no AVX2"
         return f"cpu, {self.cores} cores ({flags})"
 
@@ -71,7 +83,41 @@ def _cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
 
 def detect_hardware(device: str = "cpu") -> Hardware:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return Hardware(device=device, cores=cores, cpu_flags=_cpu_flags(), int8_kernels=quantized_kernels_available())
+    capability = name = None
+    if device.startswith("cuda"):
+        # Both answer without initialising CUDA under ZeroGPU's emulation (spaces patches them).
+        capability = tuple(torch.cuda.get_device_capability(device))
+        name = torch.cuda.get_device_name(device)
+    return Hardware(device=device, cores=cores, cpu_flags=_cpu_flags(), int8_kernels=quantized_kernels_available(),
+                    capability=capability, gpu_name=name)
+
+
+def gpu_precision(capability: tuple[int, int]) -> str:
+    """bf16 where the GPU computes it natively, fp16 below (a T4's precision)."""
+    return "bf16" if tuple(capability) >= BF16_MIN_CAPABILITY else "fp16"
+
+
+def precision_for(device: str, precision: str = "auto") -> str:
+    """`precision` checked against `device` before any weight loads, "auto" resolved for a GPU
+    (a CPU's auto is pick_speed's, after loading). Raises SpeedError with what to use instead."""
+    if precision != "auto" and precision not in PRECISIONS:
+        raise SpeedError(f"precision must be 'auto' or one of {PRECISIONS}, got {precision!r}")
+    if not device.startswith("cuda"):
+        if precision == "fp16":
+            raise SpeedError("precision fp16 runs on a GPU only (CPUs have no fast float16 math): use fp16w on a CPU")
+        return precision
+    if not torch.cuda.is_available():
+        raise SpeedError(f"--device {device}, but this PyTorch cannot use a GPU here (torch {torch.__version__}, "
+                         f"CUDA build {torch.version.cuda}); the start-up line says why")
+    if precision in CPU_ONLY:
+        raise SpeedError(f"precision {precision} is CPU-only (fbgemm linears); on {device} use auto, bf16, fp16 or fp32")
+    capability = tuple(torch.cuda.get_device_capability(device))
+    if precision == "auto":
+        return gpu_precision(capability)
+    if precision == "bf16" and capability < BF16_MIN_CAPABILITY:
+        raise SpeedError(f"bf16 needs compute capability 8.0 or above; this GPU is {capability[0]}.{capability[1]}, where "
+                         "bf16 is only emulated (no tensor cores, math-kernel attention): use fp16 (auto picks it) or fp32")
+    return precision
 
 
 def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_model: bool = False) -> SpeedSettings:
@@ -85,8 +131,13 @@ def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_mo
     if hw.device.startswith("cuda"):
         if precision in CPU_ONLY:
             raise SpeedError(f"precision {precision} is CPU-only; on {hw.device} use bf16, fp16 or fp32")
-        chosen = "bf16" if precision == "auto" else precision
-        return SpeedSettings(hw.device, chosen, threads, False, "GPU: bf16 as vLLM-Omni deploys it" if precision == "auto" else "asked for").validate()
+        if precision == "auto":
+            chosen = gpu_precision(hw.capability or (0, 0))
+            reason = (f"GPU of compute capability {'.'.join(map(str, hw.capability or (0, 0)))}: "
+                      + ("bf16, as vLLM-Omni deploys it" if chosen == "bf16" else "fp16 (bf16 is only emulated below 8.0)"))
+        else:
+            chosen, reason = precision, "asked for"
+        return SpeedSettings(hw.device, chosen, threads, False, reason + "; heads and embeddings fp32").validate()
     if small_model:
         chosen = "fp32" if precision == "auto" else precision
         return SpeedSettings("cpu", chosen, threads or 1, False, "tiny model: one fp32 thread is fastest" if precision == "auto" else "asked for").validate()
@@ -115,10 +166,12 @@ LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8":
 
 
 def load_dtype(device: str, precision: str) -> str:
-    """The dtype to load the talker in. A GPU loads at its precision directly (auto: bf16, as
-    before); a CPU always loads fp32 and `apply_speed` converts or quantizes it afterwards."""
+    """The dtype the backbone's layers are loaded in, checked against the device first
+    (precision_for). A GPU loads at its precision directly (auto: bf16 from compute capability
+    8.0, fp16 below); a CPU always loads fp32 and `apply_speed` converts or quantizes it."""
+    chosen = precision_for(device, precision)
     if device.startswith("cuda"):
-        return LOAD_DTYPES["bf16" if precision == "auto" else precision]
+        return LOAD_DTYPES[chosen]
     return "float32"
 
 
