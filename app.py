@@ -7,6 +7,10 @@ The only place the demo reads environment variables:
   GEPARD_CACHE_DIR     where `tiny` is built (default ~/.cache/gepard-demo); `--cache-dir` wins.
   GRADIO_SERVER_NAME   address to listen on (default 127.0.0.1); `--host` wins.
   GRADIO_SERVER_PORT   port (default 7860); `--port` wins.
+  SPACE_ID             set on every Hugging Face Space: the Eval tab's runs are bounded there
+                       (a visitor cannot hold the engine for long); `--public` / `--no-public` win.
+  SPACES_ZERO_GPU      set on a ZeroGPU Space, read through the `spaces` package: GPU work runs
+                       in @spaces.GPU calls (gepard_demo/zerogpu); `--zerogpu` wins.
 
 `python app.py --server-url URL` puts the page in front of a served model (vLLM-Omni or
 `python -m gepard_demo serve`) instead of loading one: see gepard_demo/ui/served.py.
@@ -15,6 +19,7 @@ The only place the demo reads environment variables:
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import os
 import sys
@@ -59,6 +64,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # --precision (auto: fp16w backbone on a CPU, bf16 on a GPU), --threads, --pipeline
     add_speed_flags(p)
     p.add_argument("--no-eval-tab", action="store_true", help="leave out the Eval tab")
+    p.add_argument("--zerogpu", choices=("auto", "off", "emulate"), default="auto",
+                   help="auto: GPU work in @spaces.GPU calls when the `spaces` package reports a ZeroGPU Space; "
+                        "emulate: run it in a forked worker process the same way, on any machine (tests)")
+    p.add_argument("--public", action=argparse.BooleanOptionalAction, default=bool(env.get("SPACE_ID")),
+                   help="bound the Eval tab's runs for a public page (default: on a Hugging Face Space, env SPACE_ID)")
     p.add_argument("--server-url", default=None,
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
                         "instead of loading one here; the controls the server fixes are disabled")
@@ -83,6 +93,19 @@ def main_served(args: argparse.Namespace) -> None:
     serve(demo.app, args.host, args.port)
 
 
+def gpu_boundary(choice: str) -> str | None:
+    """"zerogpu" on a ZeroGPU Space (auto), "emulate" when asked, else None. Imports `spaces`
+    first: on ZeroGPU it must patch torch before anything touches CUDA."""
+    if choice == "emulate":
+        return "emulate"
+    if choice == "auto":
+        from gepard_demo.zerogpu.startup import zerogpu_space
+
+        if zerogpu_space():
+            return "zerogpu"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import logging
@@ -91,26 +114,52 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.server_url:
         return main_served(args)
+    boundary = gpu_boundary(args.zerogpu)  # before torch: see gpu_boundary
     import torch
 
+    from gepard_demo.speed.cuda_check import CudaReport
     from gepard_demo.speed.flags import speed_for
     from gepard_demo.speed.select import apply_speed, load_dtype
+    from gepard_demo.speed.settings import SpeedError
     from gepard_demo.ui.model_host import engine_loader_for, load_model_host
     from gepard_demo.ui.server import build_app, serve
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = load_dtype(device, args.precision)
-    print(f"Loading model {args.model!r} on {device} ({dtype}) ...", file=sys.stderr, flush=True)
+    cuda = CudaReport.here(zerogpu=boundary == "zerogpu")
+    device = args.device or ("cuda" if cuda.usable else "cpu")
+    try:
+        dtype = load_dtype(device, args.precision)  # checked against the device before any weight loads
+    except SpeedError as exc:
+        sys.exit(f"error: {exc}")
+    gpu_name = torch.cuda.get_device_name(device) if device.startswith("cuda") else None
+    print(f"Start-up: {cuda.line(device, dtype, gpu_name)}", file=sys.stderr, flush=True)
+    print(f"Loading model {args.model!r} on {device} ({dtype} backbone, fp32 heads) ...", file=sys.stderr, flush=True)
     host = load_model_host(args.model, cache_dir=args.cache_dir, engine_loader=engine_loader_for(device, dtype))
+    if cuda.problem():
+        host.notices.append(f"⚠️ **This machine has an NVIDIA GPU, but PyTorch cannot use it, so the model runs on "
+                            f"the CPU:** {cuda.problem()}.")
     if host.fallback_reason:
         print(f"Could not load {args.model!r}: {host.fallback_reason}\n"
               f"Serving the random-weight 'tiny' model instead (it makes noise).", file=sys.stderr, flush=True)
     # The fastest path that passes the fidelity guard here (printed), or what the flags ask for.
     host.engine = apply_speed(host.engine, speed_for(host.engine, device, args.precision, args.threads, args.pipeline))
-    print(f"Warm-up synthesis took {host.warm_up(DEMO_STREAM):.1f} s ({torch.get_num_threads()} torch threads)",
-          file=sys.stderr, flush=True)
+    if boundary is None:
+        print(f"Warm-up synthesis took {host.warm_up(DEMO_STREAM):.1f} s ({torch.get_num_threads()} torch threads)",
+              file=sys.stderr, flush=True)
+    else:
+        from gepard_demo.ui.gpu_host import GpuHost
+
+        host = GpuHost.around(host, boundary)  # no warm-up: CUDA is the GPU calls' alone
+        print(f"GPU calls: {host.gpu.name} (every use of the GPU is one call)", file=sys.stderr, flush=True)
     eval_tab, eval_tab_error = (None, None) if args.no_eval_tab else find_eval_tab()
+    if eval_tab is not None and args.public:
+        from eval.ui.common import EvalLimits
+
+        eval_tab = functools.partial(eval_tab, limits=EvalLimits.public())
     demo = build_app(host, stream=DEMO_STREAM, eval_tab=eval_tab, eval_tab_error=eval_tab_error)
+    if boundary == "zerogpu":
+        from gepard_demo.zerogpu.startup import report_startup
+
+        report_startup()  # after every @spaces.GPU wrapper exists and the weights are placed
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     serve(demo.app, args.host, args.port)
 

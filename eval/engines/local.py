@@ -44,10 +44,13 @@ class GepardLocal:
 
     @classmethod
     def load(cls, model: str, device: str = "cpu", cache_dir: str | None = None) -> "GepardLocal":
+        """On a GPU at the demo's precision (bf16 from compute capability 8.0, fp16 below; heads
+        fp32), so a GPU eval scores what the demo plays; fp32 on a CPU."""
         from gepard_demo.codec import load_codec
         from gepard_demo.model.engine import GepardEngine
+        from gepard_demo.speed.select import load_dtype
 
-        engine = GepardEngine.load(model, device=device, cache_dir=cache_dir)
+        engine = GepardEngine.load(model, device=device, dtype=load_dtype(device, "auto"), cache_dir=cache_dir)
         return cls(engine, load_codec(engine.codec_source(), device=device))
 
     def describe(self) -> dict:
@@ -59,10 +62,14 @@ class GepardLocal:
         }
 
     def synthesize(self, requests, sampling, stream, refs=None):
+        return self.synthesize_with(requests, sampling, stream, self.speakers(refs))
+
+    def synthesize_with(self, requests, sampling, stream, speakers=None):
+        """synthesize() with the speaker prefixes already made (None: the default voice)."""
         from gepard_demo.codec import apply_end_of_speech
 
         settings = [sampling.replace(seed=seed) for _, seed in requests]
-        results = self.engine.generate([text for text, _ in requests], settings, speakers=self.speakers(refs))
+        results = self.engine.generate([text for text, _ in requests], settings, speakers=speakers)
         out = []
         for r in results:
             t0 = time.perf_counter()
@@ -86,6 +93,12 @@ class GepardLocal:
         t0 = time.perf_counter()
         dec.push(r.frames[:k])
         return r.first_frame_s + (k - 1) * step + (time.perf_counter() - t0)
+
+
+def synthesize_resident(resident, requests, sampling, stream, speakers=None):
+    """One eval batch inside a GPU call (gepard_demo/zerogpu: a module-level function, so the call
+    pickles it by name): GepardLocal on the engine and codec the GPU holds."""
+    return GepardLocal(resident.engine, resident.codec).synthesize_with(requests, sampling, stream, speakers)
 
 
 class GepardStreaming(GepardLocal):

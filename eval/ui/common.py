@@ -1,10 +1,50 @@
-"""What the Eval tab's sections share: the app's engine as an eval engine (holding the app's
-lock while it synthesizes), and charts as images for a Gallery."""
+"""What the Eval tab's sections share: the app's engine as an eval engine (holding the app's lock
+for each batch, so a visitor's Generate gets the engine between two batches), the bounds a public
+page puts on a run, and charts as images for a Gallery.
+
+Behind a GPU boundary (a ZeroGPU Space, or `--zerogpu emulate`) the provider has a `gpu` runner,
+and every batch is one GPU call (`GpuBatchEngine`) that runs eval.engines.local's batch on the
+engine the GPU holds; Whisper scoring, speaker similarity and the report stay on the CPU.
+"""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from eval.runs.run import RunError
+
+log = logging.getLogger("eval.ui")
+
+
+@dataclass(frozen=True)
+class EvalLimits:
+    """What one Eval-tab run may ask for (None: no bound). On a public Space a visitor shares the
+    engine (and on ZeroGPU their own GPU quota) with everyone: a run is a few dozen utterances of
+    at most a thousand frames, in batches that give the engine back between them."""
+
+    max_utterances: int | None = None
+    max_frames: int | None = None
+    max_batch: int | None = None
+    max_sweep_rows: int | None = None  # points x utterances of one sweep
+
+    @classmethod
+    def public(cls) -> "EvalLimits":
+        return cls(max_utterances=30, max_frames=1000, max_batch=8, max_sweep_rows=120)
+
+    def check(self, utterances: int, max_frames: int, batch_size: int, points: int = 1) -> None:
+        """Refuse, naming the field and the bound, what this page does not run."""
+        bounds = [("the set (after the limit)", utterances, self.max_utterances, "utterances"),
+                  ("max_frames", max_frames, self.max_frames, "frames"),
+                  ("batch_size", batch_size, self.max_batch, "rows")]
+        if points > 1:
+            bounds.append(("the sweep", points * utterances, self.max_sweep_rows, "rows (points x utterances)"))
+        for name, value, bound, unit in bounds:
+            if bound is not None and value > bound:
+                raise RunError(f"{name}: {value} {unit} is more than this public page runs ({bound}); lower it, or run "
+                               "`python -m eval` on your own machine for bigger runs")
 
 
 class LockedEngine:
@@ -16,11 +56,38 @@ class LockedEngine:
     def describe(self) -> dict:
         return self.inner.describe()
 
-    def synthesize(self, requests, sampling, stream):
+    def synthesize(self, requests, sampling, stream, refs=None):
+        voice = {} if refs is None else {"refs": refs}
         if self.lock is None:
-            return self.inner.synthesize(requests, sampling, stream)
+            return self.inner.synthesize(requests, sampling, stream, **voice)
         with self.lock:
-            return self.inner.synthesize(requests, sampling, stream)
+            return self.inner.synthesize(requests, sampling, stream, **voice)
+
+
+class GpuBatchEngine:
+    """Each batch is one GPU call on the provider's runner (a GpuHost: gepard_demo/ui/gpu_host.py),
+    asking for the duration its rows and frames need."""
+
+    name = "local"
+
+    def __init__(self, host: Any):
+        self.host = host
+
+    def describe(self) -> dict:
+        info = self.host.info
+        return {"engine": self.name, "model": info.name, "model_path": info.path, "revision": info.revision,
+                "random_weights": info.random_weights, "device": info.device, "dtype": info.dtype,
+                "codec_source": self.host.engine.codec_source(), "gpu_calls": self.host.gpu.name}
+
+    def synthesize(self, requests, sampling, stream, refs=None):
+        from eval.engines.local import synthesize_resident
+
+        voices = self.host.voices()
+        speakers = None if not refs or not any(refs) else [None if r is None else voices.speaker(r) for r in refs]
+        guided = len(requests) if sampling.guided else 0
+        duration_s = self.host.budget.batch_s(len(requests), sampling.max_frames, guided)
+        with self.host.lock:
+            return self.host.gpu.call(synthesize_resident, requests, sampling, stream, speakers, duration_s=duration_s)
 
 
 def eval_engine_from_provider(engine_provider: Callable[[], Any], engine_name: str = "local"):
@@ -28,6 +95,8 @@ def eval_engine_from_provider(engine_provider: Callable[[], Any], engine_name: s
         from eval.engines.piper import PiperReference
 
         return PiperReference.load()
+    if getattr(engine_provider, "gpu", None) is not None:
+        return GpuBatchEngine(engine_provider)
     from eval.engines.local import GepardLocal
 
     engine = engine_provider()
@@ -37,6 +106,26 @@ def eval_engine_from_provider(engine_provider: Callable[[], Any], engine_name: s
 
         codec = load_codec(engine.codec_source())
     return LockedEngine(GepardLocal(engine, codec), getattr(engine_provider, "lock", None))
+
+
+def tab_error(exc: Exception):
+    """The gr.Error a tab handler raises for `exc`: a refusal (bad input, a bound, a missing run) is
+    one log line and a message naming what is wrong; anything else is a fault and keeps its
+    traceback in the log."""
+    import gradio as gr
+
+    from eval.engines.base import EngineError
+    from eval.report.compare import CompareError
+    from eval.runs.sets import SetError
+    from gepard_demo.settings import SettingsError
+
+    refused = isinstance(exc, (RunError, EngineError, SetError, CompareError, SettingsError, ValueError,
+                               FileNotFoundError))
+    if refused:
+        log.warning("eval tab refused a request: %s: %s", type(exc).__name__, exc)
+    else:
+        log.error("eval tab request failed", exc_info=exc)
+    return gr.Error(f"{type(exc).__name__}: {exc}", print_exception=not refused)
 
 
 def chart_images(paths) -> list:

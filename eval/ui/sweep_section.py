@@ -18,7 +18,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from eval.runs.run import RunConfig, RunError
-from eval.ui.common import chart_images
+from eval.runs.sets import load_set
+from eval.ui.common import EvalLimits, chart_images, tab_error
 
 SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "truncation_rate",
                  "duration_ratio_median"]
@@ -75,7 +76,7 @@ def view_sweep(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list
 
 def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name, set_name, set_file, limit, batch_size, base_seed,
                  temperatures, thresholds, extra_axes, max_frames, asr_backend, asr_model, vad,
-                 progress: Callable[[float, str], None] | None = None):
+                 progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
     """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...))."""
     from eval.scoring.asr import ASRSettings
     from eval.sweeps.grid import SweepConfig, parse_axes
@@ -91,14 +92,19 @@ def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name, set_name, s
     base = RunConfig(engine="local", model=engine.describe()["model"], set=set_file or set_name,
                      sampling=SamplingSettings(max_frames=int(max_frames)), batch_size=int(batch_size),
                      base_seed=int(base_seed), limit=int(limit) if limit else None)
+    # One-pass thresholds read the engine in this process; behind a GPU boundary each point runs
+    # through GPU calls instead.
     cfg = SweepConfig(base=base, temperatures=_floats(temperatures, "temperatures"),
-                      stop_thresholds=_floats(thresholds, "stop thresholds"), extra_axes=axes).validate()
+                      stop_thresholds=_floats(thresholds, "stop thresholds"), extra_axes=axes,
+                      one_pass=getattr(engine_provider, "gpu", None) is None).validate()
+    limits.check(len(load_set(base.set, base.limit)), base.sampling.max_frames, base.batch_size, len(cfg.points()))
     asr = ASRSettings(backend=asr_backend, model=asr_model, vad=bool(vad)).validate()
     sweep(cfg, Path(runs_dir) / "sweeps" / name, asr=asr, engine=engine, log=lambda m: None, progress=progress)
     return (name, *view_sweep(runs_dir, name))
 
 
-def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path, shared: dict) -> None:
+def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path, limits: EvalLimits,
+                        shared: dict) -> None:
     """The sweep accordion. shared: the tab's set / limit / batch / seed / ASR components."""
     import gradio as gr
 
@@ -124,16 +130,17 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
 
     def _run(*args, progress=gr.Progress()):
         try:
-            nm, text, tbl, imgs = run_sweep_ui(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d))
+            nm, text, tbl, imgs = run_sweep_ui(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d),
+                                               limits=limits)
         except Exception as e:  # shown in the tab: bad input must not look like a crash
-            raise gr.Error(f"{type(e).__name__}: {e}") from e
+            raise tab_error(e) from e
         return text, tbl, chart_images(imgs), gr.update(choices=list_sweeps(runs_dir), value=nm)
 
     def _open(nm):
         try:
             text, tbl, imgs = view_sweep(runs_dir, nm)
         except Exception as e:
-            raise gr.Error(f"{type(e).__name__}: {e}") from e
+            raise tab_error(e) from e
         return text, tbl, chart_images(imgs)
 
     s = shared

@@ -27,8 +27,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from eval.runs.run import RunConfig, run
-from eval.runs.sets import builtin_sets
-from eval.ui.common import chart_images, eval_engine_from_provider
+from eval.runs.sets import builtin_sets, load_set
+from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, tab_error
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "duration_s", "duration_ratio", "ttfa_s"]
@@ -61,7 +61,7 @@ def view_run(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list[s
 
 def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_size, base_seed, engine_name,
              temperature, top_k, greedy, stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model,
-             vad, progress: Callable[[float, str], None] | None = None):
+             vad, progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
     """Synthesize + score + report one run; returns view_run's outputs. Raises on bad input."""
     from eval.runs.score import score
     from eval.scoring.asr import ASRSettings
@@ -75,6 +75,7 @@ def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_s
     cfg = RunConfig(engine=engine_name, model=engine_name == "piper" and "en_US-joe-medium" or "app", set=set_file or set_name,
                     sampling=sampling, stream=stream, batch_size=int(batch_size), base_seed=int(base_seed),
                     limit=int(limit) if limit else None)
+    limits.check(len(load_set(cfg.set, cfg.limit)), cfg.sampling.max_frames, cfg.batch_size)
     engine = eval_engine_from_provider(engine_provider, engine_name)
     if engine_name == "local":
         cfg = dataclasses.replace(cfg, model=engine.describe()["model"])
@@ -96,7 +97,8 @@ def compare_runs(runs_dir, base: str, new: str, max_wer_increase: float) -> str:
     return "```\n" + format_comparison(c, base, new) + "\n```"
 
 
-def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "runs") -> None:
+def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "runs",
+                   limits: EvalLimits = EvalLimits()) -> None:
     """Create the Eval tab's components in the current Gradio context (see the module doc)."""
     import gradio as gr
 
@@ -107,12 +109,12 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
                 "Corpus WER = sum(S+D+I) / sum(reference words) after Whisper's English normalizer; 95% bootstrap CIs.")
     with gr.Row():
         with gr.Column():
-            set_name = gr.Dropdown(builtin_sets(), value="smoke", label="Test set")
+            set_name = gr.Dropdown(builtin_sets(), value="smoke", label="Test set", elem_id="eval-set")
             set_file = gr.File(label="...or your own set (.txt one sentence a line, or .jsonl with id/text/category)",
                                file_types=[".txt", ".jsonl"], type="filepath")
             with gr.Row():
-                limit = gr.Number(value=0, precision=0, minimum=0, label="Limit (0 = all)")
-                batch_size = gr.Number(value=4, precision=0, minimum=1, maximum=256, label="Batch size")
+                limit = gr.Number(value=0, precision=0, minimum=0, label="Limit (0 = all)", elem_id="eval-limit")
+                batch_size = gr.Number(value=4, precision=0, minimum=1, maximum=256, label="Batch size", elem_id="eval-batch")
                 base_seed = gr.Number(value=1234, precision=0, minimum=0, label="Base seed")
             engine_name = gr.Radio(["local", "piper"], value="local", label="Engine (piper = real-speech reference)")
             run_name = gr.Textbox(label="Run name (blank: timestamp)")
@@ -121,7 +123,7 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             top_k = gr.Slider(0, 8, value=0, step=1, label="Top-k (0 = off)")
             greedy = gr.Checkbox(value=False, label="Greedy")
             stop_threshold = gr.Slider(0.01, 0.99, value=0.5, step=0.01, label="Stop threshold")
-            max_frames = gr.Slider(1, 4096, value=1000, step=1, label="Max frames")
+            max_frames = gr.Slider(1, 4096, value=1000, step=1, label="Max frames", elem_id="eval-max-frames")
             with gr.Row():
                 fade_ms = gr.Number(value=0, minimum=0, label="End fade ms")
                 silence_ms = gr.Number(value=0, minimum=0, label="End silence ms")
@@ -130,8 +132,8 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             asr_backend = gr.Radio(["faster-whisper", "openai-whisper"], value="faster-whisper", label="ASR")
             asr_model = gr.Dropdown(sizes, value=sizes[0], label="Whisper model", allow_custom_value=True)
             vad = gr.Checkbox(value=True, label="VAD trim (Silero)")
-            run_btn = gr.Button("Run evaluation", variant="primary")
-    summary = gr.Markdown()
+            run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
+    summary = gr.Markdown(elem_id="eval-summary")
     charts = gr.Gallery(label="Charts", columns=2, height="auto")
     table = gr.Dataframe(value=pd.DataFrame(columns=TABLE_COLUMNS), headers=TABLE_COLUMNS, label="Per utterance", wrap=True)
     with gr.Accordion("Earlier runs and comparison", open=False):
@@ -147,7 +149,7 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
         cmp_out = gr.Markdown()
     from eval.ui.sweep_section import build_sweep_section
 
-    build_sweep_section(engine_provider, runs_dir, {"set_name": set_name, "set_file": set_file, "limit": limit,
+    build_sweep_section(engine_provider, runs_dir, limits, {"set_name": set_name, "set_file": set_file, "limit": limit,
                                                     "batch_size": batch_size, "base_seed": base_seed,
                                                     "asr_backend": asr_backend, "asr_model": asr_model, "vad": vad})
 
@@ -157,9 +159,10 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
 
     def _run(*args, progress=gr.Progress()):
         try:
-            name, text, tbl, imgs = run_eval(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d))
+            name, text, tbl, imgs = run_eval(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d),
+                                             limits=limits)
         except Exception as e:  # shown in the tab: a bad setting or set file must not look like a crash
-            raise gr.Error(f"{type(e).__name__}: {e}") from e
+            raise tab_error(e) from e
         names = list_runs(runs_dir)
         return text, tbl, chart_images(imgs), gr.update(choices=names, value=name), gr.update(choices=names), gr.update(choices=names)
 
@@ -168,13 +171,13 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             text, tbl, imgs = view_run(runs_dir, name)
             return text, tbl, chart_images(imgs)
         except Exception as e:
-            raise gr.Error(f"{type(e).__name__}: {e}") from e
+            raise tab_error(e) from e
 
     def _compare(b, n, inc):
         try:
             return compare_runs(runs_dir, b, n, inc)
         except Exception as e:
-            raise gr.Error(f"{type(e).__name__}: {e}") from e
+            raise tab_error(e) from e
 
     run_btn.click(_run, api_name="eval_run", inputs= [run_name, set_name, set_file, limit, batch_size, base_seed, engine_name, temperature, top_k, greedy,
                          stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model, vad],

@@ -18,6 +18,7 @@ from gepard_demo.settings import SamplingSettings
 
 from .config import GepardConfig
 from .generation import FrameStep, GenerationResult, decode_batch
+from .memory import check_fits
 from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
 from .sampling import RowSampler
 from .talker import GepardTalker, config_for_checkpoint
@@ -126,6 +127,8 @@ class GepardEngine:
         for s in settings:
             s.validate()
         prompts = [self.prompt_ids(t) for t in texts]
+        rows = len(texts) + sum(1 for s in settings if s.guided)  # a guided request runs a second row
+        check_fits(self, rows, max(len(p) for p in prompts), max(s.max_frames for s in settings))
         samplers = [RowSampler.create(s, self.device) for s in settings]
         if speakers is not None and len(speakers) != len(texts):
             raise ValueError(f"{len(texts)} texts but {len(speakers)} speakers")

@@ -68,6 +68,19 @@ class AudioChunk:
         return len(self.samples) / self.sample_rate
 
 
+@dataclass(frozen=True)
+class StepEvent:
+    """One decode step, between the chunks, from `SynthesisSession.events()`.
+
+    frames: frames committed so far (session-wide); p_stop: this step's stop probability;
+    wall_s: seconds from the request start.
+    """
+
+    frames: int
+    p_stop: float
+    wall_s: float
+
+
 @dataclass
 class SynthesisStats:
     """What one session did; filled in while it runs, complete once iteration ends.
@@ -180,6 +193,14 @@ class SynthesisSession(OnceIterableSession):
         self._lock = threading.RLock()
         self._frames_iter: Any = None
         self.speaker = speaker
+        self._step_events = False
+
+    def events(self) -> Iterator["AudioChunk | StepEvent"]:
+        """Iterate the session with a StepEvent after every decode step as well as the chunks:
+        a GPU call (gepard_demo/zerogpu) yields them, so that Stop reaches it within a frame
+        and the page learns frames and p_stop as they are made."""
+        self._step_events = True
+        return iter(self)
 
     # -- control ---------------------------------------------------------------------------
 
@@ -264,6 +285,8 @@ class SynthesisSession(OnceIterableSession):
                     if step.codes is not None:
                         pending.append(step.codes)
                         stats.frames += 1
+                    if self._step_events:
+                        yield StepEvent(stats.frames, float(step.p_stop), time.perf_counter() - t0)
                     target = stream.first_chunk_frames if stats.chunks == 0 else stream.chunk_frames
                     # The utterance's last frames go out with the end shaping in the final chunk.
                     ending = step.done is not None and last_segment

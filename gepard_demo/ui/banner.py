@@ -27,6 +27,8 @@ def banner_markdown(host: ModelHost) -> str:
         line = f"**Model:** `{name}`{rev} ({info.device}, {info.dtype})."
     if getattr(info, "speed", None):
         line += f" **Speed path:** {html.escape(str(info.speed))}."
+    for notice in getattr(host, "notices", ()):
+        line += f"\n\n{notice}"
     details = []
     if info.random_weights:
         details.append(

@@ -9,6 +9,7 @@ on this event) lines requests up; `host.lock` also keeps the Eval tab off the en
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import secrets
@@ -190,12 +191,13 @@ class DemoController:
 
         def work() -> None:
             try:
-                # The Eval tab may hold the engine for a whole run: wait, but stay stoppable.
-                while not self.host.lock.acquire(timeout=0.1):
+                # The Eval tab may hold the engine: wait in line (it gives the engine back
+                # between its batches), but stay stoppable.
+                if self.host.lock.locked():
                     waiting.set()
-                    if session.cancelled:
-                        session.stats.cancelled = True
-                        return
+                if not self.host.lock.acquire(abort=lambda: session.cancelled):
+                    session.stats.cancelled = True
+                    return
                 waiting.clear()
                 try:
                     for chunk in session:
@@ -207,7 +209,9 @@ class DemoController:
             finally:
                 job.finish(error=repr(failure[0]) if failure else None)
 
-        worker = threading.Thread(target=work, name=f"gepard-job-{job.job_id[:8]}", daemon=True)
+        # In the handler's context: a ZeroGPU call reads the visitor's request (their quota) from it.
+        worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),
+                                  name=f"gepard-job-{job.job_id[:8]}", daemon=True)
         yield (f"Generating… (seed `{session.stats.seed}`)", None, "", None)
         worker.start()
         try:

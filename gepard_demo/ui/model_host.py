@@ -7,10 +7,11 @@ demo still starts, remembering the reason for the banner.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from .turns import FairLock
 
 FALLBACK_MODEL = "tiny"
 
@@ -27,7 +28,8 @@ class ModelHost:
     codec: Any
     requested: str
     fallback_reason: str | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: FairLock = field(default_factory=FairLock)
+    notices: list[str] = field(default_factory=list)  # banner lines about the hardware (speed/cuda_check.py)
 
     def __call__(self) -> Any:
         return self.engine

@@ -20,10 +20,8 @@ from __future__ import annotations
 import html
 import io
 import math
-import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Iterator
 
@@ -43,13 +41,9 @@ from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text
-from gepard_demo.voice.reference_audio import (
-    ReferenceAudioError,
-    as_float,
-    decode_audio,
-    prepare_reference,
-    read_reference_file,
-)
+from gepard_demo.voice.reference_audio import ReferenceAudioError, page_audio, prepare_reference
+
+from .turns import FairLock
 
 SAMPLES_PER_FRAME = 1024
 # The page's controls a served model fixes, and why they are greyed out.
@@ -130,7 +124,7 @@ class ServedHost:
     entry: dict  # GET /v1/models' first entry
     requested: str = ""
     fallback_reason: str | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: FairLock = field(default_factory=FairLock)
 
     @property
     def url(self) -> str:
@@ -225,7 +219,7 @@ class ServedVoices:
             return None
         if not self.host.features.voice_cloning:
             raise ReferenceAudioError(NO_CLONING_REASON)
-        samples, rate = self._samples(ref_audio)
+        samples, rate = page_audio(ref_audio)
         prepare_reference(samples, rate)  # raises with the reason the server would give
         buf = io.BytesIO()
         sf.write(buf, np.clip(samples, -1.0, 1.0), rate, format="WAV", subtype="PCM_16")
@@ -239,15 +233,6 @@ class ServedVoices:
         except ReferenceAudioError as exc:
             return f"**Reference voice not usable:** {exc}"
         return "Reference ready: it goes to the server with each request, which clones the voice from it."
-
-    @staticmethod
-    def _samples(ref_audio: Any) -> tuple[np.ndarray, int]:
-        if isinstance(ref_audio, (str, Path)):
-            return decode_audio(read_reference_file(ref_audio))
-        if isinstance(ref_audio, (tuple, list)) and len(ref_audio) == 2:
-            rate, samples = ref_audio
-            return as_float(samples), int(rate)
-        raise ReferenceAudioError(f"unexpected reference audio value of type {type(ref_audio).__name__}")
 
 
 def load_served_host(url: str, timeout: float = 60.0) -> ServedHost:

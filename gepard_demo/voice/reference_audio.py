@@ -20,6 +20,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import soundfile as sf
@@ -131,6 +132,17 @@ def prepare_reference(
     if seconds > window.max_s:
         raise ReferenceAudioError(f"the reference is too long: {seconds:.1f} s of sound, use {window.describe()} (trim it)")
     return trimmed
+
+
+def page_audio(value: Any) -> tuple[np.ndarray, int]:
+    """A Gradio Audio value (a file path, or a (rate, samples) tuple from the microphone or an
+    upload) -> (float samples, rate), decoded here."""
+    if isinstance(value, (str, Path)):
+        return decode_audio(read_reference_file(value))
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        rate, samples = value
+        return as_float(np.asarray(samples)), int(rate)
+    raise ReferenceAudioError(f"unexpected reference audio value of type {type(value).__name__}")
 
 
 def read_reference_file(path: str | Path) -> bytes:

@@ -1,0 +1,147 @@
+"""The page's host when the GPU sits behind a process boundary (ZeroGPU, or its forked emulation).
+
+`GpuHost` stands where `ModelHost` stands: the controller asks it for sessions (`GpuSession`,
+one GPU call each), the voice group for speaker prefixes (`GpuVoices`, one GPU call per new
+reference), the Eval tab for its batches (`host.gpu.call`, see eval/ui/common.py). The main
+process keeps the engine and codec only for what needs no GPU (their config, the sample rate);
+their forward passes are gated (zerogpu/resident.py). What the main process does keep is the
+state the page needs between calls: the prefix cache, the lock, the job mailboxes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gepard_demo.voice.reference_audio import (
+    REFERENCE_WINDOW,
+    TARGET_RATE,
+    ReferenceAudioError,
+    page_audio,
+    prepare_reference,
+)
+from gepard_demo.zerogpu import tasks
+from gepard_demo.zerogpu.budget import GpuBudget
+from gepard_demo.zerogpu.forked import Forked
+from gepard_demo.zerogpu.resident import Resident
+from gepard_demo.zerogpu.runners import ZeroGpu
+from gepard_demo.zerogpu.session import GpuSession
+
+from .turns import FairLock
+
+MODES = ("zerogpu", "emulate")
+
+
+@dataclass
+class GpuHost:
+    gpu: Any  # a zerogpu runner: ZeroGpu, or Forked (emulate)
+    resident: Resident
+    budget: GpuBudget
+    requested: str
+    fallback_reason: str | None = None
+    notices: list[str] = field(default_factory=list)
+    lock: FairLock = field(default_factory=FairLock)
+
+    @classmethod
+    def around(cls, host: Any, mode: str, budget: GpuBudget = GpuBudget()) -> "GpuHost":
+        """The loaded ModelHost's engine and codec placed behind the boundary `mode` (MODES)."""
+        if mode not in MODES:
+            raise ValueError(f"GPU boundary must be one of {MODES}, got {mode!r}")
+        resident = Resident.place(host.engine, host.codec, guarded=True)
+        gpu = ZeroGpu(resident, budget) if mode == "zerogpu" else Forked(resident)
+        what = ("ZeroGPU: each Generate, reference voice and evaluation batch is one GPU call (a worker "
+                "process holds the GPU only for that call)." if mode == "zerogpu" else
+                "GPU calls run in a forked worker process, as on ZeroGPU (`--zerogpu emulate`).")
+        return cls(gpu, resident, budget, host.requested, host.fallback_reason, [*getattr(host, "notices", []), what])
+
+    # -- what needs no GPU ------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Any:
+        return self.resident.engine  # config and model info only: its forward passes are gated
+
+    @property
+    def codec(self) -> Any:
+        return self.resident.codec
+
+    def __call__(self) -> Any:
+        return self.engine  # the Eval tab's engine provider; it sends batches through self.gpu
+
+    @property
+    def info(self) -> Any:
+        return self.engine.model_info
+
+    @property
+    def sample_rate(self) -> int:
+        return int(self.codec.sample_rate)
+
+    def warm_up(self, stream: Any = None) -> float:
+        return 0.0  # CUDA exists only inside a GPU call; a first call sets its kernels up itself
+
+    # -- GPU calls --------------------------------------------------------------------------------
+
+    def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,
+                    speaker: Any = None) -> GpuSession:
+        session = GpuSession(self.gpu, text, sampling, stream, sample_rate=self.sample_rate,
+                             request_start=request_start, speaker=speaker, speed=self.info.speed)
+        s = session.sampling  # refused here, before it is scheduled, when it could not fit one call
+        self.budget.stream_s(session.text, s.max_frames, s.cfg_frames, s.guided)
+        return session
+
+    def voices(self) -> "GpuVoices":
+        return GpuVoices(self)
+
+
+class GpuVoices:
+    """Reference audio from the page -> a speaker prefix made in a GPU call, cached here by content
+    (the worker's own cache goes with the worker). The reference is decoded and checked against
+    the 3-15 s window here, so a bad one costs no GPU time."""
+
+    def __init__(self, host: GpuHost, cache_size: int = 32):
+        self.host = host
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, tasks.Prefix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def prefix(self, ref_audio: Any) -> tasks.Prefix | None:
+        if ref_audio is None:
+            return None
+        if self.host.resident.prefixer is None:
+            raise ReferenceAudioError(self.host.resident.no_cloning)
+        samples, rate = page_audio(ref_audio)
+        key = hashlib.sha256(f"{rate}|{samples.shape}|".encode() + np.ascontiguousarray(samples).tobytes()).hexdigest()
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        seconds = len(prepare_reference(samples, rate, REFERENCE_WINDOW)) / TARGET_RATE  # raises with the reason
+        with self.host.lock:
+            try:
+                prefix = self.host.gpu.call(tasks.speaker_prefix, samples, rate,
+                                            duration_s=self.host.budget.prefix_s(seconds))
+            except tasks.GpuCallError as exc:
+                raise ReferenceAudioError(f"the GPU could not make its prefix ({exc})") from exc
+        with self._lock:
+            self._cache[key] = prefix
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return prefix
+
+    def speaker(self, ref_audio: Any) -> Any:
+        prefix = self.prefix(ref_audio)
+        return None if prefix is None else prefix.tokens
+
+    def prepare(self, ref_audio: Any) -> str:
+        if ref_audio is None:
+            return ""
+        try:
+            prefix = self.prefix(ref_audio)
+        except ReferenceAudioError as exc:
+            return f"**Reference voice not usable:** {exc}"
+        return (f"Reference ready: {prefix.seconds:.1f} s of it used ({prefix.frames} codec frames), "
+                f"prepared on the GPU in {prefix.compute_s:.1f} s; Generate speaks in this voice.")

@@ -1,0 +1,75 @@
+"""How a GPU call crosses into the GPU. Every runner has the same two methods:
+
+    runner.stream(request) -> iterator of tasks.StreamItem (close it to stop the call)
+    runner.call(fn, *args, duration_s=...) -> fn(resident, *args), a Failure raised as GpuCallError
+
+- `InProcess`: no boundary (a dedicated GPU, a CPU): the tasks run in the calling thread.
+- `ZeroGpu`: each task wrapped by `spaces.GPU` with the duration its request needs
+  (budget.py); the wrappers are made here, before the start-up report, which is when ZeroGPU
+  looks for them.
+- `Forked` (forked.py): a worker process forked from this one, the way ZeroGPU runs a call, for
+  machines without ZeroGPU: the test that nothing needs to cross the boundary in memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from . import tasks
+from .budget import GpuBudget
+from .resident import Resident
+
+
+class InProcess:
+    name = "in-process"
+
+    def __init__(self, resident: Resident):
+        self.resident = resident
+
+    def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
+        return tasks.stream(self.resident, request)
+
+    def call(self, fn: Callable[..., Any], *args: Any, duration_s: float = 60.0) -> Any:
+        return tasks.unwrap(tasks.call(self.resident, fn, args))
+
+
+class ZeroGpu:
+    """Every GPU call through `spaces.GPU` (a no-op outside a ZeroGPU Space)."""
+
+    name = "zerogpu"
+
+    def __init__(self, resident: Resident, budget: GpuBudget):
+        import spaces
+
+        self.resident = resident
+        self.budget = budget
+        # Bound methods: ZeroGPU forks the worker from this process, so `self` (and the resident
+        # placed at start-up) is already there; only the request is pickled.
+        self._stream = spaces.GPU(duration=self._stream_duration)(self._stream_task)
+        self._call = spaces.GPU(duration=self._call_duration)(self._call_task)
+
+    def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
+        return self._stream(request)
+
+    def call(self, fn: Callable[..., Any], *args: Any, duration_s: float = 60.0) -> Any:
+        return tasks.unwrap(self._call(fn, args, duration_s))
+
+    # -- inside the worker ---------------------------------------------------------------------
+
+    def _stream_task(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
+        self.resident.gate.open = True  # this process's copy: the worker holds the GPU now
+        yield from tasks.stream(self.resident, request)
+
+    def _call_task(self, fn: Callable[..., Any], args: tuple, duration_s: float) -> Any:
+        self.resident.gate.open = True
+        return tasks.call(self.resident, fn, args)
+
+    # -- what each call asks for (called in the main process, with the call's arguments) ------
+
+    def _stream_duration(self, request: tasks.StreamRequest) -> float:
+        s = request.sampling
+        return self.budget.stream_s(request.text, s.max_frames, s.cfg_frames, s.guided)
+
+    @staticmethod
+    def _call_duration(fn: Callable[..., Any], args: tuple, duration_s: float) -> float:
+        return duration_s

@@ -1,0 +1,108 @@
+"""What runs inside a GPU call. Each function takes the `Resident` first and only picklable
+values after it, and hands back only picklable values: a ZeroGPU worker is a forked process, so a
+write to anything the main process holds (a job mailbox, a cache, a lock) would land in the
+worker's copy and never be seen.
+
+Failures come back as a `Failure` value (the last item of a stream) rather than as an exception:
+ZeroGPU's wrapper turns an exception from the worker into "ZeroGPU worker error" and the class
+name, losing the message a visitor needs. Requests are checked in the main process before the
+call (text, settings, the reference window), so what fails here is a real fault.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.streaming.session import AudioChunk, StepEvent, SynthesisSession, SynthesisStats
+
+from .resident import Resident
+
+
+class GpuCallError(RuntimeError):
+    """A GPU call failed; the message is the worker's exception, type and text."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str  # the exception's class name
+    message: str
+    trace: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> "Failure":
+        return cls(type(exc).__name__, str(exc), "".join(traceback.format_exception(exc)))
+
+    def error(self) -> GpuCallError:
+        return GpuCallError(f"{self.kind}: {self.message}")
+
+
+@dataclass(frozen=True)
+class StreamRequest:
+    """One utterance, as the main process checked it (the text already cleaned, the seed fixed)."""
+
+    text: str
+    sampling: SamplingSettings
+    stream: StreamSettings
+    speaker: Any = None  # a (K, hidden) CPU tensor: a reference voice's prefix; None = the default voice
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """A reference voice's speaker prefix, made on the GPU (SpeakerPrefix without the audio)."""
+
+    tokens: Any  # (K, hidden) CPU tensor
+    seconds: float
+    frames: int
+    compute_s: float
+
+
+StreamItem = AudioChunk | StepEvent | SynthesisStats | Failure
+
+
+def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
+    """The utterance's chunks with a StepEvent after each decode step, then its SynthesisStats
+    (or a Failure). A step event every frame is what lets Stop end the call within a frame:
+    ZeroGPU (and the forked emulation) check for a stop between two yields."""
+    try:
+        voice = {} if request.speaker is None else {"speaker": request.speaker.to(resident.engine.device)}
+        session = SynthesisSession(resident.engine, resident.codec, request.text, request.sampling, request.stream,
+                                   **voice)
+        for event in session.events():
+            yield event
+        yield session.stats
+    except Exception as exc:  # noqa: BLE001  handed back as a value (module docstring)
+        yield Failure.of(exc)
+
+
+def speaker_prefix(resident: Resident, samples: np.ndarray, rate: int) -> Prefix | Failure:
+    """The prefix of a reference the main process already decoded and checked."""
+    try:
+        if resident.prefixer is None:
+            raise RuntimeError(resident.no_cloning or "this model cannot clone a voice")
+        t0 = time.perf_counter()
+        prefix = resident.prefixer.from_array(samples, rate)
+        return Prefix(prefix.tokens.detach().cpu(), prefix.seconds, prefix.frames, time.perf_counter() - t0)
+    except Exception as exc:  # noqa: BLE001
+        return Failure.of(exc)
+
+
+def call(resident: Resident, fn: Callable[..., Any], args: tuple) -> Any:
+    """fn(resident, *args): any module-level (so picklable by name) function, such as eval's
+    batch synthesis."""
+    try:
+        return fn(resident, *args)
+    except Exception as exc:  # noqa: BLE001
+        return Failure.of(exc)
+
+
+def unwrap(result: Any) -> Any:
+    """A call's value, or its Failure raised as GpuCallError in the main process."""
+    if isinstance(result, Failure):
+        raise result.error()
+    return result

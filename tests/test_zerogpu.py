@@ -1,0 +1,196 @@
+"""The GPU behind a process boundary (gepard_demo/zerogpu), on the CPU: GPU calls in a forked
+worker, pickled in and out, as ZeroGPU runs them. Each test fails if state has to cross the
+boundary in memory: the worker's writes are never seen here, and the model refuses to run in
+this (the main) process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from gepard_demo.codec import load_codec
+from gepard_demo.model.engine import GepardEngine
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.text_input import TextError
+from gepard_demo.ui.turns import FairLock
+from gepard_demo.zerogpu import tasks
+from gepard_demo.zerogpu.budget import GpuBudget
+from gepard_demo.zerogpu.forked import Forked
+from gepard_demo.zerogpu.resident import OutsideGpuCall, Resident
+from gepard_demo.zerogpu.runners import InProcess, ZeroGpu
+from gepard_demo.zerogpu.session import GpuSession
+
+STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=6, fade_ms=10.0)
+
+
+@pytest.fixture(scope="module")
+def resident(tiny_cache_dir):
+    """A model of its own (the gate's hooks stay on it), placed the way ZeroGPU needs."""
+    engine = GepardEngine.load("tiny", cache_dir=tiny_cache_dir)
+    return Resident.place(engine, load_codec(engine.codec_source()), guarded=True)
+
+
+@pytest.fixture(scope="module")
+def forked(resident):
+    runner = Forked(resident)
+    yield runner
+    runner.close()
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_cache_dir):
+    """Solo in-process results from an ungated engine, for equality checks."""
+    engine = GepardEngine.load("tiny", cache_dir=tiny_cache_dir)
+    return engine, load_codec(engine.codec_source())
+
+
+def _session(runner, text="Hello there, how are you?", **sampling):
+    s = SamplingSettings(**{"seed": 7, "max_frames": 30, "stop_threshold": 0.999, **sampling})
+    return GpuSession(runner, text, s, STREAM, sample_rate=22050)
+
+
+def test_the_model_does_not_run_in_the_main_process(resident):
+    with pytest.raises(OutsideGpuCall, match="outside a GPU call"):
+        resident.engine.generate(["Hi."], SamplingSettings(max_frames=2))
+    with pytest.raises(OutsideGpuCall):
+        resident.codec.decode(np.zeros((2, 32), np.int64))
+    assert resident.engine.default_sampling().max_frames > 0  # config needs no GPU
+
+
+def test_a_stream_across_the_boundary_equals_the_in_process_one(forked, reference):
+    session = _session(forked)
+    chunks = list(session)
+    direct = SynthesisSession(*reference, session.text, session.sampling, STREAM)
+    want = list(direct)
+    assert [len(c.samples) for c in chunks] == [len(c.samples) for c in want]
+    assert np.array_equal(session.audio(), direct.audio())
+    st = session.stats
+    assert st.complete and not st.cancelled and st.frames == 30 == len(st.p_stop)
+    assert st.p_stop == pytest.approx(direct.stats.p_stop) and st.seed == 7 and st.ttfa_s is not None
+
+
+def test_the_worker_is_another_process_and_its_writes_stay_there(forked, resident):
+    pid = forked.call(_write_in_worker, duration_s=5)
+    assert pid != os.getpid()
+    assert resident.no_cloning is None  # the worker set it on its own copy
+    assert forked.call(_write_in_worker, duration_s=5) == pid  # kept for the next call, as ZeroGPU does
+
+
+def _write_in_worker(resident):
+    resident.no_cloning = "written in the worker"
+    return os.getpid()
+
+
+def test_stop_ends_the_call_within_a_frame(forked):
+    session = _session(forked, text="This one would run on for a long time.", max_frames=3000)
+    it = iter(session)
+    next(it)
+    session.cancel()
+    assert list(it) == []
+    st = session.stats
+    assert st.cancelled and not st.complete and st.frames <= STREAM.first_chunk_frames + 2
+    assert _session(forked, max_frames=5).run().size == 5 * 1024  # the worker is free again
+
+
+def test_arguments_and_results_are_pickled(forked):
+    with pytest.raises(Exception, match="pickle|Pickl"):
+        forked.call(_write_in_worker, lambda: None, duration_s=5)
+    prefix = forked.call(tasks.speaker_prefix, _voice(), 22050, duration_s=5)
+    assert isinstance(prefix, tasks.Prefix) and prefix.tokens.shape[0] == 8 and prefix.tokens.device.type == "cpu"
+
+
+def test_failures_come_back_with_their_message(forked):
+    with pytest.raises(tasks.GpuCallError, match="ZeroDivisionError: division by zero"):
+        forked.call(_fail, duration_s=5)
+    session = _session(forked)
+    session.speaker = torch.zeros(3, 3)  # a prefix of the wrong shape: the worker's error, here
+    with pytest.raises(tasks.GpuCallError, match="IndexError: index 3 is out of bounds"):
+        list(session)
+
+
+def _fail(resident):
+    return 1 / 0
+
+
+def test_a_worker_that_dies_ends_the_call_and_the_next_gets_a_new_one(forked):
+    first = forked.call(_write_in_worker, duration_s=5)
+    with pytest.raises(tasks.GpuCallError, match="died"):
+        forked.call(_die, duration_s=5)
+    assert forked.call(_write_in_worker, duration_s=5) not in (first, os.getpid())
+
+
+def _die(resident):
+    os._exit(3)
+
+
+def test_requests_are_checked_before_any_call():
+    calls = []
+
+    class Recorder:
+        def stream(self, request):
+            calls.append(request)
+            return (item for item in ())  # a generator: closable, as every runner's stream is
+
+    with pytest.raises(TextError):
+        _session(Recorder(), text="   ")
+    with pytest.raises(SettingsError):
+        _session(Recorder(), temperature=-1.0)
+    session = _session(Recorder(), text="  Spaced   out \u200b text ")
+    list(session)
+    assert [r.text for r in calls] == ["Spaced out text"] and calls[0].sampling.seed == 7
+
+
+def test_zerogpu_runner_outside_a_zerogpu_space_runs_in_process(resident, reference):
+    """spaces.GPU is a no-op off ZeroGPU: the same wrappers run in this thread (gate opened by
+    the task, as in ZeroGPU's worker), and each call's duration comes from its own request."""
+    runner = ZeroGpu(Resident.place(*reference, guarded=False), GpuBudget())
+    session = _session(runner, max_frames=8)
+    assert session.run().size == 8 * 1024 and session.stats.complete
+    request = _session(runner, max_frames=1000, cfg_scale=2.0, cfg_frames=20).request()
+    assert runner._stream_duration(request) == GpuBudget().stream_s(request.text, 1000, 20, True)
+    assert runner.call(_write_in_worker, duration_s=3) == os.getpid()
+    assert isinstance(InProcess(runner.resident).call(tasks.speaker_prefix, _voice(), 22050), tasks.Prefix)
+
+
+def test_budget_follows_the_request_and_refuses_what_cannot_fit():
+    b = GpuBudget()
+    short = b.stream_s("Hello.", 1000, None, False)
+    assert b.stream_s("Hello.", 2000, None, False) > short > b.start_s
+    assert b.stream_s("Hello.", 1000, None, True) > b.stream_s("Hello.", 1000, 20, True) > short  # CFG rows
+    long_text = ". ".join(["A sentence of some length that goes on"] * 40)
+    assert b.stream_s(long_text, 100, None, False) > b.stream_s("Hello.", 100, None, False)  # segments
+    assert b.prefix_s(15.0) > b.prefix_s(3.0)
+    with pytest.raises(SettingsError, match="lower max_frames"):
+        b.stream_s(long_text, 4096, None, False)
+    assert b.batch_s(8, 1000) > b.batch_s(1, 1000)
+
+
+def test_fair_lock_hands_the_engine_to_the_longest_waiter():
+    lock, order = FairLock(), []
+    lock.acquire()
+    waiter = threading.Thread(target=lambda: (lock.acquire(), order.append("visitor"), lock.release()))
+    waiter.start()
+    time.sleep(0.2)  # the visitor is in line
+    lock.release()
+    assert lock.acquire()  # the eval batch asks again at once ...
+    order.append("eval")
+    lock.release()
+    waiter.join()
+    assert order == ["visitor", "eval"]  # ... and gets it after the visitor
+    lock.acquire()
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    assert not lock.acquire(abort=stop.is_set) and not lock.acquire(timeout=0.1)
+    lock.release()
+
+
+def _voice(seconds: float = 4.0, rate: int = 22050) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
