@@ -90,7 +90,7 @@ def main_served(args: argparse.Namespace) -> None:
     print(f"Serving the page in front of {host.info.name!r} at {host.url}", file=sys.stderr, flush=True)
     demo = build_app(host, sampling.replace(seed=None), stream)
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    serve(demo.app, args.host, args.port)
+    serve(demo.app, args.host, args.port, demo.blocks)
 
 
 def gpu_boundary(choice: str) -> str | None:
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
 
         report_startup()  # after every @spaces.GPU wrapper exists and the weights are placed
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    serve(demo.app, args.host, args.port)
+    serve(demo.app, args.host, args.port, demo.blocks)
 
 
 if __name__ == "__main__":

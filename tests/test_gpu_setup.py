@@ -77,3 +77,21 @@ def test_the_banner_carries_the_hardware_notices(tiny_engine, tiny_codec):
     host = ModelHost(tiny_engine, tiny_codec, "nineninesix/gepard-1.0",
                      notices=["⚠️ **This machine has an NVIDIA GPU, but PyTorch cannot use it**"])
     assert "PyTorch cannot use it" in banner_markdown(host).split("<details>")[0]
+
+
+@pytest.mark.slow
+def test_gpu_smoke_runs_on_the_cpu(tmp_path):
+    """benchmarks/gpu_smoke.py is what a GPU machine runs first; CI runs it on the CPU (--quick)."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "smoke.json"
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "benchmarks/gpu_smoke.py", "--device", "cpu", "--quick", "--json", str(out)],
+                          cwd=root, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["precision"] == "bf16" and r["guard"]["passes"] and r["codec_snr_db"] == float("inf")
+    assert r["stream"]["frames"] == 43 and r["stream"]["rtf"] > 0 and r["batch8"]["ratio"] > 1
+    assert set(r["memory"]) == {"1x100", "16x30"} and "guard vs fp32" in proc.stdout

@@ -112,3 +112,10 @@ def test_no_private_names_across_packages():
 def test_files_stay_short():
     long = {m: n for m, f in MODULES.items() if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long
+
+
+def test_every_module_parses_as_python_3_10():
+    """The Space runs on Python 3.10 (README "As a Space"): no 3.11-only syntax anywhere."""
+    files = [*MODULES.values(), ROOT / "app.py", *sorted((ROOT / "benchmarks").glob("*.py"))]
+    for f in files:
+        ast.parse(f.read_text(encoding="utf-8"), filename=str(f), feature_version=(3, 10))

@@ -32,8 +32,10 @@ from .settings import CPU_ONLY, PRECISIONS, SpeedError, SpeedSettings
 # and whether each passed the fidelity guard on the real-shape random model (section 2: 500
 # teacher-forced steps, mean per-head KL <= 0.01 nats, max |dp_stop| <= 0.01).
 CPU_FASTEST_FIRST = ("int8", "fp16w")
-# bf16 missed it too (max |dp_stop| 0.017); a GPU still runs bf16, as it always did (not
-# re-measured here: no GPU). fp16 on a GPU was not measured.
+# bf16 layers miss it narrowly: max |dp_stop| 0.011 with the heads fp32 (0.017 when the heads were
+# bf16 too), so a CPU never picks it on its own. A GPU runs bf16 layers (fp16 below compute
+# capability 8.0), as vLLM-Omni deploys Gepard; benchmarks/gpu_smoke.py reports the guard on the
+# GPU itself. fp16 on a GPU has not been measured: no GPU has been lent to this project yet.
 GUARD_PASSES = {"fp32": True, "fp16w": True, "int8": False, "bf16": False, "fp16": True}
 GUARD_NOTE = "cpu_realtime.py, real-shape random model, 500 steps"
 

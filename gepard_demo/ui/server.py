@@ -77,7 +77,13 @@ def link_preview(host: ModelHost) -> LinkPreview:
     )
 
 
-def serve(app: FastAPI, host: str, port: int) -> None:
+def serve(app: FastAPI, host: str, port: int, blocks: gr.Blocks | None = None) -> None:
+    """Run the app with uvicorn. blocks: the page's Blocks, told its server as gr.Blocks.launch
+    would tell it (ZeroGPU's worker closes the server's sockets it inherits by that port)."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                           timeout_graceful_shutdown=2))
+    if blocks is not None:
+        blocks.server = server
+    server.run()
