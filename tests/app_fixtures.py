@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 import socket
 import threading
 import time
@@ -18,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = os.environ.get("GEPARD_CHROMIUM", "/usr/bin/chromium")
 # facts §8: the flags headless Chromium needs on these machines.
 CHROMIUM_ARGS = [
@@ -95,6 +97,26 @@ def tiny_codec(tiny_engine):
     from gepard_demo.codec import load_codec
 
     return load_codec(tiny_engine.codec_source())
+
+
+def start_process(cmd: list[str], port: int, log: Path, env: dict, cwd: Path | None = None,
+                  timeout: float = 120) -> subprocess.Popen:
+    """A real second process (the app, a speech server) writing to `log`, once it listens on `port`."""
+    proc = subprocess.Popen(cmd, cwd=cwd or ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, timeout=timeout)
+    except TimeoutError:
+        proc.kill()
+        pytest.fail(f"{cmd} did not start: {Path(log).read_text()[-3000:]}")
+    return proc
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 @dataclass

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from app_fixtures import free_port, wait_for_port
+from app_fixtures import free_port, start_process, stop_process
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,11 +25,9 @@ def test_app_falls_back_to_tiny_offline_and_says_why(tiny_cache_dir, tmp_path):
         "GRADIO_SERVER_NAME": "127.0.0.1",
         "GRADIO_SERVER_PORT": str(port),
     }
-    log = open(tmp_path / "app.log", "w+")
-    proc = subprocess.Popen([sys.executable, "app.py", "--no-eval-tab"], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
+    log = tmp_path / "app.log"
+    proc = start_process([sys.executable, "app.py", "--no-eval-tab"], port, log, env)
     try:
-        wait_for_port(port, timeout=120)
         page = httpx.get(f"http://127.0.0.1:{port}/", timeout=30)
         assert page.status_code == 200 and "GEPARD_PLAYER_CONFIG" in page.text
         config = httpx.get(f"http://127.0.0.1:{port}/config", timeout=30).text
@@ -40,11 +37,6 @@ def test_app_falls_back_to_tiny_offline_and_says_why(tiny_cache_dir, tmp_path):
         # The worklet and a PCM route are served by the same server.
         assert httpx.get(f"http://127.0.0.1:{port}/gepard/pcm-worklet.js", timeout=10).status_code == 200
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.seek(0)
-        output = log.read()
+        stop_process(proc)
+    output = log.read_text()
     assert "Serving the random-weight 'tiny' model instead" in output, output

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -17,29 +16,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from app_fixtures import free_port, wait_for_port
+from app_fixtures import free_port, start_process, stop_process
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 FRAMES = 24
-
-
-def _start(cmd: list[str], port: int, log: Path, env: dict) -> subprocess.Popen:
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, timeout=120)
-    except TimeoutError:
-        proc.kill()
-        pytest.fail(f"{cmd} did not start: {log.read_text()[-2000:]}")
-    return proc
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 @pytest.fixture(scope="module")
@@ -47,18 +28,18 @@ def served_app(tiny_cache_dir, tmp_path_factory):
     logs = tmp_path_factory.mktemp("served-app")
     env = {**os.environ, "GEPARD_CACHE_DIR": str(tiny_cache_dir)}
     sport, aport = free_port(), free_port()
-    server = _start([sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--port", str(sport),
+    server = start_process([sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--port", str(sport),
                      "--log-level", "warning", "--temperature", "0.7", "--stop-threshold", "0.99", "--chunk-frames", "5", "--first-chunk-frames", "3"],
                     sport, logs / "server.log", env)
     try:
-        app = _start([sys.executable, "app.py", "--server-url", f"http://127.0.0.1:{sport}", "--port", str(aport)],
+        app = start_process([sys.executable, "app.py", "--server-url", f"http://127.0.0.1:{sport}", "--port", str(aport)],
                      aport, logs / "app.log", env)
         try:
             yield f"http://127.0.0.1:{aport}", f"http://127.0.0.1:{sport}"
         finally:
-            _stop(app)
+            stop_process(app)
     finally:
-        _stop(server)
+        stop_process(server)
 
 
 def test_banner_and_disabled_controls(served_app):

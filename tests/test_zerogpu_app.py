@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from app_fixtures import browser, free_port, set_number, wait_for_port  # noqa: F401  (fixtures)
+from app_fixtures import browser, free_port, set_number, start_process, stop_process  # noqa: F401  (fixtures)
 
 from gepard_demo.ui.voice import example_voices
 
@@ -39,22 +38,12 @@ def emulated_app(tiny_cache_dir, tmp_path_factory):
     log = work / "app.log"
     port = free_port()
     env = {**os.environ, "GEPARD_CACHE_DIR": str(tiny_cache_dir)}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--model", "tiny", "--zerogpu", "emulate",
-                             "--public", "--port", str(port)], cwd=work, env=env, stdout=open(log, "w"),
-                            stderr=subprocess.STDOUT)
-    try:
-        wait_for_port(port, timeout=120)
-    except TimeoutError:
-        proc.kill()
-        pytest.fail(f"the app did not start: {log.read_text()[-3000:]}")
+    proc = start_process([sys.executable, str(ROOT / "app.py"), "--model", "tiny", "--zerogpu", "emulate", "--public",
+                          "--port", str(port)], port, log, env, cwd=work)
     try:
         yield f"http://127.0.0.1:{port}", log
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
     text = log.read_text()
     assert "OutsideGpuCall" not in text and "Traceback" not in text, text[-3000:]
 

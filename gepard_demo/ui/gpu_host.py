@@ -32,13 +32,15 @@ from gepard_demo.zerogpu.resident import Resident
 from gepard_demo.zerogpu.runners import ZeroGpu
 from gepard_demo.zerogpu.session import GpuSession
 
+from .model_host import EngineFacts
 from .turns import FairLock
+from .voice import PageVoices
 
 MODES = ("zerogpu", "emulate")
 
 
 @dataclass
-class GpuHost:
+class GpuHost(EngineFacts):
     gpu: Any  # a zerogpu runner: ZeroGpu, or Forked (emulate)
     resident: Resident
     budget: GpuBudget
@@ -72,14 +74,6 @@ class GpuHost:
     def __call__(self) -> Any:
         return self.engine  # the Eval tab's engine provider; it sends batches through self.gpu
 
-    @property
-    def info(self) -> Any:
-        return self.engine.model_info
-
-    @property
-    def sample_rate(self) -> int:
-        return int(self.codec.sample_rate)
-
     def warm_up(self, stream: Any = None) -> float:
         return 0.0  # CUDA exists only inside a GPU call; a first call sets its kernels up itself
 
@@ -97,10 +91,12 @@ class GpuHost:
         return GpuVoices(self)
 
 
-class GpuVoices:
+class GpuVoices(PageVoices):
     """Reference audio from the page -> a speaker prefix made in a GPU call, cached here by content
     (the worker's own cache goes with the worker). The reference is decoded and checked against
     the 3-15 s window here, so a bad one costs no GPU time."""
+
+    made_where = " on the GPU"
 
     def __init__(self, host: GpuHost, cache_size: int = 32):
         self.host = host
@@ -131,17 +127,3 @@ class GpuVoices:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return prefix
-
-    def speaker(self, ref_audio: Any) -> Any:
-        prefix = self.prefix(ref_audio)
-        return None if prefix is None else prefix.tokens
-
-    def prepare(self, ref_audio: Any) -> str:
-        if ref_audio is None:
-            return ""
-        try:
-            prefix = self.prefix(ref_audio)
-        except ReferenceAudioError as exc:
-            return f"**Reference voice not usable:** {exc}"
-        return (f"Reference ready: {prefix.seconds:.1f} s of it used ({prefix.frames} codec frames), "
-                f"prepared on the GPU in {prefix.compute_s:.1f} s; Generate speaks in this voice.")

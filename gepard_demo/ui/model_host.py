@@ -16,8 +16,20 @@ from .turns import FairLock
 FALLBACK_MODEL = "tiny"
 
 
+class EngineFacts:
+    """What a host says about the model it serves, from its `engine` and `codec` (no GPU needed)."""
+
+    @property
+    def info(self) -> Any:
+        return self.engine.model_info
+
+    @property
+    def sample_rate(self) -> int:
+        return int(self.codec.sample_rate)
+
+
 @dataclass
-class ModelHost:
+class ModelHost(EngineFacts):
     """engine + codec + the lock that serializes every use of them.
 
     Calling the host returns the engine: it is the `engine_provider` handed to the Eval tab.
@@ -62,13 +74,6 @@ class ModelHost:
 
         return VoiceCloning(self)
 
-    @property
-    def info(self) -> Any:
-        return self.engine.model_info
-
-    @property
-    def sample_rate(self) -> int:
-        return int(self.codec.sample_rate)
 
 
 def engine_loader_for(device: str = "cpu", dtype: str = "float32") -> Callable[[str, str | None], Any]:

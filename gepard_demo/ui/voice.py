@@ -23,7 +23,34 @@ from gepard_demo.voice.reference_audio import REFERENCE_WINDOW, ReferenceAudioEr
 VOICE_CONTROL_NAMES = ("ref_audio", "cfg_scale", "cfg_frames")
 
 
-class VoiceCloning:
+class PageVoices:
+    """What the page does with a reference voice, whatever makes its prefix (`prefix`): the
+    tokens for Generate, and the line under the upload the moment a reference arrives."""
+
+    made_where = ""  # how `prepare` says where the prefix was made
+
+    def prefix(self, ref_audio: Any) -> Any:
+        raise NotImplementedError
+
+    def speaker(self, ref_audio: Any):
+        """The prefix tokens for a reference (None: the default voice)."""
+        prefix = self.prefix(ref_audio)
+        return None if prefix is None else prefix.tokens
+
+    def prepare(self, ref_audio: Any) -> str:
+        """Run when a reference arrives (upload, recording, example): compute its prefix now,
+        so Generate finds it cached, and say at once whether it is usable (Markdown)."""
+        if ref_audio is None:
+            return ""
+        try:
+            prefix = self.prefix(ref_audio)
+        except ReferenceAudioError as exc:
+            return f"**Reference voice not usable:** {exc}"
+        return (f"Reference ready: {prefix.seconds:.1f} s of it used ({prefix.frames} codec frames), "
+                f"prepared{self.made_where} in {prefix.compute_s:.1f} s; Generate speaks in this voice.")
+
+
+class VoiceCloning(PageVoices):
     """Reference audio from the page -> a speaker prefix, for one model host."""
 
     def __init__(self, host: Any):
@@ -57,23 +84,6 @@ class VoiceCloning:
             rate, samples = ref_audio
             return self.prefixer().from_array(np.asarray(samples), int(rate))
         raise ReferenceAudioError(f"unexpected reference audio value of type {type(ref_audio).__name__}")
-
-    def speaker(self, ref_audio: Any):
-        """The prefix tokens for a reference (None: the default voice)."""
-        prefix = self.prefix(ref_audio)
-        return None if prefix is None else prefix.tokens
-
-    def prepare(self, ref_audio: Any) -> str:
-        """Run when a reference arrives (upload, recording, example): compute its prefix now,
-        so Generate finds it cached, and say at once whether it is usable (Markdown)."""
-        if ref_audio is None:
-            return ""
-        try:
-            prefix = self.prefix(ref_audio)
-        except ReferenceAudioError as exc:
-            return f"**Reference voice not usable:** {exc}"
-        return (f"Reference ready: {prefix.seconds:.1f} s of it used ({prefix.frames} codec frames), "
-                f"prepared in {prefix.compute_s:.1f} s; Generate speaks in this voice.")
 
 
 def cfg_changes(cfg_scale: Any, cfg_frames: Any) -> dict:
