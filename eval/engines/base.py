@@ -46,6 +46,9 @@ class Synthesis:
     gen_s: float
     decode_s: float
     ttfa_s: float
+    codes: np.ndarray | None = None  # (frames, 32) codec codes, where the engine has them (the loop detector's)
+    text_tokens: int | None = None  # the text's token count (before repetition), where the engine tokenizes
+    error: str | None = None  # a served request the server failed (5xx): no audio, the row says why
 
     @property
     def duration_s(self) -> float:

@@ -71,7 +71,7 @@ class GepardLocal:
         settings = [sampling.replace(seed=seed) for _, seed in requests]
         results = self.engine.generate([text for text, _ in requests], settings, speakers=speakers)
         out = []
-        for r in results:
+        for (text, _), r in zip(requests, results):
             t0 = time.perf_counter()
             audio = self.codec.decode(r.frames)
             audio = apply_end_of_speech(audio, self.codec.sample_rate, stream.fade_ms, stream.silence_ms)
@@ -81,8 +81,15 @@ class GepardLocal:
                 frames=r.num_frames, stop_fired=r.stop_fired, stop_frame=r.stop_frame,
                 runaway=r.runaway, p_stop=[float(p) for p in r.p_stop], seed=r.seed,
                 gen_s=r.gen_time_s, decode_s=decode_s, ttfa_s=self.ttfa_estimate(r, stream),
+                codes=r.frames.numpy().astype(np.int16), text_tokens=self.text_tokens(text),
             ))
         return out
+
+    def text_tokens(self, text: str) -> int:
+        """Tokens of the text itself (the prompt repeats a short one; this counts it once)."""
+        from gepard_demo.model.prompt import encode_text
+
+        return len(encode_text(text, self.engine.tokenizer))
 
     def ttfa_estimate(self, r, stream: StreamSettings) -> float:
         """ttfa_s of a batch row (eval/engines/base.py): its first chunk's last frame, estimated from
@@ -120,5 +127,6 @@ class GepardStreaming(GepardLocal):
                 stop_fired=st.stop_fired, stop_frame=st.stop_frame, runaway=st.runaway,
                 p_stop=[float(p) for p in st.p_stop], seed=st.seed, gen_s=st.gen_time_s,
                 decode_s=st.decode_time_s, ttfa_s=st.ttfa_s if st.ttfa_s is not None else st.wall_s,
+                codes=session.codes(), text_tokens=self.text_tokens(text),
             ))
         return out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from eval.charts.run_charts import write_charts
 from eval.jsonio import write_bytes_atomic
-from eval.report.summary import DEFINITIONS, write_outputs
+from eval.report.summary import write_outputs
 
 
 def _pct(x) -> str:
@@ -82,10 +82,56 @@ def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
             f"| {c} | {s['n']} | {_ci(s.get('wer_corpus'))} | {rate('wer_mean')} | {rate('exact_match_rate')} | "
             f"{rate('catastrophic_rate')} | {rate('stop_fired_rate')} | {rate('runaway_rate')} | {_num(s['duration_ratio'])} |"
         )
+    lines += _failure_lines(o)
+    lines += _measure_lines(o, summary.get("seeds"))
     lines += ["", "## Charts", ""] + [f"![{p.stem}](charts/{p.name})" for p in charts]
-    lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in DEFINITIONS.items()]
+    lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in summary["definitions"].items()]
     lines += ["", "Per-utterance data: `table.csv` / `table.parquet`; all numbers: `summary.json`.", ""]
     return "\n".join(lines)
+
+
+def _wav_links(ids: list[str], most: int = 12) -> str:
+    links = ", ".join(f"[{i}](wav/{i}.wav)" for i in ids[:most])
+    return links + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
+def _failure_lines(o: dict) -> list[str]:
+    lines = ["", "## Failures", "",
+             "Each entry: k of n utterances (n: those it could be judged on), the rate with its Wilson 95% "
+             "interval, and the utterances, linked to their audio. Definitions below (`failure_*`).", "",
+             "| failure | k / n | rate [95% CI] | utterances |", "| --- | --- | --- | --- |"]
+    for name, c in o.get("failures", {}).items():
+        rate = "n/a" if not c["n"] else f"{_pct(c['rate'])} [{_pct(c['ci_low'])}, {_pct(c['ci_high'])}]"
+        lines.append(f"| {name.replace('_', ' ')} | {c['k']} / {c['n']} | {rate} | {_wav_links(c['ids']) or '-'} |")
+    return lines
+
+
+def _measure_lines(o: dict, seeds: dict | None) -> list[str]:
+    lines = []
+    if o.get("naturalness"):
+        lines += ["", "## Naturalness (DNSMOS; never a ranking figure: a looped clip scores like a clean one)", "",
+                  "| DNSMOS | mean [95% CI] |", "| --- | --- |"]
+        lines += [f"| {k.removeprefix('dnsmos_').upper()} | {d['value']:.2f} [{d['ci_low']:.2f}, {d['ci_high']:.2f}] |"
+                  for k, d in o["naturalness"].items()]
+    if o.get("timing"):
+        lines += ["", "## Timing and prosody (Silero VAD, SwiftF0)", "", "| figure | median (p10, p90) |", "| --- | --- |"]
+        lines += [f"| {k} | {d['median']:.2f} ({d['p10']:.2f}, {d['p90']:.2f}) |" for k, d in o["timing"].items()]
+    if o.get("stop_lag_ms"):
+        d = o["stop_lag_ms"]
+        lines += ["", f"Stop lag (stop time - VAD end of speech): median {d['median']:.0f} ms (p10 {d['p10']:.0f}, "
+                      f"p90 {d['p90']:.0f})."]
+    if seeds:
+        lines += ["", f"## Several samples per sentence ({seeds['samples_per_sentence']} each, {seeds['sentences']} sentences)",
+                  "", f"- sentences that fail in every sample: {seeds['always_fail']}, in some: {seeds['sometimes_fail']}, "
+                      f"in none: {seeds['never_fail']}; mean per-sentence failure probability {_pct(seeds['p_fail_mean'])}",
+                  f"- duration spread across seeds (median per-sentence std): {seeds['duration_spread_s']:.2f} s"]
+        if seeds.get("wer_single_sample"):
+            lines.append(f"- corpus WER, one sample: {_ci(seeds['wer_single_sample'])}; best of "
+                         f"{seeds['samples_per_sentence']}: {_ci(seeds['wer_best_of_k'])}")
+        lines += ["", "| sentence | samples | failure probability | mean WER | best WER |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {w['sentence']} | {w['samples']:.0f} | {_pct(w['p_fail'])} | {_pct(w['wer_mean'])} | {_pct(w['wer_min'])} |"
+                  for w in seeds["worst"]]
+    return lines
 
 
 def make_report(run_dir: str | Path, tag: str | None = None) -> Path:

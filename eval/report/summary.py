@@ -16,9 +16,15 @@ import pandas as pd
 
 from eval.jsonio import read_jsonl, replace_atomic, write_json_atomic
 from eval.runs.run import RunError, synthesized_rows
+from eval.report.failures import DEFINITIONS as FAILURE_DEFINITIONS
+from eval.report.failures import failure_table
 from eval.runs.score import scored_tags
 from eval.scoring.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, mean_ci, ratio_ci
 from eval.scoring.metrics import CATASTROPHIC_WER, length_figures
+
+# Timing and prosody figures summarized as spreads (eval/scoring/timing.py defines each).
+TIMING = ("speaking_rate_wps", "pause_count", "longest_pause_s", "leading_silence_s", "trailing_silence_s",
+          "speech_ratio", "f0_median_hz", "f0_range_st")
 
 DEFINITIONS = {
     "wer_corpus": "corpus WER = sum(S+D+I) / sum(N_ref) over utterances, after Whisper's EnglishTextNormalizer on both sides (headline)",
@@ -38,6 +44,11 @@ DEFINITIONS = {
     "rtf": "(generation + codec decode seconds) / audio seconds; in a batch, generation time is shared",
     "asr_rtf": "ASR wall seconds / audio seconds",
     "speaker_sim": "voice cloning: mean cosine of Resemblyzer GE2E speaker embeddings of the reference recording and the output (eval.scoring.speaker_similarity), rows with a reference",
+    "failures": "the failure table: each entry k of n utterances with a Wilson 95% interval and the ids (eval/report/failures.py defines every entry)",
+    "naturalness": "DNSMOS P.835 SIG / BAK / OVRL and P.808 (speechmos) on the speech, 16 kHz, peak-normalised; mean with bootstrap CI; never used to rank (eval/scoring/naturalness.py)",
+    "timing": "Silero VAD speech and pauses, speaking rate = words / speech seconds, F0 median and 5-95% range in semitones from SwiftF0 (eval/scoring/timing.py); medians over utterances",
+    "stop_lag_ms": "stop time (frames committed x 1024 / 22050 s) - the VAD's end of speech, ms, rows where the stop head fired: > 0 the stop came after the speech, < 0 it cut into it (median, p10, p90)",
+    "clustered": "with several samples per sentence (--seeds K) every bootstrap CI resamples sentences, not rows",
 }
 
 
@@ -63,6 +74,7 @@ def load_table(run_dir: str | Path, tag: str | None = None) -> tuple[pd.DataFram
         scored = df["ref_norm"].notna()
         df["exact"] = pd.Series((df["ref_norm"] == df["hyp_norm"]), dtype="boolean").where(scored, pd.NA)
         df["catastrophic"] = pd.Series(df["wer"] > CATASTROPHIC_WER, dtype="boolean").where(scored, pd.NA)
+    df = _with_measures(df, run_dir)
     ends = df["end_deletions"] if "end_deletions" in df else pd.Series([None] * len(df))
     figs = [length_figures(w, f if f is not None and not pd.isna(f) else 0, d, bool(sf) if sf is not None and not pd.isna(sf) else False,
                            None if e is None or pd.isna(e) else int(e))
@@ -77,11 +89,39 @@ def load_table(run_dir: str | Path, tag: str | None = None) -> tuple[pd.DataFram
     return df, tag
 
 
-def _rate(series: pd.Series, replicates: int, seed: int) -> dict | None:
+def _with_measures(df: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
+    """The audio measures (eval.runs.measure), the transcript's loop figures and the stop lag."""
+    from eval.runs.measure import load_measures
+    from eval.scoring.loops import transcript_loop
+
+    measured = load_measures(run_dir)
+    if measured:
+        df = df.merge(pd.DataFrame(measured), on="id", how="left")
+    if "hyp_norm" in df:
+        loops = [transcript_loop(r, h) if isinstance(h, str) else {} for r, h in zip(df["ref_norm"], df["hyp_norm"])]
+        df = pd.concat([df, pd.DataFrame(loops, index=df.index)], axis=1)
+    if "end_of_speech_s" in df:
+        spf_s = 1024 / df["sample_rate"]
+        stopped = df["stop_fired"].fillna(False).astype(bool) & df["stop_frame"].notna()
+        df["stop_lag_ms"] = ((df["stop_frame"] * spf_s - df["end_of_speech_s"]) * 1000).where(stopped)
+    return df
+
+
+def _clusters(df: pd.DataFrame) -> pd.Series | None:
+    """The sentence of each row when sentences have several samples (--seeds K), else None."""
+    if "sentence" in df and df["sentence"].notna().all() and df["sentence"].nunique() < len(df):
+        return df["sentence"]
+    return None
+
+
+def _rate(series: pd.Series, replicates: int, seed: int, clusters: pd.Series | None = None) -> dict | None:
     s = series.dropna().astype(float)
     if s.empty:
         return None
-    return {**mean_ci(s.to_numpy(), replicates, seed).as_dict(), "n": int(s.size)}
+    if clusters is None:
+        return {**mean_ci(s.to_numpy(), replicates, seed).as_dict(), "n": int(s.size)}
+    g = s.groupby(clusters[s.index])
+    return {**ratio_ci(g.sum(), g.count(), replicates, seed).as_dict(), "n": int(s.size), "clustered": True}
 
 
 def _spread(series: pd.Series) -> dict | None:
@@ -91,44 +131,61 @@ def _spread(series: pd.Series) -> dict | None:
     return {"median": float(s.median()), "p10": float(s.quantile(0.1)), "p90": float(s.quantile(0.9)), "mean": float(s.mean())}
 
 
+def _ratio(num: pd.Series, den: pd.Series, replicates: int, seed: int, clusters: pd.Series | None) -> dict:
+    if clusters is not None:
+        num, den = num.groupby(clusters[num.index]).sum(), den.groupby(clusters[den.index]).sum()
+    return ratio_ci(num, den, replicates, seed).as_dict()
+
+
 def summarize_group(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed: int = DEFAULT_SEED) -> dict:
     out: dict = {"n": int(len(df))}
+    cl = _clusters(df)
+    rate = lambda col: _rate(df[col], replicates, seed, cl) if col in df else None  # noqa: E731
     if "wer" in df and df["wer"].notna().any():
         sc = df[df["wer"].notna()]
         out["n_scored"] = int(len(sc))
-        out["wer_corpus"] = {**ratio_ci(sc["errors"], sc["n_ref"], replicates, seed).as_dict(),
+        out["wer_corpus"] = {**_ratio(sc["errors"], sc["n_ref"], replicates, seed, cl),
                              "errors": int(sc["errors"].sum()), "ref_words": int(sc["n_ref"].sum()),
                              "sub": int(sc["sub"].sum()), "del": int(sc["dele"].sum()), "ins": int(sc["ins"].sum())}
-        out["wer_mean"] = mean_ci(sc["wer"].to_numpy(float), replicates, seed).as_dict()
-        out["cer_corpus"] = ratio_ci(sc["char_edits"], sc["n_ref_chars"], replicates, seed).as_dict()
-        out["exact_match_rate"] = _rate(sc["exact"], replicates, seed)
-        out["catastrophic_rate"] = _rate(sc["catastrophic"], replicates, seed)
+        out["wer_mean"] = _rate(sc["wer"], replicates, seed, cl)
+        out["cer_corpus"] = _ratio(sc["char_edits"], sc["n_ref_chars"], replicates, seed, cl)
+        out["exact_match_rate"] = _rate(sc["exact"], replicates, seed, cl)
+        out["catastrophic_rate"] = _rate(sc["catastrophic"], replicates, seed, cl)
         if "asr_s" in sc:
             out["asr_rtf"] = float(sc["asr_s"].sum() / max(sc["duration_s"].sum(), 1e-9))
-    out["stop_fired_rate"] = _rate(df["stop_fired"], replicates, seed)
-    out["runaway_rate"] = _rate(df["runaway"], replicates, seed)
-    out["truncation_rate"] = _rate(df["truncated"], replicates, seed)
-    out["overlong_rate"] = _rate(df["overlong"], replicates, seed)
-    out["premature_stop_rate"] = _rate(df["premature_stop"], replicates, seed)
+    out["stop_fired_rate"] = rate("stop_fired")
+    out["runaway_rate"] = rate("runaway")
+    out["truncation_rate"] = rate("truncated")
+    out["overlong_rate"] = rate("overlong")
+    out["premature_stop_rate"] = rate("premature_stop")
     out["duration_ratio"] = _spread(df["duration_ratio"])
     out["frames_per_word"] = _spread(df["frames_per_word"])
     out["duration_s"] = _spread(df["duration_s"])
     out["ttfa_s"] = _spread(df["ttfa_s"])
     out["rtf"] = _spread(df["rtf"])
     if "speaker_sim" in df and df["speaker_sim"].notna().any():
-        out["speaker_sim"] = _rate(df["speaker_sim"], replicates, seed)
+        out["speaker_sim"] = rate("speaker_sim")
+    out["failures"] = failure_table(df)
+    out["naturalness"] = {c: rate(c) for c in ("dnsmos_ovrl", "dnsmos_sig", "dnsmos_bak", "dnsmos_p808")
+                          if c in df and df[c].notna().any()}
+    out["timing"] = {c: _spread(df[c]) for c in TIMING if c in df and df[c].notna().any()}
+    out["stop_lag_ms"] = _spread(df["stop_lag_ms"]) if "stop_lag_ms" in df else None
     return out
 
 
 def summarize(df: pd.DataFrame, tag: str | None, run_config: dict | None = None,
               replicates: int = DEFAULT_REPLICATES, seed: int = DEFAULT_SEED) -> dict:
+    from eval.report.seeds import seeds_summary
+
     return {
         "asr": tag,
         "run": run_config,
-        "bootstrap": {"replicates": replicates, "seed": seed, "level": 0.95},
+        "bootstrap": {"replicates": replicates, "seed": seed, "level": 0.95,
+                      "clustered_by": "sentence" if _clusters(df) is not None else None},
         "overall": summarize_group(df, replicates, seed),
         "by_category": {c: summarize_group(g, replicates, seed) for c, g in df.groupby("category", sort=True)},
-        "definitions": DEFINITIONS,
+        "seeds": seeds_summary(df, replicates, seed),
+        "definitions": {**DEFINITIONS, **{f"failure_{k}": v for k, v in FAILURE_DEFINITIONS.items()}},
     }
 
 

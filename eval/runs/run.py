@@ -22,22 +22,24 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import hashlib
+import io
 import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from eval.jsonio import append_jsonl, read_jsonl, write_bytes_atomic, write_json_atomic
 from eval.runs.environment import environment
-from eval.runs.seeds import DEFAULT_BASE_SEED, utterance_seed
-from eval.runs.sets import SetError, Utterance, load_set, resolve_set_path
+from eval.runs.seeds import DEFAULT_BASE_SEED, sample_seed
+from eval.runs.sets import SetError, Utterance, expand_samples, load_set, resolve_set_path
 from eval.scoring.audio import write_wav_atomic
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 # Changing any of these between a run and its resume would mix two experiments in one folder.
-IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio")
+IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio", "seeds")
 
 
 class RunError(RuntimeError):
@@ -64,12 +66,15 @@ class RunConfig:
     server_concurrency: int = 1  # requests in flight per server
     # A reference voice for every sentence (voice cloning); a set's per-sentence ref_audio wins.
     ref_audio: str | None = None
+    seeds: int = 1  # samples per sentence (--seeds K): sample k has seed f(base seed, id, k)
 
     def validate(self) -> "RunConfig":
         self.sampling.validate()
         self.stream.validate()
         if self.sampling.seed is not None:
             raise RunError("per-utterance seeds come from base_seed; leave SamplingSettings.seed unset")
+        if not 1 <= self.seeds <= 64:
+            raise RunError(f"seeds must be in [1, 64] samples per sentence, got {self.seeds}")
         if not 1 <= self.batch_size <= 256:
             raise RunError(f"batch_size must be in [1, 256], got {self.batch_size}")
         if not 0 <= self.base_seed < 2**63:
@@ -134,7 +139,7 @@ def prepare_folder(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
             fresh["set_sha256"] = set_digest(load_set(cfg.set, cfg.limit, list(cfg.categories) or None))
         except SetError:
             fresh["set_sha256"] = saved["set_sha256"]  # set file gone or moved: the saved copy is used
-        old = {**saved["run"], "set_sha256": saved["set_sha256"]}
+        old = {"seeds": 1, **saved["run"], "set_sha256": saved["set_sha256"]}  # folders from before --seeds: one
         diff = [k for k in IDENTITY_KEYS if json.dumps(fresh.get(k), sort_keys=True) != json.dumps(old.get(k), sort_keys=True)]
         if diff:
             raise RunError(f"{run_dir} holds a run with different {', '.join(diff)}; "
@@ -194,14 +199,26 @@ def synthesized_rows(run_dir: Path) -> list[dict]:
     return rows
 
 
+def save_audio(run_dir: Path, u: Utterance, s) -> None:
+    """The utterance's WAV, and its codec codes where the engine kept them (`codes/<id>.npy`,
+    int16, for the frame loop detector), each written whole or not at all."""
+    write_wav_atomic(run_dir / "wav" / f"{u.id}.wav", s.audio, s.sample_rate)
+    if s.codes is not None:
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(s.codes, np.int16))
+        write_bytes_atomic(run_dir / "codes" / f"{u.id}.npy", buf.getvalue())
+
+
 def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: str | None = None, speaker_sim: float | None = None) -> dict:
     """One utterance's row; every field is defined in eval.engines / eval.scoring.metrics / eval.scoring.speaker_similarity."""
     return {
-        "id": u.id, "category": u.category, "text": u.text, "words": u.words,
+        "id": u.id, "sentence": u.sentence_id, "sample": u.sample, "category": u.category, "text": u.text,
+        "words": u.words, "text_tokens": s.text_tokens,
         "frames": s.frames, "stop_fired": s.stop_fired, "stop_frame": s.stop_frame, "runaway": s.runaway,
         "duration_s": s.duration_s, "sample_rate": s.sample_rate, "p_stop": s.p_stop,
         "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,
-        "seed": s.seed, "wav": f"wav/{u.id}.wav", "ref_audio": ref, "speaker_sim": speaker_sim,
+        "seed": s.seed, "wav": f"wav/{u.id}.wav", "codes": None if s.codes is None else f"codes/{u.id}.npy",
+        "server_error": s.error, "ref_audio": ref, "speaker_sim": speaker_sim,
         "settings": row_settings(cfg, seed),
     }
 
@@ -239,7 +256,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
     except BlockingIOError:
         raise RunError(f"{run_dir} is being written by another process") from None
     try:
-        items = prepare_folder(cfg, run_dir)
+        items = expand_samples(prepare_folder(cfg, run_dir), cfg.seeds)
         done = {r["id"] for r in done_rows(run_dir, repair=True)} | {r["id"] for r in error_rows(run_dir)}
         if done:
             log(f"resuming {run_dir}: {len(done)}/{len(items)} done")
@@ -275,7 +292,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
 
         def keep(u: Utterance, seed: int, s, ref: str | None = None) -> None:
             nonlocal n_done, similarity
-            write_wav_atomic(run_dir / "wav" / f"{u.id}.wav", s.audio, s.sample_rate)
+            save_audio(run_dir, u, s)
             sim = None
             if ref:
                 if similarity is None:
@@ -291,7 +308,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
 
         if hasattr(engine, "synthesize_each"):
             # A server pool: every utterance at once, each row written as it finishes (any order).
-            seeds = [utterance_seed(cfg.base_seed, u.id) for u in pending]
+            seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
             refs = [u.ref_audio or cfg.ref_audio for u in pending]
             for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling, cfg.stream,
                                                refs):
@@ -299,7 +316,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             pending = []
         for start in range(0, len(pending), cfg.batch_size):
             batch = pending[start : start + cfg.batch_size]
-            seeds = [utterance_seed(cfg.base_seed, u.id) for u in batch]
+            seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in batch]
             refs = [u.ref_audio or cfg.ref_audio for u in batch]
             voice = {"refs": refs} if any(refs) else {}  # engines without cloning never see the argument
             results = engine.synthesize([(u.text, s) for u, s in zip(batch, seeds)], cfg.sampling, cfg.stream, **voice)

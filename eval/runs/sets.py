@@ -10,6 +10,7 @@ Ids must be unique: they key the resumable run rows and the per-utterance seeds.
 from __future__ import annotations
 
 import json
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +27,26 @@ class Utterance:
     text: str
     category: str
     ref_audio: str | None = None  # reference voice for this sentence (absolute path)
+    sentence: str | None = None  # the set's id of the sentence this is a sample of (expand_samples)
+    sample: int = 0  # which of the sentence's samples (0 with one sample per sentence)
 
     @property
     def words(self) -> int:
         """Whitespace-separated word count of the input text (used for expected duration)."""
         return len(self.text.split())
+
+    @property
+    def sentence_id(self) -> str:
+        return self.sentence or self.id
+
+
+def expand_samples(items: list[Utterance], k: int) -> list[Utterance]:
+    """k samples of every sentence: sample 0 keeps the sentence's id (so it is the row a one-sample
+    run makes, with the same seed), sample s > 0 is `<id>~s`."""
+    if k == 1:
+        return list(items)
+    return [dataclasses.replace(u, id=u.id if s == 0 else f"{u.id}~{s}", sentence=u.id, sample=s)
+            for u in items for s in range(k)]
 
 
 def builtin_sets() -> list[str]:

@@ -41,13 +41,25 @@ def to_16k(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     return soxr.resample(audio, sample_rate, ASR_RATE, quality="HQ").astype(np.float32)
 
 
-def vad_trim(audio16k: np.ndarray, threshold: float = 0.5, pad_ms: int = 200) -> np.ndarray:
-    """Cut leading and trailing non-speech with Silero VAD (the ONNX model shipped inside
-    faster-whisper); pauses inside the speech are kept. No speech found: an empty array,
-    so Whisper is not asked to transcribe noise (where tiny/base hallucinate, facts §7)."""
+def speech_spans(audio16k: np.ndarray, threshold: float = 0.5, pad_ms: int = 200,
+                 min_silence_ms: int = 2000) -> list[tuple[int, int]]:
+    """(start, end) sample indices of the speech Silero VAD finds (the ONNX model shipped inside
+    faster-whisper): silences shorter than min_silence_ms stay inside a span, each span is
+    widened by pad_ms on both sides."""
     from faster_whisper.vad import VadOptions, get_speech_timestamps
 
-    spans = get_speech_timestamps(audio16k, VadOptions(threshold=threshold, speech_pad_ms=pad_ms), sampling_rate=ASR_RATE)
+    if len(audio16k) == 0:
+        return []
+    options = VadOptions(threshold=threshold, speech_pad_ms=pad_ms, min_silence_duration_ms=min_silence_ms)
+    return [(s["start"], s["end"]) for s in get_speech_timestamps(np.asarray(audio16k, np.float32), options,
+                                                                  sampling_rate=ASR_RATE)]
+
+
+def vad_trim(audio16k: np.ndarray, threshold: float = 0.5, pad_ms: int = 200) -> np.ndarray:
+    """Cut leading and trailing non-speech with Silero VAD; pauses inside the speech are kept.
+    No speech found: an empty array, so Whisper is not asked to transcribe noise (where
+    tiny/base hallucinate, facts §7)."""
+    spans = speech_spans(audio16k, threshold, pad_ms)
     if not spans:
         return audio16k[:0]
-    return audio16k[spans[0]["start"] : spans[-1]["end"]]
+    return audio16k[spans[0][0] : spans[-1][1]]

@@ -37,7 +37,7 @@ def _groups(points: list[dict]) -> list[list[dict]]:
 
 
 def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=None, cache=None, log=print,
-          progress=None) -> Path:
+          progress=None, dnsmos: bool = True) -> Path:
     """Run (and score, when asr is an ASRSettings) every grid point; returns <out>/sweep.csv.
 
     engine: an eval engine (GepardLocal for one-pass); loaded from cfg.base when None.
@@ -95,6 +95,7 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
     stats["synthesis_s"] = time.perf_counter() - started
     tag = None
     if asr is not None:
+        from eval.runs.measure import measure
         from eval.runs.score import asr_tag, score
         from eval.scoring.transcript_cache import CachedTranscriber
 
@@ -103,6 +104,7 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
         for i, p in enumerate(points):
             say(synth_share + (0.95 - synth_share) * i / len(points), f"ASR: point {i + 1}/{len(points)}")
             score(out / point_name(p), asr, transcriber=cached, log=log)
+            measure(out / point_name(p), dnsmos=dnsmos, log=log)
         stats["asr_transcribed"], stats["asr_cache_hits"] = cached.misses, cached.hits
     stats["asr_s"] = time.perf_counter() - started - stats["synthesis_s"]
     say(0.96, "reports and charts")

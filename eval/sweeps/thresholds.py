@@ -45,9 +45,9 @@ from tqdm import tqdm
 
 from eval.jsonio import append_jsonl, write_bytes_atomic, write_json_atomic
 from eval.runs.environment import environment
-from eval.runs.run import RunConfig, RunError, done_rows, make_row, prepare_folder
-from eval.runs.seeds import utterance_seed
-from eval.scoring.audio import write_wav_atomic
+from eval.runs.run import RunConfig, RunError, done_rows, make_row, prepare_folder, save_audio
+from eval.runs.seeds import sample_seed
+from eval.runs.sets import expand_samples
 from gepard_demo.settings import SamplingSettings
 
 
@@ -200,14 +200,15 @@ def one_pass_points(points: list[tuple[RunConfig, Path]], store: TraceStore, pro
         cfg.validate()
         same = cfg.sampling.replace(stop_threshold=base.sampling.stop_threshold)
         if same != base.sampling or cfg.stream != base.stream or cfg.set != base.set or cfg.base_seed != base.base_seed \
-                or cfg.limit != base.limit or cfg.categories != base.categories or cfg.batch_size != base.batch_size:
+                or cfg.limit != base.limit or cfg.categories != base.categories or cfg.batch_size != base.batch_size \
+                or cfg.seeds != base.seeds:
             raise RunError("one-pass points must differ in stop threshold only")
     source_threshold = max(cfg.sampling.stop_threshold for cfg, _ in points)
     dirs = [Path(d) for _, d in points]
     local = store.local
     codec = local.codec
     with _locked(dirs):
-        items = [prepare_folder(cfg, d) for cfg, d in points]
+        items = [expand_samples(prepare_folder(cfg, d), cfg.seeds) for cfg, d in points]
         done = [{r["id"] for r in done_rows(d, repair=True)} for d in dirs]
         ids = [u.id for u in items[0]]
         if any([u.id for u in it] != ids for it in items):
@@ -228,7 +229,7 @@ def one_pass_points(points: list[tuple[RunConfig, Path]], store: TraceStore, pro
         decodes = rows = 0
         for start in range(0, len(pending), base.batch_size):
             batch = pending[start : start + base.batch_size]
-            seeds = [utterance_seed(base.base_seed, u.id) for u in batch]
+            seeds = [sample_seed(base.base_seed, u.sentence_id, u.sample) for u in batch]
             traces = store.get([(u.text, s) for u, s in zip(batch, seeds)], base.sampling, source_threshold)
             for u, seed, tr in zip(batch, seeds, traces):
                 audio_by_frames: dict[int, tuple[np.ndarray, float]] = {}
@@ -243,7 +244,7 @@ def one_pass_points(points: list[tuple[RunConfig, Path]], store: TraceStore, pro
                         audio_by_frames[der.frames] = (raw, time.perf_counter() - t0)
                         decodes += 1
                     syn = _synthesis(local, tr, der, u.text, cfg, *audio_by_frames[der.frames])
-                    write_wav_atomic(d / "wav" / f"{u.id}.wav", syn.audio, syn.sample_rate)
+                    save_audio(d, u, syn)
                     row = make_row(u, syn, seed, cfg)
                     row["one_pass"] = {"source_threshold": tr.source_threshold,
                                        "trace": trace_key(u.text, seed, base.sampling),
@@ -272,4 +273,5 @@ def _synthesis(local, tr: Trace, der: Derived, text: str, cfg: RunConfig, raw: n
         audio=np.asarray(audio, np.float32), sample_rate=local.codec.sample_rate, frames=der.frames,
         stop_fired=der.stop_fired, stop_frame=der.stop_frame, runaway=der.runaway, p_stop=der.p_stop,
         seed=tr.seed, gen_s=r.gen_time_s, decode_s=decode_s + time.perf_counter() - t0,
-        ttfa_s=local.ttfa_estimate(r, cfg.stream))
+        ttfa_s=local.ttfa_estimate(r, cfg.stream), codes=tr.codes[: der.frames].numpy().astype(np.int16),
+        text_tokens=local.text_tokens(text))

@@ -63,6 +63,7 @@ def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_s
              temperature, top_k, greedy, stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model,
              vad, progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
     """Synthesize + score + report one run; returns view_run's outputs. Raises on bad input."""
+    from eval.runs.measure import measure
     from eval.runs.score import score
     from eval.scoring.asr import ASRSettings
 
@@ -83,7 +84,9 @@ def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_s
     say = progress or (lambda frac, desc: None)
     run(cfg, out, engine=engine, progress=lambda done, total: say(0.6 * done / total, f"synthesis {done}/{total}"), log=lambda m: None)
     asr = ASRSettings(backend=asr_backend, model=asr_model, vad=bool(vad))
-    score(out, asr, progress=lambda done, total: say(0.6 + 0.35 * done / total, f"ASR {done}/{total}"), log=lambda m: None)
+    score(out, asr, progress=lambda done, total: say(0.6 + 0.3 * done / total, f"ASR {done}/{total}"), log=lambda m: None)
+    measure(out, progress=lambda done, total: say(0.9 + 0.06 * done / total, f"audio measures {done}/{total}"),
+            log=lambda m: None)
     say(0.97, "report")
     return (name, *view_run(runs_dir, name))
 

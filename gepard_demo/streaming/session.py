@@ -194,6 +194,13 @@ class SynthesisSession(OnceIterableSession):
         self._frames_iter: Any = None
         self.speaker = speaker
         self._step_events = False
+        self._codes: list[Any] = []  # every committed frame's codes, in order
+
+    def codes(self) -> np.ndarray:
+        """(frames, 32) codes committed so far (int16), e.g. for a loop detector."""
+        if not self._codes:
+            return np.zeros((0, 32), np.int16)
+        return np.asarray(_stack_codes(self._codes), dtype=np.int16)
 
     def events(self) -> Iterator["AudioChunk | StepEvent"]:
         """Iterate the session with a StepEvent after every decode step as well as the chunks:
@@ -284,6 +291,7 @@ class SynthesisSession(OnceIterableSession):
                     stats.p_stop.append(float(step.p_stop))
                     if step.codes is not None:
                         pending.append(step.codes)
+                        self._codes.append(step.codes)
                         stats.frames += 1
                     if self._step_events:
                         yield StepEvent(stats.frames, float(step.p_stop), time.perf_counter() - t0)

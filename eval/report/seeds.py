@@ -1,0 +1,53 @@
+"""Several samples per sentence (`--seeds K`): does a sentence always fail, or fail by chance?
+
+The authors found Gepard's failures to be sampling instability: "the minimum WER across multiple
+temperature-scaled rollouts remains zero" (gepard-train docs/MODEL_GUIDE.md §5.1). With K
+samples of every sentence:
+
+- p_fail of a sentence: the share of its samples with any failure (eval/report/failures.py);
+  always / sometimes / never: how many sentences fail in all, some, none of their samples.
+- wer_single_sample: corpus WER of sample 0 of every sentence (what a one-sample run reports),
+  with a bootstrap CI over sentences.
+- wer_best_of_k: corpus WER when every sentence keeps its sample with the fewest word errors:
+  the floor resampling could reach.
+- duration_spread_s, f0_spread_hz: for every sentence the standard deviation of its samples'
+  duration (and F0 median), the median over sentences: how much a seed changes the reading.
+- worst: the sentences with the highest p_fail (then highest mean WER), for the report.
+Every bootstrap CI elsewhere in a multi-sample summary resamples sentences (summary.py).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from eval.report.failures import flags
+from eval.scoring.bootstrap import ratio_ci
+
+
+def seeds_summary(df: pd.DataFrame, replicates: int, seed: int, worst: int = 10) -> dict | None:
+    if "sentence" not in df or df["sentence"].isna().any() or df["sentence"].nunique() == len(df):
+        return None
+    d = df.assign(failed=flags(df)["any"].astype("boolean"))
+    per = d.groupby("sentence", sort=True)
+    p_fail = per["failed"].mean()
+    out = {
+        "samples_per_sentence": int(per.size().median()), "sentences": int(per.ngroups),
+        "p_fail_mean": float(p_fail.mean()),
+        "always_fail": int((p_fail == 1).sum()), "sometimes_fail": int(((p_fail > 0) & (p_fail < 1)).sum()),
+        "never_fail": int((p_fail == 0).sum()),
+        "duration_spread_s": float(per["duration_s"].std().median()),
+        "f0_spread_hz": float(per["f0_median_hz"].std().median()) if "f0_median_hz" in d else None,
+    }
+    if "errors" in d and d["errors"].notna().any():
+        scored = d[d["errors"].notna()]
+        first = scored[scored["sample"] == 0]
+        best = scored.loc[scored.groupby("sentence")["errors"].idxmin()]
+        out["wer_single_sample"] = ratio_ci(first["errors"], first["n_ref"], replicates, seed).as_dict()
+        out["wer_best_of_k"] = ratio_ci(best["errors"], best["n_ref"], replicates, seed).as_dict()
+    table = pd.DataFrame({"p_fail": p_fail, "samples": per.size(),
+                          "wer_mean": per["wer"].mean() if "wer" in d else None,
+                          "wer_min": per["wer"].min() if "wer" in d else None})
+    table = table.sort_values(["p_fail", "wer_mean"], ascending=False).head(worst)
+    out["worst"] = [{"sentence": s, **{k: (None if pd.isna(v) else float(v)) for k, v in r.items()}}
+                    for s, r in table.iterrows()]
+    return out

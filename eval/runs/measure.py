@@ -1,0 +1,62 @@
+"""Audio measures of a run folder, beside its ASR scores and, like them, resumable: what the audio
+itself says, whatever transcribed it.
+
+<run>/measures.jsonl, one row per utterance: timing and prosody (eval.scoring.timing: VAD
+speech, silences, pauses, speaking rate, F0), the frame loop detector where the row has codes
+(eval.scoring.loops), and `measure_s`, the CPU seconds this row took. <run>/dnsmos.jsonl: the
+DNSMOS scores (eval.scoring.naturalness), kept apart because they are optional (`--no-dnsmos`):
+a later call with DNSMOS on fills in only what is missing.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from eval.jsonio import append_jsonl, read_jsonl
+from eval.runs.run import synthesized_rows
+from eval.scoring.audio import read_mono, to_16k
+from eval.scoring.loops import frame_loop
+from eval.scoring.naturalness import dnsmos as dnsmos_scores
+from eval.scoring.timing import SpeechTiming
+
+
+def measure(run_dir: str | Path, dnsmos: bool = True, progress=None, log=print) -> dict:
+    """Measure every row that has no measures yet; returns {"measured", "dnsmos"} counts."""
+    run_dir = Path(run_dir)
+    rows = synthesized_rows(run_dir)
+    files = {"measures": run_dir / "measures.jsonl", "dnsmos": run_dir / "dnsmos.jsonl"}
+    have = {name: {r["id"] for r in read_jsonl(path, repair=True)} for name, path in files.items()}
+    todo = [r for r in rows if r["id"] not in have["measures"] or (dnsmos and r["id"] not in have["dnsmos"])]
+    timing = SpeechTiming()
+    counts = {"measured": 0, "dnsmos": 0}
+    for i, row in enumerate(tqdm(todo, desc=f"measures {run_dir.name}", unit="utt")):
+        audio, sr = read_mono(run_dir / row["wav"])
+        audio16k = to_16k(audio, sr)
+        if row["id"] not in have["measures"]:
+            t0 = time.process_time()
+            out = {"id": row["id"], **timing.measure(audio16k, row["words"])}
+            if row.get("codes"):
+                out.update(frame_loop(np.load(run_dir / row["codes"]), audio, sr))
+            out["measure_s"] = time.process_time() - t0
+            append_jsonl(files["measures"], out)
+            counts["measured"] += 1
+        if dnsmos and row["id"] not in have["dnsmos"]:
+            t0 = time.process_time()
+            append_jsonl(files["dnsmos"], {"id": row["id"], **dnsmos_scores(audio16k), "dnsmos_s": time.process_time() - t0})
+            counts["dnsmos"] += 1
+        if progress:
+            progress(i + 1, len(todo))
+    return counts
+
+
+def load_measures(run_dir: str | Path) -> list[dict]:
+    """Every measured row: measures.jsonl joined with dnsmos.jsonl by id (what exists of them)."""
+    run_dir = Path(run_dir)
+    rows = {r["id"]: dict(r) for r in read_jsonl(run_dir / "measures.jsonl", repair=True)}
+    for r in read_jsonl(run_dir / "dnsmos.jsonl", repair=True):
+        rows.setdefault(r["id"], {"id": r["id"]}).update(r)
+    return list(rows.values())

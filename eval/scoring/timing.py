@@ -1,0 +1,75 @@
+"""Timing and prosody of one utterance: where the speech is (Silero VAD), how fast and with what
+pauses it is spoken, and its pitch (SwiftF0). Whisper cannot see a pause: its word timestamps
+close over a 2-second silence inside a sentence; the VAD does not.
+
+Every figure, from 16 kHz audio:
+- spans: Silero VAD at threshold 0.5, no padding, silences under 100 ms kept inside a span; so
+  a pause is a gap of at least 100 ms between two spans.
+- speech_s: the spans' total seconds; speech_ratio = speech_s / audio seconds.
+- leading_silence_s: audio start -> first span; trailing_silence_s: last span end -> audio end
+  (an engine's configured end silence is in it; failures.py allows for that).
+- end_of_speech_s: where the last span ends (the stop lag is measured from here).
+- pauses: the gaps between spans; pause_count counts gaps of at least PAUSE_S (0.25 s);
+  longest_pause_s is the longest gap (0 with one span).
+- speaking_rate_wps: words of the input text / speech_s.
+- f0_median_hz, f0_range_st: SwiftF0 (MIT, its ONNX model inside the wheel) on voiced frames
+  (confidence >= 0.5); range = 12 log2(p95 / p5) semitones; voiced_ratio = voiced frames /
+  frames inside the spans. SwiftF0 was measured against librosa.pyin on a 9.1 s Piper sentence:
+  median 89.0 vs 87.3 Hz, 5th / 95th percentiles 67.7 / 119.8 vs 69.7 / 119.9 Hz, at 0.007
+  CPU-s per audio second against pyin's 0.50 (benchmarks/eval_throughput.py section 4).
+No speech found: spans is 0 and every other figure is None (the failure table's no_speech).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from eval.scoring.audio import ASR_RATE, speech_spans
+
+PAUSE_S = 0.25
+VOICED = 0.5
+
+
+class SpeechTiming:
+    """Measures utterances; holds one pitch tracker (about 20 ms to build)."""
+
+    def __init__(self) -> None:
+        self._f0 = None
+
+    def pitch(self, audio16k: np.ndarray):
+        if self._f0 is None:
+            import swift_f0
+
+            self._f0 = swift_f0.SwiftF0(threads=1, spin=False)
+        return self._f0.detect(audio16k, ASR_RATE)
+
+    def measure(self, audio16k: np.ndarray, words: int) -> dict:
+        audio16k = np.asarray(audio16k, np.float32)
+        total = len(audio16k) / ASR_RATE
+        spans = [(a / ASR_RATE, b / ASR_RATE) for a, b in speech_spans(audio16k, pad_ms=0, min_silence_ms=100)]
+        out = {"audio_s": total, "spans": len(spans), "speech_s": None, "speech_ratio": None,
+               "leading_silence_s": None, "trailing_silence_s": None, "end_of_speech_s": None,
+               "pause_count": None, "longest_pause_s": None, "speaking_rate_wps": None,
+               "f0_median_hz": None, "f0_range_st": None, "voiced_ratio": None}
+        if not spans:
+            return out
+        gaps = [b0 - a1 for (_, a1), (b0, _) in zip(spans, spans[1:])]
+        speech = sum(b - a for a, b in spans)
+        out.update(speech_s=speech, speech_ratio=speech / total if total else None,
+                   leading_silence_s=spans[0][0], trailing_silence_s=total - spans[-1][1], end_of_speech_s=spans[-1][1],
+                   pause_count=sum(g >= PAUSE_S for g in gaps), longest_pause_s=max(gaps, default=0.0),
+                   speaking_rate_wps=words / speech if speech > 0 else None)
+        pitch = self.pitch(audio16k)
+        inside = np.zeros(len(pitch.timestamps), bool)
+        for a, b in spans:
+            inside |= (pitch.timestamps >= a) & (pitch.timestamps < b)
+        voiced = inside & (pitch.confidence >= VOICED)
+        if inside.any():
+            out["voiced_ratio"] = float(voiced.sum() / inside.sum())
+        if voiced.sum() >= 5:
+            f0 = pitch.pitch_hz[voiced]
+            p5, p95 = np.percentile(f0, [5, 95])
+            out.update(f0_median_hz=float(np.median(f0)), f0_range_st=float(12 * math.log2(p95 / p5)))
+        return out
