@@ -5,6 +5,9 @@
 2. ASR cost: CPU seconds (process time, all threads) per audio second, for every backend x
    bundled Whisper size, on real speech (Piper), VAD on, greedy.
 3. Batched vs sequential synthesis on tiny: the same utterances and seeds, batch N vs 1.
+4. The audio measures (eval/runs/measure.py) on the same speech: VAD timing + F0 + the frame loop
+   detector, and DNSMOS apart, in CPU seconds per audio second (targets: <= 0.1 on top of ASR;
+   DNSMOS on by default only at <= 0.4); SwiftF0's F0 medians against librosa.pyin's.
 
     python benchmarks/eval_throughput.py [--utts 8] [--max-frames 40] [--out runs/bench-eval]
 """
@@ -46,6 +49,44 @@ def spread(items, n):
                 out.append(cat[i])
         i += 1
     return out
+
+
+def measures_cost(audios, words, audio_s: float) -> dict:
+    """CPU seconds per audio second of the failure table's measures (VAD timing, F0, the codes'
+    loop detector) and, apart, of DNSMOS; and SwiftF0 against librosa.pyin, the tracker it
+    replaced (medians of the voiced F0 of each clip)."""
+    import librosa
+    import numpy as np
+
+    from eval.scoring.audio import to_16k
+    from eval.scoring.loops import frame_loop
+    from eval.scoring.naturalness import dnsmos
+    from eval.scoring.timing import SpeechTiming
+
+    clips = [to_16k(a, sr) for a, sr in audios]
+    timing = SpeechTiming()
+    timing.measure(clips[0], words[0])  # warm-up: the VAD and pitch sessions
+    rng = np.random.default_rng(0)
+    c0 = time.process_time()
+    for (a, sr), clip, w in zip(audios, clips, words):
+        timing.measure(clip, w)
+        frame_loop(rng.integers(0, 6, size=(int(len(a) / 1024), 32)), a, sr)  # as many frames as the clip
+    measures = (time.process_time() - c0) / audio_s
+    dnsmos(clips[0])
+    c0 = time.process_time()
+    for clip in clips:
+        dnsmos(clip)
+    dns = (time.process_time() - c0) / audio_s
+    c0 = time.process_time()
+    pyin = [librosa.pyin(c, fmin=60, fmax=500, sr=16000, frame_length=1024, hop_length=256) for c in clips]
+    pyin_s = (time.process_time() - c0) / audio_s
+    swift = [timing.measure(c, w)["f0_median_hz"] for c, w in zip(clips, words)]
+    pyin_med = [float(np.nanmedian(f[v])) if v.any() else None for f, v, _ in pyin]
+    diffs = [abs(a - b) for a, b in zip(swift, pyin_med) if a is not None and b is not None]
+    return {"measures_cpu_s_per_audio_s": measures, "target_measures": 0.1,
+            "dnsmos_cpu_s_per_audio_s": dns, "dnsmos_on_by_default_up_to": 0.4,
+            "pyin_cpu_s_per_audio_s": pyin_s, "f0_median_abs_diff_hz_swift_vs_pyin": {
+                "median": float(np.median(diffs)) if diffs else None, "max": max(diffs, default=None), "clips": len(diffs)}}
 
 
 def main() -> int:
@@ -106,6 +147,9 @@ def main() -> int:
             asr[f"{backend}/{size}"] = {"cpu_s_per_audio_s": (time.process_time() - c0) / audio_s,
                                         "wall_s_per_audio_s": (time.perf_counter() - w0) / audio_s}
     results["asr"] = {"audio_s": audio_s, **asr}
+
+    # 4. the audio measures on the same speech: what they add to scoring, per audio second
+    results["measures"] = measures_cost(audios, [r["words"] for r in rows], audio_s)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -48,7 +48,8 @@ def cmd_run(args) -> int:
                                  "base_seed": args.seed, "limit": args.limit, "device": args.device,
                                  "model_cache": args.model_cache,
                                  "ref_audio": str(Path(args.ref_audio).resolve()) if args.ref_audio else None,
-                                 "categories": tuple(args.category) if args.category else None}.items() if v is not None}
+                                 "categories": tuple(args.category) if args.category else None,
+                                 "seeds": args.seeds}.items() if v is not None}
     urls = _server_urls(args)
     changes.update({k: v for k, v in {"server_urls": urls, "server_timeout": args.server_timeout,
                                       "server_concurrency": args.concurrency}.items() if v is not None})
@@ -171,7 +172,7 @@ def cmd_sweep(args) -> int:
 
     sampling, stream = settings_from_args(args, SamplingSettings(), StreamSettings())
     base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
-                     batch_size=args.batch_size, base_seed=args.seed, limit=args.limit, device=args.device,
+                     batch_size=args.batch_size, base_seed=args.seed, seeds=args.seeds, limit=args.limit, device=args.device,
                      model_cache=args.model_cache, ref_audio=str(Path(args.ref_audio).resolve()) if args.ref_audio else None)
     sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds),
                      extra_axes=parse_axes(args.axis or []), one_pass=not args.brute_force)
@@ -222,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--category", action="append", help="only this category (repeatable)")
     r.add_argument("--batch-size", type=int, default=None, help="utterances per engine.generate call (default 4)")
     r.add_argument("--seed", type=int, default=None, help="base seed; each utterance's seed = f(base, id)")
+    r.add_argument("--seeds", type=int, default=None, metavar="K",
+                   help="K samples of every sentence (seed of sample k = f(base, id, k); sample 0 is the one-sample "
+                        "run's): per-sentence failure probability, best-of-K WER, spread across seeds")
     r.add_argument("--device", default=None)
     r.add_argument("--model-cache", default=None, help="cache folder for `tiny` / hub models (default: gepard_demo's)")
     r.add_argument("--torch-threads", type=int, default=1, help="torch threads for synthesis (1 is fastest here, facts §8)")
@@ -257,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--limit", type=int, default=None)
     sw.add_argument("--batch-size", type=int, default=4)
     sw.add_argument("--seed", type=int, default=1234)
+    sw.add_argument("--seeds", type=int, default=1, metavar="K", help="K samples of every sentence at every point")
     sw.add_argument("--device", default="cpu")
     sw.add_argument("--model-cache", default=None)
     sw.add_argument("--temperatures", type=float, nargs="+", default=[0.3, 0.7, 1.0])

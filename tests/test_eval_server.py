@@ -22,6 +22,7 @@ from eval.cli import main
 from eval.engines.served import GepardServer, ServerError, guidance_for
 from eval.runs.run import RunConfig, run
 from eval.runs.seeds import utterance_seed
+from gepard_demo.serving.protocol import delta_event, sse_event
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def test_served_run_equals_the_local_streaming_run(server_url, tiny_cache_dir, t
     assert [r["id"] for r in rows] == ["smoke-1", "smoke-2", "smoke-3"]
     for r in rows:
         assert r["seed"] == utterance_seed(7, r["id"]) and r["sample_rate"] == 22050
-        assert r["frames"] is None and r["stop_fired"] is None and r["p_stop"] is None  # not in the protocol
+        assert r["frames"] > 0 and r["stop_fired"] is not None and r["p_stop"] is None  # our server's done event
         assert 0 < r["ttfa_s"] <= r["gen_s"] and r["decode_s"] == 0
         assert (served / r["wav"]).is_file()
         # only what was sent: a served row must not claim eval's own sampling defaults
@@ -81,6 +82,8 @@ def test_served_run_equals_the_local_streaming_run(server_url, tiny_cache_dir, t
         wa, _ = sf.read(served / a["wav"])
         wb, _ = sf.read(local / b["wav"])
         assert len(wa) == len(wb) > 0 and np.max(np.abs(wa - wb)) <= 1 / 32768, a["id"]
+        # the served run counts frames, stops and runaways as the local one does (the failure table's runaway)
+        assert (a["frames"], a["stop_fired"], a["runaway"]) == (b["frames"], b["stop_fired"], b["runaway"]), a["id"]
 
     # a dead server: exit 2 naming the URL; the finished rows stay and a rerun resumes
     lines = (served / "rows.jsonl").read_text().splitlines(keepends=True)
@@ -112,6 +115,8 @@ def test_served_run_with_a_reference_voice_equals_the_local_one(server_url, tiny
         wb, _ = sf.read(local / b["wav"])
         wp, _ = sf.read(plain / p["wav"])
         assert len(wa) == len(wb) > 0 and np.max(np.abs(wa - wb)) <= 1 / 32768, a["id"]
+        # the served run counts frames, stops and runaways as the local one does (the failure table's runaway)
+        assert (a["frames"], a["stop_fired"], a["runaway"]) == (b["frames"], b["stop_fired"], b["runaway"]), a["id"]
         assert len(wa) != len(wp) or np.max(np.abs(wa - wp)) > 1e-3, "the reference changed nothing"
 
 
@@ -131,6 +136,8 @@ def test_served_run_with_guidance_equals_the_local_one(server_url, tiny_cache_di
         wb, _ = sf.read(local / b["wav"])
         wp, _ = sf.read(plain / p["wav"])
         assert len(wa) == len(wb) > 0 and np.max(np.abs(wa - wb)) <= 1 / 32768, a["id"]
+        # the served run counts frames, stops and runaways as the local one does (the failure table's runaway)
+        assert (a["frames"], a["stop_fired"], a["runaway"]) == (b["frames"], b["stop_fired"], b["runaway"]), a["id"]
         assert len(wa) != len(wp) or np.max(np.abs(wa - wp)) > 1e-3, "guidance changed nothing"
 
 
@@ -190,8 +197,10 @@ def test_server_dying_mid_run_keeps_finished_rows(tmp_path):
         calls.append(json.loads(request.content))
         if len(calls) > 1:
             raise httpx.ConnectError("connection refused", request=request)
-        pieces = [pcm[:1], pcm[1:4], pcm[4:777], pcm[777:]]  # splits inside samples
-        return httpx.Response(200, content=iter(pieces))
+        # vLLM-Omni's SSE: audio deltas (odd byte counts, split inside samples), then done
+        deltas = b"".join(delta_event(piece, "pcm") for piece in (pcm[:1], pcm[1:4], pcm[4:777], pcm[777:]))
+        stream = deltas + sse_event("speech.audio.done", {"usage": {}})
+        return httpx.Response(200, content=iter([stream[:50], stream[50:]]), headers={"content-type": "text/event-stream"})
 
     engine = GepardServer("http://gepard.test:9", transport=httpx.MockTransport(handler))
     cfg = RunConfig(engine="server", model="tiny", limit=3, batch_size=1, server_urls=("http://gepard.test:9",)).validate()
@@ -202,4 +211,39 @@ def test_server_dying_mid_run_keeps_finished_rows(tmp_path):
     audio, sr = sf.read(tmp_path / "r" / rows[0]["wav"], dtype="int16")
     assert sr == 22050 and (audio == np.frombuffer(pcm, "<i2")).all()
     assert calls[0] == {"input": rows[0]["text"], "voice": "default", "response_format": "pcm", "stream": True,
-                        "stream_format": "audio", "max_new_tokens": 1000, "seed": rows[0]["seed"]}
+                        "stream_format": "sse", "max_new_tokens": 1000, "seed": rows[0]["seed"]}
+    # vLLM-Omni says no frames: from the audio's length (601 samples: one frame, under the budget)
+    assert (rows[0]["frames"], rows[0]["stop_fired"], rows[0]["runaway"]) == (1, True, False)
+
+
+def test_a_failed_request_is_a_row_and_a_full_budget_is_a_runaway(tmp_path):
+    """vLLM-Omni as eval sees it: no frames in the protocol, so a stream that fills the frame
+    budget is a runaway; a request the server fails (HTTP 500) is a row, and the server stays."""
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"object": "list", "data": [{"id": "tiny"}]})
+        calls.append(json.loads(request.content))
+        if len(calls) == 2:
+            return httpx.Response(500, json={"error": {"message": "CUDA error: an illegal memory access"}})
+        frames = 8 if len(calls) == 1 else 3  # the budget below is 8 frames
+        pcm = (np.ones(frames * 1024, "<i2") * 100).tobytes()
+        stream = delta_event(pcm, "pcm") + sse_event("speech.audio.done", {"usage": {}})
+        return httpx.Response(200, content=iter([stream]), headers={"content-type": "text/event-stream"})
+
+    engine = GepardServer("http://gepard.test:9", transport=httpx.MockTransport(handler))
+    cfg = RunConfig(engine="server", model="tiny", limit=3, batch_size=1, server_urls=("http://gepard.test:9",),
+                    sampling=SamplingSettings(max_frames=8)).validate()
+    run(cfg, tmp_path / "r", engine=engine, log=lambda m: None)
+    rows = rows_of(tmp_path / "r")
+    assert len(rows) == 3 and len(calls) == 3
+    assert (rows[0]["frames"], rows[0]["runaway"], rows[0]["stop_fired"]) == (8, True, False)
+    assert "HTTP 500" in rows[1]["server_error"] and "illegal memory access" in rows[1]["server_error"]
+    assert rows[1]["duration_s"] == 0 and rows[1]["frames"] is None
+    assert (rows[2]["frames"], rows[2]["runaway"], rows[2]["stop_fired"]) == (3, False, True)
+    from eval.report.summary import write_outputs
+
+    f = write_outputs(tmp_path / "r")[1]["overall"]["failures"]
+    assert (f["runaway"]["k"], f["runaway"]["ids"]) == (1, [rows[0]["id"]])
+    assert (f["server_error"]["k"], f["server_error"]["ids"]) == (1, [rows[1]["id"]])

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from eval.ui.tab import build_eval_tab, compare_runs, list_runs, run_eval, view_run
+from eval.runs.run import RunError
+from eval.ui.tab import build_eval_tab, compare_runs, failed_rows, list_runs, row_audio, run_eval, view_run
 
 pytestmark = pytest.mark.slow
 
@@ -66,6 +67,14 @@ def test_handlers_run_open_and_compare(provider, tmp_path):
     assert set(list_runs(tmp_path)) == {"first", "second"}
     assert "no significant regression" in compare_runs(tmp_path, "first", "second", 0.0)
     assert view_run(tmp_path, "first")[1].shape[0] == 2
+    # The failure table is in the tab's report, and a failed row plays (tiny's noise fails everything).
+    assert "## Failures" in text and "| catastrophic | 2 / 2 |" in text
+    failed = failed_rows(tmp_path, "first")
+    assert len(failed) == 2 and "catastrophic" in failed[0][0]
+    sr, audio = row_audio(tmp_path, "first", failed[0][1])
+    assert sr == 22050 and len(audio) == table["duration_s"].iloc[0] * sr
+    with pytest.raises(RunError, match="no utterance"):
+        row_audio(tmp_path, "first", "nope")
     with pytest.raises(ValueError, match="run name"):
         run_eval(provider, tmp_path, "../escape", *args.values())
     with pytest.raises(ValueError, match="temperature"):

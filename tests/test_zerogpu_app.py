@@ -140,4 +140,9 @@ def test_an_eval_smoke_run_completes_and_a_big_one_is_refused(page):
     page.click("#eval-run")
     page.wait_for_function("() => /corpus WER/i.test(document.querySelector('#eval-summary')?.innerText || '')",
                            timeout=180_000)
-    assert "3" in page.inner_text("#eval-summary")
+    summary = page.inner_text("#eval-summary")
+    assert "Failures" in summary and "catastrophic" in summary  # the failure table, in the tab
+    # A failed row plays: the tiny model's noise fails every utterance.
+    page.locator("#eval-failed input").click()
+    page.get_by_role("option").first.click()
+    page.wait_for_selector("#eval-failed-audio audio", state="attached", timeout=30_000)

@@ -1,8 +1,8 @@
 """Eval's served engine: a served Gepard (vLLM-Omni, or our `python -m gepard_demo serve`)
 over the speech API, one server or a pool of them.
 
-- `GepardServer`: one server; one streamed request per utterance (raw pcm, stream_format
-  "audio", s16le mono 22050 Hz), through gepard_demo's `SpeechClient`. It sends the seed,
+- `GepardServer`: one server; one streamed request per utterance (SSE: pcm deltas, s16le mono
+  22050 Hz, then `speech.audio.done`), through gepard_demo's `SpeechClient`. It sends the seed,
   max_new_tokens (= max_frames) and, for a sentence with a reference voice (--ref-audio or the
   set's ref_audio column), vLLM-Omni's `ref_audio` field as a data URL of the file; our server
   clones with it, vLLM-Omni 0.30 refuses it for Gepard (HTTP 400: the run ends). A CFG scale
@@ -10,8 +10,10 @@ over the speech API, one server or a pool of them.
   /v1/models entry says they take guidance (ours); vLLM-Omni would drop them unread, so such a
   run is refused before the first request instead of scoring unguided audio. Temperature,
   top-k, greedy, stop threshold and all stream settings are fixed per server, so non-default
-  values are refused rather than silently ignored. The protocol carries no frames, stop head
-  or p_stop: those fields are None.
+  values are refused rather than silently ignored. Frames, the stop and runaways come from our
+  server's `speech.audio.done` extension, or, from vLLM-Omni, from the audio's length against
+  max_new_tokens (served_outcome); there is no p_stop. A request the server fails (HTTP 5xx) is
+  a row with `server_error` and no audio, counted in the failure table; the server stays.
 - `ServerPool`: several servers (`--server-url` repeated or `--server-urls FILE`), each with
   `concurrency` requests in flight. Each utterance's seed depends only on (base seed, id), so
   the audio does not depend on which server made it or in what order: the rows equal a
@@ -47,6 +49,7 @@ from gepard_demo.serving.client import (
 from gepard_demo.serving.protocol import SAMPLE_RATE, pcm16_to_float
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
+SAMPLES_PER_FRAME = 1024
 RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
                "rerun the same command (any --server-url) to resume.")
 
@@ -84,6 +87,18 @@ def _server_error(exc: SpeechServerError) -> ServerError:
                       ("" if exc.kind == "refused" else ". " + RESUME_HINT))
     err.kind = exc.kind
     return err
+
+
+def served_outcome(done: dict, samples: int, max_frames: int) -> tuple[int, bool, bool]:
+    """(frames, stop fired, runaway) of a served utterance: what our server's `speech.audio.done`
+    says (its `gepard` extension), else from the audio's length: 1024 samples a frame (vLLM-Omni
+    adds no end silence by default), and a runaway when the frames reach max_new_tokens."""
+    ours = done.get("gepard") or {}
+    if "frames" in ours:
+        return int(ours["frames"]), bool(ours["stop_fired"]), bool(ours["runaway"])
+    frames = -(-samples // SAMPLES_PER_FRAME)
+    runaway = frames >= max_frames
+    return frames, not runaway, runaway
 
 
 def reference_data_urls(refs: list[str | None] | None, n: int) -> list[str | None]:
@@ -149,19 +164,25 @@ class GepardServer:
             guidance: dict | None = None) -> Synthesis:
         """One utterance; `ref_audio`: a reference voice as a data URL (reference_data_urls);
         `guidance`: guidance_for's fields."""
-        result = StreamResult()
+        result, done = StreamResult(), {}
         t0 = time.perf_counter()
         try:
-            parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="raw", result=result,
-                                            ref_audio=ref_audio, guidance=guidance))
+            parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="sse", result=result,
+                                            ref_audio=ref_audio, guidance=guidance, done=done))
         except SpeechServerError as e:
+            if (e.status or 0) >= 500:  # the server failed this request: a row that says so, not a dead server
+                return Synthesis(audio=np.zeros(0, np.float32), sample_rate=SAMPLE_RATE, frames=None, stop_fired=None,
+                                 stop_frame=None, runaway=None, p_stop=None, seed=seed,
+                                 gen_s=time.perf_counter() - t0, decode_s=0.0, ttfa_s=time.perf_counter() - t0,
+                                 error=str(e))
             raise _server_error(e) from e
         gen_s = time.perf_counter() - t0
         pcm = np.concatenate(parts) if parts else np.zeros(0, "<i2")
+        frames, stop_fired, runaway = served_outcome(done, len(pcm), max_frames)
         # /32768: libsndfile's scale, so the run's 16-bit WAV holds the server's exact samples.
-        return Synthesis(audio=pcm16_to_float(pcm), sample_rate=SAMPLE_RATE, frames=None, stop_fired=None,
-                         stop_frame=None, runaway=None, p_stop=None, seed=seed, gen_s=gen_s, decode_s=0.0,
-                         ttfa_s=result.ttfa_s if result.ttfa_s is not None else gen_s)
+        return Synthesis(audio=pcm16_to_float(pcm), sample_rate=SAMPLE_RATE, frames=frames, stop_fired=stop_fired,
+                         stop_frame=frames if stop_fired else None, runaway=runaway, p_stop=None, seed=seed,
+                         gen_s=gen_s, decode_s=0.0, ttfa_s=result.ttfa_s if result.ttfa_s is not None else gen_s)
 
 
 class ServerPool:

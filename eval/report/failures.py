@@ -17,7 +17,8 @@ on (a transcript entry needs ASR scores, a frame loop needs codes). Per utteranc
   run asked for (its stream settings' silence_ms; a served model's own is not known: 0).
 - no_speech: the VAD found no speech at all (the silences are then not judged).
 - empty_transcript: the ASR heard no words at all.
-- server_error: a served request the server failed (HTTP 5xx): a row with no audio.
+- server_error: a served request the server failed (HTTP 5xx): a row with no audio, judged on
+  nothing else.
 - any: at least one of the above.
 
 With several samples per sentence (--seeds K) n counts samples; the per-sentence view is in the
@@ -80,13 +81,17 @@ def flags(df: pd.DataFrame) -> pd.DataFrame:
     f["no_speech"] = [None if pd.isna(n) else n == 0 for n in col("spans")]
     f["empty_transcript"] = [None if not isinstance(h, str) else not h.split() for h in col("hyp_norm")]
     f["server_error"] = [bool(e) if isinstance(e, str) else False for e in col("server_error")]
+    # A request the server failed has no audio to judge: it counts as a server error only.
+    judged = [e for e in ENTRIES if e != "server_error"]
+    f = f.astype(object)
+    f.loc[f["server_error"].astype(bool), judged] = None
     f["any"] = [_either(*row) for row in f[list(ENTRIES)].itertuples(index=False)]
     return f
 
 
-def failure_table(df: pd.DataFrame, fl: pd.DataFrame | None = None) -> dict:
-    """{entry: Count.as_dict() + definition} over the rows of df."""
-    fl = flags(df) if fl is None else fl
+def failure_table(df: pd.DataFrame) -> dict:
+    """{entry: Count.as_dict() + definition} over the rows of df (its fail_* columns when it has them)."""
+    fl = df[[f"fail_{e}" for e in (*ENTRIES, "any")]].set_axis([*ENTRIES, "any"], axis=1) if "fail_any" in df else flags(df)
     ids = df["id"].tolist()
     return {name: {**Count.of(dict(zip(ids, fl[name]))).as_dict(), "definition": DEFINITIONS[name]}
             for name in (*ENTRIES, "any")}

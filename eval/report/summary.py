@@ -86,7 +86,7 @@ def load_table(run_dir: str | Path, tag: str | None = None) -> tuple[pd.DataFram
     df["premature_stop"] = df["premature_stop"].astype("boolean").where(has_frames, pd.NA)
     for col in ("stop_fired", "runaway", "truncated", "overlong"):
         df[col] = df[col].astype("boolean")
-    return df, tag
+    return with_failure_flags(df), tag
 
 
 def _with_measures(df: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
@@ -105,6 +105,13 @@ def _with_measures(df: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
         stopped = df["stop_fired"].fillna(False).astype(bool) & df["stop_frame"].notna()
         df["stop_lag_ms"] = ((df["stop_frame"] * spf_s - df["end_of_speech_s"]) * 1000).where(stopped)
     return df
+
+
+def with_failure_flags(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with one `fail_<entry>` column per failure-table entry (True, False or None)."""
+    from eval.report.failures import flags
+
+    return pd.concat([df, flags(df).add_prefix("fail_")], axis=1)
 
 
 def _clusters(df: pd.DataFrame) -> pd.Series | None:

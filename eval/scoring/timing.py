@@ -14,9 +14,10 @@ Every figure, from 16 kHz audio:
 - speaking_rate_wps: words of the input text / speech_s.
 - f0_median_hz, f0_range_st: SwiftF0 (MIT, its ONNX model inside the wheel) on voiced frames
   (confidence >= 0.5); range = 12 log2(p95 / p5) semitones; voiced_ratio = voiced frames /
-  frames inside the spans. SwiftF0 was measured against librosa.pyin on a 9.1 s Piper sentence:
-  median 89.0 vs 87.3 Hz, 5th / 95th percentiles 67.7 / 119.8 vs 69.7 / 119.9 Hz, at 0.007
-  CPU-s per audio second against pyin's 0.50 (benchmarks/eval_throughput.py section 4).
+  frames inside the spans. SwiftF0 was measured against librosa.pyin on 8 Piper sentences of the
+  core set (benchmarks/eval_throughput.py section 4): their F0 medians differ by 1.0 Hz (median;
+  at most 11.4 Hz), and SwiftF0 costs a tenth of pyin's CPU time with the VAD and the loop
+  detector included (0.008 against 0.10 CPU-s per audio second).
 No speech found: spans is 0 and every other figure is None (the failure table's no_speech).
 """
 

@@ -42,12 +42,20 @@ METRICS = {
     "runaway_rate": ("Runaway rate (frame budget hit)", "runaways (% of utterances)", 100.0),
     "truncation_rate": ("Truncation rate (duration under half the expected)", "truncated (% of utterances)", 100.0),
     "duration_ratio_median": ("Median duration ratio (audio / expected length)", "duration ratio (1 = expected)", 1.0),
+    "loop_rate": ("Loop rate (transcript or codec frames repeat)", "loops (% of utterances)", 100.0),
+    "long_pause_rate": ("Long pause rate (1 s or more inside the speech)", "long pauses (% of utterances)", 100.0),
+    "failure_rate": ("Any failure (the failure table's any)", "failed (% of utterances)", 100.0),
+    "stop_lag_ms_median": ("Median stop lag (stop time - VAD end of speech)", "stop lag (ms)", 1.0),
 }
 # sweep.csv columns of each metric's 95% CI (a median duration ratio has none)
 CI_COLUMNS = {"wer_corpus": ("wer_ci_low", "wer_ci_high"), "runaway_rate": ("runaway_ci_low", "runaway_ci_high"),
-              "truncation_rate": ("truncation_ci_low", "truncation_ci_high")}
+              "truncation_rate": ("truncation_ci_low", "truncation_ci_high"), "loop_rate": ("loop_ci_low", "loop_ci_high"),
+              "long_pause_rate": ("long_pause_ci_low", "long_pause_ci_high"),
+              "failure_rate": ("failure_ci_low", "failure_ci_high")}
 # per-utterance column used by the paired comparison of each metric (None: not compared)
-PAIRED = {"wer_corpus": "wer", "runaway_rate": "runaway", "truncation_rate": "truncated", "duration_ratio_median": "duration_ratio"}
+PAIRED = {"wer_corpus": "wer", "runaway_rate": "runaway", "truncation_rate": "truncated", "duration_ratio_median": "duration_ratio",
+          "loop_rate": "fail_loop", "long_pause_rate": "fail_long_pause", "failure_rate": "fail_any",
+          "stop_lag_ms_median": "stop_lag_ms"}
 
 
 def _tables(out: Path, df: pd.DataFrame, tag: str | None) -> dict[str, pd.DataFrame]:

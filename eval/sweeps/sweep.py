@@ -143,4 +143,22 @@ def point_line(summ: dict) -> dict:
         "duration_ratio_median": (o.get("duration_ratio") or {}).get("median"),
         "speaker_sim": v("speaker_sim"), "speaker_sim_ci_low": v("speaker_sim", "ci_low"),
         "speaker_sim_ci_high": v("speaker_sim", "ci_high"),
+        **failure_columns(o.get("failures") or {}),
+        "stop_lag_ms_median": (o.get("stop_lag_ms") or {}).get("median"),
+        # naturalness rides along for reading, never for ranking (eval/scoring/naturalness.py)
+        "dnsmos_ovrl": ((o.get("naturalness") or {}).get("dnsmos_ovrl") or {}).get("value"),
     }
+
+
+# sweep.csv's failure columns: <name>_rate with its Wilson interval, from the failure table.
+SWEEP_FAILURES = {"loop": "loop", "long_pause": "long_pause", "any": "failure"}
+
+
+def failure_columns(failures: dict) -> dict:
+    out = {}
+    for entry, name in SWEEP_FAILURES.items():
+        c = failures.get(entry) or {}
+        n = c.get("n")
+        out.update({f"{name}_rate": c.get("rate") if n else None, f"{name}_ci_low": c.get("ci_low") if n else None,
+                    f"{name}_ci_high": c.get("ci_high") if n else None})
+    return out

@@ -19,6 +19,7 @@ table and the charts, reopen earlier runs, and compare two runs.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 from pathlib import Path
@@ -26,12 +27,13 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from eval.runs.run import RunConfig, run
+from eval.runs.run import RunConfig, RunError, run
 from eval.runs.sets import builtin_sets, load_set
 from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, tab_error
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
-TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "duration_s", "duration_ratio", "ttfa_s"]
+TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "duration_s", "duration_ratio",
+                 "ttfa_s", "fail_any", "fail_loop", "longest_pause_s", "dnsmos_ovrl"]
 
 
 def list_runs(runs_dir: str | Path) -> list[str]:
@@ -57,6 +59,34 @@ def view_run(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list[s
     cols = [c for c in TABLE_COLUMNS if c in table.columns]
     charts = sorted(str(p) for p in (d / "charts").glob("*.png"))
     return text, table[cols], charts
+
+
+def failed_rows(runs_dir: str | Path, name: str) -> list[tuple[str, str]]:
+    """(label, id) of every utterance the run's failure table lists, labelled with its failures."""
+    path = Path(runs_dir) / (name or "") / "summary.json"
+    if not name or not path.is_file():
+        return []
+    failures = json.loads(path.read_text())["overall"].get("failures", {})
+    why: dict[str, list[str]] = {}
+    for entry, c in failures.items():
+        if entry != "any":
+            for i in c["ids"]:
+                why.setdefault(i, []).append(entry.replace("_", " "))
+    return [(f"{i}: {', '.join(w)}", i) for i, w in why.items()]
+
+
+def row_audio(runs_dir: str | Path, name: str, utt_id: str):
+    """(rate, samples) of one utterance's WAV, for the tab's player (None: nothing picked)."""
+    if not name or not utt_id:
+        return None
+    import soundfile as sf
+
+    d = Path(runs_dir) / name
+    rows = {r["id"]: r for r in (json.loads(line) for line in (d / "rows.jsonl").read_text().splitlines() if line.strip())}
+    if utt_id not in rows:
+        raise RunError(f"{name} has no utterance {utt_id!r}")
+    audio, sr = sf.read(d / rows[utt_id]["wav"], dtype="float32")
+    return sr, audio
 
 
 def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_size, base_seed, engine_name,
@@ -137,6 +167,9 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             vad = gr.Checkbox(value=True, label="VAD trim (Silero)")
             run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
     summary = gr.Markdown(elem_id="eval-summary")
+    with gr.Row():
+        failed = gr.Dropdown([], label="Play a failed utterance (the failure table's)", elem_id="eval-failed")
+        failed_audio = gr.Audio(type="numpy", interactive=False, label="Its audio", elem_id="eval-failed-audio")
     charts = gr.Gallery(label="Charts", columns=2, height="auto")
     table = gr.Dataframe(value=pd.DataFrame(columns=TABLE_COLUMNS), headers=TABLE_COLUMNS, label="Per utterance", wrap=True)
     with gr.Accordion("Earlier runs and comparison", open=False):
@@ -167,12 +200,19 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
         except Exception as e:  # shown in the tab: a bad setting or set file must not look like a crash
             raise tab_error(e) from e
         names = list_runs(runs_dir)
-        return text, tbl, chart_images(imgs), gr.update(choices=names, value=name), gr.update(choices=names), gr.update(choices=names)
+        return (text, tbl, chart_images(imgs), gr.update(choices=names, value=name), gr.update(choices=names),
+                gr.update(choices=names), gr.update(choices=failed_rows(runs_dir, name), value=None))
 
     def _open(name):
         try:
             text, tbl, imgs = view_run(runs_dir, name)
-            return text, tbl, chart_images(imgs)
+            return text, tbl, chart_images(imgs), gr.update(choices=failed_rows(runs_dir, name), value=None)
+        except Exception as e:
+            raise tab_error(e) from e
+
+    def _play(name, utt_id):
+        try:
+            return row_audio(runs_dir, name, utt_id)
         except Exception as e:
             raise tab_error(e) from e
 
@@ -184,7 +224,8 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
 
     run_btn.click(_run, api_name="eval_run", inputs= [run_name, set_name, set_file, limit, batch_size, base_seed, engine_name, temperature, top_k, greedy,
                          stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model, vad],
-                  outputs=[summary, table, charts, pick, base, new], concurrency_limit=1)
+                  outputs=[summary, table, charts, pick, base, new, failed], concurrency_limit=1)
     refresh.click(_refresh, None, [pick, base, new])
-    open_btn.click(_open, [pick], [summary, table, charts], api_name="eval_open")
+    open_btn.click(_open, [pick], [summary, table, charts, failed], api_name="eval_open")
+    failed.change(_play, [pick, failed], [failed_audio], api_name="eval_play_failed")
     cmp_btn.click(_compare, [base, new, max_inc], [cmp_out], api_name="eval_compare")
