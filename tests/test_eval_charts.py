@@ -258,3 +258,24 @@ def test_stream_chart_resumes_per_measured_row(tmp_path):
     codec = _FakeCodec()
     stream_chart(StreamChartConfig(**{**cfg.__dict__, "max_frames": 8}), out, engine=_FakeEngine(), codec=codec)
     assert codec.streamers == rows and len(pd.read_csv(path)) == rows and (pd.read_csv(path)["frames"] == 8).all()
+
+
+def test_failure_by_tokens_shows_a_cliff_at_short_texts(tmp_path):
+    """A run whose short texts fail (as the authors' <= 6-token cliff) draws it: the short bins'
+    Wilson intervals lie above the long bins', with k/n as counted."""
+    from eval.charts.run_charts import failure_by_tokens, failure_by_tokens_data
+
+    tokens = [2] * 10 + [5] * 10 + [9] * 10 + [18] * 20 + [40] * 10
+    fail = [i < 8 for i in range(10)] + [i < 7 for i in range(10)] + [i < 3 for i in range(10)] \
+        + [i < 1 for i in range(20)] + [False] * 10
+    df = pd.DataFrame({"id": [f"u{i}" for i in range(len(tokens))], "text_tokens": tokens, "fail_any": fail})
+    data = failure_by_tokens_data(df)
+    assert list(data["tokens"]) == ["1-3", "4-6", "7-12", "13-24", "25+"]
+    assert list(data["k"]) == [8, 7, 3, 1, 0] and list(data["n"]) == [10, 10, 10, 20, 10]
+    short, long = data.iloc[:2], data.iloc[3:]
+    assert short["ci_low"].min() > long["ci_high"].max()  # the cliff is outside the noise
+    assert data.iloc[-1]["ci_high"] > 0  # zero events still get an interval (Wilson), not [0, 0]
+    path = failure_by_tokens(df, tmp_path / "failure_by_tokens.png")
+    assert path.is_file() and pd.read_csv(path.with_suffix(".csv"))["k"].tolist() == [8, 7, 3, 1, 0]
+    # Rows nobody could judge (a served run without a tokenizer) draw no chart rather than an empty one.
+    assert failure_by_tokens_data(df.assign(text_tokens=None)) is None
