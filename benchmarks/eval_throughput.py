@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from eval.engines.local import GepardLocal
+from eval.engines.local import GepardLocal  # noqa: E402
 from eval.engines.piper import PiperReference  # noqa: E402
 from eval.runs.run import RunConfig, run  # noqa: E402
 from eval.runs.score import score  # noqa: E402
@@ -58,6 +58,7 @@ def measures_cost(audios, words, audio_s: float) -> dict:
     import librosa
     import numpy as np
 
+    from eval.runs.measure import DNSMOS_BUDGET
     from eval.scoring.audio import to_16k
     from eval.scoring.loops import frame_loop
     from eval.scoring.naturalness import dnsmos
@@ -84,7 +85,8 @@ def measures_cost(audios, words, audio_s: float) -> dict:
     pyin_med = [float(np.nanmedian(f[v])) if v.any() else None for f, v, _ in pyin]
     diffs = [abs(a - b) for a, b in zip(swift, pyin_med) if a is not None and b is not None]
     return {"measures_cpu_s_per_audio_s": measures, "target_measures": 0.1,
-            "dnsmos_cpu_s_per_audio_s": dns, "dnsmos_on_by_default_up_to": 0.4,
+            "dnsmos_cpu_s_per_audio_s": dns, "dnsmos_on_by_default_up_to": DNSMOS_BUDGET,
+            "dnsmos_auto_keeps_it_on_here": dns <= DNSMOS_BUDGET,
             "pyin_cpu_s_per_audio_s": pyin_s, "f0_median_abs_diff_hz_swift_vs_pyin": {
                 "median": float(np.median(diffs)) if diffs else None, "max": max(diffs, default=None), "clips": len(diffs)}}
 

@@ -22,8 +22,10 @@ def add_asr_flags(p: argparse.ArgumentParser, required: bool = False) -> None:
     g.add_argument("--no-vad", action="store_true", help="do not trim non-speech with Silero VAD")
     g.add_argument("--asr-threads", type=int, default=0)
     g.add_argument("--cache", default=None, help="where converted / assembled Whisper weights go (default ~/.cache/gepard-eval)")
-    g.add_argument("--no-dnsmos", action="store_true",
-                   help="leave out DNSMOS (the other audio measures, VAD timing, F0 and loops, always run)")
+    g.add_argument("--dnsmos", choices=("auto", "on", "off"), default="auto",
+                   help="DNSMOS naturalness: auto = while it costs <= 0.4 CPU-s per audio-s on this machine, "
+                        "on = always, off = never (VAD timing, F0 and loops always run)")
+    g.add_argument("--no-dnsmos", dest="dnsmos", action="store_const", const="off", help="= --dnsmos off")
 
 
 def asr_settings(args):
@@ -120,7 +122,7 @@ def _score_and_report(args, run_dir) -> int:
     from eval.runs.score import score
 
     tag = score(run_dir, asr_settings(args), cache=_cache(args))
-    measure(run_dir, dnsmos=not args.no_dnsmos)
+    measure(run_dir, dnsmos=args.dnsmos)
     path = make_report(run_dir, tag)
     summary = json.loads((Path(run_dir) / "summary.json").read_text())["overall"]
     w = summary.get("wer_corpus")
@@ -177,7 +179,7 @@ def cmd_sweep(args) -> int:
     sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds),
                      extra_axes=parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
-    print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=not getattr(args, "no_dnsmos", False)))
+    print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "auto")))
     return 0
 
 

@@ -279,3 +279,12 @@ def test_failure_by_tokens_shows_a_cliff_at_short_texts(tmp_path):
     assert path.is_file() and pd.read_csv(path.with_suffix(".csv"))["k"].tolist() == [8, 7, 3, 1, 0]
     # Rows nobody could judge (a served run without a tokenizer) draw no chart rather than an empty one.
     assert failure_by_tokens_data(df.assign(text_tokens=None)) is None
+
+
+def test_heatmap_cells_give_rates_as_counts_with_their_interval():
+    from eval.sweeps.heatmaps import _cell_text
+
+    row = pd.Series({"runaway_rate": 0.0, "runaway_k": 0, "runaway_n": 30, "runaway_ci_low": 0.0, "runaway_ci_high": 0.1135,
+                     "wer_corpus": 0.05, "wer_ci_low": 0.03, "wer_ci_high": 0.08})
+    assert _cell_text("runaway_rate", row, "-") == "0.0 -\n0/30 [0.0, 11.3]"  # 0 of 30 is not "never"
+    assert _cell_text("wer_corpus", row, "") == "5.0\n[3.0, 8.0]"

@@ -17,8 +17,8 @@ from eval.report.failures import flags
 from eval.report.summary import load_table, write_outputs
 from eval.runs.measure import measure
 from eval.runs.run import RunConfig, run
-from eval.runs.seeds import utterance_seed
 from eval.runs.score import score
+from eval.runs.seeds import utterance_seed
 from eval.scoring.asr import ASRSettings
 from eval.scoring.loops import frame_loop, transcript_loop
 from eval.scoring.naturalness import dnsmos
@@ -93,7 +93,7 @@ def table(piper, tmp_path_factory):
     cfg = RunConfig(engine="piper", set=str(set_file), batch_size=len(CASES))
     run(cfg, d / "run", engine=Constructed(constructed(piper), cfg.base_seed), log=lambda m: None)
     tag = score(d / "run", ASRSettings(backend="faster-whisper", model="tiny.en"), log=lambda m: None)
-    measure(d / "run", log=lambda m: None)
+    measure(d / "run", dnsmos="on", log=lambda m: None)  # every clip, whatever this machine's DNSMOS costs
     df, _ = load_table(d / "run", tag)
     return df.set_index("id"), flags(df).set_axis(df["id"]), d / "run"
 
@@ -176,3 +176,43 @@ def test_transcript_loops_and_wilson():
     assert transcript_loop("stop here", "stop here and then it keeps going on")["end_insertions"] == 6
     assert wilson(0, 30) == pytest.approx((0.0, 0.1135), abs=1e-3)  # not [0, 0], as a bootstrap of zeros says
     assert Count.of({"a": True, "b": False, "c": None}).as_dict()["n"] == 2
+    assert wilson(30, 30)[1] == 1.0 and wilson(0, 30)[0] == 0.0  # exact at the ends, not 1 - 1e-16
+
+
+def test_summary_rates_are_counts_with_wilson_intervals(tmp_path):
+    """No runaway in 20 utterances is 0/20 with an upper bound of 16%, in summary.json and report.md."""
+    from eval_fixtures import fake_run
+
+    from eval.report.markdown import make_report
+
+    texts = [f"turn the light number {i} off" for i in range(20)]
+    run_dir = fake_run(tmp_path / "r", texts, texts)
+    _, summary = write_outputs(run_dir)
+    r = summary["overall"]["runaway_rate"]
+    assert (r["k"], r["n"], r["value"], r["ci_low"]) == (0, 20, 0.0, 0.0)
+    assert r["ci_high"] == pytest.approx(wilson(0, 20)[1]) and r["ci_high"] > 0.15
+    report = make_report(run_dir).read_text()
+    assert "| runaway (budget hit) | 0.0% [0.0%, 16.1%] (0/20) |" in report
+    assert "Random weights" not in report  # said only of a test checkpoint
+
+
+def test_dnsmos_auto_stops_past_its_budget_and_says_so(table, tmp_path):
+    """"auto" measures DNSMOS's cost as it goes and stops once it is past the budget (here 0, so
+    once the probe's audio is scored); "off" scores none; "on" ignores the budget."""
+    import shutil
+
+    from eval.runs.measure import PROBE_AUDIO_S
+
+    d = tmp_path / "run"
+    shutil.copytree(table[2], d)
+    (d / "dnsmos.jsonl").unlink()
+    said = []
+    assert measure(d, dnsmos="off", log=said.append)["dnsmos"] == 0 and not (d / "dnsmos.jsonl").exists()
+    counts = measure(d, dnsmos="auto", log=said.append, dnsmos_budget=0.0)
+    durations = table[0].loc[[r["id"] for r in map(json.loads, (d / "rows.jsonl").read_text().splitlines())], "duration_s"]
+    probe = int(np.searchsorted(np.cumsum(durations.to_numpy()), PROBE_AUDIO_S) + 1)  # rows until 5 s were scored
+    assert counts["dnsmos"] == probe < len(CASES) and counts["dnsmos_cost"] > 0
+    assert len(said) == 1 and "DNSMOS stopped" in said[0] and "--dnsmos on" in said[0]
+    assert measure(d, dnsmos="on", log=said.append, dnsmos_budget=0.0)["dnsmos"] == len(CASES) - probe
+    with pytest.raises(ValueError, match="dnsmos must be one of"):
+        measure(d, dnsmos="yes")

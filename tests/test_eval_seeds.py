@@ -7,8 +7,9 @@ import json
 
 import pandas as pd
 import pytest
-
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
+from eval_fixtures import rows_of
+
 from eval.cli import main
 from eval.report.seeds import seeds_summary
 from eval.report.summary import summarize_group
@@ -16,7 +17,6 @@ from eval.runs.run import RunConfig, RunError, run
 from eval.runs.seeds import sample_seed, utterance_seed
 from eval.sweeps.grid import SweepConfig
 from eval.sweeps.sweep import sweep
-from eval_fixtures import rows_of
 from gepard_demo.settings import SamplingSettings
 
 

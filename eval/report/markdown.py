@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from eval.charts.run_charts import write_charts
+from eval.charts.style import RunContext
 from eval.jsonio import write_bytes_atomic
 from eval.report.summary import write_outputs
 
@@ -17,7 +18,8 @@ def _pct(x) -> str:
 def _ci(d: dict | None) -> str:
     if not d:
         return "n/a"
-    return f"{_pct(d['value'])} [{_pct(d['ci_low'])}, {_pct(d['ci_high'])}]"
+    counted = f" ({d['k']}/{d['n']})" if "k" in d else ""  # a rate of events: k of n, Wilson interval
+    return f"{_pct(d['value'])} [{_pct(d['ci_low'])}, {_pct(d['ci_high'])}]{counted}"
 
 
 def _num(d: dict | None, key: str = "median", fmt: str = "{:.2f}") -> str:
@@ -44,6 +46,14 @@ def _error_lines(run_dir: Path) -> list[str]:
             f"`errors.jsonl` says why): {ids}; e.g. {errors[0]['error']}"]
 
 
+def _weights_lines(run_dir: Path) -> list[str]:
+    """A test checkpoint's random weights make noise: every figure then measures the pipeline, not Gepard."""
+    if RunContext.from_run(run_dir).random_weights:
+        return ["- **Random weights** (a test checkpoint): the audio is noise, so every number below measures "
+                "the evaluation pipeline, not Gepard."]
+    return []
+
+
 def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
     cfg = summary.get("run") or {}
     run = cfg.get("run", {})
@@ -51,10 +61,12 @@ def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
     lines = [
         f"# Evaluation report: {run_dir.name}", "",
         f"- engine `{run.get('engine')}`, model `{run.get('model')}`, set `{run.get('set')}` ({o['n']} utterances)",
+        *_weights_lines(run_dir),
         *_settings_lines(run),
         *_error_lines(run_dir),
         f"- ASR: `{summary['asr'] or 'not scored (run `python -m eval score`)'}`; "
-        f"CIs: 95% bootstrap, {summary['bootstrap']['replicates']} replicates, seed {summary['bootstrap']['seed']}",
+        f"CIs: 95% bootstrap, {summary['bootstrap']['replicates']} replicates, seed {summary['bootstrap']['seed']}; "
+        "rates of events (k/n): Wilson 95% (with several samples per sentence: the bootstrap over sentences)",
         "", "## Headline", "",
         "| figure | value [95% CI] |", "| --- | --- |",
         f"| **corpus WER** | {_ci(o.get('wer_corpus'))} |",
@@ -110,9 +122,11 @@ def _measure_lines(o: dict, seeds: dict | None) -> list[str]:
     lines = []
     if o.get("naturalness"):
         lines += ["", "## Naturalness (DNSMOS; never a ranking figure: a looped clip scores like a clean one)", "",
-                  "| DNSMOS | mean [95% CI] |", "| --- | --- |"]
-        lines += [f"| {k.removeprefix('dnsmos_').upper()} | {d['value']:.2f} [{d['ci_low']:.2f}, {d['ci_high']:.2f}] |"
-                  for k, d in o["naturalness"].items()]
+                  "n: the clips scored, of all utterances (none under 1 s of speech; `--dnsmos auto` stops where it "
+                  "costs more than 0.4 CPU-s per audio-s).", "",
+                  "| DNSMOS | mean [95% CI] | n |", "| --- | --- | --- |"]
+        lines += [f"| {k.removeprefix('dnsmos_').upper()} | {d['value']:.2f} [{d['ci_low']:.2f}, {d['ci_high']:.2f}] | "
+                  f"{d['n']} of {o['n']} |" for k, d in o["naturalness"].items()]
     if o.get("timing"):
         lines += ["", "## Timing and prosody (Silero VAD, SwiftF0)", "", "| figure | median (p10, p90) |", "| --- | --- |"]
         lines += [f"| {k} | {d['median']:.2f} ({d['p10']:.2f}, {d['p90']:.2f}) |" for k, d in o["timing"].items()]

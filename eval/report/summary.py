@@ -15,12 +15,13 @@ import numpy as np
 import pandas as pd
 
 from eval.jsonio import read_jsonl, replace_atomic, write_json_atomic
-from eval.runs.run import RunError, synthesized_rows
 from eval.report.failures import DEFINITIONS as FAILURE_DEFINITIONS
 from eval.report.failures import failure_table
+from eval.runs.run import RunError, synthesized_rows
 from eval.runs.score import scored_tags
 from eval.scoring.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, mean_ci, ratio_ci
 from eval.scoring.metrics import CATASTROPHIC_WER, length_figures
+from eval.scoring.rates import Count
 
 # Timing and prosody figures summarized as spreads (eval/scoring/timing.py defines each).
 TIMING = ("speaking_rate_wps", "pause_count", "longest_pause_s", "leading_silence_s", "trailing_silence_s",
@@ -32,7 +33,7 @@ DEFINITIONS = {
     "cer_corpus": "corpus CER = sum(character edits) / sum(reference characters), normalized text, spaces included",
     "exact_match_rate": "share of utterances whose normalized transcript equals the normalized text",
     "catastrophic_rate": f"share of utterances with per-utterance WER > {CATASTROPHIC_WER}",
-    "ci": "95% percentile bootstrap over utterances, fixed seed (eval.scoring.bootstrap)",
+    "ci": "95% percentile bootstrap over utterances, fixed seed (eval.scoring.bootstrap); rates of events (exact match, catastrophic, stop fired, runaway, truncation, overlong, premature stop, every failure) are k of n with a Wilson 95% interval (eval.scoring.rates)",
     "stop_fired_rate": "share of utterances where the stop head ended generation",
     "runaway_rate": "share of utterances that hit the frame budget (max_frames) without the stop head firing",
     "truncation_rate": "share with duration ratio < 0.5 (speecheval)",
@@ -48,7 +49,7 @@ DEFINITIONS = {
     "naturalness": "DNSMOS P.835 SIG / BAK / OVRL and P.808 (speechmos) on the speech, 16 kHz, peak-normalised; mean with bootstrap CI; never used to rank (eval/scoring/naturalness.py)",
     "timing": "Silero VAD speech and pauses, speaking rate = words / speech seconds, F0 median and 5-95% range in semitones from SwiftF0 (eval/scoring/timing.py); medians over utterances",
     "stop_lag_ms": "stop time (frames committed x 1024 / 22050 s) - the VAD's end of speech, ms, rows where the stop head fired: > 0 the stop came after the speech, < 0 it cut into it (median, p10, p90)",
-    "clustered": "with several samples per sentence (--seeds K) every bootstrap CI resamples sentences, not rows",
+    "clustered": "with several samples per sentence (--seeds K) every CI above resamples sentences, not rows (the bootstrap, rates included); the failure table keeps Wilson over samples, and the seeds block counts sentences",
 }
 
 
@@ -131,6 +132,20 @@ def _rate(series: pd.Series, replicates: int, seed: int, clusters: pd.Series | N
     return {**ratio_ci(g.sum(), g.count(), replicates, seed).as_dict(), "n": int(s.size), "clustered": True}
 
 
+def _share(series: pd.Series, replicates: int, seed: int, clusters: pd.Series | None = None) -> dict | None:
+    """A rate of events (a boolean column): k of n with its Wilson 95% interval, which a rare event
+    needs (0 of 30 is [0, 11.4%], where the bootstrap says [0, 0]); with several samples per
+    sentence, the bootstrap clustered by sentence, since one sentence's samples are not independent."""
+    s = series.dropna().astype(bool)
+    if s.empty:
+        return None
+    if clusters is not None:
+        return {**_rate(s, replicates, seed, clusters), "k": int(s.sum())}
+    c = Count(int(s.sum()), int(s.size)).as_dict()
+    return {"value": c["rate"], "ci_low": c["ci_low"], "ci_high": c["ci_high"], "k": c["k"], "n": c["n"],
+            "interval": "wilson"}
+
+
 def _spread(series: pd.Series) -> dict | None:
     s = series.dropna().astype(float)
     if s.empty:
@@ -147,7 +162,8 @@ def _ratio(num: pd.Series, den: pd.Series, replicates: int, seed: int, clusters:
 def summarize_group(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed: int = DEFAULT_SEED) -> dict:
     out: dict = {"n": int(len(df))}
     cl = _clusters(df)
-    rate = lambda col: _rate(df[col], replicates, seed, cl) if col in df else None  # noqa: E731
+    share = lambda col: _share(df[col], replicates, seed, cl) if col in df else None  # noqa: E731
+    mean = lambda col: _rate(df[col], replicates, seed, cl)  # noqa: E731
     if "wer" in df and df["wer"].notna().any():
         sc = df[df["wer"].notna()]
         out["n_scored"] = int(len(sc))
@@ -156,24 +172,24 @@ def summarize_group(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed
                              "sub": int(sc["sub"].sum()), "del": int(sc["dele"].sum()), "ins": int(sc["ins"].sum())}
         out["wer_mean"] = _rate(sc["wer"], replicates, seed, cl)
         out["cer_corpus"] = _ratio(sc["char_edits"], sc["n_ref_chars"], replicates, seed, cl)
-        out["exact_match_rate"] = _rate(sc["exact"], replicates, seed, cl)
-        out["catastrophic_rate"] = _rate(sc["catastrophic"], replicates, seed, cl)
+        out["exact_match_rate"] = _share(sc["exact"], replicates, seed, cl)
+        out["catastrophic_rate"] = _share(sc["catastrophic"], replicates, seed, cl)
         if "asr_s" in sc:
             out["asr_rtf"] = float(sc["asr_s"].sum() / max(sc["duration_s"].sum(), 1e-9))
-    out["stop_fired_rate"] = rate("stop_fired")
-    out["runaway_rate"] = rate("runaway")
-    out["truncation_rate"] = rate("truncated")
-    out["overlong_rate"] = rate("overlong")
-    out["premature_stop_rate"] = rate("premature_stop")
+    out["stop_fired_rate"] = share("stop_fired")
+    out["runaway_rate"] = share("runaway")
+    out["truncation_rate"] = share("truncated")
+    out["overlong_rate"] = share("overlong")
+    out["premature_stop_rate"] = share("premature_stop")
     out["duration_ratio"] = _spread(df["duration_ratio"])
     out["frames_per_word"] = _spread(df["frames_per_word"])
     out["duration_s"] = _spread(df["duration_s"])
     out["ttfa_s"] = _spread(df["ttfa_s"])
     out["rtf"] = _spread(df["rtf"])
     if "speaker_sim" in df and df["speaker_sim"].notna().any():
-        out["speaker_sim"] = rate("speaker_sim")
+        out["speaker_sim"] = mean("speaker_sim")
     out["failures"] = failure_table(df)
-    out["naturalness"] = {c: rate(c) for c in ("dnsmos_ovrl", "dnsmos_sig", "dnsmos_bak", "dnsmos_p808")
+    out["naturalness"] = {c: mean(c) for c in ("dnsmos_ovrl", "dnsmos_sig", "dnsmos_bak", "dnsmos_p808")
                           if c in df and df[c].notna().any()}
     out["timing"] = {c: _spread(df[c]) for c in TIMING if c in df and df[c].notna().any()}
     out["stop_lag_ms"] = _spread(df["stop_lag_ms"]) if "stop_lag_ms" in df else None

@@ -4,8 +4,14 @@ itself says, whatever transcribed it.
 <run>/measures.jsonl, one row per utterance: timing and prosody (eval.scoring.timing: VAD
 speech, silences, pauses, speaking rate, F0), the frame loop detector where the row has codes
 (eval.scoring.loops), and `measure_s`, the CPU seconds this row took. <run>/dnsmos.jsonl: the
-DNSMOS scores (eval.scoring.naturalness), kept apart because they are optional (`--no-dnsmos`):
-a later call with DNSMOS on fills in only what is missing.
+DNSMOS scores (eval.scoring.naturalness), kept apart because they are optional: a later call
+with DNSMOS on fills in only what is missing.
+
+DNSMOS ("auto", the default) runs where it costs at most DNSMOS_BUDGET (0.4) CPU seconds per
+audio second: its cost is measured as it goes (process time over the audio scored, from
+PROBE_AUDIO_S of audio on), and past the budget it stops for the rest of the call and says so.
+It pads every clip to 9 s, so short sentences and slow CPUs cost most. "on" scores every row
+whatever it costs, "off" none (`--dnsmos on|off`; `--no-dnsmos` = off).
 """
 
 from __future__ import annotations
@@ -23,16 +29,26 @@ from eval.scoring.loops import frame_loop
 from eval.scoring.naturalness import dnsmos as dnsmos_scores
 from eval.scoring.timing import SpeechTiming
 
+DNSMOS_BUDGET = 0.4  # CPU-s per audio-s DNSMOS may add in "auto" (benchmarks/eval_throughput.py measures it)
+PROBE_AUDIO_S = 5.0  # audio seconds scored before "auto" judges DNSMOS's cost
+DNSMOS_MODES = ("auto", "on", "off")
 
-def measure(run_dir: str | Path, dnsmos: bool = True, progress=None, log=print) -> dict:
-    """Measure every row that has no measures yet; returns {"measured", "dnsmos"} counts."""
+
+def measure(run_dir: str | Path, dnsmos: str = "auto", progress=None, log=print,
+            dnsmos_budget: float = DNSMOS_BUDGET) -> dict:
+    """Measure every row that has no measures yet; returns {"measured", "dnsmos", "dnsmos_cost"}:
+    counts, and DNSMOS's CPU-s per audio-s in this call (None: none scored)."""
+    if dnsmos not in DNSMOS_MODES:
+        raise ValueError(f"dnsmos must be one of {', '.join(DNSMOS_MODES)}, got {dnsmos!r}")
     run_dir = Path(run_dir)
     rows = synthesized_rows(run_dir)
     files = {"measures": run_dir / "measures.jsonl", "dnsmos": run_dir / "dnsmos.jsonl"}
     have = {name: {r["id"] for r in read_jsonl(path, repair=True)} for name, path in files.items()}
-    todo = [r for r in rows if r["id"] not in have["measures"] or (dnsmos and r["id"] not in have["dnsmos"])]
+    scoring = dnsmos != "off"
+    todo = [r for r in rows if r["id"] not in have["measures"] or (scoring and r["id"] not in have["dnsmos"])]
     timing = SpeechTiming()
-    counts = {"measured": 0, "dnsmos": 0}
+    counts = {"measured": 0, "dnsmos": 0, "dnsmos_cost": None}
+    dns_cpu = dns_audio = 0.0
     for i, row in enumerate(tqdm(todo, desc=f"measures {run_dir.name}", unit="utt")):
         audio, sr = read_mono(run_dir / row["wav"])
         audio16k = to_16k(audio, sr)
@@ -44,10 +60,18 @@ def measure(run_dir: str | Path, dnsmos: bool = True, progress=None, log=print) 
             out["measure_s"] = time.process_time() - t0
             append_jsonl(files["measures"], out)
             counts["measured"] += 1
-        if dnsmos and row["id"] not in have["dnsmos"]:
+        if scoring and row["id"] not in have["dnsmos"]:
             t0 = time.process_time()
-            append_jsonl(files["dnsmos"], {"id": row["id"], **dnsmos_scores(audio16k), "dnsmos_s": time.process_time() - t0})
+            scores = dnsmos_scores(audio16k)
+            spent = time.process_time() - t0
+            append_jsonl(files["dnsmos"], {"id": row["id"], **scores, "dnsmos_s": spent})
             counts["dnsmos"] += 1
+            dns_cpu, dns_audio = dns_cpu + spent, dns_audio + len(audio16k) / 16000
+            counts["dnsmos_cost"] = dns_cpu / max(dns_audio, 1e-9)
+            if dnsmos == "auto" and dns_audio >= PROBE_AUDIO_S and counts["dnsmos_cost"] > dnsmos_budget:
+                scoring = False
+                log(f"DNSMOS stopped after {counts['dnsmos']} utterances: it costs {counts['dnsmos_cost']:.2f} "
+                    f"CPU-s per audio-s here (budget {dnsmos_budget:g}); `--dnsmos on` scores every one")
         if progress:
             progress(i + 1, len(todo))
     return counts

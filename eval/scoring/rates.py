@@ -27,7 +27,10 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     z2 = z * z
     centre = (k + z2 / 2) / (n + z2)
     half = z / (n + z2) * math.sqrt(k * (n - k) / n + z2 / 4)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # The bounds at k = 0 and k = n are exactly 0 and 1 (centre = half there, up to rounding).
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return low, high
 
 
 @dataclass(frozen=True)

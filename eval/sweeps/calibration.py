@@ -7,7 +7,7 @@ fine threshold curve costs no generation at all.
 Charts (per category, because short texts behave differently; "all" is the whole set):
 - calibration_tradeoff: premature stops (truncation: derived duration under half the expected
   length) against runaways (frame budget hit) as the threshold moves from low to high, one
-  line per temperature group, 95% bootstrap CIs (over utterances) as bars on both axes at
+  line per temperature group, Wilson 95% intervals (k of n utterances) as bars on both axes at
   the sweep's own thresholds, the engine's default threshold (0.5) ringed whenever the source
   runs can derive it (it is at most the highest threshold).
 - calibration_stop_aligned: p_stop in the steps before the stop (step 0 = the stop step) at
@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from eval.charts.style import RunContext, finish, fmt_value, new_figure, save_chart, series_style
-from eval.scoring.bootstrap import mean_ci
 from eval.scoring.metrics import TRUNCATION_RATIO, expected_duration_s
+from eval.scoring.rates import wilson
 from eval.sweeps.thresholds import derive
 from gepard_demo.settings import SamplingSettings
 
@@ -93,10 +93,12 @@ def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thres
                 run.append(d.runaway)
             if not trunc:
                 continue
-            ti, ri = mean_ci(np.array(trunc, float)), mean_ci(np.array(run, float))
-            out.append({"category": cat, "threshold": float(t), "n": len(trunc),
-                        "truncation_rate": ti.value, "truncation_ci_low": ti.low, "truncation_ci_high": ti.high,
-                        "runaway_rate": ri.value, "runaway_ci_low": ri.low, "runaway_ci_high": ri.high})
+            # rates of events, k of n with Wilson 95% intervals (eval.scoring.rates)
+            n, kt, kr = len(trunc), int(sum(trunc)), int(sum(run))
+            (tl, th), (rl, rh) = wilson(kt, n), wilson(kr, n)
+            out.append({"category": cat, "threshold": float(t), "n": n,
+                        "truncation_rate": kt / n, "truncation_ci_low": tl, "truncation_ci_high": th,
+                        "runaway_rate": kr / n, "runaway_ci_low": rl, "runaway_ci_high": rh})
     return pd.DataFrame(out)
 
 

@@ -1,7 +1,9 @@
 """Charts of a sweep: heatmaps over temperature x stop threshold, small multiples per extra axis.
 
-For corpus WER (with its 95% CI in each cell), runaway rate, truncation rate and median
-duration ratio. Every point is compared with the default point by a paired bootstrap over the
+For corpus WER (with its 95% bootstrap CI in each cell), the failure table's runaway, truncation,
+loop, long-pause and any-failure rates (Wilson 95% intervals, from sweep.csv), median duration
+ratio and median stop lag; never DNSMOS (a MOS predictor scores a looped clip like a clean one:
+eval/scoring/naturalness.py). Every point is compared with the default point by a paired bootstrap over the
 utterances both scored (eval.scoring.bootstrap): a cell whose 95% CI of (point - default) excludes 0
 is marked "+" (higher than the default) or "-" (lower); the default point is boxed.
 
@@ -151,9 +153,14 @@ def _cell_text(metric: str, row, mark: str) -> str:
     if v is None or pd.isna(v):
         return "n/a"
     main = f"{scale * v:.1f}" if scale == 100.0 else f"{v:.2f}"
-    if metric == "wer_corpus" and not pd.isna(row.get("wer_ci_low")):
-        main += f"\n[{scale * row['wer_ci_low']:.1f}, {scale * row['wer_ci_high']:.1f}]"
-    return main + (f" {mark}" if mark else "")
+    main += f" {mark}" if mark else ""
+    low, high = CI_COLUMNS.get(metric, (None, None))
+    if low and not pd.isna(row.get(low)):
+        # a rate of events also says its count: k/n [Wilson 95%]; WER its bootstrap CI
+        k, n = row.get(metric.removesuffix("_rate") + "_k"), row.get(metric.removesuffix("_rate") + "_n")
+        counted = f"{int(k)}/{int(n)} " if metric != "wer_corpus" and not pd.isna(k) and not pd.isna(n) else ""
+        main += f"\n{counted}[{scale * row[low]:.1f}, {scale * row[high]:.1f}]"
+    return main
 
 
 def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, list], dflt: dict,

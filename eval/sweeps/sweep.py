@@ -37,7 +37,7 @@ def _groups(points: list[dict]) -> list[list[dict]]:
 
 
 def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=None, cache=None, log=print,
-          progress=None, dnsmos: bool = True) -> Path:
+          progress=None, dnsmos: str = "auto") -> Path:
     """Run (and score, when asr is an ASRSettings) every grid point; returns <out>/sweep.csv.
 
     engine: an eval engine (GepardLocal for one-pass); loaded from cfg.base when None.
@@ -136,10 +136,7 @@ def point_line(summ: dict) -> dict:
     return {
         "n": o["n"], "n_scored": o.get("n_scored"),
         "wer_corpus": v("wer_corpus"), "wer_ci_low": v("wer_corpus", "ci_low"), "wer_ci_high": v("wer_corpus", "ci_high"),
-        "stop_fired_rate": v("stop_fired_rate"), "runaway_rate": v("runaway_rate"),
-        "runaway_ci_low": v("runaway_rate", "ci_low"), "runaway_ci_high": v("runaway_rate", "ci_high"),
-        "truncation_rate": v("truncation_rate"), "truncation_ci_low": v("truncation_rate", "ci_low"),
-        "truncation_ci_high": v("truncation_rate", "ci_high"), "premature_stop_rate": v("premature_stop_rate"),
+        "stop_fired_rate": v("stop_fired_rate"), "premature_stop_rate": v("premature_stop_rate"),
         "duration_ratio_median": (o.get("duration_ratio") or {}).get("median"),
         "speaker_sim": v("speaker_sim"), "speaker_sim_ci_low": v("speaker_sim", "ci_low"),
         "speaker_sim_ci_high": v("speaker_sim", "ci_high"),
@@ -150,8 +147,11 @@ def point_line(summ: dict) -> dict:
     }
 
 
-# sweep.csv's failure columns: <name>_rate with its Wilson interval, from the failure table.
-SWEEP_FAILURES = {"loop": "loop", "long_pause": "long_pause", "any": "failure"}
+# sweep.csv's failure columns, from the point's failure table (eval/report/failures.py):
+# <name>_k of <name>_n utterances, <name>_rate = k / n and its Wilson 95% interval (a rate of
+# 0 of 30 gets [0, 11.4%], not the bootstrap's [0, 0]). None where n = 0 (nothing judged).
+SWEEP_FAILURES = {"catastrophic": "catastrophic", "runaway": "runaway", "truncated": "truncation", "loop": "loop",
+                  "long_pause": "long_pause", "any": "failure"}
 
 
 def failure_columns(failures: dict) -> dict:
@@ -159,6 +159,7 @@ def failure_columns(failures: dict) -> dict:
     for entry, name in SWEEP_FAILURES.items():
         c = failures.get(entry) or {}
         n = c.get("n")
-        out.update({f"{name}_rate": c.get("rate") if n else None, f"{name}_ci_low": c.get("ci_low") if n else None,
+        out.update({f"{name}_k": c.get("k") if n else None, f"{name}_n": n or None,
+                    f"{name}_rate": c.get("rate") if n else None, f"{name}_ci_low": c.get("ci_low") if n else None,
                     f"{name}_ci_high": c.get("ci_high") if n else None})
     return out

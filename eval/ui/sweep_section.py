@@ -22,7 +22,8 @@ from eval.runs.sets import load_set
 from eval.ui.common import EvalLimits, chart_images, tab_error
 
 SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "truncation_rate",
-                 "duration_ratio_median"]
+                 "loop_rate", "long_pause_rate", "failure_rate", "failure_ci_low", "failure_ci_high",
+                 "duration_ratio_median", "stop_lag_ms_median"]
 
 
 def _floats(text: str, what: str) -> tuple[float, ...]:
