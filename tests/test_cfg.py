@@ -5,7 +5,7 @@ the conditional row, and the guidance row is dropped after cfg_frames."""
 import pytest
 import torch
 
-from gepard_demo.model import generation
+from gepard_demo.model import batch as generation  # the loop that calls sample_codes
 from gepard_demo.model.generation import guide_logits
 from gepard_demo.model.prompt import build_unconditional_prompt_ids
 from gepard_demo.settings import SamplingSettings, SettingsError

@@ -4,7 +4,9 @@
 - prompt.py     `build_prompt_ids` (speaker slots, text repetition, SOS), `encode_text`, `normalize_text`
 - talker.py     `GepardTalker` (Qwen3.5 backbone + heads + frame embedding), checkpoint loading
 - sampling.py   `RowSampler`, `sample_codes`: Gumbel-max / top-k / greedy per request
-- generation.py `decode_batch`: batched prefill + decode loop, CFG rows; `FrameStep`, `GenerationResult`
+- generation.py `FrameStep`, `GenerationResult`, the padded batch's masks, CFG's logit mix
+- batch.py      `DecodeBatch`: the decode loop; requests join a running batch between steps and
+                leave as they end (cache_rows.py: the cache's row surgery); `decode_batch`
 - engine.py     `GepardEngine`: tokenizer + talker; `generate()` (a batch), `stream_frames()` (one request)
 - source.py     `resolve_model`: a local directory, a Hugging Face id, or `tiny`
 - tiny.py       `make_tiny` / `ensure_tiny`: the random-weight checkpoint in the published layout

@@ -16,8 +16,9 @@ from transformers import AutoTokenizer
 from gepard_demo.model.source import ResolvedModel, resolve_model
 from gepard_demo.settings import SamplingSettings
 
+from .batch import decode_batch
 from .config import GepardConfig
-from .generation import FrameStep, GenerationResult, decode_batch
+from .generation import FrameStep, GenerationResult
 from .memory import check_fits
 from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
 from .sampling import RowSampler

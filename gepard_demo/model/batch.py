@@ -1,0 +1,272 @@
+"""A running decode batch that requests join between steps and leave as soon as they end.
+
+`DecodeBatch` is the loop of generation.py taken apart at its step boundary, so a scheduler can
+add a request while others are mid-utterance (continuous batching):
+
+    batch = DecodeBatch(talker)
+    handles = batch.admit([BatchRequest(prompt, sampler), ...])   # prefill, join the cache
+    while batch:
+        events = batch.sample()     # (handle, FrameStep) for every request: one frame each
+        ...                         # hand the frames out; batch.cancel(handle) any time here
+        batch.advance()             # drop finished / cancelled rows, one backbone step for the rest
+
+Joining: the newcomers are prefilled together in a cache of their own (left-padded to their
+longest prompt, as generation.py always did), then their rows are appended to the running cache
+(cache_rows.py: the shorter side is left-padded, the padding masked). A request's positions,
+mask and linear-attention states are those of its solo run; its noise comes from its own
+generator (sampling.py). So a seeded request makes the frames of its solo run whoever joins or
+leaves, up to the last bits batched matmuls may change in the logits (facts §3), which decide a
+frame only where two codes are within rounding of each other.
+
+Leaving: a finished request's rows are dropped at the next `advance`, a cancelled one's too; the
+padding columns no remaining row uses are trimmed, so a request left alone steps exactly as a
+solo run (no mask at all).
+
+Stop semantics, guidance rows and speaker prefixes are generation.py's (its module docstring).
+Each method enters inference mode for its own work only: a caller may run them from any thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from .cache_rows import append_rows, left_pad, select_rows, trim_left
+from .generation import FrameStep, guide_logits, padding_mask
+from .sampling import RowSampler, sample_codes
+from .talker import GepardTalker
+
+
+@dataclass
+class BatchRequest:
+    prompt: list[int]
+    sampler: RowSampler
+    unconditional: list[int] | None = None  # the guidance branch's prompt (None: unguided)
+    speaker: torch.Tensor | None = None  # (K, hidden) speaker prefix (None: null_prefix)
+
+
+@dataclass
+class _Live:
+    """What the batch knows of one request between steps."""
+
+    sampler: RowSampler
+    guided: bool
+    start: float  # perf_counter at admission: FrameStep.elapsed_s counts from here
+    committed: int = 0
+    done: bool = False
+    cancelled: bool = False
+    codes: torch.Tensor | None = field(default=None, repr=False)  # the frame to feed back next
+
+
+class DecodeBatch:
+    def __init__(self, talker: GepardTalker):
+        self.talker = talker
+        self.cache: DynamicCache | None = None
+        self.mask: torch.Tensor | None = None  # (rows, T) 1 = a real position
+        self.last_pos: torch.Tensor | None = None  # (rows,) position of each row's last input
+        self.hidden: torch.Tensor | None = None  # (rows, hidden) what the next sample reads
+        self.rows: list[tuple[int, bool]] = []  # batch row -> (handle, is the guidance row)
+        self.live: dict[int, _Live] = {}
+        self._next_handle = 0
+        self._sampled = False  # sample() ran and advance() has not yet
+
+    def __len__(self) -> int:
+        """Requests in the batch (a guided one counts once)."""
+        return len(self.live)
+
+    @property
+    def row_count(self) -> int:
+        """Backbone rows a step computes (a guided request is two until its guidance ends)."""
+        return len(self.rows)
+
+    # -- joining -------------------------------------------------------------------------
+
+    def admit(self, requests: list[BatchRequest]) -> list[int]:
+        """Prefill `requests` and add them to the batch; returns their handles. Call between
+        `advance` and the next `sample` (or on an empty batch)."""
+        if self._sampled:
+            raise RuntimeError("admit between steps: after advance(), before sample()")
+        if not requests:
+            return []
+        talker, device = self.talker, self.talker.device
+        handles = list(range(self._next_handle, self._next_handle + len(requests)))
+        self._next_handle += len(requests)
+        rows = [(h, False) for h in handles] + [(h, True) for h, r in zip(handles, requests) if r.unconditional is not None]
+        by_handle = dict(zip(handles, requests))
+        prompts = [by_handle[h].unconditional if unc else by_handle[h].prompt for h, unc in rows]
+        width = max(len(p) for p in prompts)
+        ids = torch.zeros(len(rows), width, dtype=torch.long, device=device)
+        mask = torch.zeros(len(rows), width, dtype=torch.long, device=device)
+        for r, p in enumerate(prompts):
+            ids[r, width - len(p):] = torch.tensor(p, device=device)
+            mask[r, width - len(p):] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        speakers = [by_handle[h].speaker for h, _ in rows]
+        speaker_rows = None
+        if any(s is not None for s in speakers):
+            speaker_rows = torch.stack([talker.null_prefix if s is None else s.to(device) for s in speakers])
+        cache = DynamicCache(config=talker.config.backbone)
+        with torch.inference_mode():
+            embeds = talker.embed_prompt(ids, speaker_rows)
+            padded = bool((mask == 0).any())  # a padding-free prefill needs no mask: the fast path
+            hidden = talker.backbone(
+                embeds, attention_mask=padding_mask(talker, mask, embeds, positions, cache) if padded else None,
+                position_ids=positions, past_key_values=cache,
+            )
+            self._join(cache, mask, positions[:, -1], hidden)
+        now = time.perf_counter()
+        for h in handles:
+            r = by_handle[h]
+            self.live[h] = _Live(sampler=r.sampler, guided=r.unconditional is not None, start=now)
+        self.rows += rows
+        return handles
+
+    def _join(self, cache: DynamicCache, mask: torch.Tensor, last_pos: torch.Tensor, hidden: torch.Tensor) -> None:
+        if self.cache is None:
+            self.cache, self.mask, self.last_pos, self.hidden = cache, mask, last_pos, hidden
+            return
+        have, new = self.mask.shape[1], mask.shape[1]
+        if have < new:
+            left_pad(self.cache, new - have)
+            self.mask = torch.nn.functional.pad(self.mask, (new - have, 0))
+        elif new < have:
+            left_pad(cache, have - new)
+            mask = torch.nn.functional.pad(mask, (have - new, 0))
+        append_rows(self.cache, cache)
+        self.mask = torch.cat([self.mask, mask])
+        self.last_pos = torch.cat([self.last_pos, last_pos])
+        self.hidden = torch.cat([self.hidden, hidden])
+
+    # -- one step --------------------------------------------------------------------------
+
+    def sample(self) -> list[tuple[int, FrameStep]]:
+        """One frame (or the stop) for every request, from the hidden states of the last step."""
+        if self._sampled:
+            raise RuntimeError("sample() twice without advance()")
+        if not self.rows:
+            return []
+        self._sampled = True
+        device = self.talker.device
+        with torch.inference_mode():
+            logits, p_stop = self.talker.head_logits(self.hidden)
+            cond_rows = [r for r, (_, unc) in enumerate(self.rows) if not unc]
+            handles = [self.rows[r][0] for r in cond_rows]
+            if len(cond_rows) < len(self.rows):
+                slot = {h: k for k, h in enumerate(handles)}
+                unc_rows = [r for r, (_, unc) in enumerate(self.rows) if unc]
+                guided = torch.tensor([slot[self.rows[r][0]] for r in unc_rows], device=device)
+                scale = torch.tensor([self.live[self.rows[r][0]].sampler.settings.cfg_scale for r in unc_rows], device=device)
+                cond_logits = logits[cond_rows]
+                cond_logits[guided] = guide_logits(cond_logits[guided], logits[unc_rows], scale)
+                logits, p_stop = cond_logits, p_stop[cond_rows]
+            codes = sample_codes(logits, [self.live[h].sampler for h in handles])
+            p_list = p_stop.tolist()  # the conditional rows': the stop is judged there
+            codes_cpu = codes.cpu().unbind(0)
+        now = time.perf_counter()
+        events = []
+        for k, h in enumerate(handles):
+            st = self.live[h]
+            settings = st.sampler.settings
+            elapsed = now - st.start
+            if st.committed > 0 and p_list[k] > settings.stop_threshold:
+                st.done = True
+                events.append((h, FrameStep(st.committed, None, p_list[k], elapsed, "stop")))
+                continue
+            st.committed += 1
+            st.codes = codes[k]
+            done = "budget" if st.committed >= settings.max_frames else None
+            st.done = done is not None
+            events.append((h, FrameStep(st.committed - 1, codes_cpu[k], p_list[k], elapsed, done)))
+        return events
+
+    def cancel(self, handle: int) -> None:
+        """End a request: its rows leave at the next `advance` (or now, between steps)."""
+        if handle in self.live:
+            self.live[handle].cancelled = True
+            if not self._sampled:
+                self._drop()
+
+    def advance(self) -> None:
+        """Drop what ended, then one backbone step for the rest (fed the frames just sampled)."""
+        if not self._sampled:
+            raise RuntimeError("advance() before sample()")
+        self._sampled = False
+        self._drop()
+        if not self.rows:
+            return
+        device = self.talker.device
+        with torch.inference_mode():
+            codes = torch.stack([self.live[h].codes for h, _ in self.rows])
+            self.mask = torch.cat([self.mask, torch.ones(len(self.rows), 1, dtype=self.mask.dtype, device=device)], dim=1)
+            self.last_pos = self.last_pos + 1
+            step_embeds = self.talker.embed_frame(codes).unsqueeze(1)
+            step_pos = self.last_pos.unsqueeze(1)
+            padded = not bool(self.mask.all())
+            self.hidden = self.talker.backbone(
+                step_embeds,
+                attention_mask=padding_mask(self.talker, self.mask, step_embeds, step_pos, self.cache) if padded else None,
+                position_ids=step_pos, past_key_values=self.cache,
+            )
+
+    def _drop(self) -> None:
+        """Remove ended and cancelled requests' rows, and guidance rows past their cfg_frames."""
+        def keeps(h: int, unc: bool) -> bool:
+            st = self.live[h]
+            if st.done or st.cancelled:
+                return False
+            frames = st.sampler.settings.cfg_frames
+            return not (unc and frames is not None and st.committed >= frames)
+
+        keep = [r for r, (h, unc) in enumerate(self.rows) if keeps(h, unc)]
+        for h in [h for h, st in self.live.items() if st.done or st.cancelled]:
+            del self.live[h]
+        if len(keep) == len(self.rows):
+            return
+        if not keep:
+            self.rows, self.cache, self.mask, self.last_pos, self.hidden = [], None, None, None, None
+            return
+        with torch.inference_mode():
+            index = torch.tensor(keep, device=self.talker.device)
+            select_rows(self.cache, index)
+            self.mask, self.last_pos, self.hidden = self.mask[index], self.last_pos[index], self.hidden[index]
+            self.rows = [self.rows[r] for r in keep]
+            # Padding no remaining row needs: a row left alone steps as it would solo.
+            unused = int(self.mask.any(0).long().argmax())
+            if unused > 0:
+                trim_left(self.cache, unused)
+                self.mask = self.mask[:, unused:]
+
+
+def decode_batch(
+    talker: GepardTalker,
+    prompts: list[list[int]],
+    samplers: list[RowSampler],
+    unconditional: list[list[int] | None] | None = None,
+    speakers: list[torch.Tensor | None] | None = None,
+) -> Iterator[tuple[int, FrameStep]]:
+    """Yield (request, FrameStep) for every request at every step until each is done: a fixed
+    set of requests through one DecodeBatch (`engine.generate`, `engine.stream_frames`).
+
+    unconditional: per request, the guidance branch's prompt (None = unguided); it runs as one
+        more row of the same batch, with its own positions, fed the frames the conditional row
+        commits, until the request's `cfg_frames` are made.
+    speakers: per request, a (K, hidden) speaker prefix for the slots (None = `null_prefix`).
+    Closing the iterator stops the work at the next step (the demo's Stop button).
+    """
+    n = len(prompts)
+    unconditional = unconditional or [None] * n
+    speakers = speakers or [None] * n
+    batch = DecodeBatch(talker)
+    handles = batch.admit([BatchRequest(p, s, u, sp) for p, s, u, sp in zip(prompts, samplers, unconditional, speakers)])
+    index = {h: i for i, h in enumerate(handles)}
+    # The batch enters inference mode per method, never across this yield: a consumer may resume
+    # the generator from another thread (the pipeline's talker thread, a GPU call's worker), and
+    # inference mode is a per-thread switch.
+    while batch:
+        for h, step in batch.sample():
+            yield index[h], step
+        batch.advance()
