@@ -122,3 +122,31 @@ class StreamSettings:
 
     def replace(self, **changes) -> "StreamSettings":
         return dataclasses.replace(self, **changes)
+
+
+ADMISSION_RULES = ("realtime", "cap")
+MAX_BATCH_LIMIT = 64  # the authors' interactive range per GPU is 64-128 streams
+
+
+@dataclass(frozen=True)
+class BatchingSettings:
+    """How one engine serves several callers at once (gepard_demo/batching).
+
+    max_batch: requests decoding together in the running batch (vLLM-Omni's Gepard deploy file:
+        max_num_seqs 4); more wait in a queue, streams ahead of batch work.
+    admission: "realtime" admits a newcomer only while every running stream stays at or above
+        real time (from the measured step and codec times; on a GPU that is up to the cap);
+        "cap" admits up to max_batch whatever it costs (batch evaluation, no listener).
+    headroom: the share of a frame's real-time budget (1 / 21.5 s) a step may take under
+        "realtime", leaving the rest for jitter.
+    """
+
+    max_batch: int = 4
+    admission: str = "realtime"
+    headroom: float = 0.85
+
+    def validate(self) -> "BatchingSettings":
+        _check(1 <= self.max_batch <= MAX_BATCH_LIMIT, f"max_batch must be in [1, {MAX_BATCH_LIMIT}], got {self.max_batch}")
+        _check(self.admission in ADMISSION_RULES, f"admission must be one of {ADMISSION_RULES}, got {self.admission!r}")
+        _check(0.1 <= self.headroom <= 1.0, f"headroom must be in [0.1, 1.0], got {self.headroom}")
+        return self

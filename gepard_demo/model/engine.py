@@ -18,7 +18,7 @@ from gepard_demo.settings import SamplingSettings
 
 from .batch import decode_batch
 from .config import GepardConfig
-from .generation import FrameStep, GenerationResult
+from .generation import FrameStep, GenerationResult, ResultBuilder
 from .memory import check_fits
 from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
 from .sampling import RowSampler
@@ -134,37 +134,10 @@ class GepardEngine:
         if speakers is not None and len(speakers) != len(texts):
             raise ValueError(f"{len(texts)} texts but {len(speakers)} speakers")
         unconditional = [self.unconditional_prompt(s) for s in settings]
-        frames: list[list[torch.Tensor]] = [[] for _ in texts]
-        p_stop: list[list[float]] = [[] for _ in texts]
-        ends: list[FrameStep | None] = [None] * len(texts)
-        first: list[float | None] = [None] * len(texts)
+        builders = [ResultBuilder(t, r.seed, len(p), s) for t, r, p, s in zip(texts, samplers, prompts, settings)]
         for row, step in decode_batch(self.talker, prompts, samplers, unconditional, speakers):
-            p_stop[row].append(step.p_stop)
-            if step.codes is not None:
-                frames[row].append(step.codes)
-                if first[row] is None:
-                    first[row] = step.elapsed_s
-            if step.done:
-                ends[row] = step
-        results = []
-        for i, text in enumerate(texts):
-            end = ends[i]
-            results.append(
-                GenerationResult(
-                    text=text,
-                    frames=torch.stack(frames[i]).cpu(),
-                    p_stop=p_stop[i],
-                    stop_fired=end.done == "stop",
-                    stop_frame=end.index if end.done == "stop" else None,
-                    runaway=end.done == "budget",
-                    seed=samplers[i].seed,
-                    prompt_tokens=len(prompts[i]),
-                    gen_time_s=end.elapsed_s,
-                    first_frame_s=first[i] or 0.0,
-                    settings=settings[i],
-                )
-            )
-        return results
+            builders[row].add(step)
+        return [b.result() for b in builders]
 
     def stream_frames(
         self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None

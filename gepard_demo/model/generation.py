@@ -90,3 +90,36 @@ def guide_logits(cond: torch.Tensor, uncond: torch.Tensor, scale: torch.Tensor) 
     """
     cond, uncond = cond.float(), uncond.float()
     return torch.where(torch.isfinite(cond), uncond + scale.view(-1, 1, 1) * (cond - uncond), cond)
+
+
+class ResultBuilder:
+    """One request's FrameSteps, gathered into its GenerationResult as they come."""
+
+    def __init__(self, text: str, seed: int, prompt_tokens: int, settings: SamplingSettings):
+        self.text, self.seed, self.prompt_tokens, self.settings = text, seed, prompt_tokens, settings
+        self.frames: list[torch.Tensor] = []
+        self.p_stop: list[float] = []
+        self.first: float | None = None
+        self.end: FrameStep | None = None
+
+    def add(self, step: FrameStep) -> bool:
+        """Take one step; True once the request is done."""
+        self.p_stop.append(step.p_stop)
+        if step.codes is not None:
+            self.frames.append(step.codes)
+            if self.first is None:
+                self.first = step.elapsed_s
+        if step.done:
+            self.end = step
+        return self.end is not None
+
+    def result(self) -> GenerationResult:
+        end = self.end
+        if end is None:
+            raise RuntimeError(f"the request for {self.text!r} has not ended")
+        return GenerationResult(
+            text=self.text, frames=torch.stack(self.frames).cpu(), p_stop=self.p_stop,
+            stop_fired=end.done == "stop", stop_frame=end.index if end.done == "stop" else None,
+            runaway=end.done == "budget", seed=self.seed, prompt_tokens=self.prompt_tokens,
+            gen_time_s=end.elapsed_s, first_frame_s=self.first or 0.0, settings=self.settings,
+        )

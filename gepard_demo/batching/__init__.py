@@ -1,0 +1,6 @@
+"""One engine, several callers: continuous batching (issue 19).
+
+- scheduler.py  `BatchScheduler`: owns the engine's talker; every caller's request decodes in one
+                running batch (model/batch.py's DecodeBatch), admitted between steps
+- admission.py  when a newcomer may join: the cap, and real time for the running streams
+"""

@@ -1,0 +1,362 @@
+"""BatchScheduler: one thread owns the engine's talker, and every caller's request decodes in one
+running batch (continuous batching), admitted at step boundaries and gone the step it ends.
+
+It looks like the engine it wraps (config, tokenizer, model_info, prompt_ids ... pass through):
+
+    scheduler = BatchScheduler(engine, BatchingSettings(max_batch=4))
+    for step in scheduler.stream_frames(text, sampling, speaker=prefix):   # as engine.stream_frames
+        ...                                                                # close it: the row leaves
+    results = scheduler.generate(texts, sampling)                          # as engine.generate
+    for i, result in scheduler.generate_each(texts, sampling): ...         # as each one ends
+
+so a SynthesisSession, the speech server and eval run on it unchanged. A request waits in a
+queue (streams ahead of batch work, each in arrival order) until admission.py lets it in; its
+`Ticket.wait_line()` says where it stands and why. The loop, on the scheduler's thread:
+
+    admit what may join (their prefill, as one padded group) -> sample a frame for every request
+    -> hand each its FrameStep -> drop the cancelled -> one backbone step for the rest
+
+Frames are handed over through a queue per stream, so the talker runs ahead of each consumer's
+codec as speed/pipeline.py does for one. Streams report their decode time (`note_decode`, which
+SynthesisSession calls when its engine has it) for the admission rule. An exception in the loop
+ends every request then in the batch with it; the scheduler carries on with the queue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from gepard_demo.model.batch import BatchRequest, DecodeBatch
+from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
+from gepard_demo.model.sampling import RowSampler
+from gepard_demo.settings import BatchingSettings, SamplingSettings
+
+from .admission import FRAME_RATE_HZ, Costs, Newcomer, Running, refusal
+
+_END = object()
+
+
+class SchedulerClosed(RuntimeError):
+    """The scheduler was closed while this request waited or ran."""
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One request, from submission until its last step."""
+
+    number: int
+    stream: bool
+    request: BatchRequest
+    on_step: Callable[["Ticket", FrameStep | BaseException], None]
+    submitted: float = field(default_factory=time.perf_counter)
+    handle: int | None = None  # its place in the batch, once admitted
+    first_frame_at: float | None = None
+    frames: int = 0
+    reason: str | None = None  # why it waits (None: queued behind others, or running)
+    ahead: int = 0  # requests in the queue before it
+    cancelled: bool = False
+    done: bool = False
+
+    @property
+    def rows(self) -> int:
+        return 2 if self.request.unconditional is not None else 1
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.request.prompt) + len(self.request.unconditional or [])
+
+    def lead_s(self, now: float) -> float:
+        """How far this stream's audio is ahead of real time (frames made - time since the first)."""
+        return 0.0 if self.first_frame_at is None else self.frames / FRAME_RATE_HZ - (now - self.first_frame_at)
+
+    def wait_line(self) -> str | None:
+        """Where a queued request stands, in words; None once it runs (or ended)."""
+        if self.handle is not None or self.done:
+            return None
+        why = f": {self.reason}" if self.reason else ""
+        return f"waiting for the engine, {self.ahead} ahead in the queue{why}"
+
+
+class BatchScheduler:
+    def __init__(self, engine: Any, settings: BatchingSettings = BatchingSettings()):
+        self.engine = engine
+        self.settings = settings.validate()
+        self.costs = Costs()
+        self._cond = threading.Condition()
+        self._queue: list[Ticket] = []
+        self._running: dict[int, Ticket] = {}  # handle -> ticket
+        self._numbers = itertools.count()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def __getattr__(self, name: str) -> Any:  # config, tokenizer, talker, model_info, prompt_ids, ...
+        if name == "engine":  # not set yet (unpickling): never recurse
+            raise AttributeError(name)
+        return getattr(self.engine, name)
+
+    # -- what callers use ------------------------------------------------------------------
+
+    def stream_frames(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None) -> "TicketFrames":
+        """One request's FrameSteps as they are made (engine.stream_frames' contract); closing the
+        iterator cancels it, and its row leaves the batch at the next step. Its `wait_line()`
+        says where it stands while it waits."""
+        handoff: queue.Queue = queue.Queue()
+        ticket = self._enqueue(self._ticket(text, settings, speaker, True, lambda t, item: handoff.put(item)))
+        return TicketFrames(self, ticket, handoff)
+
+    def generate(self, texts: list[str], settings: SamplingSettings | list[SamplingSettings],
+                 speakers: list[torch.Tensor | None] | None = None) -> list[GenerationResult]:
+        """engine.generate's contract; the requests join the running batch as places free up."""
+        out = dict(self.generate_each(texts, settings, speakers))
+        return [out[i] for i in range(len(texts))]
+
+    def generate_each(self, texts: list[str], settings: SamplingSettings | list[SamplingSettings],
+                      speakers: list[torch.Tensor | None] | None = None) -> Iterator[tuple[int, GenerationResult]]:
+        """(index, result) of each text as it ends, in the order they end."""
+        settings = [settings] * len(texts) if isinstance(settings, SamplingSettings) else list(settings)
+        speakers = speakers or [None] * len(texts)
+        if not len(texts) == len(settings) == len(speakers):
+            raise ValueError(f"{len(texts)} texts, {len(settings)} settings and {len(speakers)} speakers")
+        finished: queue.Queue = queue.Queue()
+        tickets = []
+        for i, (text, s, sp) in enumerate(zip(texts, settings, speakers)):
+            holder: dict = {}
+
+            def on_step(t: Ticket, item, i=i, holder=holder):
+                if isinstance(item, BaseException):
+                    finished.put((i, item))
+                elif holder["builder"].add(item):
+                    finished.put((i, holder["builder"].result()))
+
+            ticket = self._ticket(text, s, sp, False, on_step)
+            req = ticket.request
+            holder["builder"] = ResultBuilder(text, req.sampler.seed, len(req.prompt), req.sampler.settings)
+            tickets.append(ticket)
+        for ticket in tickets:
+            self._enqueue(ticket)
+        try:
+            for _ in texts:
+                i, item = finished.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield i, item
+        finally:
+            for t in tickets:
+                self.cancel(t)
+
+    def _ticket(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None, stream: bool,
+                on_step: Callable[[Ticket, Any], None]) -> Ticket:
+        """A request, checked (bad text or settings raise here, in the caller's thread)."""
+        settings = settings.validate().with_concrete_seed()
+        e = self.engine
+        request = BatchRequest(e.prompt_ids(text), RowSampler.create(settings, e.device), e.unconditional_prompt(settings),
+                               speaker)
+        return Ticket(next(self._numbers), stream, request, on_step)
+
+    def _enqueue(self, ticket: Ticket) -> Ticket:
+        with self._cond:
+            if self._closed:
+                raise SchedulerClosed("the engine's scheduler is closed")
+            self._queue.append(ticket)
+            self._order()
+            self._cond.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="gepard-scheduler", daemon=True)
+                self._thread.start()
+        return ticket
+
+    def cancel(self, ticket: Ticket) -> None:
+        with self._cond:
+            if not ticket.done:
+                ticket.cancelled = True
+                self._cond.notify_all()
+
+    def note_decode(self, seconds: float, frames: int) -> None:
+        """A stream's codec decode of `frames` frames took `seconds` (for the admission rule)."""
+        self.costs.note_decode(seconds, frames)
+
+    def load(self) -> dict:
+        """Requests running and waiting, and the batch's backbone rows."""
+        with self._cond:
+            return {"running": len(self._running), "waiting": len(self._queue),
+                    "rows": sum(t.rows for t in self._running.values()), "max_batch": self.settings.max_batch}
+
+    def close(self) -> None:
+        """End every request (they raise SchedulerClosed) and stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    # -- the scheduler's thread ------------------------------------------------------------
+
+    def _order(self) -> None:
+        """Streams first, then batch work, each in arrival order; every waiter learns its place."""
+        self._queue.sort(key=lambda t: (not t.stream, t.number))
+        for k, t in enumerate(self._queue):
+            t.ahead = k
+
+    def _loop(self) -> None:
+        batch = DecodeBatch(self.engine.talker)
+        while True:
+            with self._cond:
+                while not self._closed and not self._queue and not self._running:
+                    self._cond.wait()
+                if self._closed:
+                    break
+                self._forget_cancelled(batch)
+                newcomers = self._admissible()
+            try:
+                if newcomers:
+                    self._admit(batch, newcomers)
+                if not batch:
+                    continue
+                t0 = time.perf_counter()
+                rows = batch.row_count
+                events = batch.sample()
+                self._hand_out(events)
+                with self._cond:
+                    for h, t in list(self._running.items()):
+                        if t.cancelled:
+                            batch.cancel(h)
+                batch.advance()
+                self.costs.note_step(rows, time.perf_counter() - t0)
+                with self._cond:
+                    for h, t in list(self._running.items()):
+                        if t.cancelled and not t.done:
+                            batch.cancel(h)  # closed since the check above: between steps, it leaves now
+                        if t.done or t.cancelled:
+                            t.done = True
+                            del self._running[h]
+            except Exception as exc:  # noqa: BLE001 - handed to every request in the batch
+                with self._cond:
+                    failed = list(self._running.values())
+                    self._running.clear()
+                for t in failed:
+                    t.done = True
+                    t.on_step(t, exc)
+                batch = DecodeBatch(self.engine.talker)
+        self._end_all(SchedulerClosed("the engine's scheduler was closed"))
+
+    def _forget_cancelled(self, batch: DecodeBatch) -> None:
+        for t in [t for t in self._queue if t.cancelled]:
+            self._queue.remove(t)
+            t.done = True
+        for h, t in list(self._running.items()):
+            if t.cancelled:
+                batch.cancel(h)
+                t.done = True
+                del self._running[h]
+        self._order()
+
+    def _admissible(self) -> list[Ticket]:
+        """The queue's head, for as long as the admission rule lets each in (under the lock)."""
+        now = time.perf_counter()
+        streams = [t for t in self._running.values() if t.stream]
+        leads = [t.lead_s(now) for t in streams]
+        state = Running(len(self._running), sum(t.rows for t in self._running.values()), len(streams),
+                        min(leads) if leads else None)
+        chosen = []
+        for t in self._queue:
+            t.reason = None
+        while self._queue:
+            t = self._queue[0]
+            why = refusal(self.settings, self.costs, state, Newcomer(t.rows, t.prompt_tokens, t.stream))
+            if why is not None:
+                t.reason = why  # in order: a later request does not overtake the head
+                break
+            chosen.append(self._queue.pop(0))
+            state = Running(state.requests + 1, state.rows + t.rows, state.streams + t.stream, state.min_lead_s)
+        self._order()
+        return chosen
+
+    def _admit(self, batch: DecodeBatch, tickets: list[Ticket]) -> None:
+        t0 = time.perf_counter()
+        try:
+            handles = batch.admit([t.request for t in tickets])
+        except Exception as exc:  # noqa: BLE001 - this group's prefill failed: only its requests end
+            for t in tickets:
+                t.done = True
+                t.on_step(t, exc)
+            return
+        self.costs.note_prefill(time.perf_counter() - t0, sum(t.prompt_tokens for t in tickets))
+        with self._cond:
+            for h, t in zip(handles, tickets):
+                t.handle = h
+                self._running[h] = t
+                if t.cancelled:
+                    batch.cancel(h)
+
+    def _hand_out(self, events: list[tuple[int, FrameStep]]) -> None:
+        now = time.perf_counter()
+        for h, step in events:
+            t = self._running[h]
+            if step.codes is not None:
+                t.frames += 1
+                if t.first_frame_at is None:
+                    t.first_frame_at = now
+            if step.done:
+                t.done = True
+            if not t.cancelled:
+                t.on_step(t, step)
+
+    def _end_all(self, exc: BaseException) -> None:
+        with self._cond:
+            left = list(self._running.values()) + self._queue
+            self._running.clear()
+            self._queue.clear()
+        for t in left:
+            if not t.done:
+                t.done = True
+                t.on_step(t, exc)
+
+
+class TicketFrames:
+    """The iterator `stream_frames` returns: FrameSteps through the ticket's queue. close() (or
+    losing it) cancels the request."""
+
+    def __init__(self, scheduler: BatchScheduler, ticket: Ticket, handoff: queue.Queue):
+        self._scheduler, self.ticket, self._handoff = scheduler, ticket, handoff
+        self._ended = False
+
+    def __iter__(self) -> "TicketFrames":
+        return self
+
+    def __next__(self) -> FrameStep:
+        if self._ended:
+            raise StopIteration
+        while True:
+            try:
+                item = self._handoff.get(timeout=1.0)
+                break
+            except queue.Empty:
+                thread = self._scheduler._thread
+                if thread is not None and not thread.is_alive():
+                    self.close()
+                    raise SchedulerClosed("the engine's scheduler stopped") from None
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        if item.done:
+            self._ended = True
+        return item
+
+    def wait_line(self) -> str | None:
+        return self.ticket.wait_line()
+
+    def close(self) -> None:
+        self._ended = True
+        self._scheduler.cancel(self.ticket)
+
+    def __del__(self) -> None:
+        if not self.ticket.done:
+            self._scheduler.cancel(self.ticket)
