@@ -125,7 +125,7 @@ class StreamSettings:
 
 
 ADMISSION_RULES = ("realtime", "cap")
-MAX_BATCH_LIMIT = 64  # the authors' interactive range per GPU is 64-128 streams
+MAX_BATCH_LIMIT = 256  # eval's largest batch; the authors' interactive range per GPU is 64-128 streams
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """Gepard on this machine: gepard_demo's engine and codec, batched or streamed.
 
-- `GepardLocal` (`--engine local`): gepard_demo's `GepardEngine.generate` on the whole batch,
-  then the codec's whole decode per utterance and `apply_end_of_speech` (fade / silence from
-  StreamSettings).
-- `GepardStreaming` (`--engine local-stream`): one utterance at a time through gepard_demo's
+- `GepardLocal` (`--engine local`): a run's utterances through one running batch of up to
+  `--batch-size` rows (gepard_demo.batching: a finished row's place goes to the next utterance
+  at once, no batch waits for its slowest row), each decoded by the codec's whole decode as it
+  ends, then `apply_end_of_speech` (fade / silence from StreamSettings). `synthesize` (a fixed
+  batch through `GepardEngine.generate`) is what a GPU call and the sweeps use.
+- `GepardStreaming` (`--engine local-stream`): each utterance through gepard_demo's
   `SynthesisSession`, the very path the app plays: the audio is the streamed audio (chunking,
-  decode mode, lookback, fade, silence all apply) and ttfa_s is measured, not estimated. No
-  batching.
+  decode mode, lookback, fade, silence all apply) and ttfa_s is measured, not estimated. One
+  utterance at a time (batch_size is ignored): a listener alone.
 
 Timing fields are defined in eval/engines/base.py.
 """
@@ -66,24 +68,46 @@ class GepardLocal:
 
     def synthesize_with(self, requests, sampling, stream, speakers=None):
         """synthesize() with the speaker prefixes already made (None: the default voice)."""
-        from gepard_demo.codec import apply_end_of_speech
-
         settings = [sampling.replace(seed=seed) for _, seed in requests]
         results = self.engine.generate([text for text, _ in requests], settings, speakers=speakers)
-        out = []
-        for (text, _), r in zip(requests, results):
-            t0 = time.perf_counter()
-            audio = self.codec.decode(r.frames)
-            audio = apply_end_of_speech(audio, self.codec.sample_rate, stream.fade_ms, stream.silence_ms)
-            decode_s = time.perf_counter() - t0
-            out.append(Synthesis(
-                audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate,
-                frames=r.num_frames, stop_fired=r.stop_fired, stop_frame=r.stop_frame,
-                runaway=r.runaway, p_stop=[float(p) for p in r.p_stop], seed=r.seed,
-                gen_s=r.gen_time_s, decode_s=decode_s, ttfa_s=self.ttfa_estimate(r, stream),
-                codes=r.frames.numpy().astype(np.int16), text_tokens=self.text_tokens(text),
-            ))
-        return out
+        return [self.synthesis(text, r, stream) for (text, _), r in zip(requests, results)]
+
+    def synthesize_each(self, requests, sampling, stream, refs=None, batch_size: int = 4):
+        """(index, Synthesis) of each utterance as it ends: all of them through one running batch
+        of up to batch_size rows (gepard_demo.batching), a finished row's place going to the next
+        utterance at once, and each decoded here while the batch runs on. The rows equal
+        `synthesize`'s up to the last bits batching may change in the logits (facts §3)."""
+        from gepard_demo.batching.scheduler import BatchScheduler
+        from gepard_demo.settings import BatchingSettings
+
+        speakers = self.speakers(refs)
+        texts = [text for text, _ in requests]
+        settings = [sampling.replace(seed=seed) for _, seed in requests]
+        shared = isinstance(self.engine, BatchScheduler)  # the app's: its callers share it
+        scheduler = self.engine if shared else BatchScheduler(self.engine, BatchingSettings(max_batch=batch_size,
+                                                                                             admission="cap"))
+        try:
+            for i, r in scheduler.generate_each(texts, settings, speakers):
+                yield i, self.synthesis(texts[i], r, stream)
+        finally:
+            if not shared:
+                scheduler.close()
+
+    def synthesis(self, text, r, stream) -> Synthesis:
+        """One GenerationResult decoded and shaped (the codec's whole decode, then fade and silence)."""
+        from gepard_demo.codec import apply_end_of_speech
+
+        t0 = time.perf_counter()
+        audio = self.codec.decode(r.frames)
+        audio = apply_end_of_speech(audio, self.codec.sample_rate, stream.fade_ms, stream.silence_ms)
+        decode_s = time.perf_counter() - t0
+        return Synthesis(
+            audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate,
+            frames=r.num_frames, stop_fired=r.stop_fired, stop_frame=r.stop_frame,
+            runaway=r.runaway, p_stop=[float(p) for p in r.p_stop], seed=r.seed,
+            gen_s=r.gen_time_s, decode_s=decode_s, ttfa_s=self.ttfa_estimate(r, stream),
+            codes=r.frames.numpy().astype(np.int16), text_tokens=self.text_tokens(text),
+        )
 
     def text_tokens(self, text: str) -> int:
         """Tokens of the text itself (the prompt repeats a short one; this counts it once)."""
@@ -109,24 +133,29 @@ def synthesize_resident(resident, requests, sampling, stream, speakers=None):
 
 
 class GepardStreaming(GepardLocal):
-    """The app's streaming path, one request at a time (batch_size is ignored)."""
+    """The app's streaming path: each utterance a SynthesisSession, as a visitor's would be."""
 
     name = "local-stream"
 
     def synthesize(self, requests, sampling, stream, refs=None):
+        speakers = self.speakers(refs) or [None] * len(requests)
+        return [self.stream_one(self.engine, text, seed, speaker, sampling, stream)
+                for (text, seed), speaker in zip(requests, speakers)]
+
+    # One visitor at a time: what the app's path gives a listener alone (ttfa_s measured so);
+    # several at once is benchmarks/concurrency.py's. run.py then takes the fixed-batch loop.
+    synthesize_each = None
+
+    def stream_one(self, engine, text, seed, speaker, sampling, stream) -> Synthesis:
         from gepard_demo.streaming.session import SynthesisSession
 
-        out = []
-        speakers = self.speakers(refs) or [None] * len(requests)
-        for (text, seed), speaker in zip(requests, speakers):
-            session = SynthesisSession(self.engine, self.codec, text, sampling.replace(seed=seed), stream, speaker=speaker)
-            audio = session.run()
-            st = session.stats
-            out.append(Synthesis(
-                audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate, frames=st.frames,
-                stop_fired=st.stop_fired, stop_frame=st.stop_frame, runaway=st.runaway,
-                p_stop=[float(p) for p in st.p_stop], seed=st.seed, gen_s=st.gen_time_s,
-                decode_s=st.decode_time_s, ttfa_s=st.ttfa_s if st.ttfa_s is not None else st.wall_s,
-                codes=session.codes(), text_tokens=self.text_tokens(text),
-            ))
-        return out
+        session = SynthesisSession(engine, self.codec, text, sampling.replace(seed=seed), stream, speaker=speaker)
+        audio = session.run()
+        st = session.stats
+        return Synthesis(
+            audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate, frames=st.frames,
+            stop_fired=st.stop_fired, stop_frame=st.stop_frame, runaway=st.runaway,
+            p_stop=[float(p) for p in st.p_stop], seed=st.seed, gen_s=st.gen_time_s,
+            decode_s=st.decode_time_s, ttfa_s=st.ttfa_s if st.ttfa_s is not None else st.wall_s,
+            codes=session.codes(), text_tokens=self.text_tokens(text),
+        )

@@ -217,10 +217,12 @@ class ServerPool:
         return out
 
     def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
-                        stream: StreamSettings, refs: list[str | None] | None = None) -> Iterator[tuple[int, Synthesis]]:
+                        stream: StreamSettings, refs: list[str | None] | None = None,
+                        batch_size: int | None = None) -> Iterator[tuple[int, Synthesis]]:
         """(index, result) as each utterance finishes, in any order. Raises ServerError once no
         server is left (after yielding everything that finished) or when a request is refused.
-        refs: per utterance, a reference recording to speak it in (None: the default voice)."""
+        refs: per utterance, a reference recording to speak it in (None: the default voice).
+        batch_size: not used: a pool's requests in flight are `concurrency` per server."""
         check_server_settings(sampling, stream)
         guidance = guidance_for([s for s in self.servers if s.url not in self.dead], sampling)
         voices = reference_data_urls(refs, len(requests))

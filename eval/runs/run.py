@@ -306,12 +306,13 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             if progress:
                 progress(n_done, len(items))
 
-        if hasattr(engine, "synthesize_each"):
-            # A server pool: every utterance at once, each row written as it finishes (any order).
+        if getattr(engine, "synthesize_each", None) is not None:
+            # A server pool, or a local engine's running batch: every utterance handed over at
+            # once, each row written as it finishes (any order).
             seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
             refs = [u.ref_audio or cfg.ref_audio for u in pending]
             for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling, cfg.stream,
-                                               refs):
+                                               refs, batch_size=cfg.batch_size):
                 keep(pending[i], seeds[i], s, refs[i])
             pending = []
         for start in range(0, len(pending), cfg.batch_size):

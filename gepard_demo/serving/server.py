@@ -18,10 +18,15 @@ is decided by `protocol.py` (vLLM-Omni's request model + its Gepard adapter's ru
 - Temperature, top-k, greedy, stop threshold and the chunking / fade / silence are fixed per
   server (chosen at start, as vLLM-Omni reads them from gepard_config.json and env vars).
 
-Every request goes through `SynthesisSession`, the path the app and eval use. One engine,
-one request at a time: an asyncio lock serializes them and the engine work runs in a worker
-thread, so the event loop keeps answering (and rejecting bad requests) meanwhile. A client
-that hangs up, streamed or not, cancels its session and frees the engine.
+Every request goes through `SynthesisSession`, the path the app and eval use. Concurrent
+requests decode together: the engine is driven by a `BatchScheduler` (gepard_demo/batching), so
+a request joins the running batch at the next step, up to `batching.max_batch` (`--max-batch`,
+default 4 like vLLM-Omni's deploy file), and waits in its queue beyond that or while it would
+push the running streams below real time (`--admission`). Each request's session runs in a
+worker thread (its own codec), so the event loop keeps answering (and rejecting bad requests)
+meanwhile. A client that hangs up, streamed or not, cancels its session: its row leaves the
+batch at the next step. Reference voices are encoded one at a time (a lock): the encoder is a
+one-off cost per request and would otherwise crowd the running streams' cores.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.serving import cloning
 from gepard_demo.serving.protocol import (
     MODELS_PATH,
@@ -52,7 +58,7 @@ from gepard_demo.serving.protocol import (
     sse_event,
     streaming_wav_header,
 )
-from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import BatchingSettings, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.reference_audio import ReferenceAudioError
@@ -113,13 +119,16 @@ async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
 
 
 def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream: StreamSettings,
-                     max_body_bytes: int = MAX_BODY_BYTES, prefixer: Any = None) -> FastAPI:
-    """The FastAPI app for one loaded engine + codec.
+                     max_body_bytes: int = MAX_BODY_BYTES, prefixer: Any = None,
+                     batching: BatchingSettings = BatchingSettings()) -> FastAPI:
+    """The FastAPI app for one loaded engine + codec (`app.state.scheduler` drives the engine;
+    close it to end every request).
 
     sampling: the server's fixed temperature / top-k / greedy / stop threshold; its
         max_frames is the default max_new_tokens and its seed (if any) the default seed.
     stream: the server's fixed chunking, decode mode, fade and silence.
     prefixer: a SpeakerPrefixer for `ref_audio` requests (None: cloning fields are refused).
+    batching: how many requests decode together and when a newcomer may join.
     """
     sampling.validate()
     stream.validate()
@@ -127,8 +136,10 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         raise ValueError(f"the codec runs at {codec.sample_rate} Hz; the speech API's pcm is {SAMPLE_RATE} Hz")
     info = engine.model_info
     model_id = info.name
-    lock = asyncio.Lock()  # one engine: requests take turns
+    scheduler = BatchScheduler(engine, batching)
+    encoder_lock = asyncio.Lock()  # reference voices: one encode at a time
     app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
+    app.state.scheduler = scheduler
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     rules = cloning.request_rules(prefixer is not None)
 
@@ -147,7 +158,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         settings = sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames,
                                     seed=req.seed if req.seed is not None else sampling.seed, **clone.cfg)
         # Checks text and settings up front, without touching the engine.
-        return SynthesisSession(engine, codec, req.text, settings, stream, speaker=speaker)
+        return SynthesisSession(scheduler, codec, req.text, settings, stream, speaker=speaker)
 
     @app.get(MODELS_PATH)
     async def models():
@@ -158,6 +169,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
             # What a client may send beyond vLLM-Omni's protocol (client.ServedFeatures).
             "voice_cloning": prefixer is not None, "guidance": True,
+            "batching": asdict(batching), "load": scheduler.load(),
         }]}
 
     @app.post(SPEECH_PATH)
@@ -173,7 +185,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             session_for(req, clone)  # text and settings checked before any reference audio is decoded
             speaker = None
             if clone.ref_audio is not None:
-                async with lock:  # the encoder shares the CPU with the engine
+                async with encoder_lock:
                     speaker = (await anyio.to_thread.run_sync(prefixer.from_bytes, clone.ref_audio)).tokens
             session = session_for(req, clone, speaker)
         except RequestError as exc:
@@ -190,12 +202,11 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             headers["X-Gepard-Ref-Text"] = "ignored"
         if req.mode != "none":
             media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
-            body_iter = _stream_body(session, lock, req)
+            body_iter = _stream_body(session, req)
             return StreamingResponse(body_iter, media_type=media, headers={**headers, "X-Accel-Buffering": "no"})
         watcher = asyncio.create_task(_wait_for_hangup(request, session))
         try:
-            async with lock:
-                audio = await anyio.to_thread.run_sync(session.run)
+            audio = await anyio.to_thread.run_sync(session.run)
         except Exception as exc:  # noqa: BLE001  answered here: the app-wide handler's re-raise drops the connection
             log.exception("speech request failed")
             return _error(f"{type(exc).__name__}: {exc}", 500)
@@ -215,41 +226,40 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
 FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}
 
 
-async def _stream_body(session: SynthesisSession, lock: asyncio.Lock, req: SpeechRequest):
+async def _stream_body(session: SynthesisSession, req: SpeechRequest):
     """Chunks as the session makes them: raw bytes or SSE events; a streamed WAV starts with
-    a header whose sizes are unknown. The lock is taken only once the body is iterated, so a
-    response that is never sent cannot hold the engine."""
+    a header whose sizes are unknown. The session starts only once the body is iterated, so a
+    response that is never sent takes no place in the batch."""
     sse = req.mode == "sse"
 
     def out(data: bytes) -> bytes:
         return delta_event(data, req.response_format) if sse else data
 
     it = iter(session)
-    async with lock:
-        try:
-            first = True
-            while True:
-                chunk = await anyio.to_thread.run_sync(next, it, None)
-                if chunk is None:
-                    break
-                if not len(chunk.samples):
-                    continue
-                if first and req.response_format == "wav":
-                    yield out(streaming_wav_header())
-                first = False
-                yield out(pcm16(chunk.samples))
-            if sse:
-                st = session.stats
-                yield sse_event("speech.audio.done", {"gepard": {
-                    "frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway, "seed": st.seed}})
-        except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
-            log.exception("speech stream failed")
-            if sse:
-                yield sse_event("speech.audio.error", {"error": error_body(str(exc), 500)["error"]})
-            else:
-                raise
-        finally:
-            # A client that goes away cancels this generator; free the engine (waiting for
-            # the decode step in flight in its worker thread) before the next request runs.
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(session.close)
+    try:
+        first = True
+        while True:
+            chunk = await anyio.to_thread.run_sync(next, it, None)
+            if chunk is None:
+                break
+            if not len(chunk.samples):
+                continue
+            if first and req.response_format == "wav":
+                yield out(streaming_wav_header())
+            first = False
+            yield out(pcm16(chunk.samples))
+        if sse:
+            st = session.stats
+            yield sse_event("speech.audio.done", {"gepard": {
+                "frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway, "seed": st.seed}})
+    except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
+        log.exception("speech stream failed")
+        if sse:
+            yield sse_event("speech.audio.error", {"error": error_body(str(exc), 500)["error"]})
+        else:
+            raise
+    finally:
+        # A client that goes away cancels this generator: its row leaves the batch (the session
+        # waits for the step in flight in its worker thread).
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(session.close)

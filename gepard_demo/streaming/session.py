@@ -202,6 +202,12 @@ class SynthesisSession(OnceIterableSession):
             return np.zeros((0, 32), np.int16)
         return np.asarray(_stack_codes(self._codes), dtype=np.int16)
 
+    def wait_line(self) -> str | None:
+        """While the engine's scheduler keeps this request waiting: where it stands and why."""
+        frames = self._frames_iter
+        line = getattr(frames, "wait_line", None)
+        return line() if line is not None else None
+
     def events(self) -> Iterator["AudioChunk | StepEvent"]:
         """Iterate the session with a StepEvent after every decode step as well as the chunks:
         a GPU call (gepard_demo/zerogpu) yields them, so that Stop reaches it within a frame
@@ -232,6 +238,7 @@ class SynthesisSession(OnceIterableSession):
         # Hold back at least the fade's sample count (+1 for any rounding in the codec).
         hold = int(math.ceil(stream.fade_ms * sr / 1000.0)) + 1 if stream.fade_ms > 0 else 0
         decoder = self.codec.streamer(mode=stream.decode_mode, lookback=stream.lookback_frames)
+        note_decode = getattr(self.engine, "note_decode", None)  # batching.scheduler's, when there is one
         held = np.zeros(0, dtype=np.float32)
         pending: list[Any] = []  # codes committed but not yet decoded
         pending_start = 0  # session frame index of pending[0]
@@ -259,7 +266,10 @@ class SynthesisSession(OnceIterableSession):
             nonlocal pending, pending_start, held
             t = time.perf_counter()
             pcm = np.asarray(decoder.push(_stack_codes(pending)), dtype=np.float32).reshape(-1)
-            stats.decode_time_s += time.perf_counter() - t
+            spent = time.perf_counter() - t
+            stats.decode_time_s += spent
+            if note_decode is not None:  # a scheduler's admission rule counts the codec's cost
+                note_decode(spent, len(pending))
             pending_start += len(pending)
             pending = []
             held = np.concatenate([held, pcm])
