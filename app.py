@@ -26,7 +26,8 @@ import sys
 from typing import Any
 
 from gepard_demo.model.source import DEFAULT_MODEL
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings_flags import add_batching_flags, batching_from_args
 from gepard_demo.speed.flags import add_speed_flags
 
 # Streaming defaults for the page. Chunks of 10 frames (0.46 s) after a 10-frame first chunk:
@@ -63,6 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default=None, help="cpu or cuda[:n] (default: cuda when available)")
     # --precision (auto: fp16w backbone on a CPU, bf16 on a GPU), --threads, --pipeline
     add_speed_flags(p)
+    # --max-batch (visitors decoding together, default 4), --admission (realtime: only while the
+    # running streams stay real time). Not behind ZeroGPU: there each visitor's utterance is its own call.
+    add_batching_flags(p)
     p.add_argument("--no-eval-tab", action="store_true", help="leave out the Eval tab")
     p.add_argument("--zerogpu", choices=("auto", "off", "emulate"), default="auto",
                    help="auto: GPU work in @spaces.GPU calls when the `spaces` package reports a ZeroGPU Space; "
@@ -114,6 +118,10 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.server_url:
         return main_served(args)
+    try:
+        batching = batching_from_args(args)  # a bad --max-batch is refused before anything loads
+    except SettingsError as exc:
+        sys.exit(f"error: {exc}")
     boundary = gpu_boundary(args.zerogpu)  # before torch: see gpu_boundary
     import torch
 
@@ -144,6 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     host.engine = apply_speed(host.engine, speed_for(host.engine, device, args.precision, args.threads, args.pipeline))
     if boundary is None:
         print(f"Warm-up synthesis took {host.warm_up(DEMO_STREAM):.1f} s ({torch.get_num_threads()} torch threads)",
+              file=sys.stderr, flush=True)
+        host.batch(batching)
+        print(f"Batching: up to {batching.max_batch} visitors decode together ({batching.admission} admission)",
               file=sys.stderr, flush=True)
     else:
         from gepard_demo.ui.gpu_host import GpuHost

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .settings import SettingsError, StreamSettings
-from .settings_flags import add_settings_flags, settings_from_args
+from .settings_flags import add_batching_flags, add_settings_flags, batching_from_args, settings_from_args
 from .speed.flags import add_speed_flags
 
 
@@ -119,7 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
     except (RuntimeError, ValueError, OSError) as exc:  # CompressorError, CodecLoadError
         print(f"voice cloning off ({exc}): ref_audio requests get a 400", file=sys.stderr, flush=True)
-    app = build_speech_app(engine, codec, sampling, stream, prefixer=prefixer)
+    app = build_speech_app(engine, codec, sampling, stream, prefixer=prefixer, batching=batching_from_args(args))
     print(f"serving {engine.model_info.name} on http://{args.host}:{args.port}/v1/audio/speech", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     add_model_args(serve)
     add_settings_flags(serve)  # --max-frames: the default max_new_tokens
+    add_batching_flags(serve)
     serve.add_argument("--seed", type=int, default=None, help="seed for requests that send none (default: a fresh one each)")
     serve.set_defaults(func=cmd_serve)
 

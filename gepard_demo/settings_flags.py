@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from .settings import DECODE_MODES, SamplingSettings, StreamSettings
+from .settings import ADMISSION_RULES, DECODE_MODES, BatchingSettings, SamplingSettings, StreamSettings
 
 # The seed is not here: each CLI means something of its own by --seed (one request's seed,
 # a server's default, an evaluation run's base seed).
@@ -41,3 +41,16 @@ def settings_from_args(
     samp = {k: getattr(args, k) for k in [*SAMPLING_FLAGS, "greedy"] if getattr(args, k) is not None}
     strm = {k: getattr(args, k) for k in [*STREAM_FLAGS, "decode_mode"] if getattr(args, k) is not None}
     return base_sampling.replace(**samp).validate(), base_stream.replace(**strm).validate()
+
+
+def add_batching_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("batching (BatchingSettings: several callers on one engine)")
+    g.add_argument("--max-batch", type=int, default=BatchingSettings.max_batch,
+                   help="requests decoding together (vLLM-Omni's deploy file: max_num_seqs 4); more wait in a queue")
+    g.add_argument("--admission", choices=ADMISSION_RULES, default=BatchingSettings.admission,
+                   help="realtime: a newcomer joins only while the running streams stay at or above real time "
+                        "(measured step and codec times; on a GPU up to the cap); cap: up to --max-batch regardless")
+
+
+def batching_from_args(args: argparse.Namespace) -> BatchingSettings:
+    return BatchingSettings(max_batch=args.max_batch, admission=args.admission).validate()

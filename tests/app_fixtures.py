@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -130,15 +130,32 @@ class LiveDemo:
 def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
     """The real app (PCM route + Gradio page) on a free 127.0.0.1 port, in this process."""
     from app import DEMO_STREAM, find_eval_tab
+    from gepard_demo.settings import BatchingSettings
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
-    host = ModelHost(tiny_engine, tiny_codec, requested="tiny")
+    # As app.py runs it: a batching host. One place, so the queue line's tests see a queue.
+    host = ModelHost(tiny_engine, tiny_codec, requested="tiny").batch(BatchingSettings(max_batch=1))
     eval_tab, eval_tab_error = find_eval_tab()
     demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs"), eval_tab=eval_tab,
                      eval_tab_error=eval_tab_error)
     with serve_in_thread(demo.app, "demo-server") as port:
         yield LiveDemo(f"http://127.0.0.1:{port}", port, demo)
+
+
+@pytest.fixture(scope="module")
+def live_batching_demo(tiny_engine, tiny_codec, tmp_path_factory):
+    """The app as app.py runs it by default: up to 4 visitors decode together (no Eval tab)."""
+    from app import DEMO_STREAM
+    from gepard_demo.settings import BatchingSettings
+    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.server import build_app
+
+    host = ModelHost(tiny_engine, tiny_codec, requested="tiny").batch(BatchingSettings(max_batch=4))
+    demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs-batching"))
+    with serve_in_thread(demo.app, "demo-batching") as port:
+        yield LiveDemo(f"http://127.0.0.1:{port}", port, demo)
+    host.scheduler.close()
 
 
 @pytest.fixture(scope="module")

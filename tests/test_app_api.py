@@ -229,21 +229,30 @@ def test_bad_job_id_is_refused(live_demo):
     assert r.status_code == 400
 
 
-def test_generate_waits_for_the_engine_lock_and_stop_still_works(client, live_demo):
-    # Something else (the Eval tab) holds the engine: Generate says so, and Stop ends it.
-    lock = live_demo.demo.host.lock
-    job_id = new_id()
-    with lock:
+def test_generate_waits_for_a_place_in_the_batch_and_stop_still_works(client, live_demo):
+    # Something else (the Eval tab, another caller) holds the batch's one place: Generate says
+    # where it stands and why, and Stop ends it before it ever ran.
+    from gepard_demo.settings import SamplingSettings
+
+    other = live_demo.demo.host.scheduler.stream_frames("Someone else's long request.",
+                                                        SamplingSettings(max_frames=4000, stop_threshold=0.999))
+    try:
+        next(other)
+        job_id = new_id()
         job = client.submit(*args(job_id, max_frames=10), api_name="/generate")
         deadline = time.monotonic() + 20
+        statuses = []
         while time.monotonic() < deadline:
             statuses = [o[0] for o in job.outputs() if o]
-            if any("Waiting for the model" in s for s in statuses):
+            if any("Waiting for the engine" in s for s in statuses):
                 break
             time.sleep(0.05)
-        assert any("Waiting for the model" in s for s in statuses), statuses
+        assert any("Waiting for the engine (next in line): its one place is taken" in s for s in statuses), statuses
+        assert live_demo.demo.controller.queue_status(job_id)["state"] == "queued"
         client.predict(job_id, api_name="/stop")
         status, wav, stats_md, _ = job.result(timeout=10)
+    finally:
+        other.close()
     assert status.startswith("Stopped") and wav is None and "stopped by the user" in stats_md
 
 

@@ -87,7 +87,7 @@ def test_the_cap_queues_and_streams_go_before_batch_work(layout_engine):
         time.sleep(0.05)
         assert s.load()["running"] == 2 and s.load()["waiting"] == 2
         line = c.wait_line()
-        assert line.startswith("waiting for the engine, 0 ahead") and "all 2 places" in line  # the stream jumped the batch work
+        assert line.startswith("waiting for the engine (next in line)") and "all 2 places are taken" in line  # the stream jumped the batch work
         a.close()
         steps = list(c)  # a's place went to c
         assert len(steps) == 5 and steps[-1].done == "budget" and c.wait_line() is None
@@ -130,7 +130,7 @@ def test_the_rule_in_numbers():
     assert refusal(cfg, c, one, Newcomer(1, 20, True)) is None
     c.note_prefill(0.5, 10)  # 50 ms a token: a 20-token prefill stalls 1 s
     assert "stall them 1000 ms" in refusal(cfg, c, Running(1, 1, 1, 0.2), Newcomer(1, 20, True))
-    assert refusal(cfg, c, Running(4, 4, 4, 5.0), Newcomer(1, 1, True)).startswith("all 4 places")
+    assert refusal(cfg, c, Running(4, 4, 4, 5.0), Newcomer(1, 1, True)).startswith("all 4 places are taken")
     assert refusal(cfg, c, Running(0, 0, 0, None), Newcomer(2, 99, True)) is None  # an idle engine always admits
     assert 1000 / FRAME_RATE_HZ == pytest.approx(46.44, abs=0.01)
     with pytest.raises(SettingsError, match="max_batch"):

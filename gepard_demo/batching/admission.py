@@ -86,7 +86,8 @@ class Newcomer:
 def refusal(settings: BatchingSettings, costs: Costs, now: Running, new: Newcomer) -> str | None:
     """None: admit. Otherwise why the newcomer waits, in words for the wait line."""
     if now.requests + 1 > settings.max_batch:
-        return f"all {settings.max_batch} places in the batch are taken (--max-batch {settings.max_batch})"
+        places = "its one place is" if settings.max_batch == 1 else f"all {settings.max_batch} places are"
+        return f"{places} taken in the running batch (--max-batch {settings.max_batch})"
     if settings.admission == "cap" or now.requests == 0:
         return None
     streams = now.streams + (1 if new.stream else 0)

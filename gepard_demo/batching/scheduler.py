@@ -82,7 +82,8 @@ class Ticket:
         if self.handle is not None or self.done:
             return None
         why = f": {self.reason}" if self.reason else ""
-        return f"waiting for the engine, {self.ahead} ahead in the queue{why}"
+        place = "next in line" if self.ahead == 0 else f"{self.ahead} ahead in the queue"
+        return f"waiting for the engine ({place}){why}"
 
 
 class BatchScheduler:

@@ -3,8 +3,11 @@
 Generate runs one SynthesisSession in its own thread, pushing every chunk into the job's
 mailbox (which the PCM route streams to the browser), while the Gradio event only polls it
 for progress text: the speed of generation never waits on Gradio's update loop. At the end it
-writes the WAV and returns the stats and the p_stop plot. Gradio's queue (concurrency_limit=1
-on this event) lines requests up; `host.lock` also keeps the Eval tab off the engine meanwhile.
+writes the WAV and returns the stats and the p_stop plot. Gradio's queue lets
+`host.concurrency` Generates run at once and lines up the rest. With a batching host
+(model_host.ModelHost.batch) those sessions decode together, and one the scheduler keeps
+waiting (the real-time rule) shows its wait line; without one, `host.lock` takes the engine for
+the session, and keeps the Eval tab off it meanwhile.
 """
 
 from __future__ import annotations
@@ -189,8 +192,14 @@ class DemoController:
         failure: list[BaseException] = []
         waiting = threading.Event()
 
+        batching = getattr(self.host, "scheduler", None) is not None
+
         def work() -> None:
             try:
+                if batching:  # the scheduler lines requests up itself, the Eval tab's batches too
+                    for chunk in session:
+                        job.put(chunk.samples)
+                    return
                 # The Eval tab may hold the engine: wait in line (it gives the engine back
                 # between its batches), but stay stoppable.
                 if self.host.lock.locked():
@@ -218,7 +227,10 @@ class DemoController:
             while worker.is_alive():
                 worker.join(POLL_S)
                 st = session.stats
-                if worker.is_alive() and waiting.is_set():
+                line = session.wait_line() if hasattr(session, "wait_line") else None
+                if worker.is_alive() and line:
+                    yield (f"{line[0].upper()}{line[1:]}…", gr.skip(), gr.skip(), gr.skip())
+                elif worker.is_alive() and waiting.is_set():
                     yield ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip())
                 elif worker.is_alive():
                     sent = sum(len(c) for c in job.chunks) / 4 / session.sample_rate
@@ -277,6 +289,10 @@ class DemoController:
         plus the typical time of each request ahead (median of recent ones)."""
         job = self.registry.get(job_id)
         if job is not None:
+            # Started, but the engine's scheduler keeps it waiting (its place and why).
+            line = getattr(job.session, "wait_line", lambda: None)() if not job.finished else None
+            if line:
+                return {"state": "queued", "text": f"{line[0].upper()}{line[1:]}."}
             return {"state": "finished" if job.finished else "running"}
         ahead = self.registry.waiting_ahead(job_id)
         if ahead is None:

@@ -201,13 +201,14 @@ def build_demo(
                         gr.Markdown(f"The Eval tab could not be built: `{html.escape(eval_tab_error)}`")
                     else:
                         eval_tab(host)
-        wire_events(controller, controls, job_id, generate_btn, stop_btn, results)
+        wire_events(controller, controls, job_id, generate_btn, stop_btn, results, getattr(host, "concurrency", 1))
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
     return demo
 
 
 def wire_events(controller: DemoController, controls: dict[str, Any], job_id, generate_btn, stop_btn,
-                results: Results) -> None:
+                results: Results, concurrency: int = 1) -> None:
+    """concurrency: Generates that run at once (a batching host's max_batch; the rest queue)."""
     inputs = [job_id] + [controls[name] for name in CONTROL_NAMES]
     generated = generate_btn.click(
         controller.generate,
@@ -215,8 +216,8 @@ def wire_events(controller: DemoController, controls: dict[str, Any], job_id, ge
         outputs=results.outputs(),
         js=_start_js(len(inputs)),
         api_name="generate",
-        concurrency_limit=1,
-        concurrency_id="gepard-engine",
+        concurrency_limit=concurrency,
+        concurrency_id="gepard-generate",
         show_progress="minimal",
         # A click while one runs is not dropped: the player replaces the old stream (which
         # cancels that request) and this one queues behind it.

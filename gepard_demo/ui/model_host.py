@@ -30,10 +30,14 @@ class EngineFacts:
 
 @dataclass
 class ModelHost(EngineFacts):
-    """engine + codec + the lock that serializes every use of them.
+    """engine + codec, and how callers share them.
 
-    Calling the host returns the engine: it is the `engine_provider` handed to the Eval tab.
-    Anything that runs the engine outside the demo's queue holds `lock` while it does.
+    With `batch()` (app.py does it) a BatchScheduler drives the engine: visitors' sessions and
+    the Eval tab's batches decode together in one running batch, up to its max_batch, and the
+    page runs that many Generates at once. Without it, `lock` serializes every use (one
+    visitor at a time). Calling the host returns what to run on (the scheduler, else the
+    engine): it is the `engine_provider` handed to the Eval tab, whose runs hold `lock` so
+    that two of them take turns.
     """
 
     engine: Any
@@ -42,9 +46,22 @@ class ModelHost(EngineFacts):
     fallback_reason: str | None = None
     lock: FairLock = field(default_factory=FairLock)
     notices: list[str] = field(default_factory=list)  # banner lines about the hardware (speed/cuda_check.py)
+    scheduler: Any = None  # gepard_demo.batching's BatchScheduler, once batch() ran
 
     def __call__(self) -> Any:
-        return self.engine
+        return self.scheduler or self.engine
+
+    def batch(self, settings: Any) -> "ModelHost":
+        """Serve several visitors at once through one running batch (BatchingSettings)."""
+        from gepard_demo.batching.scheduler import BatchScheduler
+
+        self.scheduler = BatchScheduler(self.engine, settings)
+        return self
+
+    @property
+    def concurrency(self) -> int:
+        """How many Generates the page runs at once (the rest wait in Gradio's queue)."""
+        return self.scheduler.settings.max_batch if self.scheduler is not None else 1
 
     def warm_up(self, stream: Any = None) -> float:
         """One short synthesis, so the first visitor does not pay for lazy initialisation
@@ -65,7 +82,7 @@ class ModelHost(EngineFacts):
         speaker: a reference voice's prefix (ui/voice.py), None = the default voice."""
         from gepard_demo.streaming.session import SynthesisSession
 
-        return SynthesisSession(self.engine, self.codec, text, sampling, stream, request_start=request_start,
+        return SynthesisSession(self(), self.codec, text, sampling, stream, request_start=request_start,
                                 speaker=speaker)
 
     def voices(self) -> Any:
