@@ -139,11 +139,14 @@ class BatchingSettings:
         "cap" admits up to max_batch whatever it costs (batch evaluation, no listener).
     headroom: the share of a frame's real-time budget (1 / 21.5 s) a step may take under
         "realtime", leaving the rest for jitter.
+    codec_batching: the streams' codec chunks that line up decode in one call, each stream with
+        its own exact state (batching/codec_pool.py); off: every stream decodes alone.
     """
 
     max_batch: int = 4
     admission: str = "realtime"
     headroom: float = 0.85
+    codec_batching: bool = True
 
     def validate(self) -> "BatchingSettings":
         _check(1 <= self.max_batch <= MAX_BATCH_LIMIT, f"max_batch must be in [1, {MAX_BATCH_LIMIT}], got {self.max_batch}")

@@ -50,7 +50,10 @@ def add_batching_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--admission", choices=ADMISSION_RULES, default=BatchingSettings.admission,
                    help="realtime: a newcomer joins only while the running streams stay at or above real time "
                         "(measured step and codec times; on a GPU up to the cap); cap: up to --max-batch regardless")
+    g.add_argument("--codec-batching", action=argparse.BooleanOptionalAction, default=BatchingSettings.codec_batching,
+                   help="decode the streams' lined-up codec chunks in one call (exact state per stream)")
 
 
 def batching_from_args(args: argparse.Namespace) -> BatchingSettings:
-    return BatchingSettings(max_batch=args.max_batch, admission=args.admission).validate()
+    return BatchingSettings(max_batch=args.max_batch, admission=args.admission,
+                            codec_batching=args.codec_batching).validate()

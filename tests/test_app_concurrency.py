@@ -55,7 +55,7 @@ def test_two_generates_decode_together_and_each_is_its_solo_run(live_batching_de
         stream = StreamSettings(first_chunk_frames=10, chunk_frames=10, fade_ms=20, silence_ms=0,
                                 decode_mode=DEMO_STREAM.decode_mode, lookback_frames=DEMO_STREAM.lookback_frames)
         alone = SynthesisSession(tiny_engine, tiny_codec, "Hello world, this is Gepard.", sampling, stream).run()
-        assert np.array_equal(heard, alone), seed
+        assert heard.shape == alone.shape and np.abs(heard - alone).max() < 1e-5, seed  # codec calls shared: rounding
 
 
 @pytest.mark.browser

@@ -213,7 +213,8 @@ def _load(client) -> dict:
 
 def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(served, server, tiny_engine, tiny_codec):  # noqa: F811
     """Four seeded requests sent at once share the running batch (the server's load shows them
-    together) and each gets exactly the audio of its own request made alone."""
+    together) and each gets the audio of its own request made alone (the same frames; the codec's
+    shared calls round differently, by at most one step of s16)."""
     import threading
 
     seeds, frames = [11, 12, 13, 14], 300
@@ -233,7 +234,9 @@ def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(served
     for seed in seeds:
         session = SynthesisSession(tiny_engine, tiny_codec, TEXT, _sampling(tiny_engine).replace(seed=seed, max_frames=frames),
                                    STREAM)
-        assert np.array_equal(out[seed], pcm16_array(session.run())), seed
+        # The codec decoded the lined-up chunks together: float rounding, at most 1 LSB of s16.
+        diff = np.abs(out[seed].astype(np.int32) - pcm16_array(session.run()).astype(np.int32))
+        assert len(out[seed]) == frames * 1024 + 441 and diff.max() <= 1, seed
 
 
 def test_pcm16_is_libsndfiles_conversion_chunk_by_chunk():

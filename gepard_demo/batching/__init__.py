@@ -3,4 +3,5 @@
 - scheduler.py  `BatchScheduler`: owns the engine's talker; every caller's request decodes in one
                 running batch (model/batch.py's DecodeBatch), admitted between steps
 - admission.py  when a newcomer may join: the cap, and real time for the running streams
+- codec_pool.py `CodecPool`: the streams' lined-up codec chunks decoded in one call (codec/batched.py)
 """

@@ -73,6 +73,7 @@ class DecodeBatch:
         self.live: dict[int, _Live] = {}
         self._next_handle = 0
         self._sampled = False  # sample() ran and advance() has not yet
+        self.steps = 0  # samples taken: the clock FrameStep.batch_step reads
 
     def __len__(self) -> int:
         """Requests in the batch (a guided one counts once)."""
@@ -167,6 +168,8 @@ class DecodeBatch:
             p_list = p_stop.tolist()  # the conditional rows': the stop is judged there
             codes_cpu = codes.cpu().unbind(0)
         now = time.perf_counter()
+        clock = self.steps
+        self.steps += 1
         events = []
         for k, h in enumerate(handles):
             st = self.live[h]
@@ -174,13 +177,13 @@ class DecodeBatch:
             elapsed = now - st.start
             if st.committed > 0 and p_list[k] > settings.stop_threshold:
                 st.done = True
-                events.append((h, FrameStep(st.committed, None, p_list[k], elapsed, "stop")))
+                events.append((h, FrameStep(st.committed, None, p_list[k], elapsed, "stop", clock)))
                 continue
             st.committed += 1
             st.codes = codes[k]
             done = "budget" if st.committed >= settings.max_frames else None
             st.done = done is not None
-            events.append((h, FrameStep(st.committed - 1, codes_cpu[k], p_list[k], elapsed, done)))
+            events.append((h, FrameStep(st.committed - 1, codes_cpu[k], p_list[k], elapsed, done, clock)))
         return events
 
     def cancel(self, handle: int) -> None:

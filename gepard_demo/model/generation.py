@@ -45,6 +45,7 @@ class FrameStep:
     p_stop: float
     elapsed_s: float  # since the request (batch) started
     done: str | None = None  # None, "stop" (stop head fired) or "budget" (max_frames hit)
+    batch_step: int = 0  # the running batch's step count: every request in it shares this clock
 
 
 @dataclass

@@ -24,8 +24,9 @@ a request joins the running batch at the next step, up to `batching.max_batch` (
 default 4 like vLLM-Omni's deploy file), and waits in its queue beyond that or while it would
 push the running streams below real time (`--admission`). Each request's session runs in a
 worker thread (its own codec), so the event loop keeps answering (and rejecting bad requests)
-meanwhile. A client that hangs up, streamed or not, cancels its session: its row leaves the
-batch at the next step. Reference voices are encoded one at a time (a lock): the encoder is a
+meanwhile; their codec chunks that line up decode in one call (batching/codec_pool.py,
+`--no-codec-batching` to decode each alone). A client that hangs up, streamed or not, cancels
+its session: its row leaves the batch at the next step. Reference voices are encoded one at a time (a lock): the encoder is a
 one-off cost per request and would otherwise crowd the running streams' cores.
 """
 
@@ -42,6 +43,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.serving import cloning
 from gepard_demo.serving.protocol import (
@@ -137,6 +139,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
     info = engine.model_info
     model_id = info.name
     scheduler = BatchScheduler(engine, batching)
+    stream_codec = CodecPool(codec) if batching.codec_batching else codec
     encoder_lock = asyncio.Lock()  # reference voices: one encode at a time
     app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
     app.state.scheduler = scheduler
@@ -158,7 +161,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         settings = sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames,
                                     seed=req.seed if req.seed is not None else sampling.seed, **clone.cfg)
         # Checks text and settings up front, without touching the engine.
-        return SynthesisSession(scheduler, codec, req.text, settings, stream, speaker=speaker)
+        return SynthesisSession(scheduler, stream_codec, req.text, settings, stream, speaker=speaker)
 
     @app.get(MODELS_PATH)
     async def models():

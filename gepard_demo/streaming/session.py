@@ -306,9 +306,15 @@ class SynthesisSession(OnceIterableSession):
                     if self._step_events:
                         yield StepEvent(stats.frames, float(step.p_stop), time.perf_counter() - t0)
                     target = stream.first_chunk_frames if stats.chunks == 0 else stream.chunk_frames
+                    due = len(pending) >= target
+                    if stats.chunks > 0 and pending and getattr(decoder, "aligned", False):
+                        # A pooled codec stream cuts at the batch's clock, so the streams of one
+                        # running batch push together (batching/codec_pool.py); exact decoding
+                        # makes the cut points inaudible.
+                        due = due or (step.batch_step + 1) % stream.chunk_frames == 0
                     # The utterance's last frames go out with the end shaping in the final chunk.
                     ending = step.done is not None and last_segment
-                    if len(pending) >= target and not ending:
+                    if due and not ending:
                         frame_start = pending_start
                         out = decode_pending()
                         if len(out):  # all of it may be held back for a long fade
@@ -351,6 +357,8 @@ class SynthesisSession(OnceIterableSession):
             # Also reached when the consumer stops iterating early (GeneratorExit at a yield).
             with self._lock:
                 self._close_frames()
+            if hasattr(decoder, "close"):  # a pooled codec stream leaves its pool
+                decoder.close()
             if not stats.complete:
                 stats.cancelled = self._cancel.is_set()
                 finish()

@@ -47,15 +47,18 @@ class ModelHost(EngineFacts):
     lock: FairLock = field(default_factory=FairLock)
     notices: list[str] = field(default_factory=list)  # banner lines about the hardware (speed/cuda_check.py)
     scheduler: Any = None  # gepard_demo.batching's BatchScheduler, once batch() ran
+    codec_pool: Any = None  # and its CodecPool, when the streams' codec chunks decode together
 
     def __call__(self) -> Any:
         return self.scheduler or self.engine
 
     def batch(self, settings: Any) -> "ModelHost":
         """Serve several visitors at once through one running batch (BatchingSettings)."""
+        from gepard_demo.batching.codec_pool import CodecPool
         from gepard_demo.batching.scheduler import BatchScheduler
 
         self.scheduler = BatchScheduler(self.engine, settings)
+        self.codec_pool = CodecPool(self.codec) if settings.codec_batching else None
         return self
 
     @property
@@ -82,8 +85,8 @@ class ModelHost(EngineFacts):
         speaker: a reference voice's prefix (ui/voice.py), None = the default voice."""
         from gepard_demo.streaming.session import SynthesisSession
 
-        return SynthesisSession(self(), self.codec, text, sampling, stream, request_start=request_start,
-                                speaker=speaker)
+        return SynthesisSession(self(), self.codec_pool or self.codec, text, sampling, stream,
+                                request_start=request_start, speaker=speaker)
 
     def voices(self) -> Any:
         """Reference audio -> speaker prefix for this engine (ui/voice.py; a served host sends it instead)."""

@@ -1,0 +1,143 @@
+"""N streams mean N codec streams: `CodecPool` decodes their chunks together where they line up.
+
+The pool looks like the codec it wraps (sample_rate, decode, ... pass through); its `streamer`
+in exact mode returns a `PooledStream`, whose `push` hands the chunk to the pool's thread and
+waits for its samples. The thread takes every push waiting, lets the others that are due arrive
+(at most `window_s`), and decodes each group of chunks of one length in a single decoder call,
+every stream with its own exact state (codec/batched.py); a chunk alone is pushed alone.
+
+Chunks line up because a running batch makes one frame for every stream per step: while other
+pooled streams are open, a session cuts its chunks at the batch's clock (`aligned`: after its
+first chunk, at every step where batch_step + 1 is a multiple of chunk_frames), so all the
+streams with the same chunk size push at the same step. Exact decoding makes the cut points inaudible: the samples
+equal one whole decode for any chunking. Lookback mode (whose audio depends on the cuts) is not
+pooled.
+
+Decoding together is worth it where the decoder is not already busy with one chunk: measured
+in benchmarks/concurrency.py (section "codec"), on this 2-core CPU at the full NanoCodec size 4
+streams' 10-frame chunks decode 1.24x faster together than one after the other (no gain at 43
+frames); on a GPU a 10-frame chunk leaves most of the device idle.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gepard_demo.codec.base import StreamDecoder
+from gepard_demo.codec.batched import decode_together
+
+WINDOW_S = 0.005  # how long the first push of a step waits for the others that are due
+
+
+@dataclass(eq=False)
+class _Push:
+    stream: "PooledStream"
+    codes: Any
+    done: threading.Event = field(default_factory=threading.Event)
+    samples: np.ndarray | None = None
+    error: BaseException | None = None
+
+
+class CodecPool:
+    def __init__(self, codec: Any, window_s: float = WINDOW_S):
+        self.codec = codec
+        self.window_s = window_s
+        self._cond = threading.Condition()
+        self._pending: list[_Push] = []
+        self._open: set[PooledStream] = set()
+        self._thread: threading.Thread | None = None
+        self.calls = {"together": 0, "alone": 0}  # decoder calls made, for the benchmark and tests
+
+    def __getattr__(self, name: str) -> Any:  # sample_rate, samples_per_frame, layout, decode, ...
+        if name == "codec":
+            raise AttributeError(name)
+        return getattr(self.codec, name)
+
+    def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
+        inner = self.codec.streamer(mode=mode, lookback=lookback)
+        if mode != "exact" or not hasattr(inner, "_state"):  # lookback, or a backend without carried state
+            return inner
+        stream = PooledStream(self, inner)
+        with self._cond:
+            self._open.add(stream)
+        return stream
+
+    def _push(self, stream: "PooledStream", codes: Any) -> np.ndarray:
+        job = _Push(stream, codes)
+        with self._cond:
+            self._pending.append(job)
+            self._cond.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="gepard-codec-pool", daemon=True)
+                self._thread.start()
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job.samples
+
+    def _close(self, stream: "PooledStream") -> None:
+        with self._cond:
+            self._open.discard(stream)
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                # The others due at this step arrive within the window (each open stream pushes at most once).
+                deadline = time.perf_counter() + self.window_s
+                while len(self._pending) < len(self._open) and (left := deadline - time.perf_counter()) > 0:
+                    self._cond.wait(left)
+                jobs, self._pending = self._pending, []
+            groups: dict[int, list[_Push]] = {}
+            for job in jobs:
+                groups.setdefault(len(job.codes), []).append(job)
+            for group in groups.values():
+                self._decode(group)
+
+    def _decode(self, group: list[_Push]) -> None:
+        try:
+            if len(group) == 1:
+                out = [group[0].stream.inner.push(group[0].codes)]
+                self.calls["alone"] += 1
+            else:
+                out = decode_together([j.stream.inner for j in group], [j.codes for j in group])
+                self.calls["together"] += 1
+            for job, samples in zip(group, out):
+                job.samples = samples
+        except BaseException as exc:  # noqa: BLE001 - raised in each waiting session's own thread
+            for job in group:
+                job.error = exc
+        for job in group:
+            job.done.set()
+
+
+class PooledStream(StreamDecoder):
+    """An exact stream whose pushes go through its pool (and so, lined up, share decoder calls)."""
+
+    def __init__(self, pool: CodecPool, inner: Any):
+        self.pool, self.inner = pool, inner
+        self.samples_per_frame = inner.samples_per_frame
+
+    @property
+    def aligned(self) -> bool:
+        """Whether SynthesisSession should cut its chunks at the batch's clock: while other pooled
+        streams are open (a stream alone keeps its plain chunking, so a lone request's audio does
+        not depend on the batch's clock)."""
+        return len(self.pool._open) > 1
+
+    @property
+    def frames_pushed(self) -> int:
+        return self.inner.frames_pushed
+
+    def push(self, codes: Any) -> np.ndarray:
+        return self.pool._push(self, codes)
+
+    def close(self) -> None:
+        self.pool._close(self)
