@@ -33,9 +33,10 @@ class Costs:
 
     def __init__(self):
         self._lock = threading.Lock()  # decode times come from the streams' own threads
-        self.step_s: dict[int, float] = {}  # backbone rows -> seconds a step took
+        self.step_s: dict[int, float] = {}  # backbone rows -> seconds a step took (running mean)
         self.decode_s_per_frame: float | None = None
         self.prefill_s_per_token: float | None = None
+        self.step_totals: dict[int, list[float]] = {}  # rows -> [seconds, steps] over the whole run (reports)
 
     @staticmethod
     def _mean(old: float | None, new: float) -> float:
@@ -44,6 +45,9 @@ class Costs:
     def note_step(self, rows: int, seconds: float) -> None:
         with self._lock:
             self.step_s[rows] = self._mean(self.step_s.get(rows), seconds)
+            total = self.step_totals.setdefault(rows, [0.0, 0])
+            total[0] += seconds
+            total[1] += 1
 
     def note_decode(self, seconds: float, frames: int) -> None:
         if frames > 0:

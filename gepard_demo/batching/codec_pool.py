@@ -41,6 +41,7 @@ class _Push:
     done: threading.Event = field(default_factory=threading.Event)
     samples: np.ndarray | None = None
     error: BaseException | None = None
+    cost_s: float = 0.0  # its share of the decoder call (by frames), waiting excluded
 
 
 class CodecPool:
@@ -52,6 +53,8 @@ class CodecPool:
         self._open: set[PooledStream] = set()
         self._thread: threading.Thread | None = None
         self.calls = {"together": 0, "alone": 0}  # decoder calls made, for the benchmark and tests
+        self.busy_s = 0.0  # seconds the pool's thread spent decoding (not waiting), and the frames
+        self.frames = 0
 
     def __getattr__(self, name: str) -> Any:  # sample_rate, samples_per_frame, layout, decode, ...
         if name == "codec":
@@ -78,6 +81,7 @@ class CodecPool:
         job.done.wait()
         if job.error is not None:
             raise job.error
+        stream.last_cost_s = job.cost_s
         return job.samples
 
     def _close(self, stream: "PooledStream") -> None:
@@ -102,6 +106,7 @@ class CodecPool:
                 self._decode(group)
 
     def _decode(self, group: list[_Push]) -> None:
+        t0 = time.perf_counter()
         try:
             if len(group) == 1:
                 out = [group[0].stream.inner.push(group[0].codes)]
@@ -111,9 +116,14 @@ class CodecPool:
                 self.calls["together"] += 1
             for job, samples in zip(group, out):
                 job.samples = samples
+            self.frames += sum(len(j.codes) for j in group)
         except BaseException as exc:  # noqa: BLE001 - raised in each waiting session's own thread
             for job in group:
                 job.error = exc
+        spent = time.perf_counter() - t0
+        self.busy_s += spent
+        for job in group:
+            job.cost_s = spent / len(group)
         for job in group:
             job.done.set()
 
@@ -124,6 +134,7 @@ class PooledStream(StreamDecoder):
     def __init__(self, pool: CodecPool, inner: Any):
         self.pool, self.inner = pool, inner
         self.samples_per_frame = inner.samples_per_frame
+        self.last_cost_s: float | None = None  # the last push's share of its decoder call
 
     @property
     def aligned(self) -> bool:

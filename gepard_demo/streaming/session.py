@@ -268,8 +268,9 @@ class SynthesisSession(OnceIterableSession):
             pcm = np.asarray(decoder.push(_stack_codes(pending)), dtype=np.float32).reshape(-1)
             spent = time.perf_counter() - t
             stats.decode_time_s += spent
-            if note_decode is not None:  # a scheduler's admission rule counts the codec's cost
-                note_decode(spent, len(pending))
+            if note_decode is not None:  # a scheduler's admission rule counts the codec's cost:
+                # a pooled stream's share of its call, not the wait for the other streams' chunks
+                note_decode(getattr(decoder, "last_cost_s", None) or spent, len(pending))
             pending_start += len(pending)
             pending = []
             held = np.concatenate([held, pcm])
