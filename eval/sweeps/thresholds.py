@@ -48,39 +48,8 @@ from eval.runs.environment import environment
 from eval.runs.run import RunConfig, RunError, done_rows, make_row, prepare_folder, save_audio
 from eval.runs.seeds import sample_seed
 from eval.runs.sets import expand_samples
+from gepard_demo.model.stop_rule import Derived, derive  # noqa: F401 - the rule, shared with the page's re-cut
 from gepard_demo.settings import SamplingSettings
-
-
-@dataclass(frozen=True)
-class Derived:
-    """One threshold's utterance as a prefix of a source run."""
-
-    frames: int  # frames committed
-    stop_fired: bool
-    stop_frame: int | None
-    runaway: bool
-    p_stop: list[float]  # one per step, the stop step included (as GenerationResult.p_stop)
-
-
-def derive(p_stop: list[float], frames: int, source_threshold: float, threshold: float, max_frames: int) -> Derived:
-    """The utterance a run at `threshold` gives, from a run at `source_threshold` >= threshold.
-
-    p_stop / frames are the source run's (frames committed; p_stop has frames entries, plus the
-    stop step when its stop fired). The source must have run with the same max_frames.
-    """
-    if threshold > source_threshold:
-        raise ValueError(f"threshold {threshold} is above the source run's {source_threshold}: "
-                         "a higher threshold can run past where the source stopped")
-    if not (len(p_stop) == frames or len(p_stop) == frames + 1) or frames < 1:
-        raise ValueError(f"a trace of {len(p_stop)} steps cannot hold {frames} committed frames")
-    for j in range(1, len(p_stop)):
-        if p_stop[j] > threshold:
-            return Derived(j, True, j, False, list(p_stop[: j + 1]))
-    if len(p_stop) == frames + 1:  # the source's own stop step must have fired here too
-        raise ValueError("the source stopped but no step is above the lower threshold: not a source run")
-    if frames != max_frames:
-        raise ValueError(f"the source neither stopped nor hit the budget ({frames} of {max_frames} frames)")
-    return Derived(frames, False, None, True, list(p_stop))
 
 
 def trace_key(text: str, seed: int, sampling: SamplingSettings) -> str:

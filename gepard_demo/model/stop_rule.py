@@ -1,0 +1,79 @@
+"""Where an utterance stops at another threshold, from one run's p_stop trace (no new decoding).
+
+The stop threshold only decides whether a step commits: the engine commits step 0 always, and at
+step j >= 1 stops (committing nothing) when p_stop[j] > threshold. A seeded run's frames are the
+same for every threshold up to where it stops, so a lower threshold's utterance is a prefix of a
+higher one's. The page's re-cut and eval's one-pass sweep (eval/sweeps/thresholds.py) both use
+this module, so they apply the same rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Derived:
+    """One threshold's utterance as a prefix of a source run."""
+
+    frames: int  # frames committed
+    stop_fired: bool
+    stop_frame: int | None
+    runaway: bool
+    p_stop: list[float]  # one per step, the stop step included (as GenerationResult.p_stop)
+
+
+def stop_step(p_stop: list[float], threshold: float) -> int | None:
+    """The first step j >= 1 with p_stop[j] > threshold, or None."""
+    for j in range(1, len(p_stop)):
+        if p_stop[j] > threshold:
+            return j
+    return None
+
+
+def recut_limit(p_stop: list[float], frames: int, stop_fired: bool, max_frames: int) -> float | None:
+    """Thresholds below this one can be derived from the run; None: every threshold can.
+
+    A run whose stop fired at step j tells where any threshold below p_stop[j] stops (at j or
+    earlier); at p_stop[j] or above it would have run on, past what was generated. A run that used
+    its whole frame budget tells every threshold. A run stopped short (by the user) tells only the
+    thresholds that some generated step exceeds."""
+    if stop_fired:
+        return float(p_stop[frames])
+    if frames >= max_frames:
+        return None
+    return max((float(p) for p in p_stop[1:frames]), default=0.0)
+
+
+def derive(p_stop: list[float], frames: int, source_threshold: float, threshold: float, max_frames: int) -> Derived:
+    """The utterance a run at `threshold` gives, from a run at `source_threshold` >= threshold.
+
+    p_stop / frames are the source run's (frames committed; p_stop has frames entries, plus the
+    stop step when its stop fired). The source must have run with the same max_frames.
+    """
+    if threshold > source_threshold:
+        raise ValueError(f"threshold {threshold} is above the source run's {source_threshold}: "
+                         "a higher threshold can run past where the source stopped")
+    if not (len(p_stop) == frames or len(p_stop) == frames + 1) or frames < 1:
+        raise ValueError(f"a trace of {len(p_stop)} steps cannot hold {frames} committed frames")
+    j = stop_step(p_stop, threshold)
+    if j is not None:
+        return Derived(j, True, j, False, list(p_stop[: j + 1]))
+    if len(p_stop) == frames + 1:  # the source's own stop step must have fired here too
+        raise ValueError("the source stopped but no step is above the lower threshold: not a source run")
+    if frames != max_frames:
+        raise ValueError(f"the source neither stopped nor hit the budget ({frames} of {max_frames} frames)")
+    return Derived(frames, False, None, True, list(p_stop))
+
+
+def recut(p_stop: list[float], frames: int, stop_fired: bool, max_frames: int, threshold: float) -> Derived:
+    """derive() for any run the page keeps (stopped by its head, by its budget or by the user):
+    ValueError naming the limit when `threshold` needs frames the run did not make."""
+    limit = recut_limit(p_stop, frames, stop_fired, max_frames)
+    if limit is not None and threshold >= limit:
+        raise ValueError(f"stop_threshold {threshold:g} needs the take to have run on: a re-cut reaches "
+                         f"thresholds below {limit:.3f}; generate at {threshold:g} instead")
+    j = stop_step(p_stop[: frames + 1] if stop_fired else p_stop[:frames], threshold)
+    if j is not None:
+        return Derived(j, True, j, False, list(p_stop[: j + 1]))
+    return Derived(frames, False, None, True, list(p_stop[:frames]))
