@@ -14,11 +14,16 @@ up, then click again and measure:
   underruns / gap_ms gaps heard in the middle of the utterance
   rtf                server wall time / speech seconds (< 1: generated faster than real time)
 
+  start_wait_s       first bytes -> first sample played (output latency excluded): the player's
+                     automatic start buffer, against smallest_gapless_wait_s, the least wait that
+                     would have played this run's arrivals without a gap
+
 Targets (issue 4): overhead <= 300 ms; zero underruns for an utterance made faster than
 real time. Issue 10, with the real-shape model on 2 CPU threads: click-to-sound <= 600 ms and
 zero gaps over a 20-second utterance (--full-size --max-frames 430). The engine runs the speed
 path the app picks on this machine (printed; `--precision`, `--threads`, `--pipeline` override).
-Writes artifacts/demo_latency.json.
+Issue 21: with --full-size (slower than real time here) 0 gaps and a start wait within 25% of
+the smallest gapless one. Writes artifacts/demo_latency.json.
 
     .venv/bin/python benchmarks/demo_latency.py [--model tiny | --full-size] [--max-frames 200]
         [--precision auto|fp32|fp16w|int8|bf16] [--pipeline auto|on|off]
@@ -60,7 +65,8 @@ def parse_args():
                    help="instead of --model: a random model with Gepard-1.0's full backbone and a full-size "
                         "random NanoCodec, in memory (real per-frame cost; its stop head is silenced)")
     p.add_argument("--cache-dir", default=None)
-    p.add_argument("--text", default="Hello! This is Gepard, a text to speech model that starts talking almost at once.")
+    p.add_argument("--text", default=None, help="default: a 15-word sentence; with --full-size a 52-word text, "
+                   "whose expected length (0.7 + 0.4 s a word: 21.5 s) is about what 430 frames make (20 s)")
     p.add_argument("--max-frames", type=int, default=200, help="frames to generate (tiny never stops on its own)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--chromium", default="/usr/bin/chromium")
@@ -106,6 +112,24 @@ def full_size_host(cache_dir):
     return ModelHost(engine, build_random_codec(seed=0), requested="full-size-random")
 
 
+LONG_TEXT = ("The old lighthouse keeper climbed the narrow spiral staircase every evening, lit the great lamp, and "
+             "watched the ships pass safely through the night. In the morning he wrote down every vessel he had seen, "
+             "the weather, the wind, and the colour of the sea, in a book that nobody ever read.")
+SHORT_TEXT = "Hello! This is Gepard, a text to speech model that starts talking almost at once."
+
+
+def smallest_gapless_buffer_s(arrivals: list, sample_rate: int) -> float:
+    """The least wait after the first bytes that plays this run's stream without a gap: playback
+    reaches a chunk's first sample at wait + (samples before it) / rate, which must not come
+    before the chunk does. arrivals: [performance.now() ms, samples received so far]."""
+    t0 = arrivals[0][0]
+    need, before = 0.0, 0
+    for t, total in arrivals:
+        need = max(need, (t - t0) / 1000 - before / sample_rate)
+        before = total
+    return need
+
+
 def click_and_wait(page, timeout_ms=300_000):
     page.click("#gepard-generate")
     page.wait_for_function("() => window.gepardPlayer.stats.jobId")
@@ -138,9 +162,10 @@ def main() -> int:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_page()
-            page.goto(f"http://127.0.0.1:{port}/", wait_until="networkidle")
-            page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')")
-            page.fill("#gepard-text textarea", args.text)
+            page.goto(f"http://127.0.0.1:{port}/", wait_until="load")  # not networkidle: the page keeps a heartbeat open (its gr.State)
+            page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate') && document.querySelector('#gepard-recut')", timeout=60_000)
+            text = args.text or (LONG_TEXT if args.full_size else SHORT_TEXT)
+            page.fill("#gepard-text textarea", text)
             for elem, value in (("gepard-max-frames", args.max_frames),):
                 box = page.locator(f"#{elem} input[type=number]")
                 box.fill(str(value))
@@ -158,6 +183,11 @@ def main() -> int:
         thread.join(10)
 
     engine_ttfa_ms = st.ttfa_s * 1000
+    sr = int(host.sample_rate)
+    # The player's automatic start buffer against the least this very run needed.
+    minimum_s = smallest_gapless_buffer_s(player["arrivals"], sr)
+    buffered = bool((player.get("auto") or {}).get("needS"))
+    waited_s = (player["firstPlayAt"] - player["firstByteAt"]) / 1000 - (player["outputLatencyMs"] or 0) / 1000
     overhead_ms = player["clickToSoundMs"] - engine_ttfa_ms
     result = {
         "model": host.info.name,
@@ -177,12 +207,21 @@ def main() -> int:
         "samples_played": player["samplesPlayed"],
         "samples_received": player["samplesReceived"],
         "rtf": round(st.rtf, 3),
+        "auto_start_buffer": player.get("auto"),
+        "start_wait_s": round(waited_s, 3),
+        "smallest_gapless_wait_s": round(minimum_s, 3),
+        "wait_vs_smallest": round(waited_s / minimum_s, 2) if minimum_s > 0.05 else None,
         "warmup_click_to_sound_ms": round(warm["clickToSoundMs"], 1) if warm.get("clickToSoundMs") else None,
+        # Where the player chose to buffer (slower than real time), click-to-sound includes that
+        # wait on purpose: the overhead and click-to-sound targets are for streams it starts at once.
+        "buffered_on_purpose": buffered,
         "targets": {
-            "overhead_ms<=300": overhead_ms <= TARGET_OVERHEAD_MS,
+            "overhead_ms<=300": None if buffered else overhead_ms <= TARGET_OVERHEAD_MS,
             "zero_gaps": player["underruns"] == 0,
             "faster_than_real_time": st.rtf < 1.0,
-            "click_to_sound_ms<=600": player["clickToSoundMs"] <= TARGET_CLICK_TO_SOUND_MS,
+            "click_to_sound_ms<=600": None if buffered else player["clickToSoundMs"] <= TARGET_CLICK_TO_SOUND_MS,
+            # Issue 21: gapless with the least wait, where generation is slower than real time.
+            "wait_within_25%_of_smallest": minimum_s <= 0.05 or waited_s <= 1.25 * minimum_s + 0.05,
         },
     }
     out = Path(args.out)
@@ -191,8 +230,9 @@ def main() -> int:
     print(json.dumps(result, indent=2))
     print(f"\nclick-to-sound {result['click_to_sound_ms']:.0f} ms = engine TTFA {result['engine_ttfa_ms']:.0f} ms "
           f"+ {result['overhead_ms']:.0f} ms (target <= {TARGET_OVERHEAD_MS:.0f}); "
-          f"gaps {result['underruns']} over {result['audio_s']:.1f} s at RTF {result['rtf']:.2f}")
-    missed = [k for k, ok in result["targets"].items() if not ok]
+          f"gaps {result['underruns']} over {result['audio_s']:.1f} s at RTF {result['rtf']:.2f}; "
+          f"start wait {waited_s:.2f} s against the smallest gapless {minimum_s:.2f} s")
+    missed = [k for k, ok in result["targets"].items() if ok is False]
     if missed:
         print("targets missed: " + ", ".join(missed))
     return 1 if (missed and args.strict) else 0

@@ -25,8 +25,8 @@ def page(browser, live_demo):
     pg = context.new_page()
     errors = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(live_demo.url + "/", wait_until="networkidle")
-    pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')")
+    pg.goto(live_demo.url + "/", wait_until="load")  # not networkidle: the page keeps a heartbeat open (its gr.State)
+    pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate') && document.querySelector('#gepard-recut')", timeout=60_000)
     yield pg
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
@@ -77,13 +77,15 @@ def test_player_start_buffer_holds_playback(page):
     set_number(page, "gepard-max-frames", 40)
     set_number(page, "gepard-stop-threshold", 0.99)  # run the whole budget (1.86 s)
     page.get_by_text("Streaming", exact=True).click()  # the accordion starts closed
+    page.uncheck("#gepard-prebuffer-auto input")  # the manual start buffer overrides the automatic one
     set_number(page, "gepard-prebuffer", 1000)
     first = wait_player(page, click_generate(page))
     assert first["samplesReceived"] == 40 * 1024
     assert first["state"] == "ended" and first["startBufferMs"] >= 1000
-    set_number(page, "gepard-prebuffer", 0)
+    page.check("#gepard-prebuffer-auto input")
     second = wait_player(page, click_generate(page))
-    assert second["startBufferMs"] < 1000  # default: starts on the first chunk (10 frames)
+    # Automatic, on a model faster than real time: starts on the first chunk (10 frames).
+    assert second["startBufferMs"] < 1000 and second["auto"]["needS"] == 0, second["auto"]
 
 
 def test_stop_stops_playback_and_frees_the_engine(page):

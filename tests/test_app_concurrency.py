@@ -64,8 +64,8 @@ def test_two_pages_generating_at_once_both_play(browser, live_batching_demo):  #
     for _ in range(2):
         context = browser.new_context(viewport={"width": 1280, "height": 1000})
         pg = context.new_page()
-        pg.goto(live_batching_demo.url + "/", wait_until="networkidle")
-        pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')")
+        pg.goto(live_batching_demo.url + "/", wait_until="load")  # not networkidle: the page keeps a heartbeat open (its gr.State)
+        pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate') && document.querySelector('#gepard-recut')", timeout=60_000)
         pg.fill("#gepard-text textarea", "Two visitors speak at the same time.")
         set_number(pg, "gepard-max-frames", 120)
         set_number(pg, "gepard-stop-threshold", 0.99)

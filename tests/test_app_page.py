@@ -28,8 +28,8 @@ def open_page(browser, url, width=1280, height=900, dark=False):
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url + ("/?__theme=dark" if dark else "/"), wait_until="networkidle")
-    page.wait_for_function("() => window.gepardPlayer && window.gepardPage && document.querySelector('#gepard-generate')")
+    page.goto(url + ("/?__theme=dark" if dark else "/"), wait_until="load")  # not networkidle: the page keeps a heartbeat open (its gr.State)
+    page.wait_for_function("() => window.gepardPlayer && window.gepardPage && document.querySelector('#gepard-generate') && document.querySelector('#gepard-recut')", timeout=60_000)
     return context, page, errors
 
 
@@ -97,14 +97,19 @@ def test_phone_layout_and_dark_plot(browser, live_demo):
     ctx, page, errors = open_page(browser, live_demo.url, width=390, height=844, dark=True)
     try:
         button, results = box(page, "#gepard-generate"), box(page, "#gepard-results")
+        assert button["y"] + button["height"] <= 844  # Generate is on the first screen, no scrolling
+        assert page.evaluate("window.scrollY") == 0
         assert 0 <= results["y"] - (button["y"] + button["height"]) < 160  # right under the button (and its live line)
+        assert box(page, "#gepard-examples")["y"] > results["y"]  # the examples follow
         assert box(page, "#gepard-banner")["height"] < 844 / 6
         set_number(page, "gepard-max-frames", 10)
         page.click("#gepard-generate")
         job = last_job(page)
         page.wait_for_function(ENDED, arg=job, timeout=30_000)
-        page.wait_for_selector("#gepard-plot img", timeout=15_000)
-        assert "invert" in page.evaluate("getComputedStyle(document.querySelector('#gepard-plot img')).filter")
+        page.wait_for_selector("#gepard-plot svg", timeout=15_000)
+        # The plot draws in the page's colours: light text on the dark page.
+        rgb = page.evaluate("getComputedStyle(document.querySelector('#gepard-plot svg text')).fill")
+        assert sum(int(x) for x in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]) > 3 * 150, rgb
     finally:
         ctx.close()
     assert not errors, errors

@@ -263,23 +263,27 @@ def test_a_job_has_one_producer_and_stop_before_attach_still_cancels():
 
 
 def test_stats_table_and_plot_say_how_it_ended():
+    import json
+    import re
+
     from gepard_demo.settings import SamplingSettings
     from gepard_demo.streaming.session import SynthesisStats
-    from gepard_demo.ui.views import p_stop_figure, stats_markdown
+    from gepard_demo.ui.controller import final_plot
+    from gepard_demo.ui.views import stats_markdown
 
     s = SamplingSettings(stop_threshold=0.4, max_frames=50)
     stopped = SynthesisStats(seed=9, frames=3, stop_fired=True, stop_frame=3, p_stop=[0.1, 0.2, 0.3, 0.9],
                              ttfa_s=0.05, rtf=0.2, speech_s=0.14, audio_s=0.14)
     md = stats_markdown(stopped, s)
     assert "stop head fired after frame 3" in md and "`9`" in md and "50 ms" in md
-    fig = p_stop_figure(stopped, 0.4)
-    ax = fig.axes[0]
-    assert list(ax.lines[0].get_ydata()) == [0.1, 0.2, 0.3, 0.9]
-    assert ax.lines[1].get_ydata()[0] == 0.4  # the threshold
-    assert ax.lines[2].get_xdata()[0] == 3  # where the stop fired
+    svg = final_plot(stopped, s)
+    data = json.loads(re.search(r"data-pstop='([^']*)'", svg).group(1).replace("&quot;", '"'))
+    assert data["traces"][0]["p"] == [0.1, 0.2, 0.3, 0.9] and data["threshold"] == 0.4
+    assert data["traces"][0]["stop"] == 3 and svg.count("gepard-stop-mark") == 1  # where the stop fired
+    assert svg.count("<polyline") == 1 and 'data-threshold="0.4"' in svg
     runaway = SynthesisStats(seed=1, frames=50, runaway=True, p_stop=[0.0] * 50)
     assert "runaway" in stats_markdown(runaway, s) and "(50)" in stats_markdown(runaway, s)
-    assert len(p_stop_figure(runaway, 0.4).axes[0].lines) == 2  # no stop line
+    assert "gepard-stop-mark" not in final_plot(runaway, s)  # no stop line
     assert "stopped by the user" in stats_markdown(SynthesisStats(cancelled=True), s)
 
 

@@ -54,8 +54,8 @@ def page(browser, emulated_app):
     pg = context.new_page()
     errors = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(emulated_app[0] + "/", wait_until="networkidle")
-    pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')")
+    pg.goto(emulated_app[0] + "/", wait_until="load")  # not networkidle: the page keeps a heartbeat open (its gr.State)
+    pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate') && document.querySelector('#gepard-recut')", timeout=60_000)
     yield pg
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"

@@ -5,7 +5,8 @@ as the session produces it (chunked transfer, no container, no re-encoding: fact
 Gradio's own streaming audio goes through AAC/HLS and costs seconds). Float32 keeps the bytes
 identical to the final WAV, so a test can compare the two exactly. The stream waits for the
 Generate that claims its id, and ends when that job finishes or is cancelled;
-`X-Gepard-Sample-Rate` names the rate. A bad id is 400, too many open streams 429; either is
+`X-Gepard-Sample-Rate` names the rate; `X-Gepard-Speed` the audio seconds this host made per wall
+second lately (the player's automatic start buffer). A bad id is 400, too many open streams 429; either is
 one line in the log.
 
 `GET /gepard/queue/{job_id}`: where a request that has not started stands (JSON, for the page's
@@ -37,7 +38,8 @@ def client_of(request: Request) -> str:
 
 
 def make_audio_router(registry: JobRegistry, sample_rate: int,
-                      queue_status: Callable[[str], dict] | None = None) -> APIRouter:
+                      queue_status: Callable[[str], dict] | None = None,
+                      rate_hint: Callable[[], float | None] | None = None) -> APIRouter:
     router = APIRouter()
     worklet_js = _WORKLET_FILE.read_text(encoding="utf-8")
 
@@ -57,6 +59,10 @@ def make_audio_router(registry: JobRegistry, sample_rate: int,
             # Proxies (a Space sits behind one) must not hold the stream back to buffer it.
             "X-Accel-Buffering": "no",
         }
+        rate = rate_hint() if rate_hint else None
+        if rate:  # audio s per wall s measured here: the player's start buffer until it measures its own
+            headers["X-Gepard-Speed"] = f"{rate:.3f}"
+
         return StreamingResponse(registry.listen(job_id, client), media_type="application/octet-stream",
                                  headers=headers)
 

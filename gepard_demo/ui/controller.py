@@ -33,7 +33,9 @@ from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
-from .views import p_stop_figure, stats_markdown
+from .pstop_plot import Trace, pstop_svg
+from .takes import Take
+from .views import stats_markdown
 from .voice import VOICE_CONTROL_NAMES, cfg_changes
 
 # The control values, in the order the page passes them after the job id.
@@ -148,9 +150,11 @@ class DemoController:
                  first_chunk_frames: int, chunk_frames: int, decode_mode: str, lookback_frames: int,
                  fade_ms: float, silence_ms: float, ref_audio: Any = None, cfg_scale: float = 1.0,
                  cfg_frames: int = 0) -> Iterator[tuple]:
-        """Gradio generator: (status, wav path, stats markdown, p_stop figure) updates.
+        """Gradio generator: (status, wav path, stats markdown, p_stop plot, take) updates.
 
-        Named parameters, one per control (CONTROL_NAMES), so the API shows these names."""
+        Named parameters, one per control (CONTROL_NAMES), so the API shows these names. The
+        last output is the finished run as a Take (takes.py) for the visitor's session state,
+        which the API does not show; the Takes panel numbers it and adds it to the list."""
         t0 = time.perf_counter()
         values = {k: v for k, v in locals().items() if k in CONTROL_NAMES}
         # API clients may leave the job id empty: they get a fresh one (and no live stream).
@@ -173,9 +177,9 @@ class DemoController:
                 raise self._rejected("Reference voice not usable", exc) from None
             job.attach(session)  # from here on, Stop reaches the session
             if job.cancelled:
-                yield ("Stopped before it started.", None, "", None)
+                yield ("Stopped before it started.", None, "", None, gr.skip())
                 return
-            yield from self._run(job, session, sampling, queued_s)
+            yield from self._run(job, session, sampling, queued_s, values)
         finally:
             if not job.finished:
                 job.finish()
@@ -188,7 +192,8 @@ class DemoController:
         # The title leads the message too: Gradio 6's toast heads every error "Error".
         return gr.Error(f"{title}: {exc}", title=title, print_exception=False)
 
-    def _run(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float):
+    def _run(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float,
+             values: dict | None = None):
         failure: list[BaseException] = []
         waiting = threading.Event()
 
@@ -221,7 +226,7 @@ class DemoController:
         # In the handler's context: a ZeroGPU call reads the visitor's request (their quota) from it.
         worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),
                                   name=f"gepard-job-{job.job_id[:8]}", daemon=True)
-        yield (f"Generating… (seed `{session.stats.seed}`)", None, "", None)
+        yield (f"Generating… (seed `{session.stats.seed}`)", None, "", live_plot(session, sampling), gr.skip())
         worker.start()
         try:
             while worker.is_alive():
@@ -229,15 +234,16 @@ class DemoController:
                 st = session.stats
                 line = session.wait_line() if hasattr(session, "wait_line") else None
                 if worker.is_alive() and line:
-                    yield (f"{line[0].upper()}{line[1:]}…", gr.skip(), gr.skip(), gr.skip())
+                    yield (f"{line[0].upper()}{line[1:]}…", gr.skip(), gr.skip(), gr.skip(), gr.skip())
                 elif worker.is_alive() and waiting.is_set():
-                    yield ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip())
+                    yield ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip(),
+                           gr.skip())
                 elif worker.is_alive():
                     sent = sum(len(c) for c in job.chunks) / 4 / session.sample_rate
                     yield (
                         f"Generating… {st.frames} frames, {sent:.2f} s of audio streamed "
                         f"(seed `{st.seed}`)",
-                        gr.skip(), gr.skip(), gr.skip(),
+                        gr.skip(), gr.skip(), live_plot(session, sampling), gr.skip(),
                     )
         finally:
             # The page went away or Gradio cancelled the event: free the engine.
@@ -258,7 +264,19 @@ class DemoController:
             f"{state}: {stats.audio_s:.2f} s of audio, first audio after "
             f"{(stats.ttfa_s or 0) * 1000:.0f} ms, seed `{stats.seed}`{queued}"
         )
-        yield (status, wav, stats_markdown(stats, sampling), p_stop_figure(stats, sampling.stop_threshold))
+        take = self._take(session, values or {}, wav)
+        yield (status, wav, stats_markdown(stats, sampling), final_plot(stats, sampling), take)
+
+    def _take(self, session, values: dict, wav: str | None) -> Take:
+        """The finished run as a take: the controls as they ran (the seed used, not "random")."""
+        stats = session.stats
+        controls = dict(values, seed=stats.seed, random_seed=False)
+        codes = session.codes() if hasattr(session, "codes") else None
+        info = getattr(self.host, "info", None)
+        model = getattr(info, "name", "") or getattr(self.host, "requested", "")
+        stream = getattr(session, "stream", None) or parse_controls(values)[1]  # a served session has none
+        return Take(0, session.text, controls, session.sampling, stream,
+                    stats.as_dict(), codes if codes is not None and len(codes) else None, wav, str(model or ""))
 
     def _write_wav(self, job_id: str, audio: np.ndarray, sample_rate: int) -> str:
         # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).
@@ -268,6 +286,17 @@ class DemoController:
         for stale in old[: max(0, len(old) - self.keep_wavs)]:
             stale.unlink(missing_ok=True)
         return str(path)
+
+    def rate_hint(self) -> float | None:
+        """Audio seconds this host makes per wall second: the median of the last few sessions
+        (speech / wall, first-audio wait included: on the low side), else the warm-up's. The
+        page's player sizes its start buffer from it until it has measured the stream itself."""
+        with self._recent_lock:
+            rates = sorted(st.speech_s / st.wall_s for st in list(self._recent.values())[-5:]
+                           if st.wall_s and st.speech_s and not st.cancelled)
+        if rates:
+            return rates[len(rates) // 2]
+        return getattr(self.host, "warm_rate", None)
 
     # -- Stop --------------------------------------------------------------------------------
 
@@ -317,6 +346,17 @@ class DemoController:
         return {"state": "queued", "position": position, "ahead": position - 1,
                 "wait_s": round(low, 1), "wait_max_s": round(high, 1),
                 "text": wait_words(position - 1, low, high, typical is not None)}
+
+
+def live_plot(session, sampling: SamplingSettings) -> str:
+    """The p_stop plot so far (it fills at every poll while the utterance is made)."""
+    return pstop_svg([Trace("this run", tuple(session.stats.p_stop))], sampling.stop_threshold, live=True,
+                     movable=False)
+
+
+def final_plot(stats: SynthesisStats, sampling: SamplingSettings) -> str:
+    stop = stats.stop_frame if stats.stop_fired else None
+    return pstop_svg([Trace("this run", tuple(stats.p_stop), stop)], sampling.stop_threshold)
 
 
 def _secs(x: float) -> str:

@@ -19,6 +19,7 @@ from .controller import CONTROL_NAMES, CONTROL_RANGES, DemoController
 from .fields import FieldNumber, FieldRadio, FieldSlider
 from .model_host import ModelHost
 from .served import lock_controls
+from .take_panel import TakeHandlers, build_takes_panel, wire_takes
 from .voice import VOICE_CONTROL_NAMES, build_voice_group, wire_voice_events
 
 EXAMPLES = [
@@ -44,8 +45,10 @@ CSS = """
 /* While the live stream plays: the full-audio player waits, and "Done" is not said yet. */
 body.gepard-playing #gepard-audio { opacity: 0.4; pointer-events: none; }
 body.gepard-playing #gepard-status { display: none; }
-/* Dark theme: the p_stop figure is drawn light; invert it so it follows the page. */
-.dark #gepard-plot img { filter: invert(0.9) hue-rotate(180deg); }
+/* The p_stop plots (pstop_plot.py): SVG in the page's own colours, so the dark theme needs nothing. */
+.gepard-pstop { font-size: 0.85em; touch-action: none; }
+.gepard-pstop-title { margin-bottom: 2px; }
+.gepard-pstop-readout { min-height: 1.3em; opacity: 0.85; font-variant-numeric: tabular-nums; }
 """
 
 
@@ -57,10 +60,11 @@ def page_head(sample_rate: int, gain: float = 1.0) -> str:
     here = Path(__file__).parent
     player_js = (here / "player.js").read_text(encoding="utf-8")
     page_js = (here / "page.js").read_text(encoding="utf-8")
+    pstop_js = (here / "pstop.js").read_text(encoding="utf-8")
     return (
         f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(config)};\n"
         f"window.GEPARD_PAGE_CONFIG = {json.dumps({'maxChars': MAX_TEXT_CHARS})};</script>\n"
-        f"<script>\n{player_js}\n</script>\n<script>\n{page_js}\n</script>"
+        f"<script>\n{player_js}\n</script>\n<script>\n{page_js}\n</script>\n<script>\n{pstop_js}\n</script>"
     )
 
 
@@ -72,7 +76,11 @@ def _start_js(n_inputs: int) -> str:
         " if (window.gepardPage) window.gepardPage.onStart();"
         " const pre = document.querySelector('#gepard-prebuffer input[type=number]');"
         " const prebufferMs = pre ? Number(pre.value) || 0 : 0;"
-        " out[0] = window.gepardPlayer ? window.gepardPlayer.start({prebufferMs}) : ''; return out; }" % n_inputs
+        " const autoBox = document.querySelector('#gepard-prebuffer-auto input[type=checkbox]');"
+        " const auto = autoBox ? autoBox.checked : true;"
+        " const text = document.querySelector('#gepard-text textarea');"
+        " const words = text ? (text.value.match(/[\\p{L}\\p{N}]+/gu) || []).length : 0;"
+        " out[0] = window.gepardPlayer ? window.gepardPlayer.start({prebufferMs, auto, words}) : ''; return out; }" % n_inputs
     )
 
 
@@ -90,9 +98,10 @@ class Results:
     audio: Any
     stats: Any
     plot: Any
+    take: Any = None  # gr.State: the finished run's Take, which the Takes panel adds to the visitor's list
 
     def outputs(self) -> list:
-        return [self.status, self.audio, self.stats, self.plot]
+        return [self.status, self.audio, self.stats, self.plot, self.take]
 
 
 def text_and_buttons() -> tuple[Any, Any, Any]:
@@ -102,7 +111,6 @@ def text_and_buttons() -> tuple[Any, Any, Any]:
         placeholder=f"Type what Gepard should say (up to {MAX_TEXT_CHARS} characters; long text is read sentence by sentence).",
     )
     gr.HTML(f'<div id="gepard-charcount" data-over="0">{len(EXAMPLES[0])} / {MAX_TEXT_CHARS} characters</div>')
-    gr.Examples(EXAMPLES, inputs=[text], label="Examples")
     with gr.Row():
         generate_btn = gr.Button("Generate", variant="primary", elem_id="gepard-generate")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="gepard-stop")
@@ -118,7 +126,7 @@ def result_panel() -> Results:
     audio = gr.Audio(label="Full audio (WAV; playable when the live playback ends)", type="filepath",
                      interactive=False, buttons=["download"], elem_id="gepard-audio")
     stats = gr.Markdown("", elem_id="gepard-stats")
-    plot = gr.Plot(label="p_stop per step", elem_id="gepard-plot")
+    plot = gr.HTML("", elem_id="gepard-plot")  # pstop_plot.py's SVG: live while generating, then interactive
     return Results(status, audio, stats, plot)
 
 
@@ -153,8 +161,10 @@ def stream_controls(stream: StreamSettings) -> dict[str, Any]:
     c["fade_ms"] = FieldSlider(*CONTROL_RANGES["fade_ms"], value=stream.fade_ms, step=5, label="End fade (ms)", elem_id="gepard-fade")
     c["silence_ms"] = FieldSlider(*CONTROL_RANGES["silence_ms"], value=stream.silence_ms, step=10, label="End silence (ms)", elem_id="gepard-silence")
     # Read by the page's player only (see _start_js), never sent to Python.
+    gr.Checkbox(value=True, elem_id="gepard-prebuffer-auto", interactive=True,
+                label="Start buffer: automatic (from the generation rate the player measures and the text's length)")
     gr.Slider(0, 10000, value=0, step=100, elem_id="gepard-prebuffer",
-              label="Player start buffer (ms): 0 starts on the first chunk; raise it where generation is slower than real time")
+              label="Player start buffer (ms) when automatic is off: 0 starts on the first chunk")
     c["decode_mode"].change(lambda m: gr.update(interactive=m == "lookback"), c["decode_mode"], c["lookback_frames"],
                             queue=False, show_progress="hidden", api_visibility="private")
     return c
@@ -182,6 +192,9 @@ def build_demo(
                         text, generate_btn, stop_btn = text_and_buttons()
                     with gr.Column(scale=2, min_width=320, elem_id="gepard-results"):
                         results = result_panel()
+                # Below the buttons and the results, so that on a phone Generate is on the first
+                # screen and the results come right under it.
+                gr.Examples(EXAMPLES, inputs=[text], label="Examples", elem_id="gepard-examples")
                 controls: dict[str, Any] = {"text": text}
                 with gr.Row(equal_height=False):
                     with gr.Column(min_width=320):
@@ -193,6 +206,8 @@ def build_demo(
                         # The "Voice and guidance" group (issue 9, voice.py).
                         voice_controls, ref_status = build_voice_group(sampling)
                         controls.update(zip(VOICE_CONTROL_NAMES, voice_controls))
+                panel = build_takes_panel()
+                results.take = panel.pending
                 lock_controls(host, controls)  # a served model fixes some (issue 8): greyed, with the reason
                 job_id = gr.Textbox(visible="hidden", elem_id="gepard-job-id")
             if eval_tab is not None or eval_tab_error:
@@ -202,6 +217,7 @@ def build_demo(
                     else:
                         eval_tab(host)
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results, getattr(host, "concurrency", 1))
+        wire_takes(panel, TakeHandlers(host, controller), controls)
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
     return demo
 

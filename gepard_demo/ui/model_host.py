@@ -48,6 +48,7 @@ class ModelHost(EngineFacts):
     notices: list[str] = field(default_factory=list)  # banner lines about the hardware (speed/cuda_check.py)
     scheduler: Any = None  # gepard_demo.batching's BatchScheduler, once batch() ran
     codec_pool: Any = None  # and its CodecPool, when the streams' codec chunks decode together
+    warm_rate: float | None = None  # audio s per wall s of the warm-up synthesis (warm_up)
 
     def __call__(self) -> Any:
         return self.scheduler or self.engine
@@ -76,7 +77,12 @@ class ModelHost(EngineFacts):
         t0 = time.perf_counter()
         sampling = self.engine.default_sampling().replace(max_frames=12, seed=0)
         with self.lock:
-            SynthesisSession(self.engine, self.codec, "Warm up.", sampling, stream or StreamSettings()).run()
+            session = SynthesisSession(self.engine, self.codec, "Warm up.", sampling, stream or StreamSettings())
+            session.run()
+        st = session.stats
+        # Audio seconds made per wall second, prefill included (so on the low side): the page's
+        # player sizes its start buffer from it until real requests have been measured.
+        self.warm_rate = st.speech_s / st.wall_s if st.wall_s > 0 else None
         return time.perf_counter() - t0
 
     def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,

@@ -44,6 +44,9 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
     if (msg.type === 'reset') {
       this.reset(msg.jobId);
       this.prebuffer = msg.prebuffer || 0;
+    } else if (msg.type === 'prebuffer') {
+      // The page's automatic start buffer, refined as the stream arrives (until playback starts).
+      if (msg.jobId === this.jobId && !this.started) this.prebuffer = msg.prebuffer;
     } else if (msg.type === 'push') {
       if (msg.jobId !== this.jobId) return;  // a late chunk of a stopped job
       const s = msg.samples;

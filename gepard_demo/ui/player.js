@@ -16,6 +16,9 @@
   const QUEUE_PREFIX = CFG.queuePrefix || 'gepard/queue/';
   const GAIN = CFG.gain || 1.0;  // below 1 on random-weight models: their noise plays quieter
 
+  // The authors' scorer's expected length of an utterance: 0.7 s + 0.4 s per word.
+  function expectedSeconds(words) { return 0.7 + 0.4 * words; }
+
   function newJobId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
     // Plain-http pages on a LAN address have no randomUUID (not a secure context).
@@ -30,7 +33,7 @@
       firstByteAt: null, firstPlayAt: null, doneAt: null, clickToSoundMs: null,
       samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
       contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null, startBufferMs: null,
-      streamDone: false, queue: null,
+      streamDone: false, queue: null, auto: null, arrivals: [],
     };
   }
 
@@ -83,7 +86,11 @@
       this.jobId = jobId;
       this.stats = freshStats(jobId);
       this.stats.clickAt = clickAt;
-      const prebuffer = Math.round(((opts && opts.prebufferMs) || 0) * SAMPLE_RATE / 1000);
+      const auto = !!(opts && opts.auto);
+      // Auto: hold everything until the stream's rate says how much must be buffered (autoBuffer).
+      const prebuffer = auto ? 1 << 30 : Math.round(((opts && opts.prebufferMs) || 0) * SAMPLE_RATE / 1000);
+      this.stats.auto = auto ? {expectedS: expectedSeconds((opts && opts.words) || 0), rate: null, hint: null,
+                                needS: null, decidedAt: null} : null;
       const controller = new AbortController();
       this.abort = controller;
       this.render();
@@ -128,6 +135,10 @@
       const resp = await fetch(PCM_PREFIX + encodeURIComponent(jobId), {signal, cache: 'no-store'});
       if (!resp.ok) throw new Error('audio stream: HTTP ' + resp.status);
       this.stats.responseAt = performance.now();
+      if (this.stats.auto) {
+        const hint = Number(resp.headers.get('X-Gepard-Speed'));
+        this.stats.auto.hint = Number.isFinite(hint) && hint > 0 ? hint : null;
+      }
       const reader = resp.body.getReader();
       let carry = new Uint8Array(0);  // a float32 may straddle two network reads
       for (;;) {
@@ -149,7 +160,9 @@
         // Copy into an aligned buffer we can transfer to the audio thread.
         const samples = new Float32Array(bytes.slice(0, usable).buffer);
         this.stats.samplesReceived += samples.length;
+        this.stats.arrivals.push([performance.now(), this.stats.samplesReceived]);  // for the latency benchmark
         this.node.port.postMessage({type: 'push', jobId, samples}, [samples.buffer]);
+        if (this.stats.auto && this.stats.firstPlayAt === null) this.autoBuffer(jobId);
       }
       if (this.jobId === jobId) {
         this.stats.streamDone = true;
@@ -160,6 +173,34 @@
           this.finishStats();
         }
       }
+    }
+
+    // The automatic start buffer. A stream that arrives at r audio seconds per second (r < 1)
+    // and lasts T seconds plays without a gap from the moment A seconds have arrived, where
+    // A >= T (1 - r): until then the player holds. r is measured on this stream (after its
+    // first chunk, from the second chunk on), before that the server's hint (X-Gepard-Speed); T is
+    // the text's expected length (0.7 + 0.4 s per word, the authors' scorer), raised when more
+    // has already arrived. 10% and 0.2 s of margin. r >= 1.1 (faster than real time): start now.
+    autoBuffer(jobId) {
+      const s = this.stats, a = s.auto, now = performance.now();
+      const got = s.samplesReceived / SAMPLE_RATE;
+      if (s.firstByteAt !== null && a.firstChunkS === undefined) a.firstChunkS = got;
+      const since = (now - s.firstByteAt) / 1000;
+      a.pushes = (a.pushes || 0) + 1;
+      const measured = a.pushes >= 2 && since >= 0.1 ? (got - a.firstChunkS) / since : null;
+      const rate = measured !== null ? measured : a.hint;
+      a.rate = rate;
+      a.expectedS = Math.max(a.expectedS, got + 0.5);
+      let need;
+      if (rate !== null && rate >= 1.1) need = 0;
+      else if (rate === null) need = null;  // no hint and not measured yet: keep holding
+      else need = a.expectedS * Math.max(0, 1 - rate) * 1.1 + 0.2;
+      a.needS = need;
+      if (need !== null) {
+        if (a.decidedAt === null && got >= need) a.decidedAt = now;
+        this.node.port.postMessage({type: 'prebuffer', jobId, prebuffer: Math.max(1, Math.round(need * SAMPLE_RATE))});
+      }
+      this.render();
     }
 
     // Stop playback and the download; returns the id of the job that was playing.
@@ -240,7 +281,12 @@
       const words = {
         idle: 'Ready.',
         connecting: s.queue ? s.queue.text : 'Starting…',
-        buffering: 'Generating… first audio arriving',
+        buffering: s.auto && s.auto.needS > 0
+          ? `Buffering: ${total} of ${s.auto.needS.toFixed(1)} s of audio, about ` +
+            `${Math.max(0, (s.auto.needS - s.samplesReceived / SAMPLE_RATE) / Math.max(s.auto.rate || 0, 0.05)).toFixed(0)} s ` +
+            `more (generation runs at ${(s.auto.rate || 0).toFixed(2)}x real time, about ` +
+            `${s.auto.expectedS.toFixed(0)} s of speech expected), then it plays without a gap`
+          : 'Generating… first audio arriving',
         playing: s.streamDone ? `Generated, playing… ${played} of ${total} s`
                               : `Generating and playing… ${played} s played`,
         ended: `Done: played ${played} s`,

@@ -57,7 +57,8 @@ def build_app(
     blocks.queue(default_concurrency_limit=1)
     api = FastAPI()
     # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.
-    api.include_router(make_audio_router(registry, host.sample_rate, controller.queue_status))
+    api.include_router(make_audio_router(registry, host.sample_rate, controller.queue_status,
+                                         getattr(controller, "rate_hint", None)))
     api = gr.mount_gradio_app(
         api, blocks, path="/", head=page_head(host.sample_rate, gain), css=CSS,
         allowed_paths=[str(wav_dir)], footer_links=["api", "gradio"],

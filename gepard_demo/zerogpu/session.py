@@ -21,7 +21,7 @@ from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, StepEvent, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text
 
-from .tasks import Failure, StreamRequest
+from .tasks import Failure, FrameCodes, StreamRequest
 
 # What the worker's own stats say that the main process cannot see for itself.
 WORKER_FIELDS = ("frames", "stop_fired", "runaway", "stop_frame", "p_stop", "gen_time_s", "decode_time_s",
@@ -41,7 +41,12 @@ class GpuSession(OnceIterableSession):
         self.sample_rate = int(sample_rate)
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed, speed=speed)
         self._request_start = request_start
+        self._codes = None
         super().__init__()
+
+    def codes(self):
+        """The committed frames' codes the call sent at its end (None before, or if it was stopped)."""
+        return self._codes
 
     def close(self) -> None:
         self._cancel.set()  # the iterating thread closes the call at its next event
@@ -67,6 +72,8 @@ class GpuSession(OnceIterableSession):
                     self._chunks.append(item.samples)
                     st.chunks += 1
                     yield item
+                elif isinstance(item, FrameCodes):
+                    self._codes = item.codes
                 elif isinstance(item, SynthesisStats):
                     for name in WORKER_FIELDS:
                         setattr(st, name, getattr(item, name))

@@ -62,7 +62,15 @@ class Prefix:
     compute_s: float
 
 
-StreamItem = AudioChunk | StepEvent | SynthesisStats | Failure
+@dataclass(frozen=True)
+class FrameCodes:
+    """The utterance's committed frames' codes ((frames, 32) int16), sent before its stats so the
+    page can re-cut the take at another threshold without another GPU call for the talker."""
+
+    codes: np.ndarray
+
+
+StreamItem = AudioChunk | StepEvent | FrameCodes | SynthesisStats | Failure
 
 
 def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
@@ -75,6 +83,7 @@ def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
                                    **voice)
         for event in session.events():
             yield event
+        yield FrameCodes(session.codes())
         yield session.stats
     except Exception as exc:  # noqa: BLE001  handed back as a value (module docstring)
         yield Failure.of(exc)

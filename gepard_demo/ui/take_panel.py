@@ -1,0 +1,226 @@
+"""The Takes panel: the visitor's last takes, A/B side by side, a re-cut at another threshold,
+"use these settings", and a take as WAV + settings JSON (takes.py holds the data and the rules).
+
+Everything here reads the visitor's own `gr.State` list; nothing is kept between visitors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import soundfile as sf
+
+from .controller import CONTROL_NAMES
+from .pstop_plot import Trace, pstop_svg
+from .takes import (
+    MAX_TAKES,
+    TABLE_HEADERS,
+    Take,
+    add_take,
+    diff_markdown,
+    find,
+    next_number,
+    recut_take,
+    settings_json,
+    table_rows,
+)
+
+FRAME_RATE_HZ = 22050 / 1024
+KEEP_JSON = 200  # settings files kept for download (all visitors together; the newest)
+
+
+@dataclass
+class TakesPanel:
+    state: Any
+    pending: Any
+    table: Any
+    pick_a: Any
+    pick_b: Any
+    audio_a: Any
+    audio_b: Any
+    plot: Any
+    diff: Any
+    use_a: Any
+    files: Any
+    recut_threshold: Any
+    recut_button: Any
+    recut_note: Any
+    recut_audio: Any
+    generate_at: Any
+
+
+def build_takes_panel() -> TakesPanel:
+    state = gr.State([])
+    pending = gr.State(None)  # the Generate's finished run, before it joins `state`
+    with gr.Accordion(f"Takes: replay, compare (A/B), re-cut (this page's last {MAX_TAKES})", open=True,
+                      elem_id="gepard-takes-panel"):
+        table = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False, wrap=True, elem_id="gepard-takes",
+                             label="Every Generate is a take (newest first)")
+        with gr.Row():
+            pick_a = gr.Dropdown(choices=[], value=None, label="A", elem_id="gepard-take-a", allow_custom_value=False)
+            pick_b = gr.Dropdown(choices=[], value=None, label="B", elem_id="gepard-take-b", allow_custom_value=False)
+        with gr.Row():
+            audio_a = gr.Audio(label="A", type="filepath", interactive=False, elem_id="gepard-take-a-audio")
+            audio_b = gr.Audio(label="B", type="filepath", interactive=False, elem_id="gepard-take-b-audio")
+        plot = gr.HTML("", elem_id="gepard-ab-plot")
+        with gr.Row():
+            use_a = gr.Button("Use A's settings", elem_id="gepard-use-a")
+            files = gr.File(label="A as WAV + settings JSON (python -m gepard_demo synth makes it again)",
+                            file_count="multiple", interactive=False, elem_id="gepard-take-files")
+        with gr.Group():
+            recut_threshold = gr.Slider(0.01, 0.99, value=0.5, step=0.01, elem_id="gepard-recut-threshold",
+                                        label="Re-cut A at stop threshold (no new generation; drag the red line)")
+            with gr.Row():
+                recut_button = gr.Button("Re-cut A", elem_id="gepard-recut")
+                generate_at = gr.Button("Generate A's settings at this threshold", elem_id="gepard-generate-at")
+            recut_note = gr.Markdown("", elem_id="gepard-recut-note")
+            recut_audio = gr.Audio(label="A re-cut", type="filepath", interactive=False, elem_id="gepard-recut-audio")
+        diff = gr.Markdown("", elem_id="gepard-take-diff")
+    return TakesPanel(state, pending, table, pick_a, pick_b, audio_a, audio_b, plot, diff, use_a, files, recut_threshold,
+                      recut_button, recut_note, recut_audio, generate_at)
+
+
+def reach_words(take: Take | None, threshold: float) -> str:
+    """Where A stops at `threshold`, or how far a re-cut goes and what to do beyond it."""
+    if take is None:
+        return ""
+    why = take.recut_refusal()
+    if why:
+        return f"No re-cut for take #{take.number}: {why}."
+    limit = take.recut_limit()
+    reach = "every threshold" if limit is None else f"thresholds below **{limit:.3f}**"
+    if limit is not None and threshold >= limit:
+        return (f"At {threshold:g} take #{take.number} would run past its last frame: a re-cut reaches {reach}. "
+                f"**Generate A's settings at this threshold** to hear it.")
+    from gepard_demo.model.stop_rule import recut
+
+    st = take.stats
+    d = recut(take.p_stop, int(st["frames"]), bool(st["stop_fired"]), take.sampling.max_frames, threshold)
+    where = (f"stops at frame {d.stop_frame} ({d.frames / FRAME_RATE_HZ:.2f} s)" if d.stop_fired
+             else f"runs to its budget ({d.frames} frames)")
+    return f"At {threshold:g} take #{take.number} {where}; a re-cut reaches {reach}."
+
+
+class TakeHandlers:
+    """The panel's event handlers, bound to the page's host (its codec, or its GPU calls) and the
+    controller (its WAV folder)."""
+
+    def __init__(self, host: Any, controller: Any):
+        self.host, self.controller = host, controller
+
+    @property
+    def wav_dir(self) -> Path:
+        return Path(self.controller.wav_dir)
+
+    @staticmethod
+    def added(takes: list[Take], take: Take | None) -> list[Take]:
+        if take is None:
+            return gr.skip()
+        return add_take(takes, dataclasses.replace(take, number=next_number(takes)))
+
+    def listed(self, takes: list[Take], a: str | None, b: str | None):
+        """After a new take: the table, A = the newest, B = the one before (unless chosen)."""
+        labels = [t.label for t in takes or []]
+        new_a = labels[0] if labels else None
+        keep_b = b if b in labels and b != new_a else (labels[1] if len(labels) > 1 else None)
+        return (table_rows(takes), gr.update(choices=labels, value=new_a), gr.update(choices=labels, value=keep_b))
+
+    def compared(self, takes: list[Take], a: str | None, b: str | None, threshold: float):
+        ta, tb = find(takes, a), find(takes, b)
+        traces = [Trace(f"A #{t.number}" if t is ta else f"B #{t.number}", tuple(t.p_stop),
+                        t.stats.get("stop_frame") if t.stats.get("stop_fired") else None)
+                  for t in (ta, tb) if t is not None]
+        plot = pstop_svg(traces, threshold, plot_id="ab") if traces else ""
+        diff = diff_markdown(ta, tb) if ta and tb else ("Pick a second take as B to compare." if ta else "")
+        files = self._files(ta) if ta else None
+        return (_playable(ta), _playable(tb), plot, diff, files, reach_words(ta, threshold))
+
+    def picked_a(self, takes: list[Take], a: str | None, b: str | None):
+        """A new A: the re-cut slider starts at A's own threshold."""
+        ta = find(takes, a)
+        threshold = ta.sampling.stop_threshold if ta else 0.5
+        return (gr.update(value=threshold), *self.compared(takes, a, b, threshold), None)
+
+    def threshold_moved(self, takes: list[Take], a: str | None, b: str | None, threshold: float):
+        ta, tb = find(takes, a), find(takes, b)
+        traces = [Trace(f"A #{t.number}" if t is ta else f"B #{t.number}", tuple(t.p_stop),
+                        t.stats.get("stop_frame") if t.stats.get("stop_fired") else None)
+                  for t in (ta, tb) if t is not None]
+        return (pstop_svg(traces, threshold, plot_id="ab") if traces else "", reach_words(ta, threshold))
+
+    def recut(self, takes: list[Take], a: str | None, threshold: float):
+        take = find(takes, a)
+        if take is None:
+            raise gr.Error("Pick a take as A first.", title="No take")
+        try:
+            if getattr(self.host, "gpu", None) is not None:  # ZeroGPU: the codec runs in a GPU call
+                from .takes import recut_resident
+
+                audio, derived = self.host.gpu.call(recut_resident, take, threshold, duration_s=30)
+            else:
+                audio, derived = recut_take(take, threshold, self.host.codec)
+        except ValueError as exc:
+            raise gr.Error(str(exc), title="Re-cut not possible", print_exception=False) from None
+        path = self.wav_dir / f"gepard-recut-{take.number}-{secrets.token_hex(4)}.wav"
+        sf.write(str(path), audio, int(self.host.codec.sample_rate), subtype="FLOAT")
+        where = f"stops at frame {derived.stop_frame}" if derived.stop_fired else f"runs to {derived.frames} frames"
+        note = (f"Re-cut of take #{take.number} at {threshold:g}: {where}, {len(audio) / self.host.codec.sample_rate:.2f} s "
+                f"(from its own frames, no new generation).")
+        return str(path), note
+
+    def use(self, takes: list[Take], a: str | None, threshold: float | None = None):
+        """A's controls back into the page (the seed fixed to the one it used)."""
+        take = find(takes, a)
+        if take is None:
+            raise gr.Error("Pick a take as A first.", title="No take")
+        values = dict(take.controls)
+        if threshold is not None:
+            values["stop_threshold"] = threshold
+        out = []
+        for name in CONTROL_NAMES:
+            value = values.get(name)
+            if name == "ref_audio" and value and not Path(str(value)).exists():
+                value = None  # the upload is gone from the server: the default voice, said below
+            out.append(value)
+        return out
+
+    def _files(self, take: Take) -> list[str]:
+        folder = self.wav_dir / "takes"
+        folder.mkdir(parents=True, exist_ok=True)
+        json_path = folder / f"take-{take.number}-seed-{take.sampling.seed}.json"
+        json_path.write_text(settings_json(take), encoding="utf-8")
+        old = sorted(folder.glob("take-*.json"), key=lambda q: q.stat().st_mtime)
+        for stale in old[: max(0, len(old) - KEEP_JSON)]:  # one a pick: keep the folder bounded
+            stale.unlink(missing_ok=True)
+        return [p for p in (_playable(take), str(json_path)) if p]
+
+
+def _playable(take: Take | None) -> str | None:
+    return take.wav if take is not None and take.wav and Path(take.wav).exists() else None
+
+
+_CLICK_GENERATE_JS = "() => { setTimeout(() => document.querySelector('#gepard-generate')?.click(), 300); }"
+
+
+def wire_takes(panel: TakesPanel, handlers: TakeHandlers, controls: dict[str, Any]) -> None:
+    p = panel
+    private = {"api_visibility": "private", "show_progress": "hidden"}
+    compare_out = [p.audio_a, p.audio_b, p.plot, p.diff, p.files, p.recut_note]
+    p.pending.change(handlers.added, [p.state, p.pending], [p.state], **private)
+    p.state.change(handlers.listed, [p.state, p.pick_a, p.pick_b], [p.table, p.pick_a, p.pick_b], **private)
+    p.pick_a.change(handlers.picked_a, [p.state, p.pick_a, p.pick_b],
+                    [p.recut_threshold, *compare_out, p.recut_audio], **private)
+    p.pick_b.change(handlers.compared, [p.state, p.pick_a, p.pick_b, p.recut_threshold], compare_out, **private)
+    p.recut_threshold.change(handlers.threshold_moved, [p.state, p.pick_a, p.pick_b, p.recut_threshold],
+                             [p.plot, p.recut_note], **private)
+    p.recut_button.click(handlers.recut, [p.state, p.pick_a, p.recut_threshold], [p.recut_audio, p.recut_note],
+                         api_visibility="private")
+    outs = [controls[name] for name in CONTROL_NAMES]
+    p.use_a.click(lambda takes, a: handlers.use(takes, a), [p.state, p.pick_a], outs, **private)
+    p.generate_at.click(handlers.use, [p.state, p.pick_a, p.recut_threshold], outs, **private).success(
+        None, js=_CLICK_GENERATE_JS)

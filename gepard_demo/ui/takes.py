@@ -1,0 +1,204 @@
+"""A visitor's takes: every Generate kept with what made it, to replay, compare and re-cut.
+
+A take holds its text, the controls as they were (the seed the run used, not "random"), the
+settings, the stats, p_stop, the committed frames' codes (for a re-cut) and its WAV. The list
+lives in the visitor's Gradio session state (nothing global): newest first, MAX_TAKES of them.
+
+Re-cut: a seeded take's frames are the same for every threshold up to where it stops, so the
+take at a lower threshold is a prefix of its frames (model/stop_rule.py, the rule eval's one-pass
+sweep applies); the prefix is decoded as the session would have streamed it (same decoder mode,
+same chunk cuts) and shaped with the same end fade and silence.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gepard_demo.model.stop_rule import Derived, recut, recut_limit
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+MAX_TAKES = 10
+FRAME_RATE_HZ = 22050 / 1024
+
+
+@dataclass(frozen=True, eq=False)  # identity: Gradio hashes State values to see them change
+class Take:
+    number: int
+    text: str
+    controls: dict[str, Any]  # control name -> value, as "use these settings" puts them back
+    sampling: SamplingSettings  # with the seed used
+    stream: StreamSettings
+    stats: dict[str, Any]  # SynthesisStats.as_dict()
+    codes: np.ndarray | None = field(default=None, repr=False)  # (frames, 32) int16; None: not kept (served)
+    wav: str | None = None
+    model: str = ""
+    made_at: float = field(default_factory=time.time)
+
+    @property
+    def p_stop(self) -> list[float]:
+        return list(self.stats.get("p_stop") or [])
+
+    @property
+    def label(self) -> str:
+        s = self.sampling
+        how = "greedy" if s.greedy else f"T {s.temperature:g} · k {s.top_k}"
+        return f"#{self.number} · {how} · thr {s.stop_threshold:g} · seed {s.seed} · {self.stats.get('audio_s', 0):.1f} s"
+
+    def ended(self) -> str:
+        st = self.stats
+        if st.get("cancelled"):
+            return "stopped"
+        if st.get("stop_fired"):
+            return f"stop at {st.get('stop_frame')}"
+        return "budget" if st.get("runaway") else "–"
+
+    def recut_limit(self) -> float | None:
+        """Thresholds below this re-cut; None: all do."""
+        st = self.stats
+        return recut_limit(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames)
+
+    def recut_refusal(self) -> str | None:
+        """Why this take cannot be re-cut at all, or None."""
+        if self.codes is None:
+            return "this take's frames were not kept (a served model sends audio only)"
+        if int(self.stats.get("segments", 1)) > 1:
+            return "this take was read in several text segments, each with its own stop"
+        if not self.stats.get("frames"):
+            return "this take has no frames"
+        return None
+
+
+def add_take(takes: list[Take] | None, take: Take) -> list[Take]:
+    return ([take] + list(takes or []))[:MAX_TAKES]
+
+
+def next_number(takes: list[Take] | None) -> int:
+    return 1 + max((t.number for t in takes or []), default=0)
+
+
+def find(takes: list[Take] | None, label: str | None) -> Take | None:
+    for t in takes or []:
+        if label and (t.label == label or label.startswith(f"#{t.number} ")):
+            return t
+    return None
+
+
+TABLE_HEADERS = ["take", "text", "temperature", "top-k", "greedy", "threshold", "seed", "frames", "ended",
+                 "audio s", "RTF", "TTFA ms", "cfg"]
+
+
+def table_rows(takes: list[Take] | None) -> list[list[Any]]:
+    rows = []
+    for t in takes or []:
+        s, st = t.sampling, t.stats
+        text = t.text if len(t.text) <= 48 else t.text[:47] + "…"
+        rows.append([t.number, text, s.temperature, s.top_k, s.greedy, s.stop_threshold, str(s.seed), st.get("frames"),
+                     t.ended(), round(st.get("audio_s") or 0.0, 2), _round(st.get("rtf"), 3),
+                     _round(st.get("ttfa_s") and st["ttfa_s"] * 1000, 0), s.cfg_scale])
+    return rows
+
+
+def _round(x, digits):
+    return None if x is None else round(float(x), digits)
+
+
+def synth_command(take: Take) -> str:
+    """The `python -m gepard_demo synth` line that makes this take again (same seed, same settings)."""
+    s, st = take.sampling, take.stream
+    args = ["python", "-m", "gepard_demo", "synth", take.text]
+    if take.model:
+        args += ["--model", take.model]
+    args += ["--seed", str(s.seed), "--temperature", f"{s.temperature:g}", "--top-k", str(s.top_k),
+             "--stop-threshold", f"{s.stop_threshold:g}", "--max-frames", str(s.max_frames),
+             "--cfg-scale", f"{s.cfg_scale:g}"]
+    if s.greedy:
+        args.append("--greedy")
+    if s.cfg_frames is not None:
+        args += ["--cfg-frames", str(s.cfg_frames)]
+    args += ["--first-chunk-frames", str(st.first_chunk_frames), "--chunk-frames", str(st.chunk_frames),
+             "--decode-mode", st.decode_mode, "--lookback-frames", str(st.lookback_frames),
+             "--fade-ms", f"{st.fade_ms:g}", "--silence-ms", f"{st.silence_ms:g}"]
+    if take.controls.get("ref_audio"):
+        args += ["--ref-audio", "REFERENCE.wav"]
+    args += ["-o", f"take-{take.number}.wav"]
+    return shlex.join(args)
+
+
+def settings_json(take: Take) -> str:
+    stats = {k: v for k, v in take.stats.items() if k != "p_stop"}
+    doc = {"take": take.number, "text": take.text, "model": take.model, "seed": take.sampling.seed,
+           "sampling": asdict(take.sampling), "stream": asdict(take.stream),
+           "reference_voice": bool(take.controls.get("ref_audio")), "synth": synth_command(take),
+           "stats": stats, "p_stop": take.p_stop}
+    return json.dumps(doc, indent=2, default=str)
+
+
+def diff_markdown(a: Take, b: Take) -> str:
+    """A and B side by side: every setting and stat that differs is marked, numbers with B − A."""
+    def row(name, x, y):
+        mark = "" if x == y else " ◀"
+        delta = ""
+        numeric = isinstance(x, (int, float)) and isinstance(y, (int, float)) and not isinstance(x, bool)
+        if numeric and x != y and name != "seed":  # a seed's difference means nothing
+            delta = f"{y - x:+.3g}"
+        return f"| {name}{mark} | {_show(x)} | {_show(y)} | {delta} |"
+
+    sa, sb, ta, tb = asdict(a.sampling), asdict(b.sampling), asdict(a.stream), asdict(b.stream)
+    lines = [f"| | A: take #{a.number} | B: take #{b.number} | B − A |", "| --- | --- | --- | --- |",
+             row("text", a.text[:60], b.text[:60])]
+    lines += [row(k, sa[k], sb[k]) for k in sa]
+    lines += [row(k, ta[k], tb[k]) for k in ta]
+    for k in ("frames", "stop_frame", "audio_s", "speech_s", "ttfa_s", "rtf", "gen_time_s", "decode_time_s"):
+        lines.append(row(k, _stat(a.stats.get(k)), _stat(b.stats.get(k))))
+    lines.append(row("ended", a.ended(), b.ended()))
+    lines.append(row("max p_stop", _stat(max(a.p_stop[1:], default=None)), _stat(max(b.p_stop[1:], default=None))))
+    return "\n".join(lines)
+
+
+def _stat(x):
+    return round(float(x), 3) if isinstance(x, float) else x
+
+
+def _show(x) -> str:
+    if x is None:
+        return "–"
+    return str(x).replace("|", "\\|")
+
+
+def recut_take(take: Take, threshold: float, codec: Any) -> tuple[np.ndarray, Derived]:
+    """The take's audio at another threshold, from its own frames. ValueError (naming
+    stop_threshold, with the reach) when the threshold needs frames the take did not make."""
+    why = take.recut_refusal()
+    if why:
+        raise ValueError(f"no re-cut: {why}")
+    st = take.stats
+    derived = recut(take.p_stop, int(st["frames"]), bool(st["stop_fired"]), take.sampling.max_frames, threshold)
+    return decode_prefix(codec, take.codes[: derived.frames], take.stream), derived
+
+
+def decode_prefix(codec: Any, codes: np.ndarray, stream: StreamSettings) -> np.ndarray:
+    """Frames -> audio as a SynthesisSession streams them: its decoder, its chunk cuts, its end."""
+    import torch
+
+    from gepard_demo.codec import apply_end_of_speech
+
+    decoder = codec.streamer(mode=stream.decode_mode, lookback=stream.lookback_frames)
+    parts, start, size = [], 0, stream.first_chunk_frames
+    while start < len(codes):
+        block = torch.from_numpy(np.asarray(codes[start:start + size], dtype=np.int64))
+        parts.append(np.asarray(decoder.push(block), dtype=np.float32).reshape(-1))
+        start, size = start + size, stream.chunk_frames
+    audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    return np.asarray(apply_end_of_speech(audio, int(codec.sample_rate), stream.fade_ms, stream.silence_ms),
+                      dtype=np.float32)
+
+
+def recut_resident(resident: Any, take: Take, threshold: float) -> tuple[np.ndarray, Derived]:
+    """recut_take inside a GPU call (gepard_demo/zerogpu: module-level, pickled by name)."""
+    return recut_take(take, threshold, resident.codec)

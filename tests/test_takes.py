@@ -1,0 +1,103 @@
+"""Takes and the re-cut rule, without a browser: the rule's reach, the re-cut's audio against the
+session's own, the settings JSON's synth command run for real, the A/B diff."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from app_fixtures import tiny_codec  # noqa: F401  (fixture)
+
+from gepard_demo.model.stop_rule import derive, recut, recut_limit, stop_step
+
+
+def test_the_rule_and_how_far_a_recut_reaches():
+    p = [0.9, 0.1, 0.3, 0.2, 0.6]  # step 0 always commits; stopped at step 4 (0.6 > its 0.5)
+    assert stop_step(p, 0.5) == 4 and stop_step(p, 0.25) == 2 and stop_step(p, 0.7) is None
+    assert recut_limit(p, 4, True, 100) == 0.6  # at 0.6 or above it would have run on
+    assert recut(p, 4, True, 100, 0.25).frames == 2 and recut(p, 4, True, 100, 0.59).frames == 4
+    with pytest.raises(ValueError, match="stop_threshold 0.6 needs the take to have run on.*below 0.600"):
+        recut(p, 4, True, 100, 0.6)
+    # A run to its budget tells every threshold; one stopped by the user only those a step exceeds.
+    budget = [0.9, 0.1, 0.2, 0.15]
+    assert recut_limit(budget, 4, False, 4) is None
+    r = recut(budget, 4, False, 4, 0.95)
+    assert r.frames == 4 and r.runaway and not r.stop_fired
+    assert recut_limit(budget, 4, False, 10) == 0.2
+    with pytest.raises(ValueError):
+        recut(budget, 4, False, 10, 0.2)
+    # The same rule as eval's one-pass sweep.
+    assert derive(p, 4, 0.5, 0.25, 100) == recut(p, 4, True, 100, 0.25)
+
+
+@pytest.fixture(scope="module")
+def take(tiny_engine, tiny_codec):  # noqa: F811
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+    from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.ui.takes import Take
+
+    sampling = SamplingSettings(seed=5, max_frames=48, stop_threshold=0.99, temperature=0.7)
+    stream = StreamSettings(first_chunk_frames=7, chunk_frames=9, fade_ms=20, silence_ms=50)
+    session = SynthesisSession(tiny_engine, tiny_codec, "A take to cut shorter.", sampling, stream)
+    session.run()
+    return Take(1, session.text, {"text": session.text, "seed": 5}, session.sampling, stream,
+                session.stats.as_dict(), session.codes(), None, "tiny"), session
+
+
+def test_a_recut_at_the_takes_own_threshold_is_its_audio(take, tiny_codec):  # noqa: F811
+    from gepard_demo.ui.takes import recut_take
+
+    t, session = take
+    audio, d = recut_take(t, 0.99, tiny_codec)  # the same threshold: the whole take again
+    assert d.frames == session.stats.frames
+    assert len(audio) == len(session.audio()) and np.max(np.abs(audio - session.audio())) <= 1e-5
+
+
+def test_a_recut_matches_a_direct_run_at_the_lower_threshold(take, tiny_engine, tiny_codec):  # noqa: F811
+    from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.ui.takes import recut_take
+
+    t, _ = take
+    p = t.p_stop
+    low = round(float(np.floor(max(p[1:30]) * 100) / 100 - 0.01), 2)
+    audio, d = recut_take(t, low, tiny_codec)
+    direct = SynthesisSession(tiny_engine, tiny_codec, t.text, t.sampling.replace(stop_threshold=low), t.stream)
+    direct.run()
+    assert d.stop_fired and direct.stats.stop_frame == d.stop_frame < 30
+    assert len(audio) == len(direct.audio()) and np.max(np.abs(audio - direct.audio())) <= 1e-5
+
+
+def test_settings_json_makes_the_take_again_with_synth(take, tmp_path):
+    from gepard_demo.ui.takes import settings_json
+
+    t, session = take
+    doc = json.loads(settings_json(t))
+    assert doc["seed"] == 5 and doc["stream"]["chunk_frames"] == 9 and len(doc["p_stop"]) == len(t.p_stop)
+    args = shlex.split(doc["synth"])
+    assert args[:4] == ["python", "-m", "gepard_demo", "synth"] and args[4] == t.text
+    out = tmp_path / "again.wav"
+    args[-1] = str(out)
+    res = subprocess.run([sys.executable, *args[1:]], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    stats = json.loads(res.stdout.strip().splitlines()[-1])
+    assert stats["frames"] == session.stats.frames and stats["seed"] == 5
+
+
+def test_the_ab_diff_marks_what_differs(take):
+    import dataclasses
+
+    from gepard_demo.ui.takes import add_take, diff_markdown, find, next_number, table_rows
+
+    a, _ = take
+    b = dataclasses.replace(a, number=2, sampling=a.sampling.replace(temperature=1.1))
+    md = diff_markdown(a, b)
+    assert "| temperature ◀ | 0.7 | 1.1 | +0.4 |" in md and "| seed |" in md
+    takes = []
+    for _ in range(12):
+        takes = add_take(takes, dataclasses.replace(a, number=next_number(takes)))
+    assert [x.number for x in takes] == list(range(12, 2, -1))  # newest first, the last 10
+    assert find(takes, takes[3].label) is takes[3] and len(table_rows(takes)) == 10
