@@ -101,3 +101,18 @@ def test_the_ab_diff_marks_what_differs(take):
         takes = add_take(takes, dataclasses.replace(a, number=next_number(takes)))
     assert [x.number for x in takes] == list(range(12, 2, -1))  # newest first, the last 10
     assert find(takes, takes[3].label) is takes[3] and len(table_rows(takes)) == 10
+
+
+def test_what_cannot_be_recut_says_why(take):
+    import dataclasses
+
+    from gepard_demo.ui.take_panel import reach_words
+
+    a, _ = take
+    served = dataclasses.replace(a, codes=None)  # a served model sends audio only
+    assert "frames were not kept" in reach_words(served, 0.3)
+    split = dataclasses.replace(a, stats={**a.stats, "segments": 2})
+    assert "several text segments" in reach_words(split, 0.3)
+    limit = a.recut_limit()  # this take ran to its budget at 0.99 unless its stop fired
+    words = reach_words(a, 0.98)
+    assert ("every threshold" in words) if limit is None else (f"{limit:.3f}" in words)

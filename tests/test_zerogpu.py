@@ -7,11 +7,13 @@ this (the main) process.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 
 import numpy as np
 import pytest
+import soundfile as sf
 import torch
 
 from gepard_demo.codec import load_codec
@@ -194,3 +196,28 @@ def test_fair_lock_hands_the_engine_to_the_longest_waiter():
 def _voice(seconds: float = 4.0, rate: int = 22050) -> np.ndarray:
     t = np.arange(int(seconds * rate)) / rate
     return (0.3 * np.sin(2 * np.pi * 180 * t) * (1 + np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+
+
+def test_a_take_made_on_the_gpu_recuts_through_a_gpu_call(forked, reference, resident):
+    """The call sends the take's frames back, so the page can re-cut it; the re-cut's decode is a
+    GPU call of its own (the main process's codec is gated), and equals a direct run."""
+    from types import SimpleNamespace
+
+    from gepard_demo.ui.take_panel import TakeHandlers
+    from gepard_demo.ui.takes import Take
+
+    session = _session(forked, max_frames=40, stop_threshold=0.99)
+    session.run()
+    codes = session.codes()
+    assert codes is not None and codes.shape == (session.stats.frames, 32)
+    take = Take(1, session.text, {}, session.sampling, STREAM, session.stats.as_dict(), codes, None, "tiny")
+    p = take.p_stop
+    low = round(float(np.floor(max(p[1:20]) * 100) / 100 - 0.01), 2)
+    host = SimpleNamespace(gpu=forked, codec=resident.codec)
+    with tempfile.TemporaryDirectory() as wav_dir:
+        path, note = TakeHandlers(host, SimpleNamespace(wav_dir=wav_dir)).recut([take], take.label, low)
+        audio, _ = sf.read(path, dtype="float32")
+    direct = SynthesisSession(*reference, session.text, session.sampling.replace(stop_threshold=low), STREAM)
+    direct.run()
+    assert f"stops at frame {direct.stats.stop_frame}" in note
+    assert len(audio) == len(direct.audio()) and np.max(np.abs(audio - direct.audio())) <= 1e-5
