@@ -116,3 +116,19 @@ def test_what_cannot_be_recut_says_why(take):
     limit = a.recut_limit()  # this take ran to its budget at 0.99 unless its stop fired
     words = reach_words(a, 0.98)
     assert ("every threshold" in words) if limit is None else (f"{limit:.3f}" in words)
+
+
+def test_a_cloned_take_downloads_with_its_reference_clip(take, tmp_path):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from gepard_demo.ui.take_panel import TakeHandlers
+    from gepard_demo.ui.takes import synth_command
+
+    a, _ = take
+    clip = tmp_path / "my-voice.wav"
+    clip.write_bytes(b"RIFF")
+    cloned = dataclasses.replace(a, controls={**a.controls, "ref_audio": str(clip)})
+    assert "--ref-audio my-voice.wav" in synth_command(cloned)
+    files = TakeHandlers(None, SimpleNamespace(wav_dir=tmp_path / "wavs"))._files(cloned)
+    assert files[-1] == str(clip) and files[0].endswith(".json")  # no WAV: this take kept none

@@ -185,7 +185,9 @@ class TakeHandlers:
         for name in CONTROL_NAMES:
             value = values.get(name)
             if name == "ref_audio" and value and not Path(str(value)).exists():
-                value = None  # the upload is gone from the server: the default voice, said below
+                value = None  # the upload is gone from the server (Gradio's cache): say so
+                gr.Warning(f"Take #{take.number}'s reference voice is no longer on the server: the default "
+                           "voice is set; upload the clip again to clone it.")
             out.append(value)
         return out
 
@@ -197,7 +199,9 @@ class TakeHandlers:
         old = sorted(folder.glob("take-*.json"), key=lambda q: q.stat().st_mtime)
         for stale in old[: max(0, len(old) - KEEP_JSON)]:  # one a pick: keep the folder bounded
             stale.unlink(missing_ok=True)
-        return [p for p in (_playable(take), str(json_path)) if p]
+        ref = take.controls.get("ref_audio")
+        ref = str(ref) if ref and Path(str(ref)).exists() else None  # the synth line's --ref-audio
+        return [p for p in (_playable(take), str(json_path), ref) if p]
 
 
 def _playable(take: Take | None) -> str | None:

@@ -16,6 +16,7 @@ import json
 import shlex
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -124,8 +125,8 @@ def synth_command(take: Take) -> str:
     args += ["--first-chunk-frames", str(st.first_chunk_frames), "--chunk-frames", str(st.chunk_frames),
              "--decode-mode", st.decode_mode, "--lookback-frames", str(st.lookback_frames),
              "--fade-ms", f"{st.fade_ms:g}", "--silence-ms", f"{st.silence_ms:g}"]
-    if take.controls.get("ref_audio"):
-        args += ["--ref-audio", "REFERENCE.wav"]
+    if take.controls.get("ref_audio"):  # the clip downloads beside the JSON while the server has it
+        args += ["--ref-audio", Path(str(take.controls["ref_audio"])).name]
     args += ["-o", f"take-{take.number}.wav"]
     return shlex.join(args)
 
