@@ -25,6 +25,7 @@ from safetensors.torch import load_file
 from torch import nn
 from transformers import Qwen3_5TextModel
 
+from .attention import use_gepard_attention
 from .config import GepardConfig
 
 # Present in training checkpoints, never used at inference.
@@ -46,6 +47,7 @@ class GepardTalker(nn.Module):
         self.config = config
         hidden = config.hidden_size
         levels = list(config.audio_head_levels)
+        use_gepard_attention(config.backbone)  # grouped attention for padded batches on a CPU (attention.py)
         self.model = Qwen3_5TextModel(config.backbone)
         self.codebook_heads = nn.ModuleList(nn.Linear(hidden, n) for n in levels)
         self.stop_head = nn.Linear(hidden, 1)
