@@ -97,13 +97,18 @@ def reach_words(take: Take | None, threshold: float) -> str:
     if limit is not None and threshold >= limit:
         return (f"At {threshold:g} take #{take.number} would run past its last frame: a re-cut reaches {reach}. "
                 f"**Generate A's settings at this threshold** to hear it.")
-    from gepard_demo.model.stop_rule import recut
-
-    st = take.stats
-    d = recut(take.p_stop, int(st["frames"]), bool(st["stop_fired"]), take.sampling.max_frames, threshold)
+    d = take.recut_at(threshold)
     where = (f"stops at frame {d.stop_frame} ({d.frames / FRAME_RATE_HZ:.2f} s)" if d.stop_fired
              else f"runs to its budget ({d.frames} frames)")
     return f"At {threshold:g} take #{take.number} {where}; a re-cut reaches {reach}."
+
+
+def ab_plot(a: Take | None, b: Take | None, threshold: float) -> str:
+    """A's and B's p_stop traces in one plot, the threshold line at the re-cut's."""
+    traces = [Trace(f"{name} #{t.number}", tuple(t.p_stop),
+                    t.stats.get("stop_frame") if t.stats.get("stop_fired") else None)
+              for name, t in (("A", a), ("B", b)) if t is not None]
+    return pstop_svg(traces, threshold, plot_id="ab") if traces else ""
 
 
 class TakeHandlers:
@@ -132,10 +137,7 @@ class TakeHandlers:
 
     def compared(self, takes: list[Take], a: str | None, b: str | None, threshold: float):
         ta, tb = find(takes, a), find(takes, b)
-        traces = [Trace(f"A #{t.number}" if t is ta else f"B #{t.number}", tuple(t.p_stop),
-                        t.stats.get("stop_frame") if t.stats.get("stop_fired") else None)
-                  for t in (ta, tb) if t is not None]
-        plot = pstop_svg(traces, threshold, plot_id="ab") if traces else ""
+        plot = ab_plot(ta, tb, threshold)
         diff = diff_markdown(ta, tb) if ta and tb else ("Pick a second take as B to compare." if ta else "")
         files = self._files(ta) if ta else None
         return (_playable(ta), _playable(tb), plot, diff, files, reach_words(ta, threshold))
@@ -147,25 +149,23 @@ class TakeHandlers:
         return (gr.update(value=threshold), *self.compared(takes, a, b, threshold), None)
 
     def threshold_moved(self, takes: list[Take], a: str | None, b: str | None, threshold: float):
-        ta, tb = find(takes, a), find(takes, b)
-        traces = [Trace(f"A #{t.number}" if t is ta else f"B #{t.number}", tuple(t.p_stop),
-                        t.stats.get("stop_frame") if t.stats.get("stop_fired") else None)
-                  for t in (ta, tb) if t is not None]
-        return (pstop_svg(traces, threshold, plot_id="ab") if traces else "", reach_words(ta, threshold))
+        ta = find(takes, a)
+        return ab_plot(ta, find(takes, b), threshold), reach_words(ta, threshold)
 
     def recut(self, takes: list[Take], a: str | None, threshold: float):
         take = find(takes, a)
         if take is None:
             raise gr.Error("Pick a take as A first.", title="No take")
         try:
-            if getattr(self.host, "gpu", None) is not None:  # ZeroGPU: the codec runs in a GPU call
-                from .takes import recut_resident
-
-                audio, derived = self.host.gpu.call(recut_resident, take, threshold, duration_s=30)
-            else:
-                audio, derived = recut_take(take, threshold, self.host.codec)
+            take.recut_at(threshold)  # the rule's refusal here, in words, before any GPU call
         except ValueError as exc:
             raise gr.Error(str(exc), title="Re-cut not possible", print_exception=False) from None
+        if getattr(self.host, "gpu", None) is not None:  # ZeroGPU: the codec runs in a GPU call
+            from .takes import recut_resident
+
+            audio, derived = self.host.gpu.call(recut_resident, take, threshold, duration_s=30)
+        else:
+            audio, derived = recut_take(take, threshold, self.host.codec)
         path = self.wav_dir / f"gepard-recut-{take.number}-{secrets.token_hex(4)}.wav"
         sf.write(str(path), audio, int(self.host.codec.sample_rate), subtype="FLOAT")
         where = f"stops at frame {derived.stop_frame}" if derived.stop_fired else f"runs to {derived.frames} frames"

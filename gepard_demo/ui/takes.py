@@ -64,6 +64,14 @@ class Take:
         st = self.stats
         return recut_limit(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames)
 
+    def recut_at(self, threshold: float) -> Derived:
+        """Where this take stops at `threshold` (stop_rule.recut): ValueError beyond its reach."""
+        why = self.recut_refusal()
+        if why:
+            raise ValueError(f"no re-cut: {why}")
+        st = self.stats
+        return recut(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames, threshold)
+
     def recut_refusal(self) -> str | None:
         """Why this take cannot be re-cut at all, or None."""
         if self.codes is None:
@@ -175,11 +183,7 @@ def _show(x) -> str:
 def recut_take(take: Take, threshold: float, codec: Any) -> tuple[np.ndarray, Derived]:
     """The take's audio at another threshold, from its own frames. ValueError (naming
     stop_threshold, with the reach) when the threshold needs frames the take did not make."""
-    why = take.recut_refusal()
-    if why:
-        raise ValueError(f"no re-cut: {why}")
-    st = take.stats
-    derived = recut(take.p_stop, int(st["frames"]), bool(st["stop_fired"]), take.sampling.max_frames, threshold)
+    derived = take.recut_at(threshold)
     return decode_prefix(codec, take.codes[: derived.frames], take.stream), derived
 
 
