@@ -29,6 +29,14 @@ CHROMIUM_ARGS = [
 ]
 
 
+# The player's stats once the job with this id ended (played out, stopped or failed), else null.
+PLAYER_ENDED = """(jobId) => {
+  const p = window.gepardPlayer;
+  const s = p.history.find((h) => h.jobId === jobId) || (p.stats.jobId === jobId ? p.stats : null);
+  return s && ['ended', 'stopped', 'failed', 'error'].includes(s.state) ? s : null;
+}"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,16 +7,11 @@ AudioContext has to be unlocked by the click itself as it would for a person.
 from __future__ import annotations
 
 import pytest
-
-from app_fixtures import ARTIFACTS, browser, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import ARTIFACTS, PLAYER_ENDED, browser, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-PLAYER_DONE = """(jobId) => {
-  const p = window.gepardPlayer;
-  const s = p.history.find((h) => h.jobId === jobId) || (p.stats.jobId === jobId ? p.stats : null);
-  return s && ['ended', 'stopped', 'failed', 'error'].includes(s.state) ? s : null;
-}"""
+PLAYER_DONE = PLAYER_ENDED
 
 
 @pytest.fixture

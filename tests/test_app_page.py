@@ -10,16 +10,11 @@ import secrets
 import time
 
 import pytest
-
-from app_fixtures import browser, flood_listeners, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import PLAYER_ENDED, browser, flood_listeners, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-ENDED = """(jobId) => {
-  const p = window.gepardPlayer;
-  const s = p.history.find((h) => h.jobId === jobId) || (p.stats.jobId === jobId ? p.stats : null);
-  return s && ['ended', 'stopped', 'failed', 'error'].includes(s.state) ? s : null;
-}"""
+ENDED = PLAYER_ENDED
 
 
 def open_page(browser, url, width=1280, height=900, dark=False):
@@ -172,7 +167,6 @@ def test_a_reference_is_prepared_when_it_arrives(browser, live_demo, tmp_path):
     and Generate then finds its prefix computed (a cache hit, no second encoder run)."""
     import numpy as np
     import soundfile as sf
-
     from test_speaker_prefix import voice_like
 
     good, silent = tmp_path / "me.wav", tmp_path / "silent.wav"

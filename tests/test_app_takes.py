@@ -13,15 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from app_fixtures import LiveDemo, browser, live_demo, serve_in_thread, set_number, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import PLAYER_ENDED, LiveDemo, browser, live_demo, serve_in_thread, set_number, tiny_codec  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-ENDED = """(jobId) => {
-  const p = window.gepardPlayer;
-  const s = p.history.find((h) => h.jobId === jobId) || (p.stats.jobId === jobId ? p.stats : null);
-  return s && ['ended', 'stopped', 'failed', 'error'].includes(s.state) ? s : null;
-}"""
+ENDED = PLAYER_ENDED
 # Take n is listed: the newest take is A.
 ROWS = "(n) => (document.querySelector('#gepard-take-a input')?.value || '').startsWith('#' + n + ' ')"
 STEP_S = 0.07  # the slow engine's wait per frame: 1 / 21.5 s of audio per 0.07 s, ~0.65x real time
@@ -75,6 +71,14 @@ def generate(page, timeout_ms: int = 60_000) -> dict:
     return stats
 
 
+def prepare(page, text: str, max_frames: int, seed: int) -> None:
+    """The text, a frame budget the tiny model runs out (threshold 0.99) and a fixed seed."""
+    page.fill("#gepard-text textarea", text)
+    set_number(page, "gepard-max-frames", max_frames)
+    set_number(page, "gepard-stop-threshold", 0.99)
+    fixed_seed(page, seed)
+
+
 def fixed_seed(page, seed: int) -> None:
     page.uncheck("#gepard-random-seed input")
     box = page.locator("#gepard-seed input")
@@ -96,10 +100,7 @@ def pick(page, elem_id: str, number: int) -> None:
 def test_takes_ab_use_settings_and_download(browser, live_demo):  # noqa: F811
     ctx, page, errors = open_page(browser, live_demo.url)
     try:
-        page.fill("#gepard-text textarea", "Two takes of the same sentence.")
-        set_number(page, "gepard-max-frames", 30)
-        set_number(page, "gepard-stop-threshold", 0.99)
-        fixed_seed(page, 7)
+        prepare(page, "Two takes of the same sentence.", 30, seed=7)
         take1_temperature = float(page.input_value("#gepard-temperature input[type=number]"))
         generate(page)
         page.wait_for_function(ROWS, arg=1)
@@ -144,10 +145,7 @@ def test_recut_equals_a_direct_generation_at_that_threshold(browser, live_demo):
     wav_dir = Path(live_demo.demo.controller.wav_dir)
     ctx, page, errors = open_page(browser, live_demo.url)
     try:
-        page.fill("#gepard-text textarea", "Where would a lower threshold have stopped this take?")
-        set_number(page, "gepard-max-frames", 60)
-        set_number(page, "gepard-stop-threshold", 0.99)
-        fixed_seed(page, 11)
+        prepare(page, "Where would a lower threshold have stopped this take?", 60, seed=11)
         generate(page)
         page.wait_for_selector("#gepard-ab-plot .gepard-pstop")
         p = plot_data(page, "#gepard-ab-plot")["traces"][0]["p"]
