@@ -41,7 +41,7 @@ def test_two_generates_decode_together_and_each_is_its_solo_run(live_batching_de
     host = live_batching_demo.demo.host
     peak = Peak(host.scheduler)
     peak.start()
-    seeds, frames = [21, 22], 200
+    seeds, frames = [21, 22], 400  # ~1 s each here: long enough to overlap on a busy machine
     clients = [Client(live_batching_demo.url, verbose=False) for _ in seeds]
     jobs = [c.submit(*args(new_id(), seed=s, max_frames=frames, stop_threshold=0.99, fade_ms=20, silence_ms=0,
                            chunk_frames=10, first_chunk_frames=10), api_name="/generate") for c, s in zip(clients, seeds)]
@@ -67,7 +67,7 @@ def test_two_pages_generating_at_once_both_play(browser, live_batching_demo):  #
         pg.goto(live_batching_demo.url + "/", wait_until="load")  # not networkidle: the page keeps a heartbeat open (its gr.State)
         pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate') && document.querySelector('#gepard-recut')", timeout=60_000)
         pg.fill("#gepard-text textarea", "Two visitors speak at the same time.")
-        set_number(pg, "gepard-max-frames", 120)
+        set_number(pg, "gepard-max-frames", 400)  # ~1 s: the second click lands while the first runs
         set_number(pg, "gepard-stop-threshold", 0.99)
         pages.append(pg)
     peak = Peak(live_batching_demo.demo.host.scheduler)
@@ -78,7 +78,7 @@ def test_two_pages_generating_at_once_both_play(browser, live_batching_demo):  #
     assert peak.peak == 2, peak.peak
     for s in stats:
         assert s["state"] == "ended", s
-        assert s["samplesReceived"] == 120 * 1024 and s["samplesPlayed"] == s["samplesReceived"]
+        assert s["samplesReceived"] == 400 * 1024 and s["samplesPlayed"] == s["samplesReceived"]
         assert s["underruns"] == 0 and s["outputPeak"] > 0.01
     for pg in pages:
         pg.context.close()

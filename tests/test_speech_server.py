@@ -219,10 +219,16 @@ def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(served
 
     seeds, frames = [11, 12, 13, 14], 300
     out, peak = {}, [0]
+    # Connected first and released together: a request is ~0.7 s of work here, so four that
+    # trickled out while their clients were made could run one after another on a busy machine.
+    clients = {seed: httpx.Client(base_url=f"http://127.0.0.1:{served}", timeout=120) for seed in seeds}
+    for c in clients.values():
+        assert c.get("/v1/models").status_code == 200
+    go = threading.Barrier(len(seeds))
 
     def ask(seed):
-        with httpx.Client(base_url=f"http://127.0.0.1:{served}", timeout=120) as c:
-            out[seed] = _pcm(_speak(c, response_format="pcm", seed=seed, max_new_tokens=frames).content)
+        go.wait()
+        out[seed] = _pcm(_speak(clients[seed], response_format="pcm", seed=seed, max_new_tokens=frames).content)
 
     threads = [threading.Thread(target=ask, args=(s,)) for s in seeds]
     for t in threads:
@@ -230,6 +236,9 @@ def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(served
     while any(t.is_alive() for t in threads):
         peak[0] = max(peak[0], _load(server)["running"])
         time.sleep(0.005)
+    for c in clients.values():
+        c.close()
+    assert sorted(out) == seeds
     assert peak[0] >= 3, peak  # they ran together, not in turn
     for seed in seeds:
         session = SynthesisSession(tiny_engine, tiny_codec, TEXT, _sampling(tiny_engine).replace(seed=seed, max_frames=frames),
