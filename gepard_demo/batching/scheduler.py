@@ -226,18 +226,9 @@ class BatchScheduler:
                 events = batch.sample()
                 self._hand_out(events)
                 with self._cond:
-                    for h, t in list(self._running.items()):
-                        if t.cancelled:
-                            batch.cancel(h)
+                    self._drop_ended(batch)  # no backbone step for a row that just ended or was closed
                 batch.advance()
                 self.costs.note_step(rows, time.perf_counter() - t0)
-                with self._cond:
-                    for h, t in list(self._running.items()):
-                        if t.cancelled and not t.done:
-                            batch.cancel(h)  # closed since the check above: between steps, it leaves now
-                        if t.done or t.cancelled:
-                            t.done = True
-                            del self._running[h]
             except Exception as exc:  # noqa: BLE001 - handed to every request in the batch
                 with self._cond:
                     failed = list(self._running.values())
@@ -249,15 +240,22 @@ class BatchScheduler:
         self._end_all(SchedulerClosed("the engine's scheduler was closed"))
 
     def _forget_cancelled(self, batch: DecodeBatch) -> None:
+        """Under the lock, between steps: closed requests leave the queue and the batch."""
         for t in [t for t in self._queue if t.cancelled]:
             self._queue.remove(t)
             t.done = True
+        self._drop_ended(batch)
+        self._order()
+
+    def _drop_ended(self, batch: DecodeBatch) -> None:
+        """Under the lock: ended and cancelled requests leave the running set; a cancelled one's
+        rows leave the batch (now between steps, else at its next advance)."""
         for h, t in list(self._running.items()):
-            if t.cancelled:
+            if t.cancelled and not t.done:
                 batch.cancel(h)
+            if t.done or t.cancelled:
                 t.done = True
                 del self._running[h]
-        self._order()
 
     def _admissible(self) -> list[Ticket]:
         """The queue's head, for as long as the admission rule lets each in (under the lock)."""
