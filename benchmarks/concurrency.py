@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from gepard_demo.batching.admission import FRAME_RATE_HZ, Newcomer, Running, refusal  # noqa: E402
+from gepard_demo.batching.admission import Newcomer, Running, refusal  # noqa: E402
 from gepard_demo.batching.codec_pool import CodecPool  # noqa: E402
 from gepard_demo.batching.scheduler import BatchScheduler  # noqa: E402
 from gepard_demo.codec import build_random_codec, load_codec  # noqa: E402
@@ -42,7 +42,7 @@ from gepard_demo.codec.batched import decode_together  # noqa: E402
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
 from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
-from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings  # noqa: E402
+from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings, SamplingSettings, StreamSettings  # noqa: E402
 from gepard_demo.speed.flags import speed_for  # noqa: E402
 from gepard_demo.speed.select import apply_speed  # noqa: E402
 from gepard_demo.streaming.session import SynthesisSession  # noqa: E402

@@ -10,9 +10,9 @@ import time
 import pytest
 import torch
 
-from gepard_demo.batching.admission import FRAME_RATE_HZ, Costs, Newcomer, Running, refusal
+from gepard_demo.batching.admission import Costs, Newcomer, Running, refusal
 from gepard_demo.batching.scheduler import BatchScheduler, SchedulerClosed
-from gepard_demo.settings import BatchingSettings, SamplingSettings, SettingsError
+from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings, SamplingSettings, SettingsError
 
 TEXTS = ["Hello world", "The weather is sunny today, with a light breeze.", "Hi", "One more sentence for the batch."]
 

@@ -27,6 +27,7 @@ import jiwer
 import numpy as np
 
 from eval.scoring.metrics import trailing_edits
+from gepard_demo.settings import FRAME_RATE_HZ
 
 NGRAM_EXCESS = 2
 UNIGRAM_EXCESS = 3
@@ -35,7 +36,6 @@ MATCH = 28
 MAX_LAG = 43
 FRAME_LOOP_S = 1.0
 SILENT_DBFS = -45.0
-FRAME_RATE_HZ = 22050 / 1024
 
 
 def _ngrams(words: list[str], n: int) -> Counter:

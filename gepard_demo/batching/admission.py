@@ -22,9 +22,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from gepard_demo.settings import BatchingSettings
+from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings
 
-FRAME_RATE_HZ = 22050 / 1024  # NanoCodec: 1024 samples a frame at 22.05 kHz
 EMA = 0.2  # weight of a new measurement in the running means
 
 

@@ -37,9 +37,9 @@ import torch
 from gepard_demo.model.batch import BatchRequest, DecodeBatch
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
 from gepard_demo.model.sampling import RowSampler
-from gepard_demo.settings import BatchingSettings, SamplingSettings
+from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings, SamplingSettings
 
-from .admission import FRAME_RATE_HZ, Costs, Newcomer, Running, refusal
+from .admission import Costs, Newcomer, Running, refusal
 
 _END = object()
 

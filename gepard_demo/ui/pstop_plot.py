@@ -14,7 +14,8 @@ import html
 import json
 from dataclasses import dataclass
 
-FRAME_RATE_HZ = 22050 / 1024
+from gepard_demo.settings import FRAME_RATE_HZ
+
 W, H = 640, 220  # viewBox; the element scales to its column
 LEFT, RIGHT, TOP, BOTTOM = 40, 10, 10, 28
 COLORS = ("#1f77b4", "#ff7f0e")

@@ -15,6 +15,8 @@ from typing import Any
 import gradio as gr
 import soundfile as sf
 
+from gepard_demo.settings import FRAME_RATE_HZ
+
 from .controller import CONTROL_NAMES
 from .pstop_plot import Trace, pstop_svg
 from .takes import (
@@ -30,7 +32,6 @@ from .takes import (
     table_rows,
 )
 
-FRAME_RATE_HZ = 22050 / 1024
 KEEP_JSON = 200  # settings files kept for download (all visitors together; the newest)
 
 

@@ -25,7 +25,6 @@ from gepard_demo.model.stop_rule import Derived, recut, recut_limit
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
 MAX_TAKES = 10
-FRAME_RATE_HZ = 22050 / 1024
 
 
 @dataclass(frozen=True, eq=False)  # identity: Gradio hashes State values to see them change
