@@ -7,6 +7,7 @@ Everything here reads the visitor's own `gr.State` list; nothing is kept between
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,17 +138,17 @@ class TakeHandlers:
         return (table_rows(takes), gr.update(choices=labels, value=new_a), gr.update(choices=labels, value=keep_b))
 
     def compared(self, takes: list[Take], a: str | None, b: str | None, threshold: float):
+        """A new B: both players, the plot, the diff and where A stops."""
         ta, tb = find(takes, a), find(takes, b)
-        plot = ab_plot(ta, tb, threshold)
         diff = diff_markdown(ta, tb) if ta and tb else ("Pick a second take as B to compare." if ta else "")
-        files = self._files(ta) if ta else None
-        return (_playable(ta), _playable(tb), plot, diff, files, reach_words(ta, threshold))
+        return (_playable(ta), _playable(tb), ab_plot(ta, tb, threshold), diff, reach_words(ta, threshold))
 
     def picked_a(self, takes: list[Take], a: str | None, b: str | None):
-        """A new A: the re-cut slider starts at A's own threshold."""
+        """A new A: what compared() shows, A's files, and the re-cut slider at A's own threshold."""
         ta = find(takes, a)
         threshold = ta.sampling.stop_threshold if ta else 0.5
-        return (gr.update(value=threshold), *self.compared(takes, a, b, threshold), None)
+        return (gr.update(value=threshold), *self.compared(takes, a, b, threshold), self._files(ta) if ta else None,
+                None)
 
     def threshold_moved(self, takes: list[Take], a: str | None, b: str | None, threshold: float):
         ta = find(takes, a)
@@ -195,10 +196,16 @@ class TakeHandlers:
     def _files(self, take: Take) -> list[str]:
         folder = self.wav_dir / "takes"
         folder.mkdir(parents=True, exist_ok=True)
-        json_path = folder / f"take-{take.number}-seed-{take.sampling.seed}.json"
-        json_path.write_text(settings_json(take), encoding="utf-8")
+        doc = settings_json(take)
+        # Named by its content: every visitor's take #1 gets its own file, a second pick rewrites nothing.
+        digest = hashlib.sha256(doc.encode()).hexdigest()[:10]
+        json_path = folder / f"take-{take.number}-seed-{take.sampling.seed}-{digest}.json"
+        if json_path.exists():
+            json_path.touch()  # picked again: the newest, so the pruning below keeps it
+        else:
+            json_path.write_text(doc, encoding="utf-8")
         old = sorted(folder.glob("take-*.json"), key=lambda q: q.stat().st_mtime)
-        for stale in old[: max(0, len(old) - KEEP_JSON)]:  # one a pick: keep the folder bounded
+        for stale in old[: max(0, len(old) - KEEP_JSON)]:  # one a take: keep the folder bounded
             stale.unlink(missing_ok=True)
         ref = take.controls.get("ref_audio")
         ref = str(ref) if ref and Path(str(ref)).exists() else None  # the synth line's --ref-audio
@@ -215,11 +222,11 @@ _CLICK_GENERATE_JS = "() => { setTimeout(() => document.querySelector('#gepard-g
 def wire_takes(panel: TakesPanel, handlers: TakeHandlers, controls: dict[str, Any]) -> None:
     p = panel
     private = {"api_visibility": "private", "show_progress": "hidden"}
-    compare_out = [p.audio_a, p.audio_b, p.plot, p.diff, p.files, p.recut_note]
+    compare_out = [p.audio_a, p.audio_b, p.plot, p.diff, p.recut_note]
     p.pending.change(handlers.added, [p.state, p.pending], [p.state], **private)
     p.state.change(handlers.listed, [p.state, p.pick_a, p.pick_b], [p.table, p.pick_a, p.pick_b], **private)
     p.pick_a.change(handlers.picked_a, [p.state, p.pick_a, p.pick_b],
-                    [p.recut_threshold, *compare_out, p.recut_audio], **private)
+                    [p.recut_threshold, *compare_out, p.files, p.recut_audio], **private)
     p.pick_b.change(handlers.compared, [p.state, p.pick_a, p.pick_b, p.recut_threshold], compare_out, **private)
     p.recut_threshold.change(handlers.threshold_moved, [p.state, p.pick_a, p.pick_b, p.recut_threshold],
                              [p.plot, p.recut_note], **private)
