@@ -9,14 +9,15 @@ every stream with its own exact state (codec/batched.py); a chunk alone is pushe
 Chunks line up because a running batch makes one frame for every stream per step: while other
 pooled streams are open, a session cuts its chunks at the batch's clock (`aligned`: after its
 first chunk, at every step where batch_step + 1 is a multiple of chunk_frames), so all the
-streams with the same chunk size push at the same step. Exact decoding makes the cut points inaudible: the samples
-equal one whole decode for any chunking. Lookback mode (whose audio depends on the cuts) is not
+streams with the same chunk size push at the same step. Exact decoding makes the cut points
+inaudible: the samples equal one whole decode for any chunking. Lookback mode (whose audio depends on the cuts) is not
 pooled.
 
 Decoding together is worth it where the decoder is not already busy with one chunk: measured
 in benchmarks/concurrency.py (section "codec"), on this 2-core CPU at the full NanoCodec size 4
-streams' 10-frame chunks decode 1.24x faster together than one after the other (no gain at 43
-frames); on a GPU a 10-frame chunk leaves most of the device idle.
+streams' 10-frame chunks decode 1.05-1.08x faster together than one after the other on one
+thread, 1.24-1.56x on two; 43-frame chunks gain nothing (up to 14% slower); on a GPU a 10-frame
+chunk leaves most of the device idle.
 """
 
 from __future__ import annotations

@@ -26,8 +26,9 @@ push the running streams below real time (`--admission`). Each request's session
 worker thread (its own codec), so the event loop keeps answering (and rejecting bad requests)
 meanwhile; their codec chunks that line up decode in one call (batching/codec_pool.py,
 `--no-codec-batching` to decode each alone). A client that hangs up, streamed or not, cancels
-its session: its row leaves the batch at the next step. Reference voices are encoded one at a time (a lock): the encoder is a
-one-off cost per request and would otherwise crowd the running streams' cores.
+its session: its row leaves the batch at the next step. Reference voices are encoded one at a
+time (a lock): the encoder is a one-off cost per request and would otherwise crowd the running
+streams' cores.
 """
 
 from __future__ import annotations

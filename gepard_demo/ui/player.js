@@ -90,7 +90,7 @@
       // Auto: hold everything until the stream's rate says how much must be buffered (autoBuffer).
       const prebuffer = auto ? 1 << 30 : Math.round(((opts && opts.prebufferMs) || 0) * SAMPLE_RATE / 1000);
       this.stats.auto = auto ? {expectedS: expectedSeconds((opts && opts.words) || 0), rate: null, hint: null,
-                                needS: null, decidedAt: null} : null;
+                                needS: null, pushes: 0, firstChunkS: null} : null;
       const controller = new AbortController();
       this.abort = controller;
       this.render();
@@ -177,16 +177,17 @@
 
     // The automatic start buffer. A stream that arrives at r audio seconds per second (r < 1)
     // and lasts T seconds plays without a gap from the moment A seconds have arrived, where
-    // A >= T (1 - r): until then the player holds. r is measured on this stream (after its
-    // first chunk, from the second chunk on), before that the server's hint (X-Gepard-Speed); T is
+    // A >= T (1 - r): until then the player holds. r is measured on this stream from its second
+    // chunk on (audio after the first chunk / time since it), before that the server's hint
+    // (X-Gepard-Speed); T is
     // the text's expected length (0.7 + 0.4 s per word, the authors' scorer), raised when more
     // has already arrived. 10% and 0.2 s of margin. r >= 1.1 (faster than real time): start now.
     autoBuffer(jobId) {
-      const s = this.stats, a = s.auto, now = performance.now();
+      const s = this.stats, a = s.auto;
       const got = s.samplesReceived / SAMPLE_RATE;
-      if (s.firstByteAt !== null && a.firstChunkS === undefined) a.firstChunkS = got;
-      const since = (now - s.firstByteAt) / 1000;
-      a.pushes = (a.pushes || 0) + 1;
+      a.pushes += 1;
+      if (a.pushes === 1) a.firstChunkS = got;
+      const since = (performance.now() - s.firstByteAt) / 1000;
       const measured = a.pushes >= 2 && since >= 0.1 ? (got - a.firstChunkS) / since : null;
       const rate = measured !== null ? measured : a.hint;
       a.rate = rate;
@@ -197,7 +198,6 @@
       else need = a.expectedS * Math.max(0, 1 - rate) * 1.1 + 0.2;
       a.needS = need;
       if (need !== null) {
-        if (a.decidedAt === null && got >= need) a.decidedAt = now;
         this.node.port.postMessage({type: 'prebuffer', jobId, prebuffer: Math.max(1, Math.round(need * SAMPLE_RATE))});
       }
       this.render();
