@@ -139,17 +139,17 @@ class GepardStreaming(GepardLocal):
 
     def synthesize(self, requests, sampling, stream, refs=None):
         speakers = self.speakers(refs) or [None] * len(requests)
-        return [self.stream_one(self.engine, text, seed, speaker, sampling, stream)
+        return [self.stream_one(text, seed, speaker, sampling, stream)
                 for (text, seed), speaker in zip(requests, speakers)]
 
     # One visitor at a time: what the app's path gives a listener alone (ttfa_s measured so);
     # several at once is benchmarks/concurrency.py's. run.py then takes the fixed-batch loop.
     synthesize_each = None
 
-    def stream_one(self, engine, text, seed, speaker, sampling, stream) -> Synthesis:
+    def stream_one(self, text, seed, speaker, sampling, stream) -> Synthesis:
         from gepard_demo.streaming.session import SynthesisSession
 
-        session = SynthesisSession(engine, self.codec, text, sampling.replace(seed=seed), stream, speaker=speaker)
+        session = SynthesisSession(self.engine, self.codec, text, sampling.replace(seed=seed), stream, speaker=speaker)
         audio = session.run()
         st = session.stats
         return Synthesis(
