@@ -161,10 +161,11 @@ class GepardServer:
         return [self.one(text, seed, sampling.max_frames, v, guidance) for (text, seed), v in zip(requests, voices)]
 
     def one(self, text: str, seed: int, max_frames: int, ref_audio: str | None = None,
-            guidance: dict | None = None) -> Synthesis:
+            guidance: dict | None = None, result: StreamResult | None = None) -> Synthesis:
         """One utterance; `ref_audio`: a reference voice as a data URL (reference_data_urls);
-        `guidance`: guidance_for's fields."""
-        result, done = StreamResult(), {}
+        `guidance`: guidance_for's fields; `result`: its `hang_up()` ends the request from
+        another thread (what it returns then is cut short: the caller drops it)."""
+        result, done = result or StreamResult(), {}
         t0 = time.perf_counter()
         try:
             parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="sse", result=result,
@@ -233,6 +234,7 @@ class ServerPool:
         stop = threading.Event()
         lock = threading.Lock()
         left = len(requests)
+        in_flight: set[StreamResult] = set()  # hung up when the consumer stops, so no server keeps them
 
         outstanding = [len(requests)]  # utterances not finished yet (queued or in flight)
 
@@ -245,8 +247,13 @@ class ServerPool:
                         if not outstanding[0]:
                             return
                     continue  # another slot may still hand an utterance back
+                call = StreamResult()
+                with lock:
+                    if stop.is_set():
+                        return
+                    in_flight.add(call)
                 try:
-                    result = server.one(text, seed, sampling.max_frames, voice, guidance)
+                    result = server.one(text, seed, sampling.max_frames, voice, guidance, call)
                 except ServerError as e:
                     if getattr(e, "kind", None) == "refused":
                         done.put((i, None, e))  # any server would refuse it: the run stops
@@ -258,6 +265,9 @@ class ServerPool:
                 except BaseException as e:  # noqa: BLE001  reported by the consumer
                     done.put((i, None, e))
                     return
+                finally:
+                    with lock:
+                        in_flight.discard(call)
                 with lock:
                     outstanding[0] -= 1
                 done.put((i, result, None))
@@ -279,8 +289,12 @@ class ServerPool:
                     raise error
                 left -= 1
                 yield i, result
-        finally:
-            stop.set()
+        finally:  # the run ended or was stopped (an error, Ctrl-C, a closed Eval tab)
+            with lock:
+                stop.set()
+                calls = list(in_flight)
+            for call in calls:
+                call.hang_up()
 
     def _all_dead(self, left: int) -> ServerError:
         why = "; ".join(f"{url}: {msg.split(': ', 2)[-1][:160]}" for url, msg in self.dead.items())

@@ -90,6 +90,16 @@ class CodecPool:
             self._open.discard(stream)
             self._cond.notify_all()
 
+    def _drop(self, stream: "PooledStream") -> None:
+        """A cancelled stream's pushes that no decoder call has taken yet end now, with no samples
+        (one being decoded finishes: a decoder call cannot be interrupted)."""
+        with self._cond:
+            mine = [job for job in self._pending if job.stream is stream]
+            self._pending = [job for job in self._pending if job.stream is not stream]
+        for job in mine:
+            job.samples = np.zeros(0, dtype=np.float32)
+            job.done.set()
+
     def _loop(self) -> None:
         while True:
             with self._cond:
@@ -150,6 +160,10 @@ class PooledStream(StreamDecoder):
 
     def push(self, codes: Any) -> np.ndarray:
         return self.pool._push(self, codes)
+
+    def cancel(self) -> None:
+        """Any thread: a push of this stream still waiting for the pool returns at once, empty."""
+        self.pool._drop(self)
 
     def close(self) -> None:
         self.pool._close(self)

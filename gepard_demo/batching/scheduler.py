@@ -41,7 +41,7 @@ from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings, SamplingSettin
 
 from .admission import Costs, Newcomer, Running, refusal
 
-_END = object()
+_CLOSED = object()  # what cancel() puts in a stream's handoff: a consumer waiting for a frame stops waiting
 
 
 class SchedulerClosed(RuntimeError):
@@ -175,10 +175,17 @@ class BatchScheduler:
         return ticket
 
     def cancel(self, ticket: Ticket) -> None:
+        """End a request from any thread: a queued one leaves the queue now, a running one's
+        rows leave the batch at the next step boundary (the step in flight finishes first)."""
         with self._cond:
-            if not ticket.done:
-                ticket.cancelled = True
-                self._cond.notify_all()
+            if ticket.done:
+                return
+            ticket.cancelled = True
+            if ticket in self._queue:
+                self._queue.remove(ticket)
+                ticket.done = True
+                self._order()
+            self._cond.notify_all()
 
     def note_decode(self, seconds: float, frames: int) -> None:
         """A stream's codec decode of `frames` frames took `seconds` (for the admission rule)."""
@@ -214,7 +221,7 @@ class BatchScheduler:
                     self._cond.wait()
                 if self._closed:
                     break
-                self._forget_cancelled(batch)
+                self._drop_ended(batch)  # what was cancelled during the last step leaves now
                 newcomers = self._admissible()
             try:
                 if newcomers:
@@ -238,14 +245,6 @@ class BatchScheduler:
                     t.on_step(t, exc)
                 batch = DecodeBatch(self.engine.talker)
         self._end_all(SchedulerClosed("the engine's scheduler was closed"))
-
-    def _forget_cancelled(self, batch: DecodeBatch) -> None:
-        """Under the lock, between steps: closed requests leave the queue and the batch."""
-        for t in [t for t in self._queue if t.cancelled]:
-            self._queue.remove(t)
-            t.done = True
-        self._drop_ended(batch)
-        self._order()
 
     def _drop_ended(self, batch: DecodeBatch) -> None:
         """Under the lock: ended and cancelled requests leave the running set; a cancelled one's
@@ -320,8 +319,9 @@ class BatchScheduler:
 
 
 class TicketFrames:
-    """The iterator `stream_frames` returns: FrameSteps through the ticket's queue. close() (or
-    losing it) cancels the request."""
+    """The iterator `stream_frames` returns: FrameSteps through the ticket's queue. `cancel()`
+    (or close(), or losing the iterator) ends the request from any thread, and a consumer
+    waiting for its next frame (queued, in prefill, or behind a slow step) stops waiting at once."""
 
     def __init__(self, scheduler: BatchScheduler, ticket: Ticket, handoff: queue.Queue):
         self._scheduler, self.ticket, self._handoff = scheduler, ticket, handoff
@@ -331,7 +331,7 @@ class TicketFrames:
         return self
 
     def __next__(self) -> FrameStep:
-        if self._ended:
+        if self._ended or self.ticket.cancelled:
             raise StopIteration
         while True:
             try:
@@ -340,10 +340,13 @@ class TicketFrames:
             except queue.Empty:
                 thread = self._scheduler._thread
                 if thread is not None and not thread.is_alive():
-                    self.close()
+                    self.cancel()
                     raise SchedulerClosed("the engine's scheduler stopped") from None
+        if item is _CLOSED or self.ticket.cancelled:
+            self._ended = True
+            raise StopIteration
         if isinstance(item, BaseException):
-            self.close()
+            self.cancel()
             raise item
         if item.done:
             self._ended = True
@@ -352,9 +355,13 @@ class TicketFrames:
     def wait_line(self) -> str | None:
         return self.ticket.wait_line()
 
-    def close(self) -> None:
+    def cancel(self) -> None:
+        """Any thread: the request ends (see BatchScheduler.cancel) and a waiting __next__ returns."""
         self._ended = True
         self._scheduler.cancel(self.ticket)
+        self._handoff.put(_CLOSED)
+
+    close = cancel
 
     def __del__(self) -> None:
         if not self.ticket.done:

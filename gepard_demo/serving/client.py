@@ -16,7 +16,9 @@ vLLM-Omni 0.30 refuses it for Gepard (a 400, "refused").
 from __future__ import annotations
 
 import base64
+import contextlib
 import mimetypes
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -105,12 +107,22 @@ def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | No
     return body
 
 
-@dataclass
+@dataclass(eq=False)
 class StreamResult:
-    """Filled in while `SpeechClient.stream` runs: when the first audio came and the headers."""
+    """Filled in while `SpeechClient.stream` runs: when the first audio came and the headers.
+    `hang_up()` (any thread) closes the connection now, even while the reading thread waits
+    for the server's first byte: the server sees its client gone and frees the request."""
 
     ttfa_s: float | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    _socket: Any = field(default=None, repr=False)
+    _hung_up: bool = False
+
+    def hang_up(self) -> None:
+        self._hung_up = True
+        if self._socket is not None:
+            with contextlib.suppress(OSError):  # wakes a blocked read on Linux; close() alone does not
+                self._socket.shutdown(socket.SHUT_RDWR)
 
 
 class SpeechClient:
@@ -170,6 +182,10 @@ class SpeechClient:
         t0 = time.perf_counter()
         try:
             with self._client.stream("POST", SPEECH_PATH, json=body) as r:
+                network = r.extensions.get("network_stream")  # absent on a test transport
+                result._socket = network.get_extra_info("socket") if network is not None else None
+                if result._hung_up:
+                    return
                 result.headers = dict(r.headers)
                 if r.status_code != 200:
                     r.read()
@@ -191,6 +207,8 @@ class SpeechClient:
                             result.ttfa_s = time.perf_counter() - t0
                         yield samples
         except httpx.HTTPError as e:
+            if result._hung_up or cancel is not None and cancel.is_set():
+                return  # our own hang-up broke the read
             raise self._failed(f"POST {SPEECH_PATH}", e) from e
         except (RuntimeError, ValueError) as e:
             if isinstance(e, SpeechServerError):

@@ -111,6 +111,27 @@ class _TooLarge(Exception):
     pass
 
 
+class SessionStream(StreamingResponse):
+    """A streamed session that ends with its client. Starlette notices the disconnect while the
+    body's task may be waiting on the session's thread (a decode step, a queued request, a codec
+    push); the session is cancelled right there, so its row leaves the batch (or the queue) at
+    once instead of when that wait ends. However the response ends, the session is cancelled."""
+
+    def __init__(self, session: SynthesisSession, content: Any, **kwargs: Any):
+        super().__init__(content, **kwargs)
+        self.session = session
+
+    async def listen_for_disconnect(self, receive) -> None:
+        await super().listen_for_disconnect(receive)
+        self.session.cancel()
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.session.cancel()  # a no-op once it ended by itself
+
+
 async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
     """Cancel the session when the client disconnects (the body is already read, so the next
     ASGI message can only be the disconnect)."""
@@ -206,8 +227,8 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             headers["X-Gepard-Ref-Text"] = "ignored"
         if req.mode != "none":
             media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
-            body_iter = _stream_body(session, req)
-            return StreamingResponse(body_iter, media_type=media, headers={**headers, "X-Accel-Buffering": "no"})
+            return SessionStream(session, _stream_body(session, req), media_type=media,
+                                 headers={**headers, "X-Accel-Buffering": "no"})
         watcher = asyncio.create_task(_wait_for_hangup(request, session))
         try:
             audio = await anyio.to_thread.run_sync(session.run)

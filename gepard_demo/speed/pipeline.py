@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 _END = object()
@@ -40,7 +39,7 @@ class PipelinedEngine:
     def __getattr__(self, name: str) -> Any:  # config, tokenizer, talker, model_info, generate, ...
         return getattr(self._engine, name)
 
-    def stream_frames(self, text: str, settings: Any, **voice: Any) -> Iterator[Any]:
+    def stream_frames(self, text: str, settings: Any, **voice: Any) -> "PipedFrames":
         handoff: queue.Queue = queue.Queue(maxsize=self._max_ahead)
         stop = threading.Event()
         # Create the wrapped iterator here, so bad settings raise in the caller's thread.
@@ -67,19 +66,47 @@ class PipelinedEngine:
                 put(_END)
 
         worker = threading.Thread(target=produce, name="gepard-talker", daemon=True)
-        return self._consume(handoff, stop, worker)
+        return PipedFrames(handoff, stop, worker)
 
-    @staticmethod
-    def _consume(handoff: queue.Queue, stop: threading.Event, worker: threading.Thread) -> Iterator[Any]:
-        worker.start()
+
+class PipedFrames:
+    """The consumer's side of one pipelined stream. `cancel()` from any thread stops the talker
+    after its step in flight and wakes a consumer waiting for a frame; `close()` also waits for
+    the talker to let go of the engine."""
+
+    def __init__(self, handoff: queue.Queue, stop: threading.Event, worker: threading.Thread):
+        self._handoff, self._stop, self._worker = handoff, stop, worker
+        self._started = False  # the talker starts with the first frame asked for, as a generator's would
+
+    def __iter__(self) -> "PipedFrames":
+        return self
+
+    def __next__(self) -> Any:
+        if self._stop.is_set():
+            raise StopIteration
+        if not self._started:
+            self._started = True
+            self._worker.start()
+        item = self._handoff.get()
+        if item is _END or self._stop.is_set():
+            self.close()
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self.close()
+            raise item.exc
+        return item
+
+    def cancel(self) -> None:
+        self._stop.set()
         try:
-            while True:
-                item = handoff.get()
-                if item is _END:
-                    return
-                if isinstance(item, _Failure):
-                    raise item.exc
-                yield item
-        finally:
-            stop.set()
-            worker.join()
+            self._handoff.put_nowait(_END)  # a full queue has frames: its consumer is not waiting
+        except queue.Full:
+            pass
+
+    def close(self) -> None:
+        self.cancel()
+        if self._worker.ident is not None:  # started
+            self._worker.join()
+
+    def __del__(self) -> None:
+        self._stop.set()

@@ -192,6 +192,7 @@ class SynthesisSession(OnceIterableSession):
         # cannot be closed while another thread is inside it.
         self._lock = threading.RLock()
         self._frames_iter: Any = None
+        self._decoder: Any = None  # the codec stream, while iterating
         self.speaker = speaker
         self._step_events = False
         self._codes: list[Any] = []  # every committed frame's codes, in order
@@ -217,9 +218,20 @@ class SynthesisSession(OnceIterableSession):
 
     # -- control ---------------------------------------------------------------------------
 
+    def cancel(self) -> None:
+        """Stop from any thread, at once: the frame source and the codec stream are told too
+        (a scheduler's request leaves its queue or batch, a pipeline's talker stops, a pooled
+        codec push that has not started is dropped), so an iterating thread that waits on
+        either returns now instead of when its frame or samples come."""
+        self._cancel.set()
+        for part in (self._frames_iter, self._decoder):
+            stop = getattr(part, "cancel", None)
+            if stop is not None:
+                stop()
+
     def close(self) -> None:
         """Cancel and free the engine (waits for the decode step in flight, if any)."""
-        self._cancel.set()
+        self.cancel()
         with self._lock:
             self._close_frames()
 
@@ -237,7 +249,7 @@ class SynthesisSession(OnceIterableSession):
         sr = self.sample_rate
         # Hold back at least the fade's sample count (+1 for any rounding in the codec).
         hold = int(math.ceil(stream.fade_ms * sr / 1000.0)) + 1 if stream.fade_ms > 0 else 0
-        decoder = self.codec.streamer(mode=stream.decode_mode, lookback=stream.lookback_frames)
+        decoder = self._decoder = self.codec.streamer(mode=stream.decode_mode, lookback=stream.lookback_frames)
         note_decode = getattr(self.engine, "note_decode", None)  # batching.scheduler's, when there is one
         held = np.zeros(0, dtype=np.float32)
         pending: list[Any] = []  # codes committed but not yet decoded
@@ -296,8 +308,8 @@ class SynthesisSession(OnceIterableSession):
                         t = time.perf_counter()
                         step = next(frames_iter, None)
                         stats.gen_time_s += time.perf_counter() - t
-                    if step is None:  # iterator ended without saying why: treat as budget
-                        seg_end = seg_end or "budget"
+                    if step is None:  # ended without saying why: cancelled from outside, else the budget
+                        seg_end = "cancel" if self._cancel.is_set() else "budget"
                         break
                     stats.p_stop.append(float(step.p_stop))
                     if step.codes is not None:

@@ -13,6 +13,7 @@ the session, and keeps the Eval tab off it meanwhile.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 import math
 import secrets
@@ -46,6 +47,7 @@ CONTROL_NAMES = (
     *VOICE_CONTROL_NAMES,  # the "Voice and guidance" group (voice.py)
 )
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
+STOP_GRACE_S = 0.2  # after Stop, how long the handler waits for the session's thread before it answers
 log = logging.getLogger("gepard_demo.ui")
 
 
@@ -230,6 +232,9 @@ class DemoController:
         worker.start()
         try:
             while worker.is_alive():
+                if session.cancelled:  # Stop: its thread ends at the next step, or sooner
+                    worker.join(STOP_GRACE_S)
+                    break  # still held by work that cannot be interrupted (a codec push): answer now
                 worker.join(POLL_S)
                 st = session.stats
                 line = session.wait_line() if hasattr(session, "wait_line") else None
@@ -246,15 +251,18 @@ class DemoController:
                         gr.skip(), gr.skip(), live_plot(session, sampling), gr.skip(),
                     )
         finally:
-            # The page went away or Gradio cancelled the event: free the engine.
+            # The page went away or Gradio cancelled the event (it closes this generator on its
+            # event loop, so nothing here may wait): the session frees the engine at once, and
+            # its thread ends on its own.
             if worker.is_alive():
                 session.cancel()
-                worker.join()
         if failure:
             # A real fault: keep its traceback in the log.
             log.error("synthesis failed", exc_info=failure[0])
             raise gr.Error(f"Synthesis failed: {failure[0]!r}", title="Synthesis failed") from None
         stats = session.stats
+        if worker.is_alive():  # stopped, and its thread has not let go yet: show it as stopped now
+            stats = dataclasses.replace(stats, cancelled=True)
         self._remember(job.job_id, stats)
         audio = session.audio()
         wav = self._write_wav(job.job_id, audio, session.sample_rate) if len(audio) else None

@@ -76,14 +76,20 @@ class ServedSession(OnceIterableSession):
         self.sample_rate = SAMPLE_RATE
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed)
         self._request_start = request_start
+        self._result = StreamResult()
         super().__init__()
 
-    def close(self) -> None:
-        self._cancel.set()  # the client closes the connection at the next chunk
+    def cancel(self) -> None:
+        """Any thread: the connection closes now, also while the server still holds the request
+        in its queue (no chunk would come to notice the cancel at), so the server frees it."""
+        self._cancel.set()
+        self._result.hang_up()
+
+    close = cancel
 
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
-        st, result, emitted = self.stats, StreamResult(), 0
+        st, result, emitted = self.stats, self._result, 0
         done_info: dict = {}
         try:
             for pcm in self.client.stream(self.text, seed=self.sampling.seed, max_new_tokens=self.sampling.max_frames,
