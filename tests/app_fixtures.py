@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -213,3 +214,66 @@ def set_number(page, elem_id: str, value: float, attempts: int = 3) -> None:
         except Exception:  # playwright TimeoutError: type it again
             pass
     raise AssertionError(f"slider #{elem_id} did not take the value {value}")
+
+
+# -- the page's API, as tests drive it (gradio_client for the event, HTTP for the PCM) ----------
+
+DEFAULTS = dict(
+    text="Hello world, this is Gepard.", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5,
+    seed=1234, random_seed=False, max_frames=60, first_chunk_frames=10, chunk_frames=10,
+    decode_mode="exact", lookback_frames=8, fade_ms=20, silence_ms=100, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
+)
+ORDER = list(DEFAULTS)
+
+
+@pytest.fixture(scope="module")
+def client(live_demo):
+    from gradio_client import Client
+
+    return Client(live_demo.url, verbose=False)
+
+
+def args(job_id: str, **over):
+    """The /generate API's arguments: the job id, then every control (DEFAULTS, with `over`)."""
+    values = {**DEFAULTS, **over}
+    return [job_id] + [values[k] for k in ORDER]
+
+
+def new_id() -> str:
+    return secrets.token_hex(16)
+
+
+class Listener(threading.Thread):
+    """Reads a job's PCM stream the way the page does, recording when bytes arrived."""
+
+    def __init__(self, url: str, job_id: str, stop_after_bytes: int | None = None):
+        super().__init__(daemon=True)
+        self.url, self.job_id, self.stop_after = url, job_id, stop_after_bytes
+        self.data = bytearray()
+        self.reads = 0
+        self.status = None
+        self.connected = threading.Event()
+
+    def run(self):
+        import httpx
+
+        with httpx.stream("GET", f"{self.url}/gepard/pcm/{self.job_id}", timeout=120) as r:
+            self.status = r.status_code
+            self.headers = r.headers
+            self.connected.set()
+            for part in r.iter_bytes():
+                self.data += part
+                self.reads += 1
+                if self.stop_after is not None and len(self.data) >= self.stop_after:
+                    return  # leaving the with-block closes the connection mid-stream
+
+
+def generate_with_stream(client, url, **over):
+    job_id = new_id()
+    listener = Listener(url, job_id)
+    listener.start()
+    listener.connected.wait(10)
+    result = client.submit(*args(job_id, **over), api_name="/generate").result(timeout=120)
+    listener.join(30)
+    assert not listener.is_alive()
+    return result, listener

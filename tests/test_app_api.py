@@ -5,7 +5,6 @@ A real Gradio server on 127.0.0.1 (free port) serving the real tiny engine and c
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 
@@ -13,67 +12,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from app_fixtures import flood_listeners, live_demo, pcm_f32, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import (  # noqa: F401  (fixtures)
+    DEFAULTS, ORDER, Listener, args, client, flood_listeners, generate_with_stream, live_demo, new_id, pcm_f32, tiny_codec,
+)
 
 pytestmark = pytest.mark.slow
-
-DEFAULTS = dict(
-    text="Hello world, this is Gepard.", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5,
-    seed=1234, random_seed=False, max_frames=60, first_chunk_frames=10, chunk_frames=10,
-    decode_mode="exact", lookback_frames=8, fade_ms=20, silence_ms=100, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
-)
-ORDER = list(DEFAULTS)
-
-
-@pytest.fixture(scope="module")
-def client(live_demo):
-    from gradio_client import Client
-
-    return Client(live_demo.url, verbose=False)
-
-
-def args(job_id: str, **over):
-    values = {**DEFAULTS, **over}
-    return [job_id] + [values[k] for k in ORDER]
-
-
-def new_id() -> str:
-    return secrets.token_hex(16)
-
-
-class Listener(threading.Thread):
-    """Reads a job's PCM stream the way the page does, recording when bytes arrived."""
-
-    def __init__(self, url: str, job_id: str, stop_after_bytes: int | None = None):
-        super().__init__(daemon=True)
-        self.url, self.job_id, self.stop_after = url, job_id, stop_after_bytes
-        self.data = bytearray()
-        self.reads = 0
-        self.status = None
-        self.connected = threading.Event()
-
-    def run(self):
-        with httpx.stream("GET", f"{self.url}/gepard/pcm/{self.job_id}", timeout=120) as r:
-            self.status = r.status_code
-            self.headers = r.headers
-            self.connected.set()
-            for part in r.iter_bytes():
-                self.data += part
-                self.reads += 1
-                if self.stop_after is not None and len(self.data) >= self.stop_after:
-                    return  # leaving the with-block closes the connection mid-stream
-
-
-def generate_with_stream(client, url, **over):
-    job_id = new_id()
-    listener = Listener(url, job_id)
-    listener.start()
-    listener.connected.wait(10)
-    result = client.submit(*args(job_id, **over), api_name="/generate").result(timeout=120)
-    listener.join(30)
-    assert not listener.is_alive()
-    return result, listener
-
 
 def read_wav(path) -> np.ndarray:
     audio, sr = sf.read(path, dtype="float32")
@@ -147,58 +90,6 @@ def test_random_seed_is_reported_and_replays(client, live_demo):
     np.testing.assert_array_equal(read_wav(again[1]), read_wav(result[1]))
 
 
-def test_stop_cancels_and_frees_the_engine(client, live_demo):
-    job_id = new_id()
-    listener = Listener(live_demo.url, job_id)
-    listener.start()
-    job = client.submit(*args(job_id, max_frames=4000), api_name="/generate")
-    deadline = time.monotonic() + 30
-    while len(listener.data) < 20 * 1024 * 4 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(listener.data) > 0, "no audio streamed before Stop"
-    t0 = time.monotonic()
-    assert client.predict(job_id, api_name="/stop") == "Stopping…"
-    status, wav_path, stats_md, _ = job.result(timeout=30)
-    assert time.monotonic() - t0 < 5
-    assert status.startswith("Stopped") and "stopped by the user" in stats_md
-    listener.join(10)
-    assert not listener.is_alive()
-    assert len(read_wav(wav_path)) < 4000 * 1024 / 4
-    # The engine is free: the next request runs at once.
-    result, _ = generate_with_stream(client, live_demo.url, max_frames=10)
-    assert result[0].startswith("Done")
-
-
-def test_listener_leaving_cancels_the_job(client, live_demo):
-    job_id = new_id()
-    listener = Listener(live_demo.url, job_id, stop_after_bytes=10 * 1024 * 4)
-    listener.start()
-    status, _, stats_md, _ = client.submit(*args(job_id, max_frames=4000), api_name="/generate").result(timeout=60)
-    assert status.startswith("Stopped")
-
-
-BAD = [
-    (dict(text=""), "enter some text"),
-    (dict(text="   \n\t"), "enter some text"),
-    (dict(text="\u200b\u200d\ufeff"), "enter some text"),
-    (dict(text="x" * 2001), "limit is 2000"),
-    # Outside a control's range: our own check answers, naming the field (no silent clamping).
-    (dict(temperature=0), "temperature must be between 0.05 and 5, got 0"),
-    (dict(temperature=9), "temperature must be between 0.05 and 5, got 9"),
-    (dict(max_frames=0), "max_frames must be between 1 and 4096, got 0"),
-    (dict(max_frames=5000), "max_frames must be between 1 and 4096, got 5000"),
-    (dict(chunk_frames=5000), "chunk_frames must be between 1 and 200"),
-    (dict(silence_ms=1e9), "silence_ms must be between 0 and 2000"),
-    (dict(top_k=2.5), "top_k must be a whole number"),
-    (dict(seed=-3), "seed must be between 0 and"),
-    (dict(decode_mode="bogus"), "decode_mode must be one of exact, lookback"),
-    # Accepted by the components but not valid settings: our own parse / validate() answers.
-    (dict(seed=None), "seed is empty"),
-    (dict(max_frames=12.5), "max_frames must be a whole number"),
-]
-
-
-@pytest.mark.parametrize("over,message", BAD, ids=[m + str(i) for i, (_, m) in enumerate(BAD)])
 def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client, live_demo, over, message):
     from gradio_client.exceptions import AppError
 
@@ -227,33 +118,6 @@ def test_bad_job_id_is_refused(live_demo):
     assert r.status_code in (400, 404)
     r = httpx.get(f"{live_demo.url}/gepard/pcm/short", timeout=10)
     assert r.status_code == 400
-
-
-def test_generate_waits_for_a_place_in_the_batch_and_stop_still_works(client, live_demo):
-    # Something else (the Eval tab, another caller) holds the batch's one place: Generate says
-    # where it stands and why, and Stop ends it before it ever ran.
-    from gepard_demo.settings import SamplingSettings
-
-    other = live_demo.demo.host.scheduler.stream_frames("Someone else's long request.",
-                                                        SamplingSettings(max_frames=4000, stop_threshold=0.999))
-    try:
-        next(other)
-        job_id = new_id()
-        job = client.submit(*args(job_id, max_frames=10), api_name="/generate")
-        deadline = time.monotonic() + 20
-        statuses = []
-        while time.monotonic() < deadline:
-            statuses = [o[0] for o in job.outputs() if o]
-            if any("Waiting for the engine" in s for s in statuses):
-                break
-            time.sleep(0.05)
-        assert any("Waiting for the engine (next in line): its one place is taken" in s for s in statuses), statuses
-        assert live_demo.demo.controller.queue_status(job_id)["state"] == "queued"
-        client.predict(job_id, api_name="/stop")
-        status, wav, stats_md, _ = job.result(timeout=10)
-    finally:
-        other.close()
-    assert status.startswith("Stopped") and wav is None and "stopped by the user" in stats_md
 
 
 def test_a_job_id_still_held_cannot_be_taken_by_a_second_request(client, live_demo):

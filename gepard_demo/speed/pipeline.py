@@ -88,11 +88,12 @@ class PipedFrames:
             self._started = True
             self._worker.start()
         item = self._handoff.get()
-        if item is _END or self._stop.is_set():
-            self.close()
+        if self._stop.is_set():  # cancelled: close() waits for the talker's step in flight, this does not
             raise StopIteration
-        if isinstance(item, _Failure):
+        if item is _END or isinstance(item, _Failure):  # the talker is done
             self.close()
+            if item is _END:
+                raise StopIteration
             raise item.exc
         return item
 

@@ -1,0 +1,138 @@
+"""Requests that never end by themselves, for the tests of Stop, closed tabs and hang-ups.
+
+A test of "Stop frees the engine" must not pass because the request happened to end in time,
+so these hold a request open in the state under test until the test lets go:
+
+- `endless`: a request with ENDLESS_SEED runs forever: no frame budget, a stop head that cannot
+  fire. It is chosen by its seed, so it goes through every surface unchanged (the page's seed
+  control, the server's `seed` field, eval's seeds).
+- `held_prefill`: the prefill of a prompt that contains HELD_TEXT waits until released.
+- `held_codec`: every push of a codec stream waits until released (a codec that "drains").
+
+STOP_S is how soon a stopped request must have let go (the issue's 0.5 s); measured, it lets go
+in a few milliseconds on 2 cores. BOUND_S adds a margin for a CI machine running other jobs: a
+request that is never stopped never lets go, so no bound makes such a test pass by luck.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from typing import Callable
+
+import pytest
+
+from gepard_demo.model.batch import DecodeBatch
+from gepard_demo.model.sampling import RowSampler
+
+ENDLESS_SEED = 4_242_424_242
+HELD_TEXT = "Held in its prefill"
+STOP_S = 0.5
+BOUND_S = STOP_S + 1.0  # margin for scheduling on a loaded 2-core machine
+
+
+@pytest.fixture()
+def endless(monkeypatch):
+    create = RowSampler.create.__func__
+
+    def endless_create(cls, settings, device):
+        row = create(cls, settings, device)
+        if row.seed == ENDLESS_SEED:  # no budget a run reaches, and p_stop is never above 1
+            row.settings = dataclasses.replace(row.settings, max_frames=2**40, stop_threshold=1.0)
+        return row
+
+    monkeypatch.setattr(RowSampler, "create", classmethod(endless_create))
+    return ENDLESS_SEED
+
+
+class Gate:
+    """Where held work waits: `entered` once something waits here, `release()` lets it all go."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+        self._open = threading.Event()
+
+    def wait(self) -> None:
+        self.entered.set()
+        self._open.wait(120)  # never forever: a broken test still ends
+
+    def release(self) -> None:
+        self._open.set()
+
+
+@pytest.fixture()
+def held_prefill(monkeypatch, tiny_engine):
+    """A Gate that holds the prefill of any request whose prompt holds HELD_TEXT's tokens."""
+    gate = Gate()
+    admit = DecodeBatch.admit
+    marker = tiny_engine.tokenizer.encode(HELD_TEXT, add_special_tokens=False)
+
+    def held_admit(self, requests):
+        if any(_contains(r.prompt, marker) for r in requests):
+            gate.wait()
+        return admit(self, requests)
+
+    monkeypatch.setattr(DecodeBatch, "admit", held_admit)
+    yield gate
+    gate.release()
+
+
+def _contains(seq: list[int], part: list[int]) -> bool:
+    n = len(part)
+    return any(seq[i:i + n] == part for i in range(len(seq) - n + 1))
+
+
+class HeldCodec:
+    """Wraps a codec: its streams' pushes wait at `gate` from the `hold_from`-th push on."""
+
+    def __init__(self, codec, hold_from: int = 0):
+        self.codec, self.gate, self.hold_from = codec, Gate(), hold_from
+
+    def __getattr__(self, name):
+        return getattr(self.codec, name)
+
+    def streamer(self, *args, **kwargs):
+        inner = self.codec.streamer(*args, **kwargs)
+        outer, pushes = self, [0]
+
+        class Held:
+            def __getattr__(self, name):
+                return getattr(inner, name)
+
+            def push(self, codes):
+                pushes[0] += 1
+                if pushes[0] > outer.hold_from:
+                    outer.gate.wait()
+                return inner.push(codes)
+
+        return Held()
+
+
+@contextlib.contextmanager
+def held_codec(codec, hold_from: int = 0):
+    held = HeldCodec(codec, hold_from)
+    try:
+        yield held
+    finally:
+        held.gate.release()
+
+
+def within(condition: Callable[[], bool], seconds: float = BOUND_S) -> float:
+    """Seconds until condition() held (polled every 5 ms); fails past `seconds`."""
+    t0 = time.monotonic()
+    while not condition():
+        if time.monotonic() - t0 > seconds:
+            raise AssertionError(f"not within {seconds} s")
+        time.sleep(0.005)
+    return time.monotonic() - t0
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 60.0, what: str = "the condition") -> None:
+    """Wait for a state to be reached (not a bound under test: generous)."""
+    t0 = time.monotonic()
+    while not condition():
+        if time.monotonic() - t0 > seconds:
+            raise AssertionError(f"{what} did not happen within {seconds} s")
+        time.sleep(0.01)
