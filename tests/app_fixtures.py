@@ -196,6 +196,15 @@ SLIDER_HOLDS = """([id, want]) => {
 }"""
 
 
+def fixed_seed(page, seed: int) -> None:
+    """Untick "random seed" and type this one, as a person would."""
+    page.uncheck("#gepard-random-seed input")
+    box = page.locator("#gepard-seed input")
+    box.fill(str(seed))
+    box.press("Enter")
+    box.blur()
+
+
 def set_number(page, elem_id: str, value: float, attempts: int = 3) -> None:
     """Type a value into a Gradio slider's number box as a person would, and wait until the
     slider itself holds it (its range input follows the component's state, the number box

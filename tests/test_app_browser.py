@@ -7,7 +7,8 @@ AudioContext has to be unlocked by the click itself as it would for a person.
 from __future__ import annotations
 
 import pytest
-from app_fixtures import ARTIFACTS, PLAYER_ENDED, browser, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import ARTIFACTS, PLAYER_ENDED, browser, fixed_seed, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
+from hold_fixtures import endless, within  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -83,9 +84,9 @@ def test_player_start_buffer_holds_playback(page):
     assert second["startBufferMs"] < 1000 and second["auto"]["needS"] == 0, second["auto"]
 
 
-def test_stop_stops_playback_and_frees_the_engine(page):
-    page.fill("#gepard-text textarea", "This one would run for a very long time.")
-    set_number(page, "gepard-max-frames", 4000)
+def test_stop_stops_playback_and_frees_the_engine(page, live_demo, endless):
+    page.fill("#gepard-text textarea", "This one would never end by itself.")
+    fixed_seed(page, endless)
     job_id = click_generate(page)
     page.wait_for_function("() => window.gepardPlayer.stats.state === 'playing'", timeout=30_000)
     page.click("#gepard-stop")
@@ -93,10 +94,26 @@ def test_stop_stops_playback_and_frees_the_engine(page):
     assert stats["state"] == "stopped"
     page.wait_for_function("() => document.querySelector('#gepard-status')?.innerText.startsWith('Stopped')",
                            timeout=15_000)
+    within(lambda: live_demo.demo.host.scheduler.load()["running"] == 0)
     # The engine is free again: a short request plays to the end.
     set_number(page, "gepard-max-frames", 10)
+    page.check("#gepard-random-seed input")
     job2 = click_generate(page)
     assert wait_player(page, job2)["state"] == "ended"
+
+
+def test_closing_the_tab_frees_the_engine(browser, live_demo, endless):
+    context = browser.new_context()
+    pg = context.new_page()
+    pg.goto(live_demo.url + "/", wait_until="load")
+    pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
+    fixed_seed(pg, endless)
+    click_generate(pg)
+    pg.wait_for_function("() => window.gepardPlayer.stats.state === 'playing'", timeout=30_000)
+    scheduler = live_demo.demo.host.scheduler
+    assert scheduler.load()["running"] == 1
+    context.close()  # the tab is gone: its audio stream and Gradio's event connection close
+    within(lambda: scheduler.load()["running"] == 0)
 
 
 def test_empty_text_shows_a_message_and_the_page_keeps_working(page):

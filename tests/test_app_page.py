@@ -11,6 +11,7 @@ import time
 
 import pytest
 from app_fixtures import PLAYER_ENDED, browser, flood_listeners, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
+from hold_fixtures import endless  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -110,7 +111,7 @@ def test_phone_layout_and_dark_plot(browser, live_demo):
     assert not errors, errors
 
 
-def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo):
+def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo, endless):
     flood_listeners(live_demo.url)
     # The flood's clients are gone; the server frees their slots once it sees each hang-up
     # (under CI load that can lag the client: the page's own stream was then refused, 8 per
@@ -131,7 +132,7 @@ def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo
         from gradio_client import Client
 
         other = Client(live_demo.url, verbose=False)
-        values = ["Someone else talks for a long time.", 0.3, 0, False, 0.99, 1, False, 4000, 10, 10, "exact", 8, 0, 0]
+        values = ["Someone else talks forever.", 0.3, 0, False, 0.99, endless, False, 4000, 10, 10, "exact", 8, 0, 0]
         first = secrets.token_hex(16)
         running = other.submit(first, *values, api_name="/generate")
         deadline = time.monotonic() + 20

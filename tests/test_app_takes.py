@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from app_fixtures import PLAYER_ENDED, LiveDemo, browser, live_demo, serve_in_thread, set_number, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import (  # noqa: F401  (fixtures)
+    PLAYER_ENDED, LiveDemo, browser, fixed_seed, live_demo, serve_in_thread, set_number, tiny_codec,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -77,14 +79,6 @@ def prepare(page, text: str, max_frames: int, seed: int) -> None:
     set_number(page, "gepard-max-frames", max_frames)
     set_number(page, "gepard-stop-threshold", 0.99)
     fixed_seed(page, seed)
-
-
-def fixed_seed(page, seed: int) -> None:
-    page.uncheck("#gepard-random-seed input")
-    box = page.locator("#gepard-seed input")
-    box.fill(str(seed))
-    box.press("Enter")
-    box.blur()
 
 
 def plot_data(page, sel: str) -> dict:
