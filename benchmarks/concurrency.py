@@ -15,9 +15,11 @@
    What the "realtime" admission rule would do with the costs measured: admit or hold; and the
    rule at work on 2 streams 1 s apart: the first's RTF against solo, the second's wait.
 3. Codec: 1, 2 and 4 streams' chunks of 10 and 43 frames through the full-size decoder, one
-   call together (codec/batched.py) against one push per stream.
+   call together (codec/batched.py) against one push per stream; and the exactness promise
+   (docs/DESIGN.md): a pooled chunk against its solo push (max difference, in float and in
+   16-bit LSB), and what bit-equality would cost instead (a lone chunk in a fixed batch of 4).
 
-    .venv/bin/python benchmarks/concurrency.py [--sizes tiny full] [--frames 430] [--threads 0]
+    .venv/bin/python benchmarks/concurrency.py [--sizes tiny full] [--frames 430] [--threads 0] [--codec-only]
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from gepard_demo.codec.batched import decode_together  # noqa: E402
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
 from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.serving.protocol import pcm16_array  # noqa: E402
 from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings, SamplingSettings, StreamSettings  # noqa: E402
 from gepard_demo.speed.flags import speed_for  # noqa: E402
 from gepard_demo.speed.select import apply_speed  # noqa: E402
@@ -197,6 +200,37 @@ def codec_section(codec, reps: int = 4) -> list[dict]:
     return rows
 
 
+def exactness_section(codec, width: int = 4, reps: int = 4) -> dict:
+    """The pooled decode's promise (docs/DESIGN.md): within rounding of a solo push, not bit-equal.
+    What bit-equality would cost: a stream's samples stop depending on its neighbours only if
+    every push, a lone one too, runs at one fixed batch shape (here `width` rows)."""
+    rng = np.random.default_rng(1)
+    levels = list(codec.layout.levels_per_group) * codec.layout.num_groups
+
+    def codes(n=10):
+        return torch.from_numpy(np.stack([rng.integers(0, lv, size=n) for lv in levels], 1))
+
+    mine = codes()
+
+    def in_fixed_batch(neighbours):
+        return decode_together([codec.streamer() for _ in range(width)], [mine] + neighbours)[0]
+
+    solo = codec.streamer().push(mine)
+    a, b = in_fixed_batch([codes() for _ in range(width - 1)]), in_fixed_batch([codes() for _ in range(width - 1)])
+    timed = {}
+    for name, fn in (("solo_push_ms", lambda: codec.streamer().push(mine)),
+                     (f"fixed_batch_of_{width}_ms", lambda: in_fixed_batch([codes() for _ in range(width - 1)]))):
+        fn()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        timed[name] = round(1000 * (time.perf_counter() - t0) / reps)
+    return {"pooled_vs_solo_max_abs": float(np.abs(a - solo).max()),
+            "pooled_vs_solo_max_pcm16_lsb": int(np.abs(pcm16_array(a).astype(int) - pcm16_array(solo).astype(int)).max()),
+            f"fixed_batch_of_{width}_bit_equal_across_neighbours": bool(np.array_equal(a, b)), **timed,
+            "fixed_shape_cost_for_a_lone_stream": round(timed[f"fixed_batch_of_{width}_ms"] / timed["solo_push_ms"], 2)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", nargs="+", default=["tiny", "full"], choices=["tiny", "full"])
@@ -205,7 +239,12 @@ def main() -> int:
     ap.add_argument("--start-buffer-ms", type=float, default=0.0, help="the player's start buffer for the gap count")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: the speed pick's)")
     ap.add_argument("--cache-dir", default=None)
+    ap.add_argument("--codec-only", action="store_true", help="only section 3 (the full-size codec), a minute")
     args = ap.parse_args()
+    if args.codec_only:
+        codec = build_random_codec(seed=0)
+        print(json.dumps({"codec": codec_section(codec), "exactness": exactness_section(codec)}, indent=2))
+        return 0
     cache = Path(args.cache_dir) if args.cache_dir else Path.home() / ".cache" / "gepard-demo"
     results: dict = {}
     for size in args.sizes:
@@ -245,6 +284,7 @@ def main() -> int:
         if size == "full":
             section["target_4_streams_vs_one"] = 2.0
             section["codec"] = codec_section(codec)
+            section["exactness"] = exactness_section(codec)
         results[size] = section
     print(json.dumps(results, indent=2))
     return 0

@@ -21,6 +21,10 @@ from gepard_demo.codec import NANOCODEC_LAYOUT, load_codec, make_tiny_codec
 from gepard_demo.codec.tiny import write_random_codec
 
 TOL = 1e-5  # max abs difference allowed between decodes that must be equal (fp32)
+# The pooled decode's promise (codec/batched.py): within float rounding of a solo push, which as
+# 16-bit PCM (floor(x * 32768)) is at most one step apart. Not bit-equal: that depends on the CPU.
+POOLED_TOL = 1e-5
+POOLED_PCM16_LSB = 1
 FULL_FRAMES = 100  # frames decoded at full size: enough to span several receptive fields
 
 

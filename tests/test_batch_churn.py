@@ -159,3 +159,54 @@ def test_admit_only_between_steps(layout_engine):
     d.batch.advance()
     d.admit(MID, _greedy(5))
     assert len(d.batch) == 2
+
+
+@pytest.fixture(scope="module", params=["fp32", "fp16w"])
+def real_shape_engine(request, tiny_model_dir):
+    """Gepard-1.0's real shape (random weights), at the CPU paths the app serves: fp32, and the
+    fp16-weight backbone the speed layer picks on a CPU."""
+    from gepard_demo.model.full_size import build_full_size_engine
+    from gepard_demo.speed.quantize import apply_precision
+
+    engine = build_full_size_engine(tiny_model_dir)
+    if request.param != "fp32":
+        apply_precision(engine.talker, request.param)
+    return engine
+
+
+@pytest.mark.slow
+def test_joins_and_leaves_at_the_real_shape(real_shape_engine):
+    """The churn of the tiny test on the real backbone (14 layers, hidden 1024, 2 KV heads): rows
+    joining mid-run with longer prompts (the running ones re-padded), a guided one whose second
+    row leaves at cfg_frames, one cancelled; each follows its solo run as the tiny ones must."""
+    e = real_shape_engine
+    d = Driver(e)
+    plan = {
+        "a": (MID, _sampled(5, 16), None),
+        "b": (LONG, _greedy(10, cfg_scale=2.0, cfg_frames=3), None),
+        "c": (SHORT, _greedy(12), _speaker(e)),  # another voice, cancelled mid-run
+        "d": (LONGEST, _sampled(9, 6), None),  # the longest prompt: everything running is re-padded
+    }
+    h = {"a": d.admit(*plan["a"])}
+    d.step()
+    d.step()
+    h["b"], h["c"] = d.admit(*plan["b"]), d.admit(*plan["c"])
+    assert d.batch.row_count == 4
+    for _ in range(3):
+        d.step()
+    assert d.batch.row_count == 3  # b's guidance row left after its 3 guided frames
+    d.batch.cancel(h["c"])
+    width = d.batch.mask.shape[1]
+    h["d"] = d.admit(*plan["d"])
+    assert d.batch.mask.shape[1] > width
+    while d.batch:
+        d.step()
+    assert d.ends == {h["a"]: "budget", h["b"]: "budget", h["d"]: "budget"}
+    for name in "abd":
+        text, s, sp = plan[name]
+        solo = e.generate([text], s, speakers=[sp])[0]
+        got = d.result(h[name])
+        assert len(got) == s.max_frames
+        _assert_follows_solo(e, text, s, got, solo.frames, sp)
+    text, s, sp = plan["c"]
+    assert torch.equal(d.result(h["c"]), e.generate([text], s, speakers=[sp])[0].frames[:3])

@@ -1,5 +1,6 @@
 """Streams' codec chunks decoded together: each stream keeps its own exact state (the samples its
-own pushes give, to float rounding), sessions of one running batch line their chunks up so they
+own pushes give, to float rounding: the promise of codec/batched.py, at most 1 LSB as 16-bit PCM
+on any CPU, not bit-equal), sessions of one running batch line their chunks up so they
 really share calls, and lookback streams are left alone."""
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ import numpy as np
 import pytest
 import torch
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
+from codec_fixtures import POOLED_PCM16_LSB, POOLED_TOL
 
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.codec.batched import decode_together
+from gepard_demo.serving.protocol import pcm16_array
 from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 
-ROUNDING = 1e-5  # a batched conv sums in another order: samples agree to float rounding, not bit for bit
 
 
 def _codes(codec, n, rng):
@@ -38,7 +40,8 @@ def test_decode_together_keeps_each_streams_state(tiny_codec):  # noqa: F811
         want = [s.push(c) for s, c in zip(alone, chunks)]
         for g, w in zip(got, want):
             assert g.shape == w.shape == (10 * tiny_codec.samples_per_frame,)
-            assert np.abs(g - w).max() < ROUNDING
+            assert np.abs(g - w).max() <= POOLED_TOL
+            assert np.abs(pcm16_array(g).astype(int) - pcm16_array(w).astype(int)).max() <= POOLED_PCM16_LSB
     assert [s.frames_pushed for s in together] == [40, 47, 40]
     with pytest.raises(ValueError, match="different lengths"):
         decode_together(together[:2], [_codes(tiny_codec, 3, rng), _codes(tiny_codec, 4, rng)])
@@ -65,7 +68,8 @@ def test_sessions_of_one_batch_share_decoder_calls(tiny_engine, tiny_codec):  # 
         want = alone.run()
         got = session.audio()
         assert session.stats.frames == alone.stats.frames == s.max_frames
-        assert got.shape == want.shape and np.abs(got - want).max() < ROUNDING
+        assert np.array_equal(session.codes(), alone.codes())  # the same frames, exactly
+        assert got.shape == want.shape and np.abs(got - want).max() <= POOLED_TOL
     assert not pool._open  # every session closed its stream
 
 

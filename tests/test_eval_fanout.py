@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import free_port, wait_for_port
+from codec_fixtures import POOLED_PCM16_LSB
 from eval_fixtures import rows_of
 
 from eval.cli import main
@@ -71,7 +72,9 @@ def _same_rows(a: Path, b: Path) -> None:
         assert {k: v for k, v in ra[uid].items() if k not in timing} == {k: v for k, v in rb[uid].items() if k not in timing}
         wa, _ = sf.read(a / ra[uid]["wav"], dtype="int16")
         wb, _ = sf.read(b / rb[uid]["wav"], dtype="int16")
-        assert np.array_equal(wa, wb), uid
+        # The same frames (the rows above); the audio within the pooled codec's rounding, since
+        # requests that overlap on a server decode together (codec/batched.py: not bit-equal).
+        assert len(wa) == len(wb) and np.abs(wa.astype(int) - wb.astype(int)).max() <= POOLED_PCM16_LSB, uid
 
 
 def _kill_after_first_row(server: Served, run_dir: Path) -> tuple[threading.Thread, list[int]]:

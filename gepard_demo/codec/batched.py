@@ -4,8 +4,16 @@ The causal HiFi-GAN keeps, per stream, each layer's left context (a conv) or spi
 transposed conv) in a dict keyed by layer (hifigan.py). Stacking the streams' states along the
 batch axis, with zeros where a fresh stream has none yet (exactly what a fresh stream starts
 from), and decoding their chunks as one batch gives each stream the samples its own push would
-give, and leaves each its own state afterwards. Only chunks of the same frame count can share a
-call (a conv's state is the chunk's last columns).
+give to float rounding, and leaves each its own state afterwards. Only chunks of the same frame
+count can share a call (a conv's state is the chunk's last columns).
+
+The promise is "the same frames, audio within rounding", not bit-equal audio: a batched conv
+picks other kernels and summation orders than a lone one, and which it picks depends on the CPU
+(facts §14). Measured, float samples differ from the solo push's by at most 1.8e-7 at the full
+codec size under AVX2 and AVX-512 (a few in a thousand samples, 1 LSB apart as 16-bit PCM);
+the tests hold them to 1e-5, which as 16-bit PCM is at most 1 LSB. Bit-equal audio would need
+every push, a lone stream's too, to run at one fixed batch shape: 3.2x the cost of a lone
+10-frame chunk here (benchmarks/concurrency.py --codec-only, "exactness"). docs/DESIGN.md.
 
 Whether this is faster depends on the hardware: the decoder is compute-bound on a CPU, so a
 batch costs about the sum of its rows there; on a GPU a chunk of one stream leaves the device
