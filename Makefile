@@ -2,12 +2,14 @@
 # make test: install the system packages the tests need (.ci/apt-packages.txt: as root or with
 #            passwordless sudo, else it stops and prints the command), set up .venv (+ test
 #            extras) and run the whole test suite
+# make test-isa: the numerics-sensitive tests again under the pool's other CPU kinds' instruction
+#            sets (AVX2 only; AVX-512 with BF16, no AMX): .ci/test-isa.sh
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo test setup setup-test system-packages bench clean
+.PHONY: demo test test-isa setup setup-test system-packages bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +39,9 @@ demo: setup
 
 test: system-packages setup-test
 	$(PY) -m pytest
+
+test-isa: setup-test
+	PY=$(PY) .ci/test-isa.sh
 
 bench: system-packages setup-test
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done

@@ -154,13 +154,16 @@ def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def live_batching_demo(tiny_engine, tiny_codec, tmp_path_factory):
-    """The app as app.py runs it by default: up to 4 visitors decode together (no Eval tab)."""
+    """The app as app.py runs it: up to 4 visitors decode together (no Eval tab). Admission "cap":
+    these tests are about requests decoding together, and whether "realtime" (app.py's default)
+    admits a newcomer depends on this machine's measured speed (test_scheduler.py tests that
+    rule with costs it sets)."""
     from app import DEMO_STREAM
     from gepard_demo.settings import BatchingSettings
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
-    host = ModelHost(tiny_engine, tiny_codec, requested="tiny").batch(BatchingSettings(max_batch=4))
+    host = ModelHost(tiny_engine, tiny_codec, requested="tiny").batch(BatchingSettings(max_batch=4, admission="cap"))
     demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs-batching"))
     with serve_in_thread(demo.app, "demo-batching") as port:
         yield LiveDemo(f"http://127.0.0.1:{port}", port, demo)

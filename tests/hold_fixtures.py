@@ -84,6 +84,30 @@ def _contains(seq: list[int], part: list[int]) -> bool:
     return any(seq[i:i + n] == part for i in range(len(seq) - n + 1))
 
 
+@contextlib.contextmanager
+def admitted_together(scheduler, n: int, seconds: float = 60.0):
+    """Requests meet in the running batch whatever the machine's speed: the first admission
+    waits (inside the scheduler, as a slow prefill would) until the other n - 1 requests are in
+    its queue, and the scheduler admits those at its next step, long before any of them ends.
+    Without it, whether requests overlap depends on how fast the first one runs."""
+    admit = DecodeBatch.admit
+    met = threading.Event()
+
+    def waiting_admit(self, requests):
+        if not met.is_set() and threading.current_thread() is scheduler._thread:
+            t0 = time.monotonic()
+            while scheduler.load()["waiting"] < n - len(requests) and time.monotonic() - t0 < seconds:
+                time.sleep(0.002)
+            met.set()
+        return admit(self, requests)
+
+    DecodeBatch.admit = waiting_admit
+    try:
+        yield met
+    finally:
+        DecodeBatch.admit = admit
+
+
 class HeldCodec:
     """Wraps a codec: its streams' pushes wait at `gate` from the `hold_from`-th push on."""
 

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from app_fixtures import browser, live_batching_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
-from test_app_api import args, new_id
+from app_fixtures import args, browser, live_batching_demo, new_id, set_number, tiny_codec  # noqa: F401  (fixtures)
+from hold_fixtures import admitted_together
 from test_app_browser import click_generate, wait_player
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
@@ -41,11 +41,12 @@ def test_two_generates_decode_together_and_each_is_its_solo_run(live_batching_de
     host = live_batching_demo.demo.host
     peak = Peak(host.scheduler)
     peak.start()
-    seeds, frames = [21, 22], 400  # ~1 s each here: long enough to overlap on a busy machine
+    seeds, frames = [21, 22], 400
     clients = [Client(live_batching_demo.url, verbose=False) for _ in seeds]
-    jobs = [c.submit(*args(new_id(), seed=s, max_frames=frames, stop_threshold=0.99, fade_ms=20, silence_ms=0,
-                           chunk_frames=10, first_chunk_frames=10), api_name="/generate") for c, s in zip(clients, seeds)]
-    results = [j.result(timeout=120) for j in jobs]
+    with admitted_together(host.scheduler, len(seeds)):  # they meet in the batch however fast the first runs
+        jobs = [c.submit(*args(new_id(), seed=s, max_frames=frames, stop_threshold=0.99, fade_ms=20, silence_ms=0,
+                               chunk_frames=10, first_chunk_frames=10), api_name="/generate") for c, s in zip(clients, seeds)]
+        results = [j.result(timeout=120) for j in jobs]
     peak.stop.set()
     assert peak.peak == 2, peak.peak  # together, not in turn
     for seed, (status, wav, _, _) in zip(seeds, results):
@@ -67,13 +68,15 @@ def test_two_pages_generating_at_once_both_play(browser, live_batching_demo):  #
         pg.goto(live_batching_demo.url + "/", wait_until="load")  # not networkidle: the page keeps a heartbeat open (its gr.State)
         pg.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate') && document.querySelector('#gepard-recut')", timeout=60_000)
         pg.fill("#gepard-text textarea", "Two visitors speak at the same time.")
-        set_number(pg, "gepard-max-frames", 400)  # ~1 s: the second click lands while the first runs
+        set_number(pg, "gepard-max-frames", 400)
         set_number(pg, "gepard-stop-threshold", 0.99)
         pages.append(pg)
-    peak = Peak(live_batching_demo.demo.host.scheduler)
+    scheduler = live_batching_demo.demo.host.scheduler
+    peak = Peak(scheduler)
     peak.start()
-    jobs = [click_generate(pg) for pg in pages]
-    stats = [wait_player(pg, job) for pg, job in zip(pages, jobs)]
+    with admitted_together(scheduler, len(pages)):
+        jobs = [click_generate(pg) for pg in pages]
+        stats = [wait_player(pg, job) for pg, job in zip(pages, jobs)]
     peak.stop.set()
     assert peak.peak == 2, peak.peak
     for s in stats:

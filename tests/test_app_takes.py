@@ -22,6 +22,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 ENDED = PLAYER_ENDED
 # Take n is listed: the newest take is A.
 ROWS = "(n) => (document.querySelector('#gepard-take-a input')?.value || '').startsWith('#' + n + ' ')"
+# How many points the live p_stop plot has drawn so far.
+POINTS = "() => (document.querySelector('#gepard-plot polyline')?.getAttribute('points') || '').split(' ').filter(Boolean).length"
 STEP_S = 0.07  # the slow engine's wait per frame: 1 / 21.5 s of audio per 0.07 s, ~0.65x real time
 
 
@@ -218,14 +220,16 @@ def test_live_plot_and_gapless_playback_slower_than_real_time(browser, slow_demo
         page.click("#gepard-generate")
         # The plot fills while the utterance is made.
         page.wait_for_selector("#gepard-plot .gepard-pstop[data-live='1']", timeout=30_000)
-        counts, lines = [], []
-        for _ in range(3):
-            pts = page.get_attribute("#gepard-plot polyline", "points") or ""
-            counts.append(len(pts.split()))
-            lines.append(page.inner_text("#gepard-player-status"))
-            time.sleep(1.0)
+        # The player says it buffers, and why, while the plot fills in: each poll adds points.
+        page.wait_for_function("() => { const t = document.querySelector('#gepard-player-status').innerText;"
+                               " return t.startsWith('Buffering: ') && t.includes(' s more (generation runs at 0.'); }",
+                               timeout=30_000)
+        counts = [page.evaluate(POINTS)]
+        for _ in range(2):
+            page.wait_for_function(f"(n) => ({POINTS})() > n && document.querySelector("
+                                   "\"#gepard-plot .gepard-pstop[data-live='1']\")", arg=counts[-1], timeout=30_000)
+            counts.append(page.evaluate(POINTS))
         assert counts[0] < counts[1] < counts[2], counts
-        assert any(line.startswith("Buffering: ") and " s more (generation runs at 0." in line for line in lines), lines
         # The player buffered first, said so, and then played without a gap.
         assert page.evaluate("window.gepardPlayer.stats.auto.needS") > 0.5
         job = page.evaluate("window.gepardPlayer.stats.jobId")

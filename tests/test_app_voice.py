@@ -10,7 +10,7 @@ import soundfile as sf
 from app_fixtures import live_demo, tiny_codec  # noqa: F401  (fixtures)
 from gepard_demo.ui.banner import banner_markdown
 from gepard_demo.ui.voice import example_voices
-from test_app_api import args, new_id
+from app_fixtures import args, new_id
 
 pytestmark = pytest.mark.slow
 

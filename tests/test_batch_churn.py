@@ -17,6 +17,8 @@ from gepard_demo.model.sampling import RowSampler
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.speed.fidelity import trace
 
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
 SHORT, MID = "Hi", "Hello world"
 LONG = "The weather is sunny today, with a light breeze from the west, and rain is not expected."
 LONGEST = LONG + " Tomorrow the wind turns north and the temperature falls by about five degrees."

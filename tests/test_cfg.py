@@ -10,6 +10,8 @@ from gepard_demo.model.generation import guide_logits
 from gepard_demo.model.prompt import build_unconditional_prompt_ids
 from gepard_demo.settings import SamplingSettings, SettingsError
 
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
 TEXT = "Hello world"
 
 

@@ -1,10 +1,13 @@
 """A speaker prefix in the talker: it fills the speaker slots, changes the voice, batches with
 default-voice requests, and the guidance branch shares it (facts §9)."""
 
+import pytest
 import torch
 
 from gepard_demo.model.prompt import build_unconditional_prompt_ids
 from gepard_demo.settings import SamplingSettings
+
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
 TEXT = "Hello world"
 

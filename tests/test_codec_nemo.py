@@ -30,6 +30,8 @@ from gepard_demo.codec.nemo_archive import read_config, read_nemo
 from gepard_demo.codec.nemo_backend import restore_config
 from gepard_demo.codec.tiny import write_random_codec
 
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n_frames, seed", [(1, 0), (37, 1), (120, 2)])

@@ -20,6 +20,8 @@ from gepard_demo.serving.protocol import pcm16_array
 from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
 
 
 def _codes(codec, n, rng):

@@ -19,6 +19,8 @@ from codec_fixtures import (
     torch_threads,
 )
 
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
 T = 200
 
 

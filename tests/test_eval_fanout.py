@@ -19,6 +19,8 @@ from eval_fixtures import rows_of
 from eval.cli import main
 from gepard_demo.settings import StreamSettings
 
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
 LIMIT, FRAMES = "6", "12"
 
 

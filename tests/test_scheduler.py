@@ -10,9 +10,13 @@ import time
 import pytest
 import torch
 
+from hold_fixtures import endless, wait_until  # noqa: F401  (fixture)
+
 from gepard_demo.batching.admission import Costs, Newcomer, Running, refusal
 from gepard_demo.batching.scheduler import BatchScheduler, SchedulerClosed
 from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings, SamplingSettings, SettingsError
+
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
 TEXTS = ["Hello world", "The weather is sunny today, with a light breeze.", "Hi", "One more sentence for the batch."]
 
@@ -75,17 +79,17 @@ def test_generate_each_returns_results_as_they_end(scheduler, layout_engine):
         assert torch.equal(r.frames, solo.frames) and r.runaway and r.gen_time_s > 0
 
 
-def test_the_cap_queues_and_streams_go_before_batch_work(layout_engine):
+def test_the_cap_queues_and_streams_go_before_batch_work(layout_engine, endless):
     s = BatchScheduler(layout_engine, BatchingSettings(max_batch=2))
     try:
-        a, b = s.stream_frames(TEXTS[0], _greedy(400)), s.stream_frames(TEXTS[1], _greedy(400))
-        next(a), next(b)
+        a, b = s.stream_frames(TEXTS[0], _greedy(1, seed=endless)), s.stream_frames(TEXTS[1], _greedy(1, seed=endless))
+        next(a), next(b)  # both places taken, by requests that never end by themselves
         batch_work = threading.Thread(target=s.generate, args=([TEXTS[2]], _greedy(5)))
         batch_work.start()
-        time.sleep(0.05)
+        wait_until(lambda: s.load()["waiting"] == 1, what="the batch work queued")
         c = s.stream_frames(TEXTS[3], _greedy(5))
-        time.sleep(0.05)
         assert s.load()["running"] == 2 and s.load()["waiting"] == 2
+        wait_until(lambda: "places are taken" in (c.wait_line() or ""), what="the scheduler's answer to c")
         line = c.wait_line()
         assert line.startswith("waiting for the engine (next in line)") and "all 2 places are taken" in line  # the stream jumped the batch work
         a.close()
@@ -98,20 +102,25 @@ def test_the_cap_queues_and_streams_go_before_batch_work(layout_engine):
         s.close()
 
 
-def test_a_newcomer_waits_while_it_would_push_streams_below_real_time(layout_engine):
+def test_a_newcomer_waits_while_it_would_push_streams_below_real_time(layout_engine, endless):
     s = BatchScheduler(layout_engine, BatchingSettings(max_batch=4))
     try:
         s.costs.note_decode(seconds=0.03, frames=1)  # a codec that takes 30 ms a frame: two streams cannot keep up
-        first = s.stream_frames(TEXTS[0], _greedy(60))
+        first = s.stream_frames(TEXTS[0], _greedy(1, seed=endless))
         next(first)
         second = s.stream_frames(TEXTS[1], _greedy(5))
-        time.sleep(0.05)
+        wait_until(lambda: second.wait_line() and "real time" in second.wait_line(), what="the admission rule's answer")
         line = second.wait_line()
-        assert line and "would fall behind real time" in line and "46.4 ms is real time" in line
-        batch = s.generate([TEXTS[2]], _greedy(4))  # batch work is not a stream: it joins
-        assert batch[0].num_frames == 4
+        assert "would fall behind real time" in line and "46.4 ms is real time" in line
+        batch: list = []
+        work = threading.Thread(target=lambda: batch.extend(s.generate([TEXTS[2]], _greedy(4))))
+        work.start()  # batch work waits in line too: nothing overtakes the waiting stream
+        wait_until(lambda: s.load()["waiting"] == 2, what="the batch work queued")
+        assert s.load()["running"] == 1
         first.close()
-        assert len(list(second)) == 5  # alone, it runs
+        assert len(list(second)) == 5  # alone, it runs; and the batch work after it
+        work.join(30)
+        assert batch[0].num_frames == 4
     finally:
         s.close()
 
@@ -137,7 +146,7 @@ def test_the_rule_in_numbers():
         BatchingSettings(max_batch=0).validate()
 
 
-def test_a_failing_request_ends_alone_and_close_ends_the_rest(layout_engine, monkeypatch):
+def test_a_failing_request_ends_alone_and_close_ends_the_rest(layout_engine, monkeypatch, endless):
     talker = layout_engine.talker
     width = len(layout_engine.prompt_ids(TEXTS[1]))
     real = talker.embed_prompt
@@ -148,19 +157,21 @@ def test_a_failing_request_ends_alone_and_close_ends_the_rest(layout_engine, mon
         return real(ids, speakers)
 
     monkeypatch.setattr(talker, "embed_prompt", embed_prompt)
-    s = BatchScheduler(layout_engine, BatchingSettings(max_batch=4))
-    ok = s.stream_frames(TEXTS[0], _greedy(200))
+    s = BatchScheduler(layout_engine, BatchingSettings(max_batch=2, admission="cap"))
+    ok = s.stream_frames(TEXTS[0], _greedy(1, seed=endless))  # never ends by itself: close() must end it
     next(ok)
     failing = s.stream_frames(TEXTS[1], _greedy(5))
     with pytest.raises(RuntimeError, match="prefill broke"):
         list(failing)
     assert next(ok).codes is not None  # the running stream carries on
+    other = s.stream_frames(TEXTS[3], _greedy(1, seed=endless))  # the second place, taken for good
+    next(other)
     waiting = s.stream_frames(TEXTS[2], _greedy(5))
+    wait_until(lambda: s.load()["waiting"] == 1, what="the third request queued")
     s.close()
-    with pytest.raises(SchedulerClosed):
-        list(ok)
-    with pytest.raises(SchedulerClosed):
-        list(waiting)
+    for stream in (ok, other, waiting):
+        with pytest.raises(SchedulerClosed):
+            list(stream)
     with pytest.raises(SchedulerClosed):
         s.stream_frames(TEXTS[3], _greedy(5))
     with pytest.raises(SettingsError):

@@ -1,12 +1,13 @@
 """The vLLM-Omni-style speech server on the tiny model: same audio as SynthesisSession (and as
 `synth`, sample for sample) in every response shape, the official OpenAI SDK against it,
-errors in OpenAI's shape, a 413 before the body is read, and a client that hangs up (streamed
-or not) freeing the engine. What is accepted or refused: test_speech_conformance.py."""
+errors in OpenAI's shape, a 413 before the body is read, concurrent requests decoding together.
+What is accepted or refused: test_speech_conformance.py; hang-ups in every state:
+test_stop_surfaces.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
-import json
 import socket
 import time
 import wave
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import free_port, serve_in_thread, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
+from hold_fixtures import admitted_together
 
 from gepard_demo.serving.protocol import iter_sse_events, pcm16_array, sse_audio
 from gepard_demo.settings import StreamSettings
@@ -34,11 +36,15 @@ def _sampling(engine):
 
 
 @pytest.fixture(scope="module")
-def served(tiny_engine, tiny_codec):  # noqa: F811
+def served_app(tiny_engine, tiny_codec):  # noqa: F811
     from gepard_demo.serving.server import build_speech_app
 
-    app = build_speech_app(tiny_engine, tiny_codec, _sampling(tiny_engine), STREAM, max_body_bytes=BODY_LIMIT)
-    with serve_in_thread(app, "speech-server") as port:
+    return build_speech_app(tiny_engine, tiny_codec, _sampling(tiny_engine), STREAM, max_body_bytes=BODY_LIMIT)
+
+
+@pytest.fixture(scope="module")
+def served(served_app):
+    with serve_in_thread(served_app, "speech-server") as port:
         yield port
 
 
@@ -126,9 +132,8 @@ def test_the_openai_sdk_speaks_to_it(served):
 
     with client.audio.speech.with_streaming_response.create(
             model="tiny", voice="default", input=TEXT, response_format="pcm", stream_format="audio", extra_body=extra) as r:
-        t0 = time.perf_counter()
         chunks = list(r.iter_bytes())
-        assert r.headers["content-type"] == "audio/pcm" and time.perf_counter() - t0 >= 0
+        assert r.headers["content-type"] == "audio/pcm"
     assert b"".join(chunks) == pcm and len(chunks) > 1  # streamed, not buffered
 
     with client.audio.speech.with_streaming_response.create(
@@ -187,31 +192,12 @@ def test_oversized_body_is_413_before_it_is_read(served):
         assert sock.recv(65536).startswith(b"HTTP/1.1 413")
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_a_client_that_hangs_up_frees_the_engine(served, server, stream):
-    """A 4096-frame request (the stop threshold keeps the tiny model going) abandoned after a second
-    leaves the batch at once (before the fix the whole one ran out, 27 s here)."""
-    body = json.dumps({"input": TEXT, "max_new_tokens": 4096, "response_format": "pcm",
-                       **({"stream_format": "audio"} if stream else {})}).encode()
-    sock = _raw_http(served, f"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                             f"Content-Length: {len(body)}\r\n", body)
-    if stream:
-        assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # audio is flowing
-    time.sleep(1.0)
-    assert _load(server)["running"] == 1
-    sock.close()  # hang up mid-utterance
-    deadline = time.time() + 10
-    while _load(server)["running"] and time.time() < deadline:  # its row leaves the batch
-        time.sleep(0.02)
-    assert _load(server)["running"] == 0
-    assert _speak(server, response_format="pcm", max_new_tokens=2).status_code == 200
-
-
 def _load(client) -> dict:
     return client.get("/v1/models").json()["data"][0]["load"]
 
 
-def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(served, server, tiny_engine, tiny_codec):  # noqa: F811
+@pytest.mark.numerics
+def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(served, served_app, server, tiny_engine, tiny_codec, monkeypatch):  # noqa: F811
     """Four seeded requests sent at once share the running batch (the server's load shows them
     together) and each gets the audio of its own request made alone (the same frames; the codec's
     shared calls round differently, by at most one step of s16)."""
@@ -219,27 +205,28 @@ def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(served
 
     seeds, frames = [11, 12, 13, 14], 300
     out, peak = {}, [0]
-    # Connected first and released together: a request is ~0.7 s of work here, so four that
-    # trickled out while their clients were made could run one after another on a busy machine.
     clients = {seed: httpx.Client(base_url=f"http://127.0.0.1:{served}", timeout=120) for seed in seeds}
     for c in clients.values():
         assert c.get("/v1/models").status_code == 200
-    go = threading.Barrier(len(seeds))
 
     def ask(seed):
-        go.wait()
         out[seed] = _pcm(_speak(clients[seed], response_format="pcm", seed=seed, max_new_tokens=frames).content)
 
-    threads = [threading.Thread(target=ask, args=(s,)) for s in seeds]
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
-        peak[0] = max(peak[0], _load(server)["running"])
-        time.sleep(0.005)
+    scheduler = served_app.state.scheduler
+    # "cap": whether "realtime" admits a newcomer depends on this machine's speed (test_scheduler.py
+    # tests that rule); and they meet in the batch however fast the first one runs.
+    monkeypatch.setattr(scheduler, "settings", dataclasses.replace(scheduler.settings, admission="cap"))
+    with admitted_together(scheduler, len(seeds)):
+        threads = [threading.Thread(target=ask, args=(s,)) for s in seeds]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            peak[0] = max(peak[0], _load(server)["running"])
+            time.sleep(0.005)
     for c in clients.values():
         c.close()
     assert sorted(out) == seeds
-    assert peak[0] >= 3, peak  # they ran together, not in turn
+    assert peak[0] == len(seeds), peak  # they ran together, not in turn
     for seed in seeds:
         session = SynthesisSession(tiny_engine, tiny_codec, TEXT, _sampling(tiny_engine).replace(seed=seed, max_frames=frames),
                                    STREAM)

@@ -19,6 +19,8 @@ from gepard_demo.speed.quantize import apply_precision, backbone_bytes
 from gepard_demo.speed.select import CPU_FASTEST_FIRST, GUARD_PASSES, Hardware, apply_speed, load_dtype, pick_speed
 from gepard_demo.speed.settings import SpeedError, SpeedSettings
 
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
 TEXT = "The quick brown fox jumps over the lazy dog."
 
 

@@ -10,6 +10,8 @@ from gepard_demo.codec import apply_end_of_speech
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 
+pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
 
 class RecordingEngine:
     """Passes stream_frames through and keeps every FrameStep, to rebuild the reference."""

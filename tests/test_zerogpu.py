@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-import time
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from hold_fixtures import wait_until
 
 from gepard_demo.codec import load_codec
 from gepard_demo.model.engine import GepardEngine
@@ -179,7 +179,7 @@ def test_fair_lock_hands_the_engine_to_the_longest_waiter():
     lock.acquire()
     waiter = threading.Thread(target=lambda: (lock.acquire(), order.append("visitor"), lock.release()))
     waiter.start()
-    time.sleep(0.2)  # the visitor is in line
+    wait_until(lambda: len(lock._queue) == 1, what="the visitor in line")
     lock.release()
     assert lock.acquire()  # the eval batch asks again at once ...
     order.append("eval")
