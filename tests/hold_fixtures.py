@@ -5,7 +5,8 @@ so these hold a request open in the state under test until the test lets go:
 
 - `endless`: a request with ENDLESS_SEED runs forever: no frame budget, a stop head that cannot
   fire. It is chosen by its seed, so it goes through every surface unchanged (the page's seed
-  control, the server's `seed` field, eval's seeds).
+  control, the server's `seed` field). `endless_text_patch`: the same for a sentence that starts
+  with ENDLESS_TEXT (eval derives its seeds; tests/endless_child.py does it in an eval process).
 - `held_prefill`: the prefill of a prompt that contains HELD_TEXT waits until released.
 - `held_codec`: every push of a codec stream waits until released (a codec that "drains").
 
@@ -28,6 +29,7 @@ from gepard_demo.model.batch import DecodeBatch
 from gepard_demo.model.sampling import RowSampler
 
 ENDLESS_SEED = 4_242_424_242
+ENDLESS_TEXT = "This sentence never ends"
 HELD_TEXT = "Held in its prefill"
 STOP_S = 0.5
 BOUND_S = STOP_S + 1.0  # margin for scheduling on a loaded 2-core machine
@@ -45,6 +47,25 @@ def endless(monkeypatch):
 
     monkeypatch.setattr(RowSampler, "create", classmethod(endless_create))
     return ENDLESS_SEED
+
+
+def endless_text_patch(tokenizer, text: str | None = ENDLESS_TEXT, talker=None) -> Callable[[], None]:
+    """From now on a request whose prompt holds `text`'s tokens (a sentence that starts with it;
+    None: every request) runs forever, wherever it is decoded (a scheduler's batch,
+    engine.generate, a server's engine), or only on `talker` when given; returns the undo. By
+    text, not seed, for runs whose seeds are derived (eval), also in a real second process
+    (tests/endless_child.py)."""
+    marker = tokenizer.encode(text, add_special_tokens=False) if text is not None else []
+    admit = DecodeBatch.admit
+
+    def endless_admit(self, requests):
+        for r in requests:
+            if (talker is None or self.talker is talker) and _contains(r.prompt, marker):
+                r.sampler.settings = dataclasses.replace(r.sampler.settings, max_frames=2**40, stop_threshold=1.0)
+        return admit(self, requests)
+
+    DecodeBatch.admit = endless_admit
+    return lambda: setattr(DecodeBatch, "admit", admit)
 
 
 class Gate:

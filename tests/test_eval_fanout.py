@@ -1,12 +1,12 @@
 """`python -m eval run --engine server` over a pool: several real speech servers (ours, on the
 tiny model, each with its own engine) with requests in flight on each. The rows equal a
 sequential run's; a server that dies mid-run hands its utterances to the live ones; with every
-server dead the run exits 2, keeps its rows and resumes."""
+server dead the run exits 2, keeps its rows and resumes. Where a server dies or the run is
+killed is chosen by the test: the request there never ends (hold_fixtures.endless_text_patch)."""
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +14,7 @@ import pytest
 import soundfile as sf
 from app_fixtures import free_port, wait_for_port
 from codec_fixtures import POOLED_PCM16_LSB
+from hold_fixtures import ENDLESS_TEXT, endless_text_patch, wait_until, within
 from eval_fixtures import rows_of
 
 from eval.cli import main
@@ -22,6 +23,7 @@ from gepard_demo.settings import StreamSettings
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
 LIMIT, FRAMES = "6", "12"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Served:
@@ -34,8 +36,9 @@ class Served:
         from gepard_demo.model.engine import GepardEngine
         from gepard_demo.serving.server import build_speech_app
 
-        engine = GepardEngine.load("tiny", cache_dir=cache_dir)
+        self.engine = engine = GepardEngine.load("tiny", cache_dir=cache_dir)
         app = build_speech_app(engine, load_codec(engine.codec_source()), engine.default_sampling(), StreamSettings())
+        self.scheduler = app.state.scheduler
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="critical",
@@ -57,9 +60,9 @@ def servers(tiny_cache_dir):
         s.kill()
 
 
-def _run(out: Path, *urls: str, extra: tuple[str, ...] = ()) -> int:
-    args = ["run", "--engine", "server", "--set", "smoke", "--limit", LIMIT, "--max-frames", FRAMES, "--seed", "7",
-            "--out", str(out), *extra]
+def _run(out: Path, *urls: str, extra: tuple[str, ...] = (), set_file: Path | None = None) -> int:
+    args = ["run", "--engine", "server", "--set", str(set_file or "smoke"), "--limit", LIMIT, "--max-frames", FRAMES,
+            "--seed", "7", "--out", str(out), *extra]
     for u in urls:
         args += ["--server-url", u]
     return main(args)
@@ -79,23 +82,21 @@ def _same_rows(a: Path, b: Path) -> None:
         assert len(wa) == len(wb) and np.abs(wa.astype(int) - wb.astype(int)).max() <= POOLED_PCM16_LSB, uid
 
 
-def _kill_after_first_row(server: Served, run_dir: Path) -> tuple[threading.Thread, list[int]]:
-    """Kills the server once the run has a row; the list receives how many rows there were."""
-    rows_then: list[int] = []
+def _kill_when(server: Served, ready) -> threading.Thread:
+    """Kills the server (mid-request: it holds one that never ends) once ready() holds."""
 
     def watch():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            rows = run_dir / "rows.jsonl"
-            if rows.is_file() and rows.read_text().strip():
-                server.kill()
-                rows_then.append(len(rows.read_text().splitlines()))
-                return
-            time.sleep(0.01)
+        wait_until(ready, 120, "the server holding its endless request")
+        server.kill()
 
     t = threading.Thread(target=watch, daemon=True)
     t.start()
-    return t, rows_then
+    return t
+
+
+def _row_count(run_dir: Path) -> int:
+    rows = run_dir / "rows.jsonl"
+    return rows.read_bytes().count(b"\n") if rows.is_file() else 0
 
 
 def test_pool_rows_equal_a_sequential_run_and_survive_dead_servers(servers, tiny_cache_dir, tmp_path, capsys):
@@ -110,28 +111,50 @@ def test_pool_rows_equal_a_sequential_run_and_survive_dead_servers(servers, tiny
     assert "left out" in capsys.readouterr().err
     _same_rows(seq, pool)
 
-    # a server that dies after the first row: its utterances move to the live one
+    # a server that dies holding an utterance (on it, none ever ends) once the run has a row:
+    # what it held moves to the live one
     dying = Served(tiny_cache_dir)
+    undo = endless_text_patch(dying.engine.tokenizer, text=None, talker=dying.engine.talker)
     moved = tmp_path / "moved"
-    watcher, rows_then = _kill_after_first_row(dying, moved)
-    assert _run(moved, dying.url, a.url) == 0
+    try:
+        watcher = _kill_when(dying, lambda: dying.scheduler.load()["running"] == 1 and _row_count(moved) >= 1)
+        assert _run(moved, dying.url, a.url) == 0
+    finally:
+        undo()
     watcher.join(5)
-    assert not dying.thread.is_alive() and rows_then[0] < int(LIMIT)  # it died mid-run
+    assert not dying.thread.is_alive()
+    within(lambda: dying.scheduler.load()["running"] == 0)  # a server going down lets go of what it ran
     _same_rows(seq, moved)
 
-    # every server dies: exit 2 naming them, the finished rows stay, and a rerun resumes
+    # every server dies: exit 2 naming them, the finished rows stay, and a rerun resumes. The
+    # second sentence never ends on this server, so it dies with the first row written.
     last = Served(tiny_cache_dir)
+    undo = endless_text_patch(last.engine.tokenizer, talker=last.engine.talker)
     stopped = tmp_path / "stopped"
-    watcher, _ = _kill_after_first_row(last, stopped)
-    assert _run(stopped, last.url) == 2
+    held_set = _set_with_endless(tmp_path, 2)
+    try:
+        watcher = _kill_when(last, lambda: last.scheduler.load()["running"] == 1 and _row_count(stopped) == 1)
+        assert _run(stopped, last.url, set_file=held_set) == 2
+    finally:
+        undo()
     watcher.join(5)
     err = capsys.readouterr().err
     assert last.url in err and "every Gepard server is gone" in err and "resume" in err
     kept = rows_of(stopped)
-    assert 1 <= len(kept) < int(LIMIT)
-    assert _run(stopped, a.url, b.url, extra=("--concurrency", "2")) == 0
-    assert rows_of(stopped)[: len(kept)] == kept
-    _same_rows(seq, stopped)
+    assert len(kept) == 1
+    assert _run(stopped, a.url, b.url, extra=("--concurrency", "2"), set_file=held_set) == 0
+    assert rows_of(stopped)[: len(kept)] == kept and len(rows_of(stopped)) == int(LIMIT)
+
+
+def _set_with_endless(tmp_path: Path, nth: int) -> Path:
+    """smoke, its nth sentence replaced by one that starts with ENDLESS_TEXT."""
+    import json
+
+    rows = [json.loads(line) for line in (ROOT / "eval/sets/smoke.jsonl").read_text().splitlines()]
+    rows[nth - 1]["text"] = f"{ENDLESS_TEXT}, or so it says."
+    path = tmp_path / f"set-endless-{nth}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
 def test_urls_from_a_file(servers, tmp_path):
@@ -145,27 +168,27 @@ def test_urls_from_a_file(servers, tmp_path):
                  "--out", str(tmp_path / "twice")]) == 2
 
 
-def test_a_killed_pool_run_resumes(servers, tiny_cache_dir, tmp_path):
-    """SIGKILL the eval process once it has written a row; the same command finishes the run
-    and keeps what was there (a torn last line, if any, is dropped and redone)."""
+def test_a_killed_pool_run_resumes(servers, tiny_engine, tmp_path):
+    """SIGKILL the eval process while one server holds a sentence that never ends and every other
+    sentence is done; the same command then finishes the run and keeps what was there."""
     import signal
     import subprocess
     import sys
 
     a, b = servers
-    out = tmp_path / "killed"
+    out, set_file = tmp_path / "killed", _set_with_endless(tmp_path, 2)
     cmd = [sys.executable, "-m", "eval", "run", "--engine", "server", "--server-url", a.url, "--server-url", b.url,
-           "--set", "smoke", "--limit", LIMIT, "--max-frames", "200", "--seed", "7", "--out", str(out)]
-    proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    rows = out / "rows.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None and not (rows.is_file() and rows.read_text().strip()):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+           "--set", str(set_file), "--max-frames", "200", "--seed", "7", "--out", str(out)]
+    undo = endless_text_patch(tiny_engine.tokenizer)  # on the servers (this process): smoke-2 never ends
+    try:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: _row_count(out) == int(LIMIT) - 1, 120, "every sentence but the endless one")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        undo()
     kept = rows_of(out)
-    assert 1 <= len(kept) < int(LIMIT), "the kill must land mid-run"
+    assert len(kept) == int(LIMIT) - 1 and "smoke-2" not in {r["id"] for r in kept}
     assert main(cmd[3:]) == 0
     done = rows_of(out)
     assert done[: len(kept)] == kept and sorted(r["id"] for r in done) == [f"smoke-{i}" for i in range(1, 7)]
