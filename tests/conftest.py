@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hold_fixtures import install_endless_seed
 
 from gepard_demo.model.engine import GepardEngine
 from gepard_demo.model.tiny import LAYOUTS, ensure_tiny
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _endless_seed():
+    # A request seeded hold_fixtures.ENDLESS_SEED never ends by itself (the Stop tests); installed
+    # before any test forks a GPU worker, so the workers have it too. No other seed is touched.
+    undo = install_endless_seed()
+    yield
+    undo()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -35,17 +35,25 @@ STOP_S = 0.5
 BOUND_S = STOP_S + 1.0  # margin for scheduling on a loaded 2-core machine
 
 
-@pytest.fixture()
-def endless(monkeypatch):
+def install_endless_seed() -> Callable[[], None]:
+    """From now on a request seeded ENDLESS_SEED never ends (no budget a run reaches, and p_stop
+    is never above 1); returns the undo. conftest.py installs it for the whole session, before
+    any GPU worker is forked, so forked workers have it too."""
     create = RowSampler.create.__func__
 
     def endless_create(cls, settings, device):
         row = create(cls, settings, device)
-        if row.seed == ENDLESS_SEED:  # no budget a run reaches, and p_stop is never above 1
+        if row.seed == ENDLESS_SEED:
             row.settings = dataclasses.replace(row.settings, max_frames=2**40, stop_threshold=1.0)
         return row
 
-    monkeypatch.setattr(RowSampler, "create", classmethod(endless_create))
+    RowSampler.create = classmethod(endless_create)
+    return lambda: setattr(RowSampler, "create", classmethod(create))
+
+
+@pytest.fixture()
+def endless():
+    """The seed of a request that never ends by itself (see install_endless_seed)."""
     return ENDLESS_SEED
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from hold_fixtures import wait_until
+from hold_fixtures import ENDLESS_SEED, wait_until
 
 from gepard_demo.codec import load_codec
 from gepard_demo.model.engine import GepardEngine
@@ -91,7 +91,7 @@ def _write_in_worker(resident):
 
 
 def test_stop_ends_the_call_within_a_frame(forked):
-    session = _session(forked, text="This one would run on for a long time.", max_frames=3000)
+    session = _session(forked, text="This one would never end by itself.", seed=ENDLESS_SEED)
     it = iter(session)
     next(it)
     session.cancel()
