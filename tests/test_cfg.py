@@ -4,10 +4,10 @@ the conditional row, and the guidance row is dropped after cfg_frames."""
 
 import pytest
 import torch
+from authors_reference import authors_uncond_layout
 
 from gepard_demo.model import batch as generation  # the loop that calls sample_codes
 from gepard_demo.model.generation import guide_logits
-from gepard_demo.model.prompt import build_unconditional_prompt_ids
 from gepard_demo.settings import SamplingSettings, SettingsError
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
@@ -57,7 +57,7 @@ def test_scale_one_is_plain_generation(tiny_engine, monkeypatch):
     assert all(h[0].shape[0] == 1 for h in spy.heads)  # no second row was ever run
 
 
-def test_guided_logits_branch_rows_and_switch_off(tiny_engine, monkeypatch):
+def test_guided_logits_branch_rows_and_switch_off(tiny_engine, tiny_model_dir, monkeypatch):
     w, n_guided = 2.5, 4
     spy = Spy(tiny_engine, monkeypatch)
     s = SamplingSettings(seed=5, max_frames=12, stop_threshold=0.999, cfg_scale=w, cfg_frames=n_guided)
@@ -68,7 +68,7 @@ def test_guided_logits_branch_rows_and_switch_off(tiny_engine, monkeypatch):
     # The conditional row is the plain prompt, the guidance row the text-free one, each with its
     # own positions and fed the committed frames: both equal an uncached solo forward.
     cond_ref, cond_p = _uncached_heads(tiny_engine, tiny_engine.prompt_ids(TEXT), res.frames)
-    unc_ref, _ = _uncached_heads(tiny_engine, build_unconditional_prompt_ids(tiny_engine.config), res.frames)
+    unc_ref, _ = _uncached_heads(tiny_engine, authors_uncond_layout(tiny_model_dir), res.frames)  # not our builder's
     for k, ((logits, p_stop), sampled) in enumerate(zip(spy.heads, spy.sampled)):
         assert torch.allclose(logits[0], cond_ref[k], atol=1e-4)
         assert abs(res.p_stop[k] - float(p_stop[0])) < 1e-7  # the stop is read on the conditional row

@@ -3,8 +3,8 @@ default-voice requests, and the guidance branch shares it (facts §9)."""
 
 import pytest
 import torch
+from authors_reference import Branch, authors_uncond_layout
 
-from gepard_demo.model.prompt import build_unconditional_prompt_ids
 from gepard_demo.settings import SamplingSettings
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
@@ -42,15 +42,15 @@ def test_cloned_request_batches_with_default_voice_requests(tiny_engine):
     assert torch.equal(torch.stack(streamed), cloned.frames)
 
 
-def test_guidance_branch_shares_the_speaker_prefix(tiny_engine, monkeypatch):
+def test_guidance_branch_shares_the_speaker_prefix(tiny_engine, tiny_model_dir, monkeypatch):
     prefix = a_prefix(tiny_engine, 2)
     talker = tiny_engine.talker
     seen = []
     real = talker.head_logits
     monkeypatch.setattr(talker, "head_logits", lambda h: seen.append(real(h)[0].clone()) or real(h))
     tiny_engine.generate([TEXT], SamplingSettings(seed=1, max_frames=3, cfg_scale=2.0), speakers=[prefix])
-    unc = torch.tensor([build_unconditional_prompt_ids(tiny_engine.config)])
-    with torch.inference_mode():
-        h = talker.model(inputs_embeds=talker.embed_prompt(unc, prefix.unsqueeze(0)), use_cache=False).last_hidden_state[:, -1]
-        expected = real(h)[0][0]
-    assert torch.allclose(seen[0][1], expected, atol=1e-5)
+    # The authors' text-free branch, built by hand: the prefix in its slots, then [SOT, EOT, SOS].
+    branch = Branch(talker, authors_uncond_layout(tiny_model_dir), prefix)
+    logits, _ = branch.heads()
+    for head, row in enumerate(logits):
+        assert torch.allclose(seen[0][1, head, : len(row)], row, atol=1e-5), head

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from gepard_demo.model.config import GepardConfig
@@ -9,24 +11,27 @@ def config(tiny_model_dir):
     return GepardConfig.from_dir(tiny_model_dir)
 
 
-def _layout(config, ids):
-    st = config.special_tokens
-    slots = list(range(st.tokeniser_length, st.tokeniser_length + config.num_speaker_prefix))
-    return slots, [st.start_of_text, *ids, st.end_of_text], st.start_of_speech
+def _layout(model_dir, ids):
+    """The ids as the checkpoint's own gepard_config.json names them (not as our config parses
+    them): K slots from tokeniser_length (K: the compressor's num_queries), the text block, SOS."""
+    side = json.loads((model_dir / "gepard_config.json").read_text())
+    st, k = side["special_tokens"], side["voice_cloning"]["compressor"]["num_queries"]
+    slots = list(range(st["tokeniser_length"], st["tokeniser_length"] + k))
+    return slots, [st["start_of_text"], *ids, st["end_of_text"]], st["start_of_speech"]
 
 
-def test_two_token_text_repeats_up_to_target(config):
+def test_two_token_text_repeats_up_to_target(config, tiny_model_dir):
     ids = [11, 12]
     prompt = build_prompt_ids(ids, config)
-    slots, block, sos = _layout(config, ids)
+    slots, block, sos = _layout(tiny_model_dir, ids)
     # ceil(16 / 2) = 8 copies, capped at max_repeats 8; only the last carries SOS.
     assert prompt == slots + block * 8 + [sos]
     assert prompt.count(sos) == 1
 
 
-def test_twenty_token_text_does_not_repeat(config):
+def test_twenty_token_text_does_not_repeat(config, tiny_model_dir):
     ids = list(range(20, 40))
-    slots, block, sos = _layout(config, ids)
+    slots, block, sos = _layout(tiny_model_dir, ids)
     assert build_prompt_ids(ids, config) == slots + block + [sos]
 
 
