@@ -90,6 +90,28 @@ def test_random_seed_is_reported_and_replays(client, live_demo):
     np.testing.assert_array_equal(read_wav(again[1]), read_wav(result[1]))
 
 
+BAD = [
+    (dict(text=""), "enter some text"),
+    (dict(text="   \n\t"), "enter some text"),
+    (dict(text="\u200b\u200d\ufeff"), "enter some text"),
+    (dict(text="x" * 2001), "limit is 2000"),
+    # Outside a control's range: our own check answers, naming the field (no silent clamping).
+    (dict(temperature=0), "temperature must be between 0.05 and 5, got 0"),
+    (dict(temperature=9), "temperature must be between 0.05 and 5, got 9"),
+    (dict(max_frames=0), "max_frames must be between 1 and 4096, got 0"),
+    (dict(max_frames=5000), "max_frames must be between 1 and 4096, got 5000"),
+    (dict(chunk_frames=5000), "chunk_frames must be between 1 and 200"),
+    (dict(silence_ms=1e9), "silence_ms must be between 0 and 2000"),
+    (dict(top_k=2.5), "top_k must be a whole number"),
+    (dict(seed=-3), "seed must be between 0 and"),
+    (dict(decode_mode="bogus"), "decode_mode must be one of exact, lookback"),
+    # Accepted by the components but not valid settings: our own parse / validate() answers.
+    (dict(seed=None), "seed is empty"),
+    (dict(max_frames=12.5), "max_frames must be a whole number"),
+]
+
+
+@pytest.mark.parametrize("over,message", BAD, ids=[m + str(i) for i, (_, m) in enumerate(BAD)])
 def test_bad_input_is_a_clear_error_and_the_server_keeps_serving(client, live_demo, over, message):
     from gradio_client.exceptions import AppError
 
