@@ -159,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         from gepard_demo.ui.gpu_host import GpuHost
 
-        host = GpuHost.around(host, boundary)  # no warm-up: CUDA is the GPU calls' alone
+        # No warm-up: CUDA is the GPU calls' alone. --max-batch: how many visitors' calls run at once.
+        host = GpuHost.around(host, boundary, concurrency=batching.max_batch)
         print(f"GPU calls: {host.gpu.name} (every use of the GPU is one call)", file=sys.stderr, flush=True)
     eval_tab, eval_tab_error = (None, None) if args.no_eval_tab else find_eval_tab()
     if eval_tab is not None and args.public:

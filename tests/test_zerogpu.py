@@ -23,7 +23,6 @@ from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.ui.turns import FairLock
 from gepard_demo.zerogpu import tasks
-from gepard_demo.zerogpu.budget import GpuBudget
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import OutsideGpuCall, Resident
 from gepard_demo.zerogpu.runners import InProcess, ZeroGpu
@@ -151,27 +150,14 @@ def test_requests_are_checked_before_any_call():
 
 def test_zerogpu_runner_outside_a_zerogpu_space_runs_in_process(resident, reference):
     """spaces.GPU is a no-op off ZeroGPU: the same wrappers run in this thread (gate opened by
-    the task, as in ZeroGPU's worker), and each call's duration comes from its own request."""
-    runner = ZeroGpu(Resident.place(*reference, guarded=False), GpuBudget())
+    the task, as in ZeroGPU's worker), and each call asks for what its own request was sized to."""
+    runner = ZeroGpu(Resident.place(*reference, guarded=False))
     session = _session(runner, max_frames=8)
     assert session.run().size == 8 * 1024 and session.stats.complete
     request = _session(runner, max_frames=1000, cfg_scale=2.0, cfg_frames=20).request()
-    assert runner._stream_duration(request) == GpuBudget().stream_s(request.text, 1000, 20, True)
+    assert runner._stream_duration(request) == request.ask_s
     assert runner.call(_write_in_worker, duration_s=3) == os.getpid()
     assert isinstance(InProcess(runner.resident).call(tasks.speaker_prefix, _voice(), 22050), tasks.Prefix)
-
-
-def test_budget_follows_the_request_and_refuses_what_cannot_fit():
-    b = GpuBudget()
-    short = b.stream_s("Hello.", 1000, None, False)
-    assert b.stream_s("Hello.", 2000, None, False) > short > b.start_s
-    assert b.stream_s("Hello.", 1000, None, True) > b.stream_s("Hello.", 1000, 20, True) > short  # CFG rows
-    long_text = ". ".join(["A sentence of some length that goes on"] * 40)
-    assert b.stream_s(long_text, 100, None, False) > b.stream_s("Hello.", 100, None, False)  # segments
-    assert b.prefix_s(15.0) > b.prefix_s(3.0)
-    with pytest.raises(SettingsError, match="lower max_frames"):
-        b.stream_s(long_text, 4096, None, False)
-    assert b.batch_s(8, 1000) > b.batch_s(1, 1000)
 
 
 def test_fair_lock_hands_the_engine_to_the_longest_waiter():

@@ -85,9 +85,16 @@ class GpuBatchEngine:
         voices = self.host.voices()
         speakers = None if not refs or not any(refs) else [None if r is None else voices.speaker(r) for r in refs]
         guided = len(requests) if sampling.guided else 0
-        duration_s = self.host.budget.batch_s(len(requests), sampling.max_frames, guided)
-        with self.host.lock:
-            return self.host.gpu.call(synthesize_resident, requests, sampling, stream, speakers, duration_s=duration_s)
+        duration_s = self.host.budget.batch_s(len(requests), sampling.max_frames, guided, self.host.starts.estimate())
+        with self.host.lock:  # the Eval tab's runs take turns among themselves (a visitor's Generate does not wait)
+            try:
+                return self.host.gpu.call(synthesize_resident, requests, sampling, stream, speakers,
+                                          duration_s=duration_s)
+            except Exception as exc:
+                line = self.host.explain(exc)
+                if line is None:
+                    raise
+                raise RunError(line) from exc
 
 
 def eval_engine_from_provider(engine_provider: Callable[[], Any], engine_name: str = "local"):

@@ -189,14 +189,18 @@ class CodecEncoder:
     def __init__(self, encoder: HiFiGANEncoder, layout: FSQLayout, sample_rate: int, source: str = "<memory>", device: str | torch.device = "cpu"):
         if layout.num_codes != encoder.cfg.encoded_dim:
             raise CodecLoadError(f"quantizer takes {layout.num_codes} dims but audio_encoder.encoded_dim is {encoder.cfg.encoded_dim}")
-        self.device = torch.device(device)
-        if self.device.type == "cuda":
+        if torch.device(device).type == "cuda":
             exact_gpu_convolutions()
-        self.encoder = encoder.to(self.device)
+        self.encoder = encoder.to(device)
         self.layout = layout
         self.sample_rate = int(sample_rate)
         self.samples_per_frame = encoder.cfg.samples_per_frame
         self.source = source
+
+    @property
+    def device(self) -> torch.device:
+        """Where the encoder's weights are now (ZeroGPU moves them into a GPU call's worker)."""
+        return next(self.encoder.parameters()).device
 
     @classmethod
     def from_archive(cls, config: dict[str, Any], state: dict[str, torch.Tensor], source: str = "<memory>", device: str | torch.device = "cpu") -> "CodecEncoder":

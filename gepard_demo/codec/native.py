@@ -52,14 +52,19 @@ class NativeCodec(Codec):
         source: str = "<memory>",
         device: str | torch.device = "cpu",
     ):
-        self.device = torch.device(device)
-        if self.device.type == "cuda":
+        if torch.device(device).type == "cuda":
             exact_gpu_convolutions()
-        self.decoder = decoder.to(self.device).eval()
+        self.decoder = decoder.to(device).eval()
         self.layout = layout
         self.sample_rate = int(sample_rate)
         self.samples_per_frame = decoder.samples_per_frame
         self.source = source
+
+    @property
+    def device(self) -> torch.device:
+        """Where the decoder's weights are now, not where they were loaded: ZeroGPU moves them
+        into a GPU call's worker after start-up."""
+        return next(self.decoder.parameters()).device
 
     @classmethod
     def from_archive(

@@ -60,6 +60,21 @@ class ExactStreamDecoder(StreamDecoder):
         self.frames_pushed += n
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
+    def carry(self) -> dict:
+        """What this stream has carried so far, as plain CPU values (picklable): another decoder of
+        the same weights, in another process, `resume`s from it and goes on as this one would."""
+        names = {module: name for name, module in self.decoder.named_modules()}
+        return {"mode": "exact", "frames_pushed": self.frames_pushed,
+                "state": {names[module]: value.cpu() for module, value in self._state.items()}}
+
+    def resume(self, carried: dict) -> "ExactStreamDecoder":
+        if carried.get("mode") != "exact":
+            raise ValueError(f"an exact stream cannot resume a {carried.get('mode')!r} stream's state")
+        modules = dict(self.decoder.named_modules())
+        self.frames_pushed = int(carried["frames_pushed"])
+        self._state = {modules[name]: value.to(self.device) for name, value in carried["state"].items()}
+        return self
+
 
 class LookbackStreamDecoder(StreamDecoder):
     def __init__(
@@ -88,3 +103,13 @@ class LookbackStreamDecoder(StreamDecoder):
         audio = self.decode_fn(window)
         self._context = window if self.lookback is None else window[window.shape[0] - self.lookback :]
         return np.ascontiguousarray(audio[skip * self.samples_per_frame :], dtype=np.float32)
+
+    def carry(self) -> dict:
+        """The frames a later push re-decodes (see ExactStreamDecoder.carry)."""
+        return {"mode": "lookback", "frames_pushed": self.frames_pushed, "context": self._context}
+
+    def resume(self, carried: dict) -> "LookbackStreamDecoder":
+        if carried.get("mode") != "lookback":
+            raise ValueError(f"a lookback stream cannot resume a {carried.get('mode')!r} stream's state")
+        self.frames_pushed, self._context = int(carried["frames_pushed"]), carried["context"]
+        return self

@@ -47,6 +47,9 @@ class BatchRequest:
     sampler: RowSampler
     unconditional: list[int] | None = None  # the guidance branch's prompt (None: unguided)
     speaker: torch.Tensor | None = None  # (K, hidden) speaker prefix (None: null_prefix)
+    # (n, 32) frames this request already committed (another GPU call made them): it goes on from
+    # frame n. Its sampler must have drawn the noise of those n frames (RowSampler.skip).
+    replay: torch.Tensor | None = None
 
 
 @dataclass
@@ -96,12 +99,14 @@ class DecodeBatch:
         talker, device = self.talker, self.talker.device
         handles = list(range(self._next_handle, self._next_handle + len(requests)))
         self._next_handle += len(requests)
-        rows = [(h, False) for h in handles] + [(h, True) for h, r in zip(handles, requests) if r.unconditional is not None]
+        replayed = _replayed(requests)
+        rows = [(h, False) for h in handles] + [(h, True) for h, r in zip(handles, requests)
+                                                if r.unconditional is not None and _still_guided(r, replayed)]
         by_handle = dict(zip(handles, requests))
         prompts = [by_handle[h].unconditional if unc else by_handle[h].prompt for h, unc in rows]
         width = max(len(p) for p in prompts)
         ids = torch.zeros(len(rows), width, dtype=torch.long, device=device)
-        mask = torch.zeros(len(rows), width, dtype=torch.long, device=device)
+        mask = torch.zeros(len(rows), width + replayed, dtype=torch.long, device=device)
         for r, p in enumerate(prompts):
             ids[r, width - len(p):] = torch.tensor(p, device=device)
             mask[r, width - len(p):] = 1
@@ -113,6 +118,10 @@ class DecodeBatch:
         cache = DynamicCache(config=talker.config.backbone)
         with torch.inference_mode():
             embeds = talker.embed_prompt(ids, speaker_rows)
+            if replayed:  # the frames made before, fed after the prompt in the same prefill
+                frames = torch.stack([by_handle[h].replay for h, _ in rows]).to(device)
+                fed = talker.embed_frame(frames.flatten(0, 1)).view(len(rows), replayed, -1)
+                embeds = torch.cat([embeds, fed.to(embeds.dtype)], dim=1)
             padded = bool((mask == 0).any())  # a padding-free prefill needs no mask: the fast path
             hidden = talker.backbone(
                 embeds, attention_mask=padding_mask(talker, mask, embeds, positions, cache) if padded else None,
@@ -120,9 +129,9 @@ class DecodeBatch:
             )
             self._join(cache, mask, positions[:, -1], hidden)
         now = time.perf_counter()
+        guided = {h for h, unc in rows if unc}
         for h in handles:
-            r = by_handle[h]
-            self.live[h] = _Live(sampler=r.sampler, guided=r.unconditional is not None, start=now)
+            self.live[h] = _Live(sampler=by_handle[h].sampler, guided=h in guided, start=now, committed=replayed)
         self.rows += rows
         return handles
 
@@ -244,12 +253,28 @@ class DecodeBatch:
                 self.mask = self.mask[:, unused:]
 
 
+def _replayed(requests: list[BatchRequest]) -> int:
+    """How many committed frames the group's requests go on from (0: a fresh start). Requests
+    prefilled together share it: their frames then end their prefills at one length."""
+    counts = {0 if r.replay is None else len(r.replay) for r in requests}
+    if len(counts) > 1:
+        raise ValueError(f"requests admitted together go on from different frame counts: {sorted(counts)}")
+    return counts.pop()
+
+
+def _still_guided(request: BatchRequest, replayed: int) -> bool:
+    """A guidance row joins unless its request's cfg_frames were all made before."""
+    frames = request.sampler.settings.cfg_frames
+    return frames is None or replayed < frames
+
+
 def decode_batch(
     talker: GepardTalker,
     prompts: list[list[int]],
     samplers: list[RowSampler],
     unconditional: list[list[int] | None] | None = None,
     speakers: list[torch.Tensor | None] | None = None,
+    replays: list[torch.Tensor | None] | None = None,
 ) -> Iterator[tuple[int, FrameStep]]:
     """Yield (request, FrameStep) for every request at every step until each is done: a fixed
     set of requests through one DecodeBatch (`engine.generate`, `engine.stream_frames`).
@@ -258,13 +283,16 @@ def decode_batch(
         more row of the same batch, with its own positions, fed the frames the conditional row
         commits, until the request's `cfg_frames` are made.
     speakers: per request, a (K, hidden) speaker prefix for the slots (None = `null_prefix`).
+    replays: per request, the frames it already committed (BatchRequest.replay; all the same count).
     Closing the iterator stops the work at the next step (the demo's Stop button).
     """
     n = len(prompts)
     unconditional = unconditional or [None] * n
     speakers = speakers or [None] * n
+    replays = replays or [None] * n
     batch = DecodeBatch(talker)
-    handles = batch.admit([BatchRequest(p, s, u, sp) for p, s, u, sp in zip(prompts, samplers, unconditional, speakers)])
+    handles = batch.admit([BatchRequest(p, s, u, sp, rp)
+                           for p, s, u, sp, rp in zip(prompts, samplers, unconditional, speakers, replays)])
     index = {h: i for i, h in enumerate(handles)}
     # The batch enters inference mode per method, never across this yield: a consumer may resume
     # the generator from another thread (the pipeline's talker thread, a GPU call's worker), and

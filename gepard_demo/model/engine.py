@@ -140,19 +140,29 @@ class GepardEngine:
         return [b.result() for b in builders]
 
     def stream_frames(
-        self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None
+        self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None,
+        resume: torch.Tensor | None = None,
     ) -> Iterator[FrameStep]:
         """Yield one request's steps as they are made; close the iterator to cancel.
 
         speaker: a (K, hidden) speaker prefix (a reference voice); None = the default voice.
+        resume: (n, 32) frames this request already committed (an earlier GPU call made them,
+            same text, settings and seed): it goes on from frame n as it would have, its prefill
+            taking the prompt and those frames in one pass (the last bits of the logits may
+            differ from an uninterrupted run, as in any other batch shape: facts §3).
 
         Pass `settings.with_concrete_seed()` to know the seed before the first frame.
         """
         settings.validate()
         prompt = self.prompt_ids(text)
         sampler = RowSampler.create(settings, self.device)
+        if resume is not None and len(resume):
+            sampler.skip(len(resume), self.talker.logits_shape, self.device)
+        else:
+            resume = None
         steps = decode_batch(
-            self.talker, [prompt], [sampler], [self.unconditional_prompt(settings)], [speaker]
+            self.talker, [prompt], [sampler], [self.unconditional_prompt(settings)], [speaker],
+            None if resume is None else [resume],
         )
         try:
             for _, step in steps:

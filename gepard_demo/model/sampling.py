@@ -32,6 +32,15 @@ class RowSampler:
         u = torch.rand(shape, generator=self.generator, device=device, dtype=torch.float32)
         return -torch.log(-torch.log(u.clamp_min(1e-20)))
 
+    def skip(self, frames: int, shape: torch.Size, device: torch.device) -> "RowSampler":
+        """Draw (and drop) the noise of `frames` committed frames: one draw per frame, as
+        sample_codes draws it, so a request resumed from them (BatchRequest.replay) samples its
+        next frame from the noise an uninterrupted run would."""
+        if not self.settings.greedy:
+            for _ in range(frames):
+                torch.rand(shape, generator=self.generator, device=device, dtype=torch.float32)
+        return self
+
 
 def sample_codes(logits: torch.Tensor, rows: list[RowSampler]) -> torch.Tensor:
     """(N, heads, max_level) fp32 logits with -inf padding -> (N, heads) codes.

@@ -191,6 +191,11 @@ class GepardTalker(nn.Module):
         parts = torch.nn.functional.embedding(codes + self._embed_offsets, table)  # (N, 32, dim)
         return self.audio_embed_proj(parts.flatten(1)) * self.audio_embed_scale
 
+    @property
+    def logits_shape(self) -> torch.Size:
+        """(heads, max_level): one frame's padded logits, and the noise a sampled frame draws."""
+        return self._head_pad.shape
+
     def head_logits(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, hidden) -> logits (N, 32, max_level) in fp32 with -inf padding, p_stop (N,)."""
         weight, bias, _ = self.fused()

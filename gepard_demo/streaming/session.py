@@ -20,14 +20,20 @@ session (one decoder stream, so the audio is continuous and chunk timing carries
 above `max_text_chars` (2000 by default) is rejected with `TextError`: at ~15 characters per
 second that is already over two minutes of audio, longer than a demo request should hold the
 single engine.
+
+One utterance, several calls: `call_frames` ends the session at the first chunk boundary after
+that many frames, and `one_segment` at the end of its segment when more follow; either leaves a
+`SessionCarry` in `.carry`, and a session made with `resume=carry` (in another process, the next
+GPU call: gepard_demo/zerogpu) goes on from there. Its talker resumes the segment from the frames
+it already has (engine.stream_frames(resume=...)), its codec stream from the carried state
+(decoding.py), so the chunks of all the calls join into one stream.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
@@ -36,104 +42,10 @@ from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clean_text, split_text
 
+from .chunks import AudioChunk, SessionCarry, StepEvent, SynthesisStats, stack_codes
+from .decoding import ChunkDecoder
 
-@dataclass(frozen=True)
-class AudioChunk:
-    """A piece of the utterance, ready to play.
-
-    samples: float32 mono PCM at sample_rate.
-    start_sample / start_s: where the chunk starts in the utterance.
-    frame_start, frame_end: the frames [start, end) decoded for this chunk (session-wide
-        frame numbering across segments). Because the end fade holds samples back (see
-        `SynthesisSession`), the samples may lag the frames by up to fade_ms.
-    wall_s: seconds from the request start until these samples were ready.
-    final: the last chunk (carries the end fade and silence). When the stop head fires right
-        after a chunk boundary and there is no fade or silence, it is empty: an end marker.
-    """
-
-    samples: np.ndarray
-    sample_rate: int
-    start_sample: int
-    frame_start: int
-    frame_end: int
-    wall_s: float
-    final: bool = False
-
-    @property
-    def start_s(self) -> float:
-        return self.start_sample / self.sample_rate
-
-    @property
-    def duration_s(self) -> float:
-        return len(self.samples) / self.sample_rate
-
-
-@dataclass(frozen=True)
-class StepEvent:
-    """One decode step, between the chunks, from `SynthesisSession.events()`.
-
-    frames: frames committed so far (session-wide); p_stop: this step's stop probability;
-    wall_s: seconds from the request start.
-    """
-
-    frames: int
-    p_stop: float
-    wall_s: float
-
-
-@dataclass
-class SynthesisStats:
-    """What one session did; filled in while it runs, complete once iteration ends.
-
-    frames: frames committed (all segments).
-    stop_fired: every segment ended by the stop head; runaway: some segment hit max_frames.
-    stop_frame: frames committed when the last segment's stop fired (None otherwise).
-    p_stop: one value per decode step, including the stop step itself.
-    ttfa_s: request start -> first chunk's samples ready.
-    gen_time_s: wall time spent waiting on the engine (prefill + decode steps).
-    decode_time_s: wall time spent in the codec and the end-of-speech shaping.
-    wall_s: request start -> last chunk ready.
-    speech_s: audio of the committed frames; audio_s: what was emitted (speech + silence_ms).
-    rtf: wall_s / speech_s (the end silence is free, so it does not flatter the figure).
-    seed: the seed actually used (drawn here when the request had none).
-    segments: how many pieces long text was split into; cancelled: closed before the end.
-    speed: the engine's speed path (device, precision, threads, pipeline), when one was picked.
-    """
-
-    text: str = ""
-    seed: int | None = None
-    frames: int = 0
-    stop_fired: bool = False
-    runaway: bool = False
-    stop_frame: int | None = None
-    p_stop: list[float] = field(default_factory=list)
-    ttfa_s: float | None = None
-    gen_time_s: float = 0.0
-    decode_time_s: float = 0.0
-    wall_s: float = 0.0
-    speech_s: float = 0.0
-    audio_s: float = 0.0
-    rtf: float | None = None
-    chunks: int = 0
-    segments: int = 1
-    cancelled: bool = False
-    complete: bool = False
-    speed: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["p_stop"] = list(self.p_stop)
-        return d
-
-
-def _stack_codes(codes: list[Any]):
-    """FrameStep codes are (32,) tensors (or arrays): stack them into one (n, 32) block."""
-    first = codes[0]
-    if hasattr(first, "detach"):  # torch tensor: keep the codec's native type
-        import torch
-
-        return torch.stack(list(codes))
-    return np.stack([np.asarray(c) for c in codes])
+__all__ = ["AudioChunk", "SessionCarry", "StepEvent", "SynthesisSession", "SynthesisStats"]
 
 
 class SynthesisSession(OnceIterableSession):
@@ -166,8 +78,12 @@ class SynthesisSession(OnceIterableSession):
         segment_chars: int = SEGMENT_CHARS,
         end_of_speech: Any = None,
         speaker: Any = None,
+        resume: SessionCarry | None = None,
+        call_frames: int | None = None,
+        one_segment: bool = False,
     ) -> None:
-        """speaker: a (K, hidden) speaker prefix (SpeakerPrefix.tokens) for a reference voice; None = the default voice."""
+        """speaker: a (K, hidden) speaker prefix (SpeakerPrefix.tokens) for a reference voice; None = the default voice.
+        resume / call_frames / one_segment: one utterance over several calls (module docstring)."""
         sampling.validate()
         stream.validate()
         self.engine = engine
@@ -192,16 +108,21 @@ class SynthesisSession(OnceIterableSession):
         # cannot be closed while another thread is inside it.
         self._lock = threading.RLock()
         self._frames_iter: Any = None
-        self._decoder: Any = None  # the codec stream, while iterating
+        self._decoder: ChunkDecoder | None = None  # the codec side, while iterating
         self.speaker = speaker
         self._step_events = False
         self._codes: list[Any] = []  # every committed frame's codes, in order
+        self._resume, self.call_frames, self.one_segment = resume, call_frames, one_segment
+        self.carry: SessionCarry | None = None  # set when this call ended before the utterance did
+        if resume is not None:  # what the earlier calls counted carries on
+            self.stats = dataclasses.replace(resume.stats, p_stop=list(resume.stats.p_stop), speed=self.stats.speed)
+            self._codes = list(resume.codes)
 
     def codes(self) -> np.ndarray:
         """(frames, 32) codes committed so far (int16), e.g. for a loop detector."""
         if not self._codes:
             return np.zeros((0, 32), np.int16)
-        return np.asarray(_stack_codes(self._codes), dtype=np.int16)
+        return np.asarray(stack_codes(self._codes), dtype=np.int16)
 
     def wait_line(self) -> str | None:
         """While the engine's scheduler keeps this request waiting: where it stands and why."""
@@ -244,60 +165,43 @@ class SynthesisSession(OnceIterableSession):
 
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
-        stats = self.stats
-        stream = self.stream
-        sr = self.sample_rate
-        # Hold back at least the fade's sample count (+1 for any rounding in the codec).
-        hold = int(math.ceil(stream.fade_ms * sr / 1000.0)) + 1 if stream.fade_ms > 0 else 0
-        decoder = self._decoder = self.codec.streamer(mode=stream.decode_mode, lookback=stream.lookback_frames)
-        note_decode = getattr(self.engine, "note_decode", None)  # batching.scheduler's, when there is one
-        held = np.zeros(0, dtype=np.float32)
-        pending: list[Any] = []  # codes committed but not yet decoded
-        pending_start = 0  # session frame index of pending[0]
-        emitted = 0  # samples sent so far
-        ended_by = []  # per segment: "stop", "budget" or "cancel"
+        stats, stream = self.stats, self.stream
+        dec = self._decoder = ChunkDecoder(self.codec, stream, stats, getattr(self.engine, "note_decode", None))
+        carry = self._resume
+        first, replay, ended_by = 0, None, []  # ended_by, per segment: "stop", "budget" or "cancel"
+        if carry is not None:
+            dec.resume(carry.decoding)
+            first, replay, ended_by = carry.segment, carry.segment_codes, list(carry.ended_by)
+        made = 0  # frames this call made
 
         def emit(samples: np.ndarray, frame_start: int, frame_end: int, final: bool) -> AudioChunk:
-            nonlocal emitted
-            now = time.perf_counter() - t0
-            if stats.ttfa_s is None and len(samples) > 0:
-                stats.ttfa_s = now
-            chunk = AudioChunk(samples, sr, emitted, frame_start, frame_end, now, final)
-            emitted += len(samples)
+            chunk = dec.chunk(samples, frame_start, frame_end, final, time.perf_counter() - t0)
             self._chunks.append(samples)
-            stats.chunks += 1
             return chunk
 
         def finish() -> None:
             stats.wall_s = time.perf_counter() - t0
-            stats.speech_s = stats.frames * self.samples_per_frame / sr
-            stats.audio_s = emitted / sr
+            stats.speech_s = stats.frames * self.samples_per_frame / self.sample_rate
+            stats.audio_s = dec.emitted / self.sample_rate
             stats.rtf = stats.wall_s / stats.speech_s if stats.speech_s > 0 else None
 
-        def decode_pending() -> np.ndarray:
-            nonlocal pending, pending_start, held
-            t = time.perf_counter()
-            pcm = np.asarray(decoder.push(_stack_codes(pending)), dtype=np.float32).reshape(-1)
-            spent = time.perf_counter() - t
-            stats.decode_time_s += spent
-            if note_decode is not None:  # a scheduler's admission rule counts the codec's cost:
-                # a pooled stream's share of its call, not the wait for the other streams' chunks
-                note_decode(getattr(decoder, "last_cost_s", None) or spent, len(pending))
-            pending_start += len(pending)
-            pending = []
-            held = np.concatenate([held, pcm])
-            cut = max(0, len(held) - hold)
-            out, held = held[:cut], held[cut:]
-            return out
+        def hand_over(segment: int, segment_codes: list[Any] | None) -> None:
+            """This call ends here; the next one goes on from what is carried."""
+            codes = np.asarray(stack_codes(segment_codes), dtype=np.int64) if segment_codes else None
+            self.carry = SessionCarry(segment, codes, dec.carry(), list(ended_by), dataclasses.replace(stats, p_stop=list(stats.p_stop)),
+                                      self.codes().astype(np.int64))
 
         try:
-            for seg_no, seg_text in enumerate(self.segments):
+            for seg_no in range(first, len(self.segments)):
                 last_segment = seg_no == len(self.segments) - 1
+                seg_codes = list(replay) if seg_no == first and replay is not None else []
                 with self._lock:
                     if self._cancel.is_set():
                         break
                     voice = {} if self.speaker is None else {"speaker": self.speaker}
-                    frames_iter = iter(self.engine.stream_frames(seg_text, self.sampling, **voice))
+                    if seg_codes:  # this segment goes on from the frames an earlier call made
+                        voice["resume"] = _as_codes(seg_codes)
+                    frames_iter = iter(self.engine.stream_frames(self.segments[seg_no], self.sampling, **voice))
                     self._frames_iter = frames_iter
                 seg_end = None
                 while True:
@@ -313,14 +217,16 @@ class SynthesisSession(OnceIterableSession):
                         break
                     stats.p_stop.append(float(step.p_stop))
                     if step.codes is not None:
-                        pending.append(step.codes)
+                        dec.add(step.codes)
                         self._codes.append(step.codes)
+                        seg_codes.append(step.codes)
                         stats.frames += 1
+                        made += 1
                     if self._step_events:
                         yield StepEvent(stats.frames, float(step.p_stop), time.perf_counter() - t0)
                     target = stream.first_chunk_frames if stats.chunks == 0 else stream.chunk_frames
-                    due = len(pending) >= target
-                    if stats.chunks > 0 and pending and getattr(decoder, "aligned", False):
+                    due = len(dec.pending) >= target
+                    if stats.chunks > 0 and dec.pending and dec.aligned:
                         # A pooled codec stream cuts at the batch's clock, so the streams of one
                         # running batch push together (batching/codec_pool.py); exact decoding
                         # makes the cut points inaudible.
@@ -328,10 +234,15 @@ class SynthesisSession(OnceIterableSession):
                     # The utterance's last frames go out with the end shaping in the final chunk.
                     ending = step.done is not None and last_segment
                     if due and not ending:
-                        frame_start = pending_start
-                        out = decode_pending()
+                        frame_start = dec.pending_start
+                        out = dec.decode_pending()
                         if len(out):  # all of it may be held back for a long fade
-                            yield emit(out, frame_start, pending_start, False)
+                            yield emit(out, frame_start, dec.pending_start, False)
+                        if self.call_frames is not None and made >= self.call_frames and step.done is None:
+                            with self._lock:
+                                self._close_frames()
+                            hand_over(seg_no, seg_codes)  # mid-segment, at a chunk boundary
+                            return
                     if step.done is not None:
                         seg_end = step.done
                         if step.done == "stop":
@@ -342,23 +253,19 @@ class SynthesisSession(OnceIterableSession):
                 ended_by.append(seg_end)
                 if seg_end == "cancel":
                     break
+                if self.one_segment and not last_segment:
+                    hand_over(seg_no + 1, None)
+                    return
             if self._cancel.is_set():
                 return
             # Flush the frames that did not fill a chunk, then shape the end.
-            frame_start = pending_start
-            tail = decode_pending() if pending else np.zeros(0, dtype=np.float32)
-            t = time.perf_counter()
-            shaped = np.asarray(
-                self._end_of_speech(held, sr, stream.fade_ms, stream.silence_ms), dtype=np.float32
-            ).reshape(-1)
-            stats.decode_time_s += time.perf_counter() - t
-            held = np.zeros(0, dtype=np.float32)
-            final = np.concatenate([tail, shaped])
+            frame_start = dec.pending_start
+            final = dec.finish(self._end_of_speech)
             stats.stop_fired = bool(ended_by) and all(e == "stop" for e in ended_by)
             stats.runaway = any(e == "budget" for e in ended_by)
             if not stats.stop_fired:
                 stats.stop_frame = None
-            chunk = emit(final, frame_start, pending_start, True)
+            chunk = emit(final, frame_start, dec.pending_start, True)
             # Complete before the last yield: a consumer may stop right after the final chunk.
             stats.complete = True
             finish()
@@ -370,8 +277,14 @@ class SynthesisSession(OnceIterableSession):
             # Also reached when the consumer stops iterating early (GeneratorExit at a yield).
             with self._lock:
                 self._close_frames()
-            if hasattr(decoder, "close"):  # a pooled codec stream leaves its pool
-                decoder.close()
+            dec.close()
             if not stats.complete:
                 stats.cancelled = self._cancel.is_set()
                 finish()
+
+
+def _as_codes(codes: list[Any]):
+    """A segment's frames so far as one (n, 32) LongTensor, for engine.stream_frames(resume=...)."""
+    import torch
+
+    return torch.as_tensor(np.asarray(stack_codes(codes), dtype=np.int64))

@@ -199,11 +199,13 @@ class DemoController:
         failure: list[BaseException] = []
         waiting = threading.Event()
 
-        batching = getattr(self.host, "scheduler", None) is not None
+        # A batching host's scheduler lines requests up itself (the Eval tab's batches too); behind
+        # ZeroGPU each Generate is a GPU call of its own, scheduled by ZeroGPU.
+        own_turn = getattr(self.host, "scheduler", None) is not None or not getattr(self.host, "takes_turns", True)
 
         def work() -> None:
             try:
-                if batching:  # the scheduler lines requests up itself, the Eval tab's batches too
+                if own_turn:
                     for chunk in session:
                         job.put(chunk.samples)
                     return
@@ -257,10 +259,15 @@ class DemoController:
             if worker.is_alive():
                 session.cancel()
         if failure:
+            line = getattr(self.host, "explain", lambda exc: None)(failure[0])
+            if line is not None:  # a refusal with a reason (ZeroGPU's quota, its queue): one line, no traceback
+                log.warning("generate refused by the GPU host: %s", line)
+                raise gr.Error(line, title="GPU not available", print_exception=False) from None
             # A real fault: keep its traceback in the log.
             log.error("synthesis failed", exc_info=failure[0])
             raise gr.Error(f"Synthesis failed: {failure[0]!r}", title="Synthesis failed") from None
         stats = session.stats
+        winding_down = getattr(session, "stop_note", lambda: None)() if worker.is_alive() else None
         if worker.is_alive():  # stopped, and its thread has not let go yet: show it as stopped now
             stats = dataclasses.replace(stats, cancelled=True)
         self._remember(job.job_id, stats)
@@ -271,7 +278,7 @@ class DemoController:
         status = (
             f"{state}: {stats.audio_s:.2f} s of audio, first audio after "
             f"{(stats.ttfa_s or 0) * 1000:.0f} ms, seed `{stats.seed}`{queued}"
-        )
+        ) + (f" ({winding_down})" if winding_down else "")
         take = self._take(session, values or {}, wav)
         yield (status, wav, stats_markdown(stats, sampling), final_plot(stats, sampling), take)
 

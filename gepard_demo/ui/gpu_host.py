@@ -26,12 +26,13 @@ from gepard_demo.voice.reference_audio import (
     prepare_reference,
 )
 from gepard_demo.zerogpu import tasks
-from gepard_demo.zerogpu.budget import GpuBudget
+from gepard_demo.zerogpu.budget import GpuBudget, StartTimes
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import Resident
 from gepard_demo.zerogpu.runners import ZeroGpu
 from gepard_demo.zerogpu.session import GpuSession
 
+from .gpu_refusals import explain
 from .model_host import EngineFacts
 from .turns import FairLock
 from .voice import PageVoices
@@ -41,6 +42,10 @@ MODES = ("zerogpu", "emulate")
 
 @dataclass
 class GpuHost(EngineFacts):
+    """concurrency: Generates at once, each its own GPU call (ZeroGPU schedules every visitor's call
+    on its own, billed to that visitor: nothing is shared but the page). `takes_turns` False: a
+    Generate does not wait for the lock; the Eval tab's runs still take turns among themselves."""
+
     gpu: Any  # a zerogpu runner: ZeroGpu, or Forked (emulate)
     resident: Resident
     budget: GpuBudget
@@ -48,18 +53,25 @@ class GpuHost(EngineFacts):
     fallback_reason: str | None = None
     notices: list[str] = field(default_factory=list)
     lock: FairLock = field(default_factory=FairLock)
+    starts: StartTimes = field(default_factory=StartTimes)  # cold starts measured: the asks budget for them
+    concurrency: int = 4
+    takes_turns = False
 
     @classmethod
-    def around(cls, host: Any, mode: str, budget: GpuBudget = GpuBudget()) -> "GpuHost":
-        """The loaded ModelHost's engine and codec placed behind the boundary `mode` (MODES)."""
+    def around(cls, host: Any, mode: str, budget: GpuBudget = GpuBudget(), concurrency: int = 4,
+               start_delay_s: float = 0.0) -> "GpuHost":
+        """The loaded ModelHost's engine and codec placed behind the boundary `mode` (MODES).
+        start_delay_s: an emulated worker's cold start (benchmarks)."""
         if mode not in MODES:
             raise ValueError(f"GPU boundary must be one of {MODES}, got {mode!r}")
         resident = Resident.place(host.engine, host.codec, guarded=True)
-        gpu = ZeroGpu(resident, budget) if mode == "zerogpu" else Forked(resident)
-        what = ("ZeroGPU: each Generate, reference voice and evaluation batch is one GPU call (a worker "
-                "process holds the GPU only for that call)." if mode == "zerogpu" else
-                "GPU calls run in a forked worker process, as on ZeroGPU (`--zerogpu emulate`).")
-        return cls(gpu, resident, budget, host.requested, host.fallback_reason, [*getattr(host, "notices", []), what])
+        gpu = ZeroGpu(resident) if mode == "zerogpu" else Forked(resident, concurrency, start_delay_s)
+        what = ("ZeroGPU: each Generate is one GPU call per text segment, each asking for what its part is "
+                "expected to take; each reference voice and evaluation batch is one call (a worker process holds "
+                "the GPU only for that call)." if mode == "zerogpu" else
+                "GPU calls run in forked worker processes, as on ZeroGPU (`--zerogpu emulate`).")
+        return cls(gpu, resident, budget, host.requested, host.fallback_reason, [*getattr(host, "notices", []), what],
+                   concurrency=concurrency)
 
     # -- what needs no GPU ------------------------------------------------------------------------
 
@@ -81,11 +93,13 @@ class GpuHost(EngineFacts):
 
     def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,
                     speaker: Any = None) -> GpuSession:
-        session = GpuSession(self.gpu, text, sampling, stream, sample_rate=self.sample_rate,
-                             request_start=request_start, speaker=speaker, speed=self.info.speed)
-        s = session.sampling  # refused here, before it is scheduled, when it could not fit one call
-        self.budget.stream_s(session.text, s.max_frames, s.cfg_frames, s.guided)
-        return session
+        return GpuSession(self.gpu, text, sampling, stream, sample_rate=self.sample_rate, request_start=request_start,
+                          speaker=speaker, speed=self.info.speed, budget=self.budget, starts=self.starts)
+
+    @staticmethod
+    def explain(exc: BaseException) -> str | None:
+        """ZeroGPU's refusals and failures as one line for the page (gpu_refusals.py)."""
+        return explain(exc)
 
     def voices(self) -> "GpuVoices":
         return GpuVoices(self)
@@ -116,12 +130,14 @@ class GpuVoices(PageVoices):
                 self._cache.move_to_end(key)
                 return self._cache[key]
         seconds = len(prepare_reference(samples, rate, REFERENCE_WINDOW)) / TARGET_RATE  # raises with the reason
-        with self.host.lock:
-            try:
-                prefix = self.host.gpu.call(tasks.speaker_prefix, samples, rate,
-                                            duration_s=self.host.budget.prefix_s(seconds))
-            except tasks.GpuCallError as exc:
-                raise ReferenceAudioError(f"the GPU could not make its prefix ({exc})") from exc
+        try:  # its own GPU call, as a Generate's: no turn to wait for
+            prefix = self.host.gpu.call(tasks.speaker_prefix, samples, rate,
+                                        duration_s=self.host.budget.prefix_s(seconds, self.host.starts.estimate()))
+        except Exception as exc:
+            line = explain(exc) or (str(exc) if isinstance(exc, tasks.GpuCallError) else None)
+            if line is None:
+                raise
+            raise ReferenceAudioError(f"the GPU could not make its prefix: {line}") from exc
         with self._lock:
             self._cache[key] = prefix
             while len(self._cache) > self.cache_size:

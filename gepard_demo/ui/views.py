@@ -35,5 +35,9 @@ def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     ]
     if stats.speed:
         rows.append(("speed path", stats.speed))
+    if stats.gpu_asks_s:  # behind ZeroGPU: each call asks the visitor's quota for its own part
+        calls = len(stats.gpu_asks_s)
+        rows.append(("GPU calls", f"{calls} ({' + '.join(f'{a} s' for a in stats.gpu_asks_s)} asked; "
+                                  "the quota is charged for the time used)"))
     body = "\n".join(f"| {k} | {v} |" for k, v in rows)
     return "| stat | value |\n| --- | --- |\n" + body

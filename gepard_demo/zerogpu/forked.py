@@ -1,12 +1,14 @@
 """ZeroGPU's process boundary on any machine: GPU calls run in a worker process forked from this
 one (`python app.py --zerogpu emulate`, and the tests).
 
-It copies what spaces 0.51's wrappers do (`spaces/zero/wrappers.py`): the worker is forked on the
-first call (so it inherits the weights placed at start-up, as ZeroGPU's does) and kept for the
-next ones; a call's arguments go to it pickled through a queue, and each result or yielded item
-comes back pickled; a consumer that closes a stream sets a stop event, which the worker checks
-between two items; a worker that dies ends the call with an error, and a worker whose main
-process dies ends too. The main process's copy of the
+It copies what spaces 0.51's wrappers do (`spaces/zero/wrappers.py`): a worker is forked on a
+call (so it inherits the weights placed at start-up, as ZeroGPU's does) and kept for the next
+ones; calls at once get a worker each, up to `workers` (ZeroGPU gives each call a GPU of its
+own); a call's arguments go to it pickled through a pipe, and each result or yielded item comes
+back pickled; a consumer that closes a stream sets a stop event, which the worker checks between
+two items; a worker that dies ends the call with an error, and a worker whose main process dies
+ends too. `start_delay_s` makes a fresh worker wait before its first call, as ZeroGPU's CUDA
+init and weight transfer do (the benchmarks' cold start). The main process's copy of the
 model stays behind its shut gate (resident.py), so anything that would need state to cross the
 boundary in memory fails here as it would on ZeroGPU: a write in the worker is never seen, a
 forward pass in the main process raises.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 from . import tasks
@@ -28,22 +31,25 @@ _END = ("end", None)
 class Forked:
     name = "forked"
 
-    def __init__(self, resident: Resident):
+    def __init__(self, resident: Resident, workers: int = 4, start_delay_s: float = 0.0):
         self.resident = resident
-        self._lock = threading.Lock()  # one call at a time: the emulated GPU is one worker
-        self._process = None
-        self._calls = self._results = self._stop = None
+        self.start_delay_s = start_delay_s
+        self._free: list[_Worker] = []  # idle workers, kept for the next calls
+        self._all: list[_Worker] = []
+        self._cond = threading.Condition()
+        self._capacity = workers
 
     # -- main process ---------------------------------------------------------------------------
 
     def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
-        with self._lock:
-            self._start(("stream", request))
+        worker = self._take()
+        try:
+            worker.start(("stream", request))
             open_call = True  # the worker is still on this call
             try:
                 while True:
                     try:
-                        kind, value = self._next()
+                        kind, value = worker.next()
                     except tasks.GpuCallError:
                         open_call = False
                         raise
@@ -53,57 +59,95 @@ class Forked:
                     yield value
             finally:
                 if open_call:  # the consumer stopped: the worker ends at its next item
-                    self._stop.set()
-                    while self._next()[0] != "end":
+                    worker.stop.set()
+                    while worker.next()[0] != "end":
                         pass
+        finally:
+            self._give_back(worker)
 
     def call(self, fn: Callable[..., Any], *args: Any, duration_s: float = 60.0) -> Any:
-        with self._lock:
-            self._start(("call", (fn, args)))
-            kind, value = self._next()
+        worker = self._take()
+        try:
+            worker.start(("call", (fn, args)))
+            kind, value = worker.next()
             return tasks.unwrap(value)
+        finally:
+            self._give_back(worker)
 
     def close(self) -> None:
-        """End the worker (it also ends by itself when this process goes away)."""
-        with self._lock:
-            if self._process is not None:
-                self._calls.close()
-                self._process.join(timeout=10)
-                self._process = None
+        """End the workers (they also end by themselves when this process goes away)."""
+        with self._cond:
+            workers, self._all, self._free = self._all, [], []
+        for w in workers:
+            w.close()
 
-    def _start(self, message: tuple) -> None:
-        if self._process is None or not self._process.is_alive():
+    def _take(self) -> "_Worker":
+        with self._cond:
+            while not self._free and len(self._all) >= self._capacity:
+                self._cond.wait()
+            if self._free:
+                return self._free.pop()
+            worker = _Worker(self.resident, self.start_delay_s)
+            self._all.append(worker)
+            return worker
+
+    def _give_back(self, worker: "_Worker") -> None:
+        with self._cond:
+            if worker in self._all:
+                self._free.append(worker)
+            self._cond.notify()
+
+
+class _Worker:
+    """One forked worker process and the pipes to it."""
+
+    def __init__(self, resident: Resident, start_delay_s: float):
+        self.resident, self.start_delay_s = resident, start_delay_s
+        self.process = None
+        self.calls = self.results = self.stop = None
+
+    def start(self, message: tuple) -> None:
+        if self.process is None or not self.process.is_alive():
             # One pipe each way. Each side closes the ends it does not use, so a side that goes
             # away is an end of file to the other: a dead worker ends the call waiting on it
             # (ZeroGPU's sentinel does that), and a worker outlives no main process.
             calls_r, calls_w = _CTX.Pipe(duplex=False)
             results_r, results_w = _CTX.Pipe(duplex=False)
-            self._stop = _CTX.Event()
-            self._process = _CTX.Process(target=_serve, daemon=True, name="gepard-gpu-worker",
-                                         args=(self.resident, calls_r, calls_w, results_r, results_w, self._stop))
-            self._process.start()
+            self.stop = _CTX.Event()
+            self.process = _CTX.Process(target=_serve, daemon=True, name="gepard-gpu-worker",
+                                        args=(self.resident, calls_r, calls_w, results_r, results_w, self.stop,
+                                              self.start_delay_s))
+            self.process.start()
             calls_r.close()
             results_w.close()
-            self._calls, self._results = calls_w, results_r
-        self._stop.clear()
-        self._calls.send(message)  # pickled here: an unpicklable argument fails in this process
+            self.calls, self.results = calls_w, results_r
+        self.stop.clear()
+        self.calls.send(message)  # pickled here: an unpicklable argument fails in this process
 
-    def _next(self) -> tuple[str, Any]:
+    def next(self) -> tuple[str, Any]:
         try:
-            return self._results.recv()
+            return self.results.recv()
         except (EOFError, OSError):
-            self._process.join(timeout=5)
-            code = self._process.exitcode
-            self._process = None
+            self.process.join(timeout=5)
+            code = self.process.exitcode
+            self.process = None
             raise tasks.GpuCallError(f"the GPU worker process died (exit code {code})") from None
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.calls.close()
+            self.process.join(timeout=10)
+            self.process = None
 
 
 # -- the worker process ---------------------------------------------------------------------------
 
-def _serve(resident: Resident, calls, calls_w, results_r, results, stop) -> None:
+def _serve(resident: Resident, calls, calls_w, results_r, results, stop, start_delay_s: float) -> None:
     calls_w.close()
     results_r.close()
     resident.gate.open = True  # this process's copy: it holds the GPU
+    if start_delay_s:
+        time.sleep(start_delay_s)  # what ZeroGPU's /allow, CUDA init and weight transfer take
     while True:
         try:
             message = calls.recv()

@@ -43,6 +43,7 @@ class Resident:
     prefixer: Any = None
     no_cloning: str | None = None
     gate: Gate = field(default_factory=Gate)
+    calls: int = 0  # stream calls this process's copy served: 0 in a fresh worker (tasks.CallStart)
 
     @classmethod
     def place(cls, engine: Any, codec: Any, codec_path: Any = None, guarded: bool = True) -> "Resident":

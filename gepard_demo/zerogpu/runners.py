@@ -4,9 +4,10 @@
     runner.call(fn, *args, duration_s=...) -> fn(resident, *args), a Failure raised as GpuCallError
 
 - `InProcess`: no boundary (a dedicated GPU, a CPU): the tasks run in the calling thread.
-- `ZeroGpu`: each task wrapped by `spaces.GPU` with the duration its request needs
-  (budget.py); the wrappers are made here, before the start-up report, which is when ZeroGPU
-  looks for them.
+- `ZeroGpu`: each task wrapped by `spaces.GPU` with the duration its request asks for (sized in
+  the main process: session.py, budget.py); the wrappers are made here, before the start-up
+  report, which is when ZeroGPU looks for them. Calls of several visitors run at once, each its
+  own call (ZeroGPU schedules each, on its own GPU, billed to its own visitor).
 - `Forked` (forked.py): a worker process forked from this one, the way ZeroGPU runs a call, for
   machines without ZeroGPU: the test that nothing needs to cross the boundary in memory.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 from . import tasks
-from .budget import GpuBudget
 from .resident import Resident
 
 
@@ -38,11 +38,10 @@ class ZeroGpu:
 
     name = "zerogpu"
 
-    def __init__(self, resident: Resident, budget: GpuBudget):
+    def __init__(self, resident: Resident):
         import spaces
 
         self.resident = resident
-        self.budget = budget
         # Bound methods: ZeroGPU forks the worker from this process, so `self` (and the resident
         # placed at start-up) is already there; only the request is pickled.
         self._stream = spaces.GPU(duration=self._stream_duration)(self._stream_task)
@@ -66,9 +65,9 @@ class ZeroGpu:
 
     # -- what each call asks for (called in the main process, with the call's arguments) ------
 
-    def _stream_duration(self, request: tasks.StreamRequest) -> float:
-        s = request.sampling
-        return self.budget.stream_s(request.text, s.max_frames, s.cfg_frames, s.guided)
+    @staticmethod
+    def _stream_duration(request: tasks.StreamRequest) -> float:
+        return request.ask_s  # sized in the main process, for this call's part (session.py, budget.py)
 
     @staticmethod
     def _call_duration(fn: Callable[..., Any], args: tuple, duration_s: float) -> float:

@@ -1,14 +1,21 @@
-"""`GpuSession`: one utterance made by a GPU call, with SynthesisSession's interface (iterate for
+"""`GpuSession`: one utterance made by GPU calls, with SynthesisSession's interface (iterate for
 AudioChunks, `stats`, `audio()`, `cancel()`, `close()`), so the page's PCM route, player, wait
 line and Stop work as they do in-process.
 
 The request is checked here, in the main process, before anything is scheduled: the text, the
-settings, the seed (fixed now, so the page can show it while the GPU works). The call's
-per-step events keep `stats.frames` and `stats.p_stop` current and give a Stop its chance: the
-consumer closes the call's iterator at the next event, within a frame, which ends the GPU call
-(ZeroGPU's worker, or the forked one, sees the stop between two items). Time to first audio and
-wall time are measured here, from the request start: what the visitor waits for, GPU queueing
-included; generation and decode time are the worker's.
+settings, the seed (fixed now, so the page can show it while the GPU works). Then the utterance
+is made call by call (budget.py): one call per text segment, each asking ZeroGPU for what its part
+is expected to take; a segment that outlasts its call goes on in the next one from the carry the
+call handed back (the talker's frames, the codec's state), so the chunks join without a seam.
+Every call's ask is in `stats.gpu_asks_s`.
+
+The calls' per-step events keep `stats.frames` and `stats.p_stop` current and give a Stop its
+chance: the consumer closes the call's iterator at the next event, within a frame, which ends
+the GPU call (ZeroGPU's worker, or the forked one, sees the stop between two items), and no
+further call is made. While ZeroGPU still queues the call or its worker starts, there is no
+event: the stop then takes effect at the call's first one. Time to first audio and wall time are
+measured here, from the request start: what the visitor waits for, GPU queueing included;
+generation and decode time are the workers'.
 """
 
 from __future__ import annotations
@@ -18,10 +25,11 @@ from typing import Any, Iterator
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
-from gepard_demo.streaming.session import AudioChunk, StepEvent, SynthesisStats
-from gepard_demo.streaming.text_input import clean_text
+from gepard_demo.streaming.session import AudioChunk, SessionCarry, StepEvent, SynthesisStats
+from gepard_demo.streaming.text_input import clean_text, split_text
 
-from .tasks import Failure, FrameCodes, StreamRequest
+from .budget import GpuBudget, StartTimes
+from .tasks import CallStart, Failure, FrameCodes, StreamRequest
 
 # What the worker's own stats say that the main process cannot see for itself.
 WORKER_FIELDS = ("frames", "stop_fired", "runaway", "stop_frame", "p_stop", "gen_time_s", "decode_time_s",
@@ -30,7 +38,9 @@ WORKER_FIELDS = ("frames", "stop_fired", "runaway", "stop_frame", "p_stop", "gen
 
 class GpuSession(OnceIterableSession):
     def __init__(self, runner: Any, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
-                 sample_rate: int, request_start: float | None = None, speaker: Any = None, speed: str | None = None):
+                 sample_rate: int, request_start: float | None = None, speaker: Any = None, speed: str | None = None,
+                 budget: GpuBudget = GpuBudget(), starts: StartTimes | None = None):
+        """budget, starts: how each call is sized (budget.py) and the cold starts measured so far."""
         sampling.validate()
         stream.validate()
         self.runner = runner
@@ -39,25 +49,62 @@ class GpuSession(OnceIterableSession):
         self.stream = stream
         self.speaker = speaker
         self.sample_rate = int(sample_rate)
-        self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed, speed=speed)
+        self.budget, self.starts = budget, starts if starts is not None else StartTimes()
+        self.segments = split_text(self.text)  # as the worker's SynthesisSession splits it
+        self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed, speed=speed,
+                                    segments=len(self.segments))
         self._request_start = request_start
         self._codes = None
+        self._in_call = False  # a call is open: queued, starting, or running
+        self._carried: SessionCarry | None = None  # what the last call handed over
         super().__init__()
 
     def codes(self):
-        """The committed frames' codes the call sent at its end (None before, or if it was stopped)."""
+        """The committed frames' codes the last call sent at its end (None before, or if it was stopped)."""
         return self._codes
 
     def close(self) -> None:
         self._cancel.set()  # the iterating thread closes the call at its next event
 
-    def request(self) -> StreamRequest:
-        return StreamRequest(self.text, self.sampling, self.stream, self.speaker)
+    def stop_note(self) -> str | None:
+        """After a Stop, what is still winding down, in words for the page (None: nothing)."""
+        if self._in_call and self.cancelled:
+            return "the GPU call ends at its first step, as soon as ZeroGPU starts it"
+        return None
+
+    def request(self, carry: SessionCarry | None = None) -> StreamRequest:
+        """The next call's part: from `carry` to its segment's end or its frame allotment."""
+        segment = 0 if carry is None else carry.segment
+        done = 0 if carry is None or carry.segment_codes is None else len(carry.segment_codes)
+        start = self.starts.estimate()
+        frames = self.budget.call_frames(self.segments[segment], done, self.sampling, start)
+        return StreamRequest(self.text, self.sampling, self.stream, self.speaker, carry, frames,
+                             self.budget.ask_s(frames, self.sampling, done, start))
 
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
         st = self.stats
-        items = self.runner.stream(self.request())
+        carry: SessionCarry | None = None
+        try:
+            while not self._cancel.is_set():
+                request = self.request(carry)
+                st.gpu_asks_s.append(request.ask_s)
+                yield from self._call(request, t0)
+                carry = self._carried
+                if carry is None:
+                    break
+        finally:
+            st.cancelled = self._cancel.is_set() and not st.complete
+            st.wall_s = time.perf_counter() - t0
+            st.audio_s = sum(len(c) for c in self._chunks) / self.sample_rate
+            st.rtf = st.wall_s / st.speech_s if st.speech_s else None
+
+    def _call(self, request: StreamRequest, t0: float) -> Iterator[AudioChunk]:
+        """One GPU call's items; sets `_carried` when the utterance goes on in the next call."""
+        st = self.stats
+        self._carried = None
+        self._in_call = True
+        items = self.runner.stream(request)
         try:
             for item in items:
                 if self._cancel.is_set():
@@ -72,6 +119,11 @@ class GpuSession(OnceIterableSession):
                     self._chunks.append(item.samples)
                     st.chunks += 1
                     yield item
+                elif isinstance(item, CallStart):
+                    if item.cold_start_s is not None:
+                        self.starts.note(item.cold_start_s)
+                elif isinstance(item, SessionCarry):
+                    self._carried = item
                 elif isinstance(item, FrameCodes):
                     self._codes = item.codes
                 elif isinstance(item, SynthesisStats):
@@ -82,7 +134,4 @@ class GpuSession(OnceIterableSession):
                     raise item.error()
         finally:
             items.close()  # a Stop (or the page going away) ends the GPU call here
-            st.cancelled = self._cancel.is_set() and not st.complete
-            st.wall_s = time.perf_counter() - t0
-            st.audio_s = sum(len(c) for c in self._chunks) / self.sample_rate
-            st.rtf = st.wall_s / st.speech_s if st.speech_s else None
+            self._in_call = False

@@ -18,12 +18,18 @@ from __future__ import annotations
 
 def zerogpu_space() -> bool:
     """True on a ZeroGPU Space, as the `spaces` package reads it (SPACES_ZERO_GPU); False where
-    `spaces` is not installed."""
+    `spaces` is not installed.
+
+    It also turns off `spaces`' Gradio auto-wrap (SPACES_GRADIO_AUTO_WRAP): that would run every
+    event handler (Stop, the PCM route's helpers, the takes panel) as a GPU call of its own,
+    asking the visitor's quota for a click that needs no GPU. This app wraps exactly the work
+    that does (runners.ZeroGpu)."""
     try:
-        import spaces  # noqa: F401  (patches torch on ZeroGPU: before any CUDA use)
+        import spaces  # (patches torch on ZeroGPU: before any CUDA use)
         from spaces.config import Config
     except ImportError:
         return False
+    spaces.disable_gradio_auto_wrap()
     return bool(Config.zero_gpu)
 
 

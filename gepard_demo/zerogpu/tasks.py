@@ -11,6 +11,7 @@ call (text, settings, the reference window), so what fails here is a real fault.
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.streaming.session import AudioChunk, StepEvent, SynthesisSession, SynthesisStats
+from gepard_demo.streaming.session import AudioChunk, SessionCarry, StepEvent, SynthesisSession, SynthesisStats
 
 from .resident import Resident
 
@@ -44,12 +45,27 @@ class Failure:
 
 @dataclass(frozen=True)
 class StreamRequest:
-    """One utterance, as the main process checked it (the text already cleaned, the seed fixed)."""
+    """One call's part of an utterance, as the main process checked it (the text already cleaned,
+    the seed fixed): from `carry` (None: the start) through the end of that segment, or until
+    `call_frames` frames are made, whichever comes first (budget.py)."""
 
     text: str
     sampling: SamplingSettings
     stream: StreamSettings
     speaker: Any = None  # a (K, hidden) CPU tensor: a reference voice's prefix; None = the default voice
+    carry: SessionCarry | None = None  # where the previous call stopped
+    call_frames: int | None = None  # None: the whole utterance in this call (one segment at a time)
+    ask_s: int | None = None  # what this call asks ZeroGPU for (budget.py), decided before it is scheduled
+
+
+@dataclass(frozen=True)
+class CallStart:
+    """The first item of every stream call: which worker process took it and, when it was fresh,
+    how long it took from its fork to this task (ZeroGPU's /allow, CUDA init, the weights to the
+    GPU): the cold start the next calls' asks budget for (budget.StartTimes)."""
+
+    pid: int
+    cold_start_s: float | None  # None: a worker that served a call before (warm)
 
 
 @dataclass(frozen=True)
@@ -70,23 +86,40 @@ class FrameCodes:
     codes: np.ndarray
 
 
-StreamItem = AudioChunk | StepEvent | FrameCodes | SynthesisStats | Failure
+StreamItem = CallStart | AudioChunk | StepEvent | FrameCodes | SynthesisStats | SessionCarry | Failure
 
 
 def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
-    """The utterance's chunks with a StepEvent after each decode step, then its SynthesisStats
-    (or a Failure). A step event every frame is what lets Stop end the call within a frame:
-    ZeroGPU (and the forked emulation) check for a stop between two yields."""
+    """A CallStart, then the chunks with a StepEvent after each decode step, then either the
+    SessionCarry the next call goes on from, or the utterance's codes and SynthesisStats (or a
+    Failure). A step event every frame is what lets Stop end the call within a frame: ZeroGPU
+    (and the forked emulation) check for a stop between two yields."""
+    yield CallStart(os.getpid(), None if resident.calls else process_age_s())
+    resident.calls += 1
     try:
         voice = {} if request.speaker is None else {"speaker": request.speaker.to(resident.engine.device)}
         session = SynthesisSession(resident.engine, resident.codec, request.text, request.sampling, request.stream,
-                                   **voice)
+                                   resume=request.carry, call_frames=request.call_frames,
+                                   one_segment=request.call_frames is not None, **voice)
         for event in session.events():
             yield event
+        if session.carry is not None:
+            yield session.carry
+            return
         yield FrameCodes(session.codes())
         yield session.stats
     except Exception as exc:  # noqa: BLE001  handed back as a value (module docstring)
         yield Failure.of(exc)
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux: /proc), None where that cannot be read."""
+    try:
+        start_ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        uptime = float(open("/proc/uptime").read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def speaker_prefix(resident: Resident, samples: np.ndarray, rate: int) -> Prefix | Failure:

@@ -1,0 +1,127 @@
+"""What a streaming session hands out (chunks, step events) and reports (its stats), and what it
+hands to the call that goes on with it (`SessionCarry`). Plain values: they cross GPU calls'
+process boundary pickled (gepard_demo/zerogpu)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """A piece of the utterance, ready to play.
+
+    samples: float32 mono PCM at sample_rate.
+    start_sample / start_s: where the chunk starts in the utterance.
+    frame_start, frame_end: the frames [start, end) decoded for this chunk (session-wide
+        frame numbering across segments). Because the end fade holds samples back (see
+        `SynthesisSession`), the samples may lag the frames by up to fade_ms.
+    wall_s: seconds from the request start until these samples were ready.
+    final: the last chunk (carries the end fade and silence). When the stop head fires right
+        after a chunk boundary and there is no fade or silence, it is empty: an end marker.
+    """
+
+    samples: np.ndarray
+    sample_rate: int
+    start_sample: int
+    frame_start: int
+    frame_end: int
+    wall_s: float
+    final: bool = False
+
+    @property
+    def start_s(self) -> float:
+        return self.start_sample / self.sample_rate
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One decode step, between the chunks, from `SynthesisSession.events()`.
+
+    frames: frames committed so far (session-wide); p_stop: this step's stop probability;
+    wall_s: seconds from the request start.
+    """
+
+    frames: int
+    p_stop: float
+    wall_s: float
+
+
+@dataclass
+class SynthesisStats:
+    """What one session did; filled in while it runs, complete once iteration ends.
+
+    frames: frames committed (all segments).
+    stop_fired: every segment ended by the stop head; runaway: some segment hit max_frames.
+    stop_frame: frames committed when the last segment's stop fired (None otherwise).
+    p_stop: one value per decode step, including the stop step itself.
+    ttfa_s: request start -> first chunk's samples ready.
+    gen_time_s: wall time spent waiting on the engine (prefill + decode steps).
+    decode_time_s: wall time spent in the codec and the end-of-speech shaping.
+    wall_s: request start -> last chunk ready.
+    speech_s: audio of the committed frames; audio_s: what was emitted (speech + silence_ms).
+    rtf: wall_s / speech_s (the end silence is free, so it does not flatter the figure).
+    seed: the seed actually used (drawn here when the request had none).
+    segments: how many pieces long text was split into; cancelled: closed before the end.
+    speed: the engine's speed path (device, precision, threads, pipeline), when one was picked.
+    gpu_asks_s: behind ZeroGPU, the seconds each GPU call of the utterance asked for (zerogpu/budget.py).
+    """
+
+    text: str = ""
+    seed: int | None = None
+    frames: int = 0
+    stop_fired: bool = False
+    runaway: bool = False
+    stop_frame: int | None = None
+    p_stop: list[float] = field(default_factory=list)
+    ttfa_s: float | None = None
+    gen_time_s: float = 0.0
+    decode_time_s: float = 0.0
+    wall_s: float = 0.0
+    speech_s: float = 0.0
+    audio_s: float = 0.0
+    rtf: float | None = None
+    chunks: int = 0
+    segments: int = 1
+    cancelled: bool = False
+    complete: bool = False
+    speed: str | None = None
+    gpu_asks_s: list[int] = field(default_factory=list)  # on ZeroGPU: what each of its calls asked for
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["p_stop"] = list(self.p_stop)
+        d["gpu_asks_s"] = list(self.gpu_asks_s)
+        return d
+
+
+def stack_codes(codes: list[Any]):
+    """FrameStep codes are (32,) tensors (or arrays): stack them into one (n, 32) block."""
+    first = codes[0]
+    if hasattr(first, "detach"):  # torch tensor: keep the codec's native type
+        import torch
+
+        return torch.stack(list(codes))
+    return np.stack([np.asarray(c) for c in codes])
+
+
+@dataclass
+class SessionCarry:
+    """Where an utterance stopped at the end of one call, for the next call to go on from it
+    (SynthesisSession(resume=...)): the segment it is in and the frames that segment has, the
+    codec side (decoding.ChunkDecoder.carry), and what the session had counted. Every frame and
+    sample of the utterance is made exactly once, in order, across the calls."""
+
+    segment: int  # the segment the next call works on
+    segment_codes: np.ndarray | None  # (n, 32) frames that segment already has (None: it starts fresh)
+    decoding: dict
+    ended_by: list[str]  # how each earlier segment ended
+    stats: SynthesisStats
+    codes: np.ndarray  # (frames, 32) every frame committed so far, in order
