@@ -1,42 +1,44 @@
-"""ZeroGPU with the real `spaces` package: app.py on a stand-in ZeroGPU device API on loopback.
+"""ZeroGPU with the real `spaces` package: app.py against ZeroGPU's device API on loopback.
 
 A ZeroGPU Space's `spaces` talks to a device API (SPACES_ZERO_DEVICE_API_URL) to report the Space
-ready, schedule each call, let its worker use the GPU and release it. This script serves the
-endpoints spaces 0.51 calls (/startup-report, /schedule, /allow, /release) on 127.0.0.1, starts
-`app.py --model tiny` with SPACES_ZERO_GPU=true, and checks, in order:
+ready, schedule each call, let its worker use the GPU and release it. This script serves those
+endpoints on 127.0.0.1 (tests/zerogpu_device.py, answering as spaces 0.51 expects), starts app.py
+on the tiny model with SPACES_ZERO_GPU=true and checks, in order; any failed check or error is a
+failure (exit 1):
 
-1. start-up: the app comes up under spaces' CUDA emulation (spaces raises if anything initialises
-   CUDA in the main process) and the start-up report reaches the API, although the app never calls
-   gr.Blocks.launch (gepard_demo/zerogpu/startup.py);
-2. schedule: a Generate through the page's API asks for a call with the duration computed from
-   its request (gepard_demo/zerogpu/budget.py), and the text, seed and frame budget it was given;
-3. the call: with an NVIDIA GPU here the API hands out its UUID and spaces' worker runs the call
-   on it: the audio must come back with exactly the frames asked for. Without a GPU the worker
-   cannot initialise CUDA; the page's error says so and the script reports it (steps 1-2 are what
-   such a machine can check).
+1. start-up: the app comes up under spaces' CUDA emulation (which raises if anything initialises
+   CUDA in the main process) and the start-up report reaches the API, although the app never
+   calls gr.Blocks.launch (gepard_demo/zerogpu/startup.py);
+2. a Generate through the page's API, with a visitor's X-IP-Token: scheduled with that token and
+   with the seconds its call was sized to (gepard_demo/zerogpu/budget.py; a sentence: at most
+   30 s), allowed, run in spaces' worker, released; its audio has exactly the frames asked for;
+3. Stop: a long Generate stopped after its first audio is released, with fewer frames made;
+4. a refusal: a quota that cannot cover the ask comes back as one line that says what to do.
 
-It needs a CUDA build of torch (spaces reads torch.version.cuda); PyPI's torch 2.13.0 is one.
-Run: python benchmarks/zerogpu_spaces.py [--frames 40]   (prints one JSON line; exit 1 on a failed check)
+Where it runs the call: on an NVIDIA GPU with a CUDA build of torch, on the GPU (the API hands
+out its UUID); with a CPU build of torch, on the CPU through tests/zerogpu_child.py's shim (the
+least that lets a CPU torch through spaces' CUDA steps; the test suite runs the same). A CUDA
+build without a GPU cannot run the call: the script says so and fails.
+
+Run: python benchmarks/zerogpu_spaces.py [--frames 40]   (prints one JSON line)
 """
 
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+TOKEN = "eyJhbGciOiJub25lIn0.eyJ1c2VyIjoiYmVuY2htYXJrIn0.c2lnbmF0dXJl"
+SENTENCE = "Hello from ZeroGPU, one sentence long."
 
 
 def gpu_uuid() -> str | None:
@@ -46,108 +48,88 @@ def gpu_uuid() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
-class DeviceApi(http.server.ThreadingHTTPServer):
-    """The device API's endpoints as spaces 0.51 calls them (spaces/zero/api.py)."""
-
-    def __init__(self, uuid: str):
-        self.calls: list[tuple[str, dict]] = []
-        self.uuid = uuid
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        url = urlparse(self.path)
-        self.server.calls.append((url.path, {k: v[0] for k, v in parse_qs(url.query).items()}))
-        body = b""
-        if url.path == "/schedule":
-            body = json.dumps({"idle": False, "nvidiaIndex": 0, "nvidiaUUID": self.server.uuid,
-                               "allowToken": f"token-{len(self.server.calls)}"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST
-
-    def log_message(self, *args):
-        pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(port: int, proc: subprocess.Popen, timeout: float) -> bool:
-    end = time.time() + timeout
-    while time.time() < end and proc.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.5)
-    return False
+def args_for(text: str, frames: int, seed: int = 7) -> list:
+    return ["", text, 0.3, 0, False, 0.99, seed, False, frames, 10, 10, "exact", 8, 20, 0, None, 1.0, 0]
 
 
 def main(argv: list[str] | None = None) -> int:
+    import torch
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    from app_fixtures import free_port, wait_for_port
+    from gepard_demo.settings import SamplingSettings
+    from gepard_demo.zerogpu.budget import GpuBudget
+    from zerogpu_device import GPU_UUID, QUOTA, DeviceApi, spaces_app_command, spaces_env, wait_until
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frames", type=int, default=40)
     p.add_argument("--timeout", type=float, default=240)
     args = p.parse_args(argv)
-    uuid = gpu_uuid()
-    api = DeviceApi(uuid or "GPU-00000000-0000-0000-0000-000000000000")
-    threading.Thread(target=api.serve_forever, daemon=True).start()
+    uuid, cuda_build = gpu_uuid(), torch.version.cuda is not None
+    result: dict = {"gpu": uuid, "torch": torch.__version__, "runs_on": "gpu" if uuid and cuda_build else "cpu shim"}
+    if cuda_build and uuid is None:
+        result["error"] = "a CUDA build of torch and no NVIDIA GPU: the call cannot run (use a GPU, or a CPU build)"
+        print(json.dumps(result))
+        return 1
+    api = DeviceApi(uuid or GPU_UUID)
     work = Path(tempfile.mkdtemp(prefix="zerogpu-spaces-"))
-    port = free_port()
-    env = {**os.environ, "SPACES_ZERO_GPU": "true", "SPACES_ZERO_DEVICE_API_URL": f"http://127.0.0.1:{api.server_port}",
-           "ZEROGPU_OFFLOAD_DIR": str(work / "offload"), "HOME": str(work)}
-    log = work / "app.log"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--model", "tiny", "--port", str(port),
-                             "--cache-dir", str(work / "cache")], cwd=work, env=env, stdout=open(log, "w"),
+    port, log = free_port(), work / "app.log"
+    command = spaces_app_command(port, "--no-eval-tab")
+    if result["runs_on"] == "gpu":  # the real runtime, no shim
+        command = [sys.executable, str(ROOT / "app.py"), *command[2:]]
+    proc = subprocess.Popen(command, cwd=work, env=spaces_env(api, work, work / "cache"), stdout=open(log, "w"),
                             stderr=subprocess.STDOUT)
-    result: dict = {"gpu": uuid, "log": str(log)}
+    checks: dict[str, bool] = {}
     try:
-        result["started"] = wait_for(port, proc, args.timeout)
-        result["startup_reported"] = any(path == "/startup-report" for path, _ in api.calls)
-        if result["started"]:
-            from gradio_client import Client
-
-            client = Client(f"http://127.0.0.1:{port}", verbose=False)
-            try:
-                out = client.predict("", "Hello from ZeroGPU.", 0.3, 0, False, 0.99, 7, False, args.frames, 10, 10,
-                                     "exact", 8, 20, 0, None, 1.0, 0, api_name="/generate")
-                result["generate"] = out[0]
-            except Exception as exc:  # noqa: BLE001  reported: without a GPU the worker cannot start
-                result["generate_error"] = str(exc)[:300]
-        schedules = [q for path, q in api.calls if path == "/schedule"]
-        result["scheduled_durations_s"] = [int(q.get("durationSeconds", 0)) for q in schedules]
-        result["api_calls"] = [path for path, _ in api.calls]
+        wait_for_port(port, timeout=args.timeout)
+        checks["start-up under spaces, report sent"] = api.paths()[:1] == ["/startup-report"]
+        client = Client(f"http://127.0.0.1:{port}", verbose=False, headers={"X-IP-Token": TOKEN})
+        t0 = time.monotonic()
+        out = client.predict(*args_for(SENTENCE, args.frames), api_name="/generate")
+        result["generate_s"] = round(time.monotonic() - t0, 2)
+        (schedule,) = api.schedules()
+        want = GpuBudget().ask_s(GpuBudget().call_frames(SENTENCE, 0, SamplingSettings(max_frames=args.frames)),
+                                 SamplingSettings(max_frames=args.frames), 0)
+        result["asked_s"] = int(schedule["durationSeconds"])
+        checks["the visitor's token on the schedule"] = schedule.get("token") == TOKEN
+        checks["asked what budget.py sizes (<= 30 s)"] = result["asked_s"] == want <= 30
+        checks["the call ran and was released"] = (str(out[0]).startswith("Done") and f"| frames | {args.frames} |" in out[2]
+                                                   and "/allow" in api.paths() and api.releases()[-1]["fail"] == "false")
+        # Stop after the first audio of a long one.
+        job = client.submit(*args_for("A long one, stopped early.", 4000, seed=8), api_name="/generate")
+        wait_until(lambda: len(api.schedules()) == 2 and api.active, 120, "the second call")
+        time.sleep(1.0)
+        released = len(api.releases())
+        job.cancel()  # the visitor stops it (Gradio cancels the event: its session stops at the next step)
+        wait_until(lambda: len(api.releases()) > released, 60, "the stopped call's release")
+        checks["Stop releases the GPU"] = True
+        api.script.append(QUOTA)
+        try:
+            client.predict(*args_for(SENTENCE, args.frames), api_name="/generate")
+            checks["a refusal is one clear line"] = False
+        except AppError as exc:
+            result["refusal"] = str(exc)
+            checks["a refusal is one clear line"] = "quota for today is used up" in str(exc) and "<" not in str(exc)
+        client.close()
+    except Exception as exc:  # noqa: BLE001  every error is a failure, reported
+        result["error"] = f"{type(exc).__name__}: {exc}"[:500]
     finally:
         proc.terminate()
         try:
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+        api.close()
     text = log.read_text()
-    result["cuda_initialised_in_main"] = "Low-level CUDA init" in text or "CUDA has been initialized" in text
-    from gepard_demo.zerogpu.budget import GpuBudget
-
-    want = GpuBudget().stream_s("Hello from ZeroGPU.", args.frames, None, False)
-    checks = {
-        "start-up under spaces, report sent": result["started"] and result["startup_reported"],
-        "no CUDA in the main process": not result["cuda_initialised_in_main"],
-        "a Generate scheduled with its own duration": result["scheduled_durations_s"][:1] == [want],
-        "the call ran on the GPU" if uuid else "no GPU here: the call could not run (expected)":
-            (str(result.get("generate", "")).startswith("Done") if uuid else "generate_error" in result),
-    }
+    checks["no CUDA in the main process"] = "Low-level CUDA init" not in text
     result["checks"] = checks
+    ok = bool(checks) and all(checks.values()) and "error" not in result
+    result["ok"] = ok
     print(json.dumps(result))
-    if not all(checks.values()):
+    if not ok:
         print(text[-4000:], file=sys.stderr)
-    return 0 if all(checks.values()) else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

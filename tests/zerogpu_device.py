@@ -32,7 +32,7 @@ QUOTA = "quota"  # 429: the visitor's quota cannot cover the ask
 ILLEGAL = "illegal"  # 429 with a negative wait: the ask is above the maximum
 NO_GPU = "no_gpu"  # 503
 QUEUE_TIMEOUT = "queue_timeout"  # queued, then "failed" after the wait
-QUEUED = "queued"  # queued: pings until `release_queue()`, then granted
+QUEUED = "queued"  # queued: pings until `release_queue()`, then granted (`hold_next_queue()` scripts one)
 
 
 class DeviceApi(http.server.ThreadingHTTPServer):
@@ -43,6 +43,7 @@ class DeviceApi(http.server.ThreadingHTTPServer):
         self.calls: list[tuple[str, dict]] = []
         self.script: deque[str] = deque()  # the next /schedule answers (then: GRANT)
         self.left_s, self.auth = 12, "regular"  # what a QUOTA answer says
+        self.fresh_next = False  # the next grant is not "idle": spaces forks a fresh worker for it
         self.queue_open = threading.Event()
         self.queued = threading.Event()  # a schedule is waiting in the held queue
         self.queue_closed = threading.Event()  # ... and its client went away
@@ -69,6 +70,12 @@ class DeviceApi(http.server.ThreadingHTTPServer):
         with self._lock:
             return [q for path, q in self.calls if path == "/release"]
 
+    def hold_next_queue(self) -> None:
+        """The next /schedule waits in ZeroGPU's queue (pings) until `release_queue()`."""
+        self.queue_open, self.queued, self.queue_closed = threading.Event(), threading.Event(), threading.Event()
+        with self._lock:
+            self.script.append(QUEUED)
+
     def release_queue(self) -> None:
         self.queue_open.set()
 
@@ -82,7 +89,10 @@ class DeviceApi(http.server.ThreadingHTTPServer):
             token = f"allow-{self._tokens}"
             self.active.add(token)
             self.peak_active = max(self.peak_active, len(self.active))
-        return {"idle": False, "nvidiaIndex": 0, "nvidiaUUID": self.uuid, "allowToken": token}
+            # "idle": spaces may reuse the worker that served this GPU last (one per GPU index);
+            # calls at once get a GPU (and so a worker) each, as ZeroGPU hands them out.
+            index, idle, self.fresh_next = len(self.active) - 1, not self.fresh_next, False
+        return {"idle": idle, "nvidiaIndex": index, "nvidiaUUID": self.uuid, "allowToken": token}
 
     def _released(self, token: str) -> None:
         with self._lock:
@@ -127,16 +137,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("X-Queuing-Reason", "node")
         self.end_headers()
-        api.queued.set()
+        queued, queue_open, queue_closed = api.queued, api.queue_open, api.queue_closed
+        queued.set()
         try:
             if answer == QUEUE_TIMEOUT:
                 self._event("ping")
+                time.sleep(0.3)  # spaces reads one event a read: ZeroGPU's come apart in time
                 return self._event("failed")
-            while not api.queue_open.wait(0.2):
+            while not queue_open.wait(0.2):
                 self._event("ping")
             self._event("succeeded", json.dumps(api._grant()))
         except (BrokenPipeError, ConnectionResetError):
-            api.queue_closed.set()  # the app gave up waiting (its visitor left)
+            queue_closed.set()  # the app gave up waiting (its visitor left)
         finally:
             self.close_connection = True
 

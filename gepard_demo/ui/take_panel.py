@@ -165,7 +165,15 @@ class TakeHandlers:
         if getattr(self.host, "gpu", None) is not None:  # ZeroGPU: the codec runs in a GPU call
             from .takes import recut_resident
 
-            audio, derived = self.host.gpu.call(recut_resident, take, threshold, duration_s=30)
+            frames = len(take.codes) if take.codes is not None else 0
+            ask = self.host.budget.decode_s(frames, self.host.starts.estimate())
+            try:
+                audio, derived = self.host.gpu.call(recut_resident, take, threshold, duration_s=ask)
+            except Exception as exc:
+                line = self.host.explain(exc)
+                if line is None:
+                    raise
+                raise gr.Error(line, title="GPU not available", print_exception=False) from None
         else:
             audio, derived = recut_take(take, threshold, self.host.codec)
         path = self.wav_dir / f"gepard-recut-{take.number}-{secrets.token_hex(4)}.wav"

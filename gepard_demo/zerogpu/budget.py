@@ -83,6 +83,10 @@ class GpuBudget:
 
     # -- other calls ---------------------------------------------------------------------------
 
+    def decode_s(self, frames: int, start_s: float | None = None) -> int:
+        """A call that only decodes `frames` frames (the page's re-cut of a take)."""
+        return math.ceil((self.start_s if start_s is None else start_s) + frames * self.codec_s_per_frame)
+
     def prefix_s(self, seconds: float, start_s: float | None = None) -> float:
         return self._checked((self.start_s if start_s is None else start_s) + self.encoder_s_per_audio_s * seconds,
                              f"{seconds:.0f} s of reference", "the reference")
