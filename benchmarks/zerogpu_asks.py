@@ -71,9 +71,9 @@ def main() -> int:
     cases = [("Hello.", "Hello.", plain, True), ("a sentence (12 words)", SENTENCE, plain, True),
              ("a sentence, CFG 2.5 on every frame", SENTENCE, guided, True),
              ("a sentence that never stops (1000-frame budget)", SENTENCE, plain, False),
-             ("400 characters (one segment)", paragraph(400), plain, True),
-             ("2000 characters (5 segments)", paragraph(2000), plain, True),
-             ("2000 characters, CFG 2.5", paragraph(2000), guided, True)]
+             ("350 characters (one segment)", paragraph(400), plain, True),
+             ("1970 characters (6 segments)", paragraph(2000), plain, True),
+             ("1970 characters, CFG 2.5", paragraph(2000), guided, True)]
     rows = []
     for name, text, s, stops in cases:
         asks = calls(b, text, s, stops, args.start_s)

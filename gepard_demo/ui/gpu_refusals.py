@@ -22,7 +22,7 @@ def _plain(text: str) -> str:
 
 
 def _wait(message: str) -> str:
-    found = re.search(r"Try again in ([0-9:.]+)", message)
+    found = re.search(r"Try again in (\d[\d:]*(?:\.\d+)?)", message)
     return f"; ZeroGPU says try again in {found.group(1)}" if found else ""
 
 
