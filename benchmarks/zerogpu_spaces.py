@@ -16,7 +16,7 @@ failure (exit 1):
 4. a refusal: a quota that cannot cover the ask comes back as one line that says what to do.
 
 Where it runs the call: on an NVIDIA GPU with a CUDA build of torch, on the GPU (the API hands
-out its UUID); with a CPU build of torch, on the CPU through tests/zerogpu_child.py's shim (the
+out its UUID); with a CPU build of torch, on the CPU through tests/app_child.py's shim (the
 least that lets a CPU torch through spaces' CUDA steps; the test suite runs the same). A CUDA
 build without a GPU cannot run the call: the script says so and fails.
 

@@ -23,6 +23,7 @@ from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.ui.turns import FairLock
 from gepard_demo.zerogpu import tasks
+from gepard_demo.zerogpu.budget import GpuBudget, StartTimes
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import OutsideGpuCall, Resident
 from gepard_demo.zerogpu.runners import InProcess, ZeroGpu
@@ -199,7 +200,8 @@ def test_a_take_made_on_the_gpu_recuts_through_a_gpu_call(forked, reference, res
     take = Take(1, session.text, {}, session.sampling, STREAM, session.stats.as_dict(), codes, None, "tiny")
     p = take.p_stop
     low = round(float(np.floor(max(p[1:20]) * 100) / 100 - 0.01), 2)
-    host = SimpleNamespace(gpu=forked, codec=resident.codec)
+    host = SimpleNamespace(gpu=forked, codec=resident.codec, budget=GpuBudget(), starts=StartTimes(),
+                           explain=lambda exc: None)
     with tempfile.TemporaryDirectory() as wav_dir:
         path, note = TakeHandlers(host, SimpleNamespace(wav_dir=wav_dir)).recut([take], take.label, low)
         audio, _ = sf.read(path, dtype="float32")

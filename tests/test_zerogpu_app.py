@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import browser, free_port, set_number, start_process, stop_process  # noqa: F401  (fixtures)
+from hold_fixtures import ENDLESS_SEED
 
 from gepard_demo.ui.voice import example_voices
 
@@ -38,8 +39,9 @@ def emulated_app(tiny_cache_dir, tmp_path_factory):
     log = work / "app.log"
     port = free_port()
     env = {**os.environ, "GEPARD_CACHE_DIR": str(tiny_cache_dir)}
-    proc = start_process([sys.executable, str(ROOT / "app.py"), "--model", "tiny", "--zerogpu", "emulate", "--public",
-                          "--port", str(port)], port, log, env, cwd=work)
+    # tests/app_child.py: app.py with the tests' hooks (a request seeded ENDLESS_SEED never ends)
+    proc = start_process([sys.executable, str(ROOT / "tests" / "app_child.py"), "--model", "tiny", "--zerogpu", "emulate",
+                          "--public", "--port", str(port)], port, log, env, cwd=work)
     try:
         yield f"http://127.0.0.1:{port}", log
     finally:
@@ -93,14 +95,14 @@ def test_the_page_streams_from_the_gpu_worker_without_gaps(page, emulated_app):
 
 
 def test_stop_ends_the_gpu_call(page):
-    job = generate(page, "This one would run for a very long time on the GPU.", 4000)
+    job = generate(page, "This one never ends by itself on the GPU.", 4000, seed=ENDLESS_SEED)
     page.wait_for_function("() => window.gepardPlayer.stats.state === 'playing'", timeout=60_000)
     page.click("#gepard-stop")
     assert wait_player(page, job)["state"] == "stopped"
     page.wait_for_function("() => document.querySelector('#gepard-status')?.innerText.startsWith('Stopped')",
                            timeout=15_000)
     # The call ended and the worker is free: a short request plays to the end.
-    assert wait_player(page, generate(page, "And a short one.", 12))["state"] == "ended"
+    assert wait_player(page, generate(page, "And a short one.", 12, seed=3))["state"] == "ended"
 
 
 def test_a_reference_voice_is_prepared_on_the_gpu_and_then_used(page, emulated_app):

@@ -1,6 +1,6 @@
 """The app on ZeroGPU's real runtime: the `spaces` package itself (0.51), SPACES_ZERO_GPU=true, a
 device API on loopback that answers as ZeroGPU does (tests/zerogpu_device.py), and a CPU build of
-torch let through spaces' two CUDA steps by tests/zerogpu_child.py alone. Through it, in headless
+torch let through spaces' two CUDA steps by tests/app_child.py alone. Through it, in headless
 Chromium and through the API: gapless streaming, Stop within a frame, while queued for a GPU and
 during a cold start, a closed tab while queued, a reference voice, an Eval batch and a re-cut,
 the visitor's X-IP-Token on every schedule, asks that fit a free quota, ZeroGPU's refusals as one

@@ -7,7 +7,7 @@ answers spaces 0.51 expects (spaces/zero/api.py and client.py), records every ca
 a scripted `/schedule` as ZeroGPU would refuse it: quota exceeded, an illegal duration, a queue
 that times out, no GPU, or a queue held until the test lets it go.
 
-`spaces_app_command` starts app.py under `tests/zerogpu_child.py`, which lets a CPU build of
+`spaces_app_command` starts app.py under `tests/app_child.py`, which lets a CPU build of
 torch pass spaces' CUDA checks in that process only.
 """
 
@@ -182,8 +182,8 @@ def spaces_env(api: DeviceApi, work: Path, cache_dir: Path | None = None, **extr
 
 
 def spaces_app_command(port: int, *args: str) -> list[str]:
-    """app.py on the tiny model under the real `spaces` (tests/zerogpu_child.py's CPU shim)."""
-    return [sys.executable, str(ROOT / "tests" / "zerogpu_child.py"), "--model", "tiny", "--port", str(port), *args]
+    """app.py on the tiny model under the real `spaces` (tests/app_child.py's CPU shim)."""
+    return [sys.executable, str(ROOT / "tests" / "app_child.py"), "--model", "tiny", "--port", str(port), *args]
 
 
 def wait_until(condition, seconds: float, what: str) -> None:

@@ -148,20 +148,23 @@ def _serve(resident: Resident, calls, calls_w, results_r, results, stop, start_d
     resident.gate.open = True  # this process's copy: it holds the GPU
     if start_delay_s:
         time.sleep(start_delay_s)  # what ZeroGPU's /allow, CUDA init and weight transfer take
-    while True:
-        try:
-            message = calls.recv()
-        except EOFError:  # the main process is gone (or closed us)
-            return
-        kind, payload = message
-        if kind == "call":
-            fn, args = payload
-            results.send(("value", tasks.call(resident, fn, args)))
-            continue
-        items = tasks.stream(resident, payload)
-        for item in items:
-            if stop.is_set():
-                items.close()
-                break
-            results.send(("item", item))
-        results.send(_END)
+    try:
+        while True:
+            try:
+                message = calls.recv()
+            except EOFError:  # the main process is gone (or closed us)
+                return
+            kind, payload = message
+            if kind == "call":
+                fn, args = payload
+                results.send(("value", tasks.call(resident, fn, args)))
+                continue
+            items = tasks.stream(resident, payload)
+            for item in items:
+                if stop.is_set():
+                    items.close()
+                    break
+                results.send(("item", item))
+            results.send(_END)
+    except (BrokenPipeError, ConnectionResetError):  # the main process went away mid-call: end quietly
+        return

@@ -1,6 +1,6 @@
-"""`python tests/zerogpu_child.py APP_ARGS...`: app.py on a ZeroGPU Space's runtime, the real
-`spaces` package, with a CPU build of torch. Run with SPACES_ZERO_GPU=true and the device API's
-URL (tests/zerogpu_device.py).
+"""`python tests/app_child.py APP_ARGS...`: app.py in a real second process with the tests' hooks,
+and, with SPACES_ZERO_GPU=true (and the device API's URL: tests/zerogpu_device.py), on a ZeroGPU
+Space's runtime: the real `spaces` package, with a CPU build of torch.
 
 `spaces` needs CUDA in two places only, and this process (and the workers it forks) alone gets
 the least shim that lets a CPU torch through them:
@@ -20,7 +20,8 @@ pickling of arguments and yields, stop between items, release, and its refusals.
 
 Test hooks, for this process only: a request seeded hold_fixtures.ENDLESS_SEED never ends; a text
 that contains UNPICKLABLE makes its GPU call yield something that cannot be pickled;
-GEPARD_TEST_COLD_START_S delays each fresh worker's `move` (a slow CUDA init and weight transfer).
+GEPARD_TEST_COLD_START_S delays each fresh ZeroGPU worker's `move` (a slow CUDA init and weight
+transfer).
 """
 
 import os
@@ -31,7 +32,8 @@ from pathlib import Path
 import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
-torch.version.cuda = torch.version.cuda or "13.0"
+
+ZERO_GPU = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
 
 
 def _no_cuda():
@@ -42,15 +44,16 @@ def _never_in_bad_fork() -> bool:
     return False  # no CUDA, so no fork after its init: what a CPU build's stub lambda says, picklable
 
 
-if not hasattr(torch._C, "_cuda_init"):  # a CPU build has no low-level CUDA init for spaces to guard
-    torch._C._cuda_init = _no_cuda
-torch.cuda._is_in_bad_fork = _never_in_bad_fork  # spaces asks it in a forked process pool at import
+if ZERO_GPU and torch.version.cuda is None:
+    torch.version.cuda = "13.0"
+    torch._C._cuda_init = _no_cuda  # a CPU build has no low-level CUDA init for spaces to guard
+    torch.cuda._is_in_bad_fork = _never_in_bad_fork  # spaces asks it in a forked process pool at import
+if ZERO_GPU:
+    import spaces  # noqa: E402,F401  (patches torch, as on a Space: before anything else touches it)
+    from spaces.zero import torch as zero_torch  # noqa: E402
+    from spaces.zero.torch import patching  # noqa: E402
 
-import spaces  # noqa: E402,F401  (patches torch, as on a Space: before anything else touches it)
-from spaces.zero import torch as zero_torch  # noqa: E402
-from spaces.zero.torch import patching  # noqa: E402
-
-from hold_fixtures import install_endless_seed  # noqa: E402
+from hold_fixtures import install_endless_seed  # noqa: E402  (after spaces, which must come first)
 
 UNPICKLABLE = "UNPICKLABLE"
 
@@ -93,7 +96,8 @@ def _unpicklable_stream():
 
 
 if __name__ == "__main__":
-    zero_torch.init, zero_torch.move = cpu_init, cpu_move
+    if ZERO_GPU:
+        zero_torch.init, zero_torch.move = cpu_init, cpu_move
     install_endless_seed()
     _unpicklable_stream()
     sys.argv = [str(Path(__file__).resolve().parents[1] / "app.py"), *sys.argv[1:]]
