@@ -1,6 +1,6 @@
 """Evaluation of Gepard (and reference engines): test sets, batch runs, ASR, metrics, reports.
 
-Entry point: `python -m eval {run,score,report,compare,sweep,stream-chart,tail-chart,sets}` (cli.py).
+Entry point: `python -m eval {run,score,report,compare,listening,sweep,stream-chart,tail-chart,sets}` (cli.py).
 
 Packages, lower first (each imports only those above it; tests/test_layout.py keeps it so):
 - jsonio.py  crash-safe files: atomic writes, JSONL rows appended one a write
@@ -8,7 +8,9 @@ Packages, lower first (each imports only those above it; tests/test_layout.py ke
 - engines/   what synthesizes: gepard_demo locally, Piper, a served Gepard
 - runs/      run folders: batch synthesis, scoring, sets, seeds
 - charts/    chart style, run charts, streaming and end-of-speech charts
-- report/    summary, report.md, regression comparison
+- report/    summary, report.md, the failure table, several samples per sentence
+- compare/   runs against a base: paired deltas overall and per category, a gate file, charts
+- listening/ a blind listening test between runs: sessions, votes, win rates, Bradley-Terry
 - sweeps/    sampling grids, one-pass thresholds, heatmaps, stop-head calibration
 - ui/        the app's Eval tab
 """

@@ -22,9 +22,10 @@ def add_asr_flags(p: argparse.ArgumentParser, required: bool = False) -> None:
     g.add_argument("--no-vad", action="store_true", help="do not trim non-speech with Silero VAD")
     g.add_argument("--asr-threads", type=int, default=0)
     g.add_argument("--cache", default=None, help="where converted / assembled Whisper weights go (default ~/.cache/gepard-eval)")
-    g.add_argument("--dnsmos", choices=("auto", "on", "off"), default="auto",
-                   help="DNSMOS naturalness: auto = while it costs <= 0.4 CPU-s per audio-s on this machine, "
-                        "on = always, off = never (VAD timing, F0 and loops always run)")
+    g.add_argument("--dnsmos", choices=("on", "off"), default="on",
+                   help="DNSMOS naturalness for every utterance (on, the default: a run's contents follow from its "
+                        "command, never from the machine's load; its measured cost is printed) or none (off, for "
+                        "quick runs); VAD timing, F0 and loops always run")
     g.add_argument("--no-dnsmos", dest="dnsmos", action="store_const", const="off", help="= --dnsmos off")
 
 
@@ -58,6 +59,8 @@ def cmd_run(args) -> int:
     sampling, stream = settings_from_args(args, base.sampling, base.stream)
     if not saved and changes.get("engine") == "piper" and "model" not in changes:
         changes["model"] = "en_US-joe-medium"  # the voice Piper speaks with; --model is Gepard's
+    if args.files:  # --engine files: the source is the run's "model" (part of its identity)
+        changes["model"] = str(Path(args.files).resolve())
     cfg = dataclasses.replace(base, sampling=sampling, stream=stream, **changes)
     if cfg.engine == "server":
         cfg = _server_config(cfg, saved, changes)
@@ -144,15 +147,45 @@ def cmd_report(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from eval.report.compare import compare, format_comparison
+    """Every NEW run against BASE (paired, overall and per category), the gate's breaches, and the
+    comparison folder; exit 1 when any run breaches the gate, 2 on input that cannot be compared."""
+    from eval.compare.folder import write_folder
+    from eval.compare.gate import Gate
+    from eval.compare.table import compare_runs
 
-    c = compare(args.base, args.new, args.max_wer_increase, args.asr_tag)
-    print(format_comparison(c, args.base, args.new))
+    gate = Gate.load(args.gate) if args.gate else Gate.max_wer_increase(0.0)
+    if args.max_wer_increase is not None:  # the former flag: a limit on the overall corpus WER
+        gate = Gate({**gate.limits, "all": {**gate.limits.get("all", {}), "corpus_wer": args.max_wer_increase}})
+    comparisons = [compare_runs(args.base, new, args.asr_tag) for new in args.new]
+    out = Path(args.out) if args.out else Path(args.new[0]) / f"compare-vs-{Path(args.base).name}"
+    written = write_folder(out, comparisons, gate)
+    print((out / "compare.md").read_text())
     if args.json:
-        from eval.jsonio import write_json_atomic
+        import shutil
 
-        write_json_atomic(args.json, c.as_dict())
-    return 1 if c.regression else 0
+        shutil.copyfile(out / "compare.json", args.json)
+    breaches = [line for lines in written["breaches"].values() for line in lines]
+    for new, lines in written["breaches"].items():
+        for line in lines:
+            print(f"REGRESSION in {new}: {line}", file=sys.stderr)
+    print("REGRESSION: " + f"{len(breaches)} breach(es) of the gate" if breaches else "no significant regression")
+    print(f"comparison folder: {out}", file=sys.stderr)
+    return 1 if breaches else 0
+
+
+def cmd_listening(args) -> int:
+    """A listening session's report (listening.md / .json) from its votes; --new makes the session."""
+    from eval.listening.session import Session, write_report
+
+    folder = Path(args.session)
+    if args.new:
+        session = Session.open(folder.parent.parent, folder.name, args.new, args.seed)
+    else:
+        if not (folder / "session.json").is_file():
+            raise FileNotFoundError(f"{folder} is not a listening session (no session.json); make one with --new RUN RUN")
+        session = Session(folder)
+    print(write_report(session).read_text())
+    return 0
 
 
 def cmd_sets(args) -> int:
@@ -179,7 +212,7 @@ def cmd_sweep(args) -> int:
     sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds),
                      extra_axes=parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
-    print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "auto")))
+    print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "on")))
     return 0
 
 
@@ -207,10 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="batch synthesis into a run folder (resumable)")
     r.add_argument("--out", required=True, help="run folder, e.g. runs/NAME (rerun the same command to resume)")
-    r.add_argument("--engine", choices=["local", "local-stream", "server", "piper"], default=None,
+    r.add_argument("--engine", choices=["local", "local-stream", "server", "piper", "files"], default=None,
                    help="local: Gepard batched (default); local-stream: Gepard through the app's streaming session, "
                         "one at a time (measured TTFA); server: a served Gepard (vLLM-Omni or `python -m gepard_demo "
-                        "serve`) at --server-url; piper: the real-speech reference")
+                        "serve`) at --server-url; piper: the real-speech reference; files: audio already made "
+                        "(--files), scored like any run")
+    r.add_argument("--files", default=None, metavar="DIR_OR_MANIFEST",
+                   help="--engine files: a folder of <id>.wav (.flac .ogg .mp3), or a JSONL/CSV manifest of id, path")
     r.add_argument("--server-url", action="append", default=None,
                    help="--engine server: http://HOST:PORT of the speech API; repeat it for a pool of servers")
     r.add_argument("--server-urls", default=None, metavar="FILE",
@@ -247,13 +283,26 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--asr-tag", default=None, help="which ASR scores (default: the latest)")
     rp.set_defaults(func=cmd_report)
 
-    c = sub.add_parser("compare", help="paired comparison of two scored runs; exit 1 on a significant WER regression")
+    c = sub.add_parser("compare", help="paired comparison of scored runs against a base, overall and per category; "
+                                       "exit 1 when a run breaches the gate")
     c.add_argument("base")
-    c.add_argument("new")
-    c.add_argument("--max-wer-increase", type=float, default=0.0, help="allowed absolute corpus WER increase (0.01 = 1 point)")
+    c.add_argument("new", nargs="+", help="one or more runs, each compared with the base")
+    c.add_argument("--gate", default=None, help="YAML gate file: the worsening allowed per measure, overall and per "
+                                                "category (eval/gates/example.yaml); default: the overall corpus WER "
+                                                "may not rise significantly")
+    c.add_argument("--max-wer-increase", type=float, default=None,
+                   help="allowed overall corpus WER increase (0.01 = 1 point), on top of --gate")
     c.add_argument("--asr-tag", default=None)
-    c.add_argument("--json", default=None, help="also write the comparison here")
+    c.add_argument("--out", default=None, help="the comparison folder (default: NEW/compare-vs-BASE)")
+    c.add_argument("--json", default=None, help="also copy compare.json here")
     c.set_defaults(func=cmd_compare)
+
+    ls = sub.add_parser("listening", help="a blind listening test's report from its votes (the Eval tab collects them); "
+                                          "--new RUN RUN... makes the session")
+    ls.add_argument("session", help="the session folder: RUNS_DIR/listening/NAME")
+    ls.add_argument("--new", nargs="+", default=None, metavar="RUN", help="make it: these runs (folder names in RUNS_DIR)")
+    ls.add_argument("--seed", type=int, default=0, help="the seed that shuffles the pairs and their sides")
+    ls.set_defaults(func=cmd_listening)
 
     sw = sub.add_parser("sweep", help="grid over temperature x stop threshold (x --axis), one run folder per point")
     sw.add_argument("--out", required=True)
@@ -311,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from eval.engines.base import EngineError
-    from eval.report.compare import CompareError
+    from eval.compare.table import CompareError
     from eval.runs.run import RunError
     from eval.runs.sets import SetError
     from eval.scoring.whisper_assets import WeightsNotFound

@@ -1,21 +1,28 @@
-"""`python -m eval compare` on hand-made scored runs: the deltas and the exit codes."""
+"""`python -m eval compare` on hand-made scored runs: paired deltas overall and per category and
+per failure entry, the statistics behind them checked against their definitions, the gate file
+and its breaches, the comparison folder, several runs against one base, and what cannot be
+compared."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from eval_fixtures import fake_run
 
 from eval.cli import main
-from eval.report.compare import compare
+from eval.compare.gate import Gate, GateError, check
+from eval.compare.paired import mcnemar_p, newcombe_paired, rate_delta, ratio_delta
+from eval.compare.table import ALL, compare_runs
 
 REPO = Path(__file__).resolve().parents[1]
-TEXTS = [f"the quick brown fox number {w} jumps over the lazy dog" for w in
-         "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()] * 3
-TEXTS = [t + f" take {i}" for i, t in enumerate(TEXTS)]
+WORDS = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
+TEXTS = [f"the quick brown fox number {w} jumps over the lazy dog take {i}" for i, w in enumerate(WORDS.split() * 3)]
+CATS = [{"category": "casual" if i % 2 else "urls"} for i in range(len(TEXTS))]
 
 
 def _worse(texts, every: int, drop: int = 3):
@@ -25,48 +32,123 @@ def _worse(texts, every: int, drop: int = 3):
 
 @pytest.fixture()
 def runs(tmp_path):
-    base = fake_run(tmp_path / "base", TEXTS, _worse(TEXTS, 10))
-    same = fake_run(tmp_path / "same", TEXTS, _worse(TEXTS, 10))
-    worse = fake_run(tmp_path / "worse", TEXTS, _worse(TEXTS, 2))
-    better = fake_run(tmp_path / "better", TEXTS, TEXTS)
-    return base, same, worse, better
+    base = fake_run(tmp_path / "base", TEXTS, _worse(TEXTS, 10), extra=CATS, wavs=True)
+    same = fake_run(tmp_path / "same", TEXTS, _worse(TEXTS, 10), extra=CATS, wavs=True)
+    # Worse in the "casual" category only (odd ids): its 30 utterances lose 8 words each; the rest as the base.
+    hyps = [" ".join(t.split()[:-8]) if i % 2 else h for i, (t, h) in enumerate(zip(TEXTS, _worse(TEXTS, 10)))]
+    casual = fake_run(tmp_path / "casual", TEXTS, hyps, extra=CATS, wavs=True)
+    better = fake_run(tmp_path / "better", TEXTS, TEXTS, extra=CATS, wavs=True)
+    return base, same, casual, better
 
 
-def test_compare_deltas_and_verdicts(runs):
-    base, same, worse, better = runs
-    c = compare(base, same)
-    assert c.n_common == len(TEXTS) and not c.regression
-    assert c.wer_delta["value"] == 0 and c.wer_delta["ci_low"] == 0
-    c = compare(base, worse)
-    assert c.regression and c.wer_delta["value"] > 0 and c.wer_delta["ci_low"] > 0
-    # errors: base 6 utterances x 3 deletions, worse 30 x 3, over 60 x 13 words
-    assert c.rows[0]["metric"] == "corpus WER"
-    assert c.rows[0]["base"] == pytest.approx(18 / 780) and c.rows[0]["new"] == pytest.approx(90 / 780)
-    assert not compare(base, better).regression
-    # the allowed increase moves the bar: 7.1 points of WER with a CI well under 20 points
-    assert not compare(base, worse, max_wer_increase=0.2).regression
+def test_newcombe_and_mcnemar_follow_their_definitions():
+    assert mcnemar_p(10, 2) == pytest.approx(2 * (1 + 12 + 66) / 4096)
+    assert mcnemar_p(0, 0) == 1.0 and mcnemar_p(5, 5) == 1.0
+    low, high = newcombe_paired(both=5, base_only=0, new_only=0, neither=45)  # nothing changed
+    assert low < 0 < high and high - low < 0.15
+    # Coverage: pairs with base rate 0.2 and new rate 0.3 (correlated), 60 pairs: the 95% interval
+    # holds the true difference about 95% of the time (Newcombe's method 10 is a little conservative).
+    rng, hits, truth = np.random.default_rng(0), 0, 0.1
+    for _ in range(1500):
+        u = rng.random(60)
+        a, b = u < 0.2, (u < 0.2) | ((u >= 0.2) & (u < 0.3))  # b fails wherever a does, and 10% more
+        lo, hi = newcombe_paired(int((a & b).sum()), int((a & ~b).sum()), int((~a & b).sum()), int((~a & ~b).sum()))
+        hits += lo <= truth <= hi
+    assert 0.93 <= hits / 1500 <= 0.995, hits / 1500
+    d = rate_delta([False] * 40, [True] * 4 + [False] * 36, np.arange(40))
+    assert d.worse == 4 and d.better == 0 and d.delta == pytest.approx(0.1) and d.low < 0 < d.high and d.p == 0.125
+    d = rate_delta([False] * 40, [True] * 8 + [False] * 32, np.arange(40))  # 8 new failures of 40: significant
+    assert d.low > 0 and d.p == pytest.approx(2 / 2**8)
 
 
-def test_compare_exit_codes(runs, tmp_path, capsys):
-    base, same, worse, better = runs
-    assert main(["compare", str(base), str(same)]) == 0
-    assert main(["compare", str(base), str(better)]) == 0
-    assert main(["compare", str(base), str(worse)]) == 1
-    assert "REGRESSION" in capsys.readouterr().out
-    assert main(["compare", str(base), str(worse), "--max-wer-increase", "0.2"]) == 0
+def test_a_sentences_samples_are_resampled_together():
+    """Two samples of each sentence: the bootstrap's unit is the sentence, so a difference seen in
+    only a few sentences gets the wide interval its few sentences support."""
+    errors_a, errors_b, n_ref = np.zeros(40), np.r_[np.full(4, 5.0), np.zeros(36)], np.full(40, 10.0)
+    by_row = ratio_delta(errors_a, n_ref, errors_b, n_ref, np.arange(40))
+    by_sentence = ratio_delta(errors_a, n_ref, errors_b, n_ref, np.arange(40) // 2)  # rows 0-3 are 2 sentences
+    assert by_row.delta == by_sentence.delta == pytest.approx(20 / 400)
+    assert by_sentence.low < by_row.low  # fewer independent units: a wider interval
+
+
+def test_deltas_per_category_and_per_failure(runs):
+    base, same, casual, better = runs
+    assert compare_runs(base, same).deltas[ALL]["corpus_wer"].delta == 0
+    c = compare_runs(base, casual)
+    assert c.pairs == len(TEXTS) and c.categories == ["casual", "urls"] and not c.notes
+    wer = {cat: c.deltas[cat]["corpus_wer"] for cat in c.categories}
+    assert wer["casual"].low > 0.2 and wer["urls"].delta == 0  # the regression is where it is, not smeared
+    assert c.deltas[ALL]["corpus_wer"].delta == pytest.approx(wer["casual"].delta / 2, rel=0.02)
+    cat = c.deltas["casual"]["catastrophic"]  # 8 of 13 words lost: WER 0.62 > 0.5, in every casual pair
+    assert cat.worse == 30 and cat.better == 0 and cat.low > 0.8 and cat.p < 1e-6
+    assert c.deltas[ALL]["mean_wer"].delta > 0
+    worst = c.worse_utterances
+    assert worst and all(w["category"] == "casual" for w in worst) and worst[0]["new_failures"] == ["catastrophic"]
+    assert compare_runs(base, better).deltas[ALL]["corpus_wer"].high < 0
+
+
+def test_the_gate_file_names_each_breach(runs, tmp_path, capsys):
+    base, same, casual, _ = runs
+    gate = tmp_path / "gate.yaml"
+    gate.write_text("overall:\n  corpus_wer: 0.5\ncategories:\n  '*':\n    corpus_wer: 0.01\n  urls:\n    catastrophic: 0\n")
+    assert main(["compare", str(base), str(same), "--gate", str(gate)]) == 0
+    assert main(["compare", str(base), str(casual), "--gate", str(gate), "--out", str(tmp_path / "cmp")]) == 1
+    err = capsys.readouterr().err
+    assert "category casual: corpus_wer rose by +" in err and "more than the 1.00% allowed" in err
+    assert "category urls" not in err and "overall" not in err  # 0.5 overall is not breached
+    c = compare_runs(base, casual)
+    assert [b.category for b in check(Gate.load(gate), c)] == ["casual"]
+    for text, named in (("overall:\n  wer: 0.01\n", "unknown measure 'wer'"),
+                        ("categories:\n  nowhere:\n    corpus_wer: 0.01\n", "category 'nowhere'"),
+                        ("overall:\n  corpus_wer: -1\n", "must be a number >= 0"),
+                        ("overall:\n  dnsmos_ovrl: 0.1\n", "do not measure"),
+                        ("limits: {}\n", "keys are 'overall' and 'categories'")):
+        gate.write_text(text)
+        assert main(["compare", str(base), str(casual), "--gate", str(gate)]) == 2
+        assert named in capsys.readouterr().err
+    with pytest.raises(GateError):
+        check(Gate.parse({"categories": {"x": {"loop": 0}}}), c)
+
+
+def test_the_comparison_folder(runs, tmp_path):
+    base, _, casual, better = runs
+    out = tmp_path / "cmp"
+    assert main(["compare", str(base), str(casual), str(better), "--out", str(out), "--json", str(tmp_path / "c.json")]) == 1
+    md = (out / "compare.md").read_text()
+    assert "## Every run against the base (overall)" in md
+    assert f"| measure | base | {casual.name} | {better.name} |" in md
+    assert "**1 breach(es) of the gate**" in md and "**the gate passes**" in md  # casual breaches, better passes
+    assert "Worse in the new run (worst first)" in md and "](../base/wav/u001.wav)" in md and "](../casual/wav/u001.wav)" in md
+    data = json.loads((out / "compare.json").read_text())
+    assert [Path(r["new"]).name for r in data["runs"]] == ["casual", "better"] and "corpus_wer" in data["runs"][0]["measures"]
+    assert json.loads((tmp_path / "c.json").read_text()) == data
+    for chart in ("forest", "failures"):
+        assert (out / f"{chart}.png").stat().st_size > 10_000 and (out / f"{chart}.csv").is_file()
+    forest = (out / "forest.csv").read_text()
+    assert "casual" in forest and "urls" in forest and "better" in forest
+
+
+def test_what_cannot_be_compared_is_refused_or_compared_on_the_common_part(runs, tmp_path, capsys):
+    base = runs[0]
     assert main(["compare", str(base), str(tmp_path / "nope")]) == 2
     other_tag = fake_run(tmp_path / "other", TEXTS, TEXTS, tag="openai-whisper_base")
     assert main(["compare", str(base), str(other_tag)]) == 2
+    assert "no ASR scores in common" in capsys.readouterr().err
     disjoint = fake_run(tmp_path / "disjoint", TEXTS[:5], TEXTS[:5], ids=[f"z{i}" for i in range(5)])
     assert main(["compare", str(base), str(disjoint)]) == 2
     changed = fake_run(tmp_path / "changed", [t + " extra" for t in TEXTS], TEXTS)
     assert main(["compare", str(base), str(changed)]) == 2
-    assert "different texts" in capsys.readouterr().err
+    assert "texts differ" in capsys.readouterr().err
+    # Part of the set, and some seeds changed: compared on what pairs up, and said so.
+    half = fake_run(tmp_path / "half", TEXTS[:40], TEXTS[:40], extra=[{**c, "seed": 1 if i < 30 else 2}
+                                                                       for i, c in enumerate(CATS[:40])])
+    c = compare_runs(base, half)
+    assert c.pairs == 30 and any("20 only in the base" in n for n in c.notes) and any("seeds differ" in n for n in c.notes)
 
 
-def test_compare_exit_code_through_the_cli_process(runs):
-    base, _, worse, _ = runs
-    p = subprocess.run([sys.executable, "-m", "eval", "compare", str(base), str(worse)], cwd=REPO,
+def test_the_exit_code_through_the_cli_process(runs):
+    base, _, casual, _ = runs
+    p = subprocess.run([sys.executable, "-m", "eval", "compare", str(base), str(casual)], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p.stderr
-    assert "corpus WER" in p.stdout
+    assert "corpus_wer" in p.stdout and "REGRESSION" in p.stdout

@@ -18,7 +18,8 @@ LAYERS = [
     "gepard_demo.voice", "gepard_demo.batching", "gepard_demo.streaming", "gepard_demo.speed", "gepard_demo.zerogpu", "gepard_demo.serving",
     "gepard_demo.ui",
     "gepard_demo.__main__",
-    "eval.jsonio", "eval.scoring", "eval.engines", "eval.runs", "eval.charts", "eval.report", "eval.sweeps",
+    "eval.jsonio", "eval.scoring", "eval.engines", "eval.runs", "eval.charts", "eval.report", "eval.compare",
+    "eval.listening", "eval.sweeps",
     "eval.ui", "eval.cli", "eval.__main__",
 ]
 MAX_LINES = 400

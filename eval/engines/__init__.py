@@ -6,13 +6,14 @@
              streaming session, one utterance at a time)
 - piper.py   `PiperReference`: Piper on real speech, which calibrates the ASR / WER path
 - served.py  `GepardServer`, `ServerPool`: a served Gepard (vLLM-Omni or ours) over the speech API
+- files.py   `AudioFiles`: audio that already exists (another system's), by utterance id
 """
 
 from __future__ import annotations
 
 from eval.engines.base import EvalEngine
 
-ENGINES = ("local", "local-stream", "server", "piper")
+ENGINES = ("local", "local-stream", "server", "piper", "files")
 
 
 def load_engine(name: str, model: str = "tiny", device: str = "cpu", cache_dir: str | None = None,
@@ -34,4 +35,8 @@ def load_engine(name: str, model: str = "tiny", device: str = "cpu", cache_dir: 
         from eval.engines.piper import PiperReference
 
         return PiperReference.load()
+    if name == "files":
+        from eval.engines.files import AudioFiles
+
+        return AudioFiles(model)  # the run's model is the folder or manifest (--files)
     raise ValueError(f"unknown engine {name!r}: one of {ENGINES}")

@@ -7,11 +7,12 @@ speech, silences, pauses, speaking rate, F0), the frame loop detector where the 
 DNSMOS scores (eval.scoring.naturalness), kept apart because they are optional: a later call
 with DNSMOS on fills in only what is missing.
 
-DNSMOS ("auto", the default) runs where it costs at most DNSMOS_BUDGET (0.4) CPU seconds per
-audio second: its cost is measured as it goes (process time over the audio scored, from
-PROBE_AUDIO_S of audio on), and past the budget it stops for the rest of the call and says so.
-It pads every clip to 9 s, so short sentences and slow CPUs cost most. "on" scores every row
-whatever it costs, "off" none (`--dnsmos on|off`; `--no-dnsmos` = off).
+DNSMOS is "on" by default and scores every row, whatever it costs: what a run contains follows
+from its command, never from how busy the machine was (an "auto" mode that stopped past a CPU
+budget once left two runs of one command with different measures). Its measured cost (process
+CPU seconds per audio second) is returned and logged, so a slow CPU is seen, not hidden; "off"
+(`--dnsmos off`, `--no-dnsmos`) is for quick runs. It pads every clip to 9 s, so short sentences
+and slow CPUs cost most.
 """
 
 from __future__ import annotations
@@ -29,15 +30,12 @@ from eval.scoring.loops import frame_loop
 from eval.scoring.naturalness import dnsmos as dnsmos_scores
 from eval.scoring.timing import SpeechTiming
 
-DNSMOS_BUDGET = 0.4  # CPU-s per audio-s DNSMOS may add in "auto" (benchmarks/eval_throughput.py measures it)
-PROBE_AUDIO_S = 5.0  # audio seconds scored before "auto" judges DNSMOS's cost
-DNSMOS_MODES = ("auto", "on", "off")
+DNSMOS_MODES = ("on", "off")
 
 
-def measure(run_dir: str | Path, dnsmos: str = "auto", progress=None, log=print,
-            dnsmos_budget: float = DNSMOS_BUDGET) -> dict:
+def measure(run_dir: str | Path, dnsmos: str = "on", progress=None, log=print) -> dict:
     """Measure every row that has no measures yet; returns {"measured", "dnsmos", "dnsmos_cost"}:
-    counts, and DNSMOS's CPU-s per audio-s in this call (None: none scored)."""
+    counts, and DNSMOS's CPU-s per audio-s in this call (None: none scored), which is logged."""
     if dnsmos not in DNSMOS_MODES:
         raise ValueError(f"dnsmos must be one of {', '.join(DNSMOS_MODES)}, got {dnsmos!r}")
     run_dir = Path(run_dir)
@@ -68,12 +66,11 @@ def measure(run_dir: str | Path, dnsmos: str = "auto", progress=None, log=print,
             counts["dnsmos"] += 1
             dns_cpu, dns_audio = dns_cpu + spent, dns_audio + len(audio16k) / 16000
             counts["dnsmos_cost"] = dns_cpu / max(dns_audio, 1e-9)
-            if dnsmos == "auto" and dns_audio >= PROBE_AUDIO_S and counts["dnsmos_cost"] > dnsmos_budget:
-                scoring = False
-                log(f"DNSMOS stopped after {counts['dnsmos']} utterances: it costs {counts['dnsmos_cost']:.2f} "
-                    f"CPU-s per audio-s here (budget {dnsmos_budget:g}); `--dnsmos on` scores every one")
         if progress:
             progress(i + 1, len(todo))
+    if counts["dnsmos"]:
+        log(f"DNSMOS scored {counts['dnsmos']} utterances: {counts['dnsmos_cost']:.2f} CPU-s per audio-s on this machine "
+            f"({dns_cpu:.1f} CPU-s); `--dnsmos off` skips it for quick runs")
     return counts
 
 

@@ -83,8 +83,10 @@ class RunConfig:
             raise RunError("--engine server needs --server-url http://HOST:PORT")
         if not 1 <= self.server_concurrency <= 64:
             raise RunError(f"concurrency must be in [1, 64] per server, got {self.server_concurrency}")
-        if self.ref_audio is not None and self.engine == "piper":
-            raise RunError("--engine piper cannot take --ref-audio (local, local-stream and server can)")
+        if self.ref_audio is not None and self.engine in ("piper", "files"):
+            raise RunError(f"--engine {self.engine} cannot take --ref-audio (local, local-stream and server can)")
+        if self.engine == "files" and not Path(self.model).exists():
+            raise RunError(f"--engine files needs --files DIR_OR_MANIFEST (got {self.model!r}: not found)")
         if self.ref_audio is not None and not Path(self.ref_audio).is_file():
             raise RunError(f"--ref-audio {self.ref_audio} not found")
         if not self.server_timeout > 0:
@@ -234,6 +236,9 @@ def row_settings(cfg: RunConfig, seed: int) -> dict:
                 "fixed_by_server": "temperature, top-k, stop threshold, streaming: see environment.json"}
     if cfg.engine == "piper":
         return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}
+    if cfg.engine == "files":
+        return {"engine": "files", "source": cfg.model, "seed": seed,
+                "note": "audio that existed before the run: the seed is the one this run pairs it with"}
     return {"sampling": dataclasses.asdict(cfg.sampling.replace(seed=seed)),
             "stream": dataclasses.asdict(cfg.stream), "batch_size": cfg.batch_size}
 
@@ -306,6 +311,13 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             if progress:
                 progress(n_done, len(items))
 
+        if getattr(engine, "synthesize_ids", None) is not None:
+            # Audio that already exists (engines/files.py), looked up by utterance id: every id
+            # checked before any row is written.
+            seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
+            for u, seed, s in zip(pending, seeds, engine.synthesize_ids([u.id for u in pending], seeds)):
+                keep(u, seed, s)
+            pending = []
         if getattr(engine, "synthesize_each", None) is not None:
             # A server pool, or a local engine's running batch: every utterance handed over at
             # once, each row written as it finishes (any order).

@@ -37,7 +37,7 @@ def _groups(points: list[dict]) -> list[list[dict]]:
 
 
 def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=None, cache=None, log=print,
-          progress=None, dnsmos: str = "auto") -> Path:
+          progress=None, dnsmos: str = "on") -> Path:
     """Run (and score, when asr is an ASRSettings) every grid point; returns <out>/sweep.csv.
 
     engine: an eval engine (GepardLocal for one-pass); loaded from cfg.base when None.

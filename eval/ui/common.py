@@ -122,7 +122,7 @@ def tab_error(exc: Exception):
     import gradio as gr
 
     from eval.engines.base import EngineError
-    from eval.report.compare import CompareError
+    from eval.compare.table import CompareError
     from eval.runs.sets import SetError
     from gepard_demo.settings import SettingsError
 

@@ -1,0 +1,123 @@
+"""A gate file: how much worse the new run may be, per measure, overall and per category.
+
+YAML (eval/gates/example.yaml is a commented one):
+
+    overall:              # every utterance
+      corpus_wer: 0.01    # corpus WER may rise by at most 1 point
+      loop: 0             # the loop rate may not rise at all
+      dnsmos_ovrl: 0.1    # lower is worse here: it may fall by at most 0.1
+    categories:
+      "*":                # every category of the set
+        corpus_wer: 0.01
+      casual:             # one category, over "*"
+        corpus_wer: 0.02
+
+A limit is judged at 95%: a measure breaches it when its interval's bound on the better side is
+still worse than the limit, i.e. the run is *significantly* worse by more than allowed (a rise
+whose interval reaches back below the limit passes: the data cannot tell it apart from noise).
+"Worse" is the measure's own direction (table.MEASURES: up for WER and failure rates, down for
+DNSMOS and speaking rate); for F0, which has no worse side, the limit bounds the change either
+way. A measure or category the gate names that the comparison does not have is an error (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .table import ALL, MEASURES, CompareError, Comparison, fmt
+
+
+class GateError(CompareError):
+    """A gate file that cannot be applied: its text, a measure or a category it names."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    limits: dict[str, dict[str, float]]  # category ("all", "*", a name) -> measure -> allowed worsening
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Gate":
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise GateError(f"gate file {path}: {exc}") from None
+        return cls.parse(raw, str(path))
+
+    @classmethod
+    def parse(cls, raw: dict, where: str = "the gate") -> "Gate":
+        if not isinstance(raw, dict) or set(raw) - {"overall", "categories"}:
+            raise GateError(f"{where}: the keys are 'overall' and 'categories', got {sorted(raw) if isinstance(raw, dict) else raw!r}")
+        limits = {ALL: _limits(raw.get("overall") or {}, f"{where}: overall")}
+        categories = raw.get("categories") or {}
+        if not isinstance(categories, dict):
+            raise GateError(f"{where}: categories must map a category (or \"*\") to its limits")
+        for cat, lim in categories.items():
+            limits[str(cat)] = _limits(lim or {}, f"{where}: category {cat!r}")
+        return cls(limits)
+
+    @classmethod
+    def max_wer_increase(cls, allowed: float) -> "Gate":
+        """The former --max-wer-increase: the overall corpus WER alone."""
+        return cls({ALL: {"corpus_wer": float(allowed)}})
+
+
+def _limits(raw, where: str) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        raise GateError(f"{where}: expected measure: allowed worsening, got {raw!r}")
+    out = {}
+    for name, value in raw.items():
+        if name not in MEASURES:
+            raise GateError(f"{where}: unknown measure {name!r} (known: {', '.join(MEASURES)})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise GateError(f"{where}: {name} must be a number >= 0 (the worsening allowed), got {value!r}")
+        out[name] = float(value)
+    return out
+
+
+@dataclass(frozen=True)
+class Breach:
+    category: str
+    measure: str
+    delta: float
+    low: float
+    high: float
+    limit: float
+
+    def line(self) -> str:
+        m = MEASURES[self.measure]
+        where = "overall" if self.category == ALL else f"category {self.category}"
+        side = {1: "rose", -1: "fell", 0: "changed"}[m.worse]
+        return (f"{where}: {self.measure} {side} by {_signed(m, self.delta)} [95% {_signed(m, self.low)}, "
+                f"{_signed(m, self.high)}], more than the {fmt(m, self.limit)} allowed")
+
+
+def _signed(m, v: float) -> str:
+    return ("+" if v >= 0 else "-") + fmt(m, abs(v))
+
+
+def check(gate: Gate, comparison: Comparison) -> list[Breach]:
+    """Every limit the comparison breaches; a gate that names what the comparison lacks raises."""
+    for cat in gate.limits:
+        if cat not in (ALL, "*") and cat not in comparison.categories:
+            raise GateError(f"the gate names category {cat!r}, which these runs do not have "
+                            f"(they have: {', '.join(comparison.categories) or 'none'})")
+    breaches = []
+    for cat, deltas in comparison.deltas.items():
+        wanted = dict(gate.limits.get(ALL, {})) if cat == ALL else {**gate.limits.get("*", {}), **gate.limits.get(cat, {})}
+        for name, limit in wanted.items():
+            d = deltas.get(name)
+            if d is None:
+                if cat == ALL:
+                    raise GateError(f"the gate limits {name}, which these runs do not measure (score DNSMOS and the "
+                                    "audio measures with `python -m eval score`)")
+                continue
+            worse = MEASURES[name].worse
+            best_case = d.low if worse > 0 else -d.high if worse < 0 else min(abs(d.low), abs(d.high))
+            if worse == 0 and d.low <= 0 <= d.high:
+                best_case = 0.0
+            if best_case > limit:
+                breaches.append(Breach(cat, name, d.delta, d.low, d.high, limit))
+    return breaches
