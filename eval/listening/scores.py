@@ -35,46 +35,59 @@ def head_to_head(votes: list[dict], runs: list[str]) -> list[dict]:
     return out
 
 
-def _fit(wins: np.ndarray, games: np.ndarray, iterations: int = 500) -> np.ndarray:
-    """Bradley-Terry strengths (log, centred) from wins[i, j] (i over j, halves for ties)."""
-    n = len(wins)
+def _fit(wins: np.ndarray, games: np.ndarray, iterations: int = 1000, tol: float = 1e-9) -> np.ndarray:
+    """Bradley-Terry strengths (log, centred) from wins[i, j] (i over j, halves for ties): Hunter's
+    MM update until no log strength moves by more than `tol`."""
     w = wins.sum(1)
-    p = np.ones(n)
+    s = np.zeros(len(wins))
     for _ in range(iterations):
-        denom = (games / (p[:, None] + p[None, :])).sum(1)
-        new = np.where(denom > 0, w / np.where(denom > 0, denom, 1), p)
-        new = new / np.exp(np.log(new).mean())
-        if np.allclose(new, p, rtol=1e-10, atol=0):
-            p = new
-            break
-        p = new
-    s = np.log(p)
-    return s - s.mean()
+        p = np.exp(s)
+        new = np.log(w / (games / (p[:, None] + p[None, :])).sum(1))
+        new -= new.mean()
+        if np.max(np.abs(new - s)) < tol:
+            return new
+        s = new
+    return s
 
 
-def _matrix(votes: list[dict], runs: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _vote_arrays(votes: list[dict], runs: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each vote as (winner index, loser index, weight): a "same" is two half wins, one each way."""
     k = {r: i for i, r in enumerate(runs)}
-    wins = np.full((len(runs), len(runs)), 0.5)  # one virtual "same" per pair of runs (module docstring)
-    np.fill_diagonal(wins, 0.0)
+    win, lose, weight = [], [], []
     for v in votes:
         i, j = k[v["a"]], k[v["b"]]
         if v["winner"] is None:
-            wins[i, j] += 0.5
-            wins[j, i] += 0.5
+            win += [i, j]
+            lose += [j, i]
+            weight += [0.5, 0.5]
         else:
-            w, lose = (i, j) if v["winner"] == v["a"] else (j, i)
-            wins[w, lose] += 1.0
+            w, lo = (i, j) if v["winner"] == v["a"] else (j, i)
+            win.append(w)
+            lose.append(lo)
+            weight.append(1.0)
+    return np.array(win, int), np.array(lose, int), np.array(weight)
+
+
+def _matrix(n: int, win: np.ndarray, lose: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    wins = np.full((n, n), 0.5)  # one virtual "same" per pair of runs (module docstring)
+    np.fill_diagonal(wins, 0.0)
+    np.add.at(wins, (win, lose), weight)
     return wins, wins + wins.T
 
 
 def bradley_terry(votes: list[dict], runs: list[str], replicates: int = REPLICATES, seed: int = SEED) -> list[dict]:
     if not votes:
         return [{"run": r, "score": 0.0, "ci_low": float("nan"), "ci_high": float("nan")} for r in runs]
-    point = _fit(*_matrix(votes, runs))
+    win, lose, weight = _vote_arrays(votes, runs)
+    # A vote's rows in the arrays (one, or two for a "same"), so a resample draws whole votes.
+    rows = np.split(np.arange(len(win)), np.cumsum([2 if v["winner"] is None else 1 for v in votes])[:-1])
+    point = _fit(*_matrix(len(runs), win, lose, weight))
     rng = np.random.default_rng(seed)
-    reps = np.array([_fit(*_matrix([votes[i] for i in rng.integers(0, len(votes), len(votes))], runs))
-                     for _ in range(replicates)])
-    low, high = np.quantile(reps, [0.025, 0.975], axis=0)
+    reps = []
+    for _ in range(replicates):
+        take = np.concatenate([rows[i] for i in rng.integers(0, len(votes), len(votes))])
+        reps.append(_fit(*_matrix(len(runs), win[take], lose[take], weight[take])))
+    low, high = np.quantile(np.array(reps), [0.025, 0.975], axis=0)
     order = np.argsort(-point)
     return [{"run": runs[i], "score": float(point[i]), "ci_low": float(low[i]), "ci_high": float(high[i])} for i in order]
 
