@@ -135,7 +135,7 @@ def int8_guard_section(engine, steps: int) -> None:
     ref = trace(talker, prompt, steps, seed=0)
     linears = {n: m for n, m in talker.model.layers.named_modules() if isinstance(m, nn.Linear)}
     original = {n: m.weight.detach().clone() for n, m in linears.items()}
-    print(f"| int8 weight-only (per row), fp16 elsewhere | mean KL | max KL | max abs dp_stop | argmax agree | guard |")
+    print("| int8 weight-only (per row), fp16 elsewhere | mean KL | max KL | max abs dp_stop | argmax agree | guard |")
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     for label, names in (("gate_proj + up_proj", ("gate_proj", "up_proj")), ("every linear", None)):
         with torch.no_grad():

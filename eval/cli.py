@@ -149,16 +149,14 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     """Every NEW run against BASE (paired, overall and per category), the gate's breaches, and the
     comparison folder; exit 1 when any run breaches the gate, 2 on input that cannot be compared."""
-    from eval.compare.folder import write_folder
+    from eval.compare.folder import compare_into
     from eval.compare.gate import Gate
-    from eval.compare.table import compare_runs
 
     gate = Gate.load(args.gate) if args.gate else Gate.max_wer_increase(0.0)
     if args.max_wer_increase is not None:  # the former flag: a limit on the overall corpus WER
-        gate = Gate({**gate.limits, "all": {**gate.limits.get("all", {}), "corpus_wer": args.max_wer_increase}})
-    comparisons = [compare_runs(args.base, new, args.asr_tag) for new in args.new]
+        gate = gate.with_overall_wer(args.max_wer_increase)
     out = Path(args.out) if args.out else Path(args.new[0]) / f"compare-vs-{Path(args.base).name}"
-    written = write_folder(out, comparisons, gate)
+    _, written = compare_into(out, args.base, args.new, gate, args.asr_tag)
     print((out / "compare.md").read_text())
     if args.json:
         import shutil

@@ -52,7 +52,12 @@ def test_parse_controls_keeps_big_seeds_exact_and_names_bad_values():
     assert sampling.seed == 2**62 + 1
     assert parse_controls({**GOOD, "random_seed": True})[0].seed is None
     assert parse_controls({**GOOD, "top_k": 3.0})[0].top_k == 3
+    # The page's seed box is text (a browser's number would round it): exact to the last 63-bit seed.
+    assert parse_controls({**GOOD, "seed": " 84605694016262995 "})[0].seed == 84605694016262995
+    assert parse_controls({**GOOD, "seed": str(2**63 - 1)})[0].seed == 2**63 - 1
     for key, value, msg in [
+        ("seed", str(2**63), "seed must be between"),
+        ("seed", "12abc", "seed must be a number"),
         ("temperature", float("nan"), "finite"),
         ("temperature", "abc", "must be a number"),
         ("top_k", 1.5, "whole number"),
@@ -239,12 +244,17 @@ def test_eval_tab_builder_gets_the_host_and_a_broken_one_is_reported():
     controller = SimpleNamespace(generate=lambda *a: None, stop=lambda *a: None, voices=SimpleNamespace(prepare=lambda a: ""))
     seen = []
 
-    def build_eval_tab(provider):
-        seen.append(provider)
+    def build_eval_tab(provider, speak):
+        seen.append((provider, speak))
         gr.Markdown("EVAL-TAB-CONTENT")
 
     demo = build_demo(host, controller, SamplingSettings(), StreamSettings(), eval_tab=build_eval_tab)
-    assert seen == [host] and seen[0]() is host.engine
+    ((provider, speak),) = seen
+    assert provider is host and provider() is host.engine
+    # Its way into the Speak tab: every control of the page, then the tabs to switch.
+    outputs = speak.outputs()
+    assert outputs[0] is speak.controls["text"] and isinstance(outputs[-1], gr.Tabs)
+    assert speak.controls["ref_audio"].elem_id == "gepard-ref-audio"
     assert "EVAL-TAB-CONTENT" in str(demo.config)
     broken = build_demo(host, controller, SamplingSettings(), StreamSettings(), eval_tab_error="ImportError: x")
     assert "The Eval tab could not be built" in str(broken.config)

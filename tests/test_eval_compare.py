@@ -144,6 +144,9 @@ def test_what_cannot_be_compared_is_refused_or_compared_on_the_common_part(runs,
                                                                        for i, c in enumerate(CATS[:40])])
     c = compare_runs(base, half)
     assert c.pairs == 30 and any("20 only in the base" in n for n in c.notes) and any("seeds differ" in n for n in c.notes)
+    # An engine without seeds (Piper's rows have none) pairs with every seed of the other run.
+    unseeded = fake_run(tmp_path / "unseeded", TEXTS, TEXTS, extra=[{**c, "seed": None} for c in CATS])
+    assert compare_runs(unseeded, half).pairs == 40 and not any("seeds" in n for n in compare_runs(unseeded, half).notes)
 
 
 def test_the_exit_code_through_the_cli_process(runs):

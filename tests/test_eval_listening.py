@@ -12,7 +12,7 @@ from eval_fixtures import fake_run
 
 from eval.cli import main
 from eval.listening.scores import bradley_terry, head_to_head
-from eval.listening.session import ListeningError, Session, write_report
+from eval.listening.session import ListeningError, Session
 
 TEXTS = [f"sentence number {i} for the listening test" for i in range(24)]
 

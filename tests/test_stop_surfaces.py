@@ -13,7 +13,6 @@ import socket
 import threading
 import time
 
-import httpx
 import pytest
 from app_fixtures import Listener, args, client, live_demo, new_id, serve_in_thread, tiny_codec  # noqa: F401
 from hold_fixtures import BOUND_S, HELD_TEXT, HeldCodec, endless, held_prefill, wait_until, within  # noqa: F401

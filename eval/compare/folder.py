@@ -26,6 +26,16 @@ from .table import ALL, MEASURES, Comparison, fmt
 FAILURES = [name for name, m in MEASURES.items() if m.kind == "rate"]
 
 
+def compare_into(out: str | Path, base: str | Path, news: list[str | Path], gate: Gate | None = None,
+                 tag: str | None = None) -> tuple[list[Comparison], dict]:
+    """Every run of `news` against `base`, written as a comparison folder at `out` (the command and
+    the Eval tab both): (the comparisons, write_folder's answer)."""
+    from .table import compare_runs
+
+    comparisons = [compare_runs(base, new, tag) for new in news]
+    return comparisons, write_folder(out, comparisons, gate)
+
+
 def write_folder(out: str | Path, comparisons: list[Comparison], gate: Gate | None = None) -> dict:
     """Writes the folder; returns {"breaches": {new: [lines]}, "files": [...]}."""
     out = Path(out)

@@ -63,6 +63,10 @@ class Gate:
         """The former --max-wer-increase: the overall corpus WER alone."""
         return cls({ALL: {"corpus_wer": float(allowed)}})
 
+    def with_overall_wer(self, allowed: float) -> "Gate":
+        """This gate with its overall corpus WER limit set to `allowed` (--max-wer-increase beside --gate)."""
+        return Gate({**self.limits, ALL: {**self.limits.get(ALL, {}), **_limits({"corpus_wer": allowed}, "max WER increase")}})
+
 
 def _limits(raw, where: str) -> dict[str, float]:
     if not isinstance(raw, dict):

@@ -1,8 +1,9 @@
 """Two scored runs compared measure by measure, overall and per category, on their common pairs.
 
 Pairs: the utterances both runs scored, matched by id (an id is a sentence and, with --seeds K,
-its sample), kept only where both have the same text, the same seed and the same normalised
-reference: otherwise a pair would compare different things. What is not compared, and why, is
+its sample), kept only where both have the same text, the same seed (where both engines take
+one: Piper's rows have none) and the same normalised reference: otherwise a pair would compare
+different things. What is not compared, and why, is
 said in `notes`; nothing left in common is an error (exit 2). Both runs need ASR scores from the
 same recogniser (the same tag, so the same model and normalisation).
 
@@ -106,6 +107,8 @@ def paired_table(base: Path, new: Path, tag: str) -> tuple[pd.DataFrame, list[st
                      f"{only_b} only in the new run (different sets or limits)")
     for col, what in (("text", "texts"), ("seed", "seeds"), ("ref_norm", "normalised references")):
         differ = m[f"{col}_a"].astype(str) != m[f"{col}_b"].astype(str)
+        if col == "seed":  # an engine without seeds (Piper, a files row without one) pairs with any seed
+            differ &= m["seed_a"].notna() & m["seed_b"].notna()
         if differ.any():
             notes.append(f"{int(differ.sum())} utterances left out: their {what} differ between the runs "
                          f"(e.g. {m.loc[differ, 'id'].iloc[0]!r})")

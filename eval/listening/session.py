@@ -46,8 +46,9 @@ def _rows(run: Path) -> dict[str, dict]:
     return {r["id"]: r for r in done_rows(run) if r.get("wav")}
 
 
-def make_pairs(runs: list[Path], seed: int) -> list[Pair]:
-    rows = {run: _rows(run) for run in runs}
+def make_pairs(runs_dir: Path, runs: list[str], seed: int) -> list[Pair]:
+    """Every pair for the runs (names relative to runs_dir, as the pairs keep them)."""
+    rows = {run: _rows(runs_dir / run) for run in runs}
     common = sorted(set.intersection(*(set(r) for r in rows.values())))
     if not common:
         raise ListeningError("these runs have no utterance in common to compare")
@@ -55,11 +56,12 @@ def make_pairs(runs: list[Path], seed: int) -> list[Pair]:
     for uid in common:
         for x, y in itertools.combinations(runs, 2):
             rx, ry = rows[x][uid], rows[y][uid]
-            if rx["text"] != ry["text"] or rx.get("seed") != ry.get("seed"):
-                continue  # not the same sentence and seed: not a fair pair
-            first, second = (x, y) if random.Random(f"{seed}|{uid}|{x.name}|{y.name}").random() < 0.5 else (y, x)
-            pairs.append((uid, rx["text"], {"run": first.name, "wav": str(first / rows[first][uid]["wav"])},
-                          {"run": second.name, "wav": str(second / rows[second][uid]["wav"])}))
+            seeds = rx.get("seed"), ry.get("seed")
+            if rx["text"] != ry["text"] or None not in seeds and seeds[0] != seeds[1]:
+                continue  # not the same sentence and seed (an engine without seeds, Piper, pairs with any)
+            first, second = (x, y) if random.Random(f"{seed}|{uid}|{x}|{y}").random() < 0.5 else (y, x)
+            pairs.append((uid, rx["text"], {"run": first, "wav": str(runs_dir / first / rows[first][uid]["wav"])},
+                          {"run": second, "wav": str(runs_dir / second / rows[second][uid]["wav"])}))
     if not pairs:
         raise ListeningError("no utterance has the same text and seed in these runs")
     random.Random(seed).shuffle(pairs)
@@ -88,7 +90,10 @@ class Session:
             return s
         if not runs or len(set(runs)) < 2:
             raise ListeningError("a listening test needs at least two runs")
-        pairs = make_pairs([Path(runs_dir) / r for r in runs], seed)
+        for r in runs:
+            if not (Path(runs_dir) / r / "rows.jsonl").is_file():
+                raise ListeningError(f"{r!r} is not a run in {runs_dir} (no rows.jsonl)")
+        pairs = make_pairs(Path(runs_dir), list(runs), seed)
         folder.mkdir(parents=True, exist_ok=True)
         write_json_atomic(folder / "session.json", {"runs": list(runs), "seed": seed, "pairs": [p.as_dict() for p in pairs],
                                                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

@@ -1,6 +1,10 @@
 """The app's Eval tab (app.py hands `tab.build_eval_tab` to gepard_demo.ui.server.build_app).
 
-- tab.py            `build_eval_tab`: run, score and report a set; reopen and compare runs
-- sweep_section.py  the tab's sweep section
-- common.py         the app's engine as an eval engine (holding the app's lock), chart images
+- tab.py                `build_eval_tab`: run, score and report a set; play any row; reopen runs
+- runs_view.py          what the tab reads back from run folders (runs, reports, rows, audio)
+- compare_section.py    a base against one or more runs: table, forest plot, gate, regressions side by side
+- listening_section.py  the blind A / B / same listening test
+- sweep_section.py      the tab's sweep section
+- demo_link.py          "Open in the demo": a row's text, settings, voice and seed into the Speak tab
+- common.py             the app's engine as an eval engine (holding the app's lock), chart images
 """

@@ -4,22 +4,25 @@
         with gr.Tab("Eval"):
             build_eval_tab(engine_provider)            # runs_dir="runs" by default
 
-`build_eval_tab(engine_provider, runs_dir="runs")` creates its components inside the
+`build_eval_tab(engine_provider, runs_dir="runs", speak=None)` creates its components inside the
 caller's current Blocks/Tab context and returns None.
 - engine_provider: a zero-argument callable returning the loaded GepardEngine. If it also has
   a `.codec` attribute, that codec is used (else one is loaded from engine.codec_source()),
   and if it has a `.lock` (threading.Lock), every synthesis holds it, so eval batches do not
   run the engine at the same time as the demo (gepard_demo.ui.model_host.ModelHost has both).
 - runs_dir: where run folders are written and listed (same layout as `python -m eval run`).
+- speak: the page's gepard_demo.ui.speak_link.SpeakLink (the app passes it): every row's
+  "Open in the demo" puts it in the Speak tab and makes it again as a take.
 The tab: pick a set (built-in or an uploaded .txt/.jsonl) and settings, run with a progress
 bar (synthesis, then Whisper scoring, then the report), see the summary, the per-utterance
-table and the charts, reopen earlier runs, and compare two runs.
+table and the charts, play any row (failures first) and open it in the demo, reopen earlier
+runs, compare runs (compare_section.py), a blind listening test (listening_section.py) and
+sweeps (sweep_section.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from pathlib import Path
@@ -27,67 +30,15 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from eval.runs.run import RunConfig, RunError, run
+from eval.runs.run import RunConfig, run
 from eval.runs.sets import builtin_sets, load_set
 from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, tab_error
+from eval.ui.compare_section import build_compare_section
+from eval.ui.demo_link import wire_open
+from eval.ui.listening_section import build_listening_section
+from eval.ui.runs_view import TABLE_COLUMNS, list_runs, row_audio, row_choices, view_run
+from eval.ui.sweep_section import build_sweep_section
 from gepard_demo.settings import SamplingSettings, StreamSettings
-
-TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "duration_s", "duration_ratio",
-                 "ttfa_s", "fail_any", "fail_loop", "longest_pause_s", "dnsmos_ovrl"]
-
-
-def list_runs(runs_dir: str | Path) -> list[str]:
-    d = Path(runs_dir)
-    if not d.is_dir():
-        return []
-    found = [p for p in d.glob("**/config.json") if (p.parent / "rows.jsonl").is_file()]
-    return sorted((str(p.parent.relative_to(d)) for p in found), key=lambda n: -(d / n / "rows.jsonl").stat().st_mtime)
-
-
-def view_run(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list[str]]:
-    """(summary markdown, per-utterance table, chart paths) of a run, rebuilding its report."""
-    from eval.report.markdown import make_report
-
-    if not name:
-        return "Pick a run.", pd.DataFrame(columns=TABLE_COLUMNS), []
-    d = Path(runs_dir) / name
-    report = make_report(d)
-    text = report.read_text()
-    # The report's image links are relative to the run folder; the gallery shows the charts.
-    text = re.sub(r"!\[[^\]]*\]\([^)]*\)\n?", "", text)
-    table = pd.read_parquet(d / "table.parquet")
-    cols = [c for c in TABLE_COLUMNS if c in table.columns]
-    charts = sorted(str(p) for p in (d / "charts").glob("*.png"))
-    return text, table[cols], charts
-
-
-def failed_rows(runs_dir: str | Path, name: str) -> list[tuple[str, str]]:
-    """(label, id) of every utterance the run's failure table lists, labelled with its failures."""
-    path = Path(runs_dir) / (name or "") / "summary.json"
-    if not name or not path.is_file():
-        return []
-    failures = json.loads(path.read_text())["overall"].get("failures", {})
-    why: dict[str, list[str]] = {}
-    for entry, c in failures.items():
-        if entry != "any":
-            for i in c["ids"]:
-                why.setdefault(i, []).append(entry.replace("_", " "))
-    return [(f"{i}: {', '.join(w)}", i) for i, w in why.items()]
-
-
-def row_audio(runs_dir: str | Path, name: str, utt_id: str):
-    """(rate, samples) of one utterance's WAV, for the tab's player (None: nothing picked)."""
-    if not name or not utt_id:
-        return None
-    import soundfile as sf
-
-    d = Path(runs_dir) / name
-    rows = {r["id"]: r for r in (json.loads(line) for line in (d / "rows.jsonl").read_text().splitlines() if line.strip())}
-    if utt_id not in rows:
-        raise RunError(f"{name} has no utterance {utt_id!r}")
-    audio, sr = sf.read(d / rows[utt_id]["wav"], dtype="float32")
-    return sr, audio
-
 
 def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_size, base_seed, engine_name,
              temperature, top_k, greedy, stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model,
@@ -121,17 +72,8 @@ def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_s
     return (name, *view_run(runs_dir, name))
 
 
-def compare_runs(runs_dir, base: str, new: str, max_wer_increase: float) -> str:
-    from eval.report.compare import compare, format_comparison
-
-    if not base or not new:
-        return "Pick two runs."
-    c = compare(Path(runs_dir) / base, Path(runs_dir) / new, float(max_wer_increase))
-    return "```\n" + format_comparison(c, base, new) + "\n```"
-
-
 def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "runs",
-                   limits: EvalLimits = EvalLimits()) -> None:
+                   limits: EvalLimits = EvalLimits(), speak: Any = None) -> None:
     """Create the Eval tab's components in the current Gradio context (see the module doc)."""
     import gradio as gr
 
@@ -168,30 +110,25 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
     summary = gr.Markdown(elem_id="eval-summary")
     with gr.Row():
-        failed = gr.Dropdown([], label="Play a failed utterance (the failure table's)", elem_id="eval-failed")
+        failed = gr.Dropdown([], label="Play an utterance (the failure table's first)", elem_id="eval-failed")
         failed_audio = gr.Audio(type="numpy", interactive=False, label="Its audio", elem_id="eval-failed-audio")
+        open_row = gr.Button("Open in the demo", elem_id="eval-open-row")
+    open_note = gr.Markdown()
     charts = gr.Gallery(label="Charts", columns=2, height="auto")
     table = gr.Dataframe(value=pd.DataFrame(columns=TABLE_COLUMNS), headers=TABLE_COLUMNS, label="Per utterance", wrap=True)
-    with gr.Accordion("Earlier runs and comparison", open=False):
+    with gr.Accordion("Earlier runs", open=False):
         with gr.Row():
-            pick = gr.Dropdown(list_runs(runs_dir), label="Open a run", allow_custom_value=False)
-            refresh = gr.Button("Refresh list")
+            pick = gr.Dropdown(list_runs(runs_dir), label="Open a run", allow_custom_value=False, elem_id="eval-pick")
+            refresh = gr.Button("Refresh the lists")
             open_btn = gr.Button("Open")
-        with gr.Row():
-            base = gr.Dropdown(list_runs(runs_dir), label="Base run")
-            new = gr.Dropdown(list_runs(runs_dir), label="New run")
-            max_inc = gr.Number(value=0.0, label="Allowed WER increase (0.01 = 1 point)")
-            cmp_btn = gr.Button("Compare")
-        cmp_out = gr.Markdown()
-    from eval.ui.sweep_section import build_sweep_section
-
+    pickers = [pick, *build_compare_section(runs_dir, speak).values(), *build_listening_section(runs_dir, speak).values()]
     build_sweep_section(engine_provider, runs_dir, limits, {"set_name": set_name, "set_file": set_file, "limit": limit,
                                                     "batch_size": batch_size, "base_seed": base_seed,
                                                     "asr_backend": asr_backend, "asr_model": asr_model, "vad": vad})
 
     def _refresh():
         names = list_runs(runs_dir)
-        return gr.update(choices=names), gr.update(choices=names), gr.update(choices=names)
+        return [gr.update(choices=names) for _ in pickers]
 
     def _run(*args, progress=gr.Progress()):
         try:
@@ -200,13 +137,13 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
         except Exception as e:  # shown in the tab: a bad setting or set file must not look like a crash
             raise tab_error(e) from e
         names = list_runs(runs_dir)
-        return (text, tbl, chart_images(imgs), gr.update(choices=names, value=name), gr.update(choices=names),
-                gr.update(choices=names), gr.update(choices=failed_rows(runs_dir, name), value=None))
+        return (text, tbl, chart_images(imgs), gr.update(choices=names, value=name),
+                *[gr.update(choices=names) for _ in pickers[1:]], gr.update(choices=row_choices(runs_dir, name), value=None))
 
     def _open(name):
         try:
             text, tbl, imgs = view_run(runs_dir, name)
-            return text, tbl, chart_images(imgs), gr.update(choices=failed_rows(runs_dir, name), value=None)
+            return text, tbl, chart_images(imgs), gr.update(choices=row_choices(runs_dir, name), value=None)
         except Exception as e:
             raise tab_error(e) from e
 
@@ -216,16 +153,10 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
         except Exception as e:
             raise tab_error(e) from e
 
-    def _compare(b, n, inc):
-        try:
-            return compare_runs(runs_dir, b, n, inc)
-        except Exception as e:
-            raise tab_error(e) from e
-
     run_btn.click(_run, api_name="eval_run", inputs= [run_name, set_name, set_file, limit, batch_size, base_seed, engine_name, temperature, top_k, greedy,
                          stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model, vad],
-                  outputs=[summary, table, charts, pick, base, new, failed], concurrency_limit=1)
-    refresh.click(_refresh, None, [pick, base, new])
+                  outputs=[summary, table, charts, *pickers, failed], concurrency_limit=1)
+    refresh.click(_refresh, None, pickers)
     open_btn.click(_open, [pick], [summary, table, charts, failed], api_name="eval_open")
     failed.change(_play, [pick, failed], [failed_audio], api_name="eval_play_failed")
-    cmp_btn.click(_compare, [base, new, max_inc], [cmp_out], api_name="eval_compare")
+    wire_open(open_row, [pick, failed], lambda name, uid: (name, uid), speak, open_note, runs_dir)

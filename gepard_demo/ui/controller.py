@@ -16,6 +16,7 @@ import contextvars
 import dataclasses
 import logging
 import math
+import re
 import secrets
 import threading
 import time
@@ -66,6 +67,8 @@ def _number(name: str, value: Any) -> float:
 def _integer(name: str, value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value  # exact, even above 2**53 (a float would round a 63-bit seed)
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)  # the seed box's text: exact too
     x = _number(name, value)
     if not x.is_integer():
         raise SettingsError(f"{name} must be a whole number, got {value!r}")
@@ -95,7 +98,9 @@ def _in_range(name: str, x: float) -> float:
 def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
     """Page values -> validated settings; raises SettingsError naming the bad control."""
     for name in CONTROL_RANGES:
-        if name == "seed" and values["random_seed"]:
+        if name == "seed":
+            if not values["random_seed"]:
+                _in_range(name, _integer(name, values[name]))  # as an integer: 2**63 - 1 is no float
             continue
         _in_range(name, _number(name, values[name]))
     if str(values["decode_mode"]) not in DECODE_MODES:

@@ -16,9 +16,10 @@ from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
 from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
 from .controller import CONTROL_NAMES, CONTROL_RANGES, DemoController
-from .fields import FieldNumber, FieldRadio, FieldSlider
+from .fields import FieldRadio, FieldSlider
 from .model_host import ModelHost
 from .served import lock_controls
+from .speak_link import SPEAK_TAB_ID, SpeakLink
 from .take_panel import TakeHandlers, build_takes_panel, wire_takes
 from .voice import VOICE_CONTROL_NAMES, build_voice_group, wire_voice_events
 
@@ -138,9 +139,10 @@ def sampling_controls(sampling: SamplingSettings, split_note: bool = True) -> di
     c["stop_threshold"] = FieldSlider(*CONTROL_RANGES["stop_threshold"], value=sampling.stop_threshold, step=0.01, label="Stop threshold", elem_id="gepard-stop-threshold")
     with gr.Row():
         c["random_seed"] = gr.Checkbox(value=sampling.seed is None, label="Random seed (the one used is shown)", elem_id="gepard-random-seed")
-        c["seed"] = FieldNumber(value=sampling.seed if sampling.seed is not None else 42, precision=0, label="Seed",
-                                minimum=CONTROL_RANGES["seed"][0], maximum=CONTROL_RANGES["seed"][1],
-                                interactive=sampling.seed is not None, elem_id="gepard-seed")
+        # Text, not a number field: a browser's numbers are doubles, which round a seed above 2**53
+        # (an eval row's seeds are 63-bit) to another seed; the controller parses it exactly.
+        c["seed"] = gr.Textbox(value=str(sampling.seed if sampling.seed is not None else 42), label="Seed", max_lines=1,
+                               interactive=sampling.seed is not None, elem_id="gepard-seed")
     c["max_frames"] = FieldSlider(*CONTROL_RANGES["max_frames"], value=sampling.max_frames, step=1,
                                   label="Max frames per text segment (21.5 per second; text over 400 characters is split)",
                                   elem_id="gepard-max-frames")
@@ -185,8 +187,8 @@ def build_demo(
     with gr.Blocks(title="Gepard-1.0 TTS demo") as demo:
         gr.Markdown("# Gepard-1.0 text to speech\nType, press **Generate** (or Ctrl+Enter), and the speech streams as it is made.")
         gr.Markdown(banner_markdown(host), elem_id="gepard-banner")
-        with gr.Tabs():
-            with gr.Tab("Speak", id="speak"):
+        with gr.Tabs() as tabs:
+            with gr.Tab("Speak", id=SPEAK_TAB_ID):
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=320):
                         text, generate_btn, stop_btn = text_and_buttons()
@@ -215,7 +217,7 @@ def build_demo(
                     if eval_tab_error:
                         gr.Markdown(f"The Eval tab could not be built: `{html.escape(eval_tab_error)}`")
                     else:
-                        eval_tab(host)
+                        eval_tab(host, speak=SpeakLink(controls, tabs))
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results, getattr(host, "concurrency", 1))
         wire_takes(panel, TakeHandlers(host, controller), controls)
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)

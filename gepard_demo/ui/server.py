@@ -41,8 +41,9 @@ def build_app(
     eval_tab: Callable[[Any], Any] | None = None,
     eval_tab_error: str | None = None,
 ) -> DemoApp:
-    """The page and its routes around `host`. eval_tab: a builder of the Eval tab (app.py passes
-    eval.ui.tab.build_eval_tab: gepard_demo never imports eval), or eval_tab_error, why there is
+    """The page and its routes around `host`. eval_tab: a builder of the Eval tab, called as
+    eval_tab(host, speak=SpeakLink) inside it (app.py passes eval.ui.tab.build_eval_tab: gepard_demo
+    never imports eval; the SpeakLink is its way into the Speak tab), or eval_tab_error, why there is
     none; the page then says so instead of silently hiding the tab."""
     if sampling is None:
         sampling = host.engine.default_sampling()

@@ -1,5 +1,5 @@
 """The Takes panel: the visitor's last takes, A/B side by side, a re-cut at another threshold,
-"use these settings", and a take as WAV + settings JSON (takes.py holds the data and the rules).
+"use these settings", and a take as WAV + settings JSON + frames (takes.py holds the data and the rules).
 
 Everything here reads the visitor's own `gr.State` list; nothing is kept between visitors.
 """
@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import numpy as np
 import soundfile as sf
 
 from gepard_demo.settings import FRAME_RATE_HZ
 
 from .controller import CONTROL_NAMES
 from .pstop_plot import Trace, pstop_svg
+from .speak_link import GENERATE_JS
 from .takes import (
     MAX_TAKES,
     TABLE_HEADERS,
@@ -72,7 +74,7 @@ def build_takes_panel() -> TakesPanel:
         plot = gr.HTML("", elem_id="gepard-ab-plot")
         with gr.Row():
             use_a = gr.Button("Use A's settings", elem_id="gepard-use-a")
-            files = gr.File(label="A as WAV + settings JSON (python -m gepard_demo synth makes it again)",
+            files = gr.File(label="A as WAV + settings JSON + its frames (.codes.npy; python -m gepard_demo synth makes it again)",
                             file_count="multiple", interactive=False, elem_id="gepard-take-files")
         with gr.Group():
             recut_threshold = gr.Slider(0.01, 0.99, value=0.5, step=0.01, elem_id="gepard-recut-threshold",
@@ -212,19 +214,22 @@ class TakeHandlers:
             json_path.touch()  # picked again: the newest, so the pruning below keeps it
         else:
             json_path.write_text(doc, encoding="utf-8")
+        codes_path = None
+        if take.codes is not None:  # its frames, (frames, 32) int16: to decode elsewhere or compare with an eval row's
+            codes_path = json_path.with_suffix(".codes.npy")
+            if not codes_path.exists():
+                np.save(codes_path, np.asarray(take.codes, np.int16))
         old = sorted(folder.glob("take-*.json"), key=lambda q: q.stat().st_mtime)
         for stale in old[: max(0, len(old) - KEEP_JSON)]:  # one a take: keep the folder bounded
             stale.unlink(missing_ok=True)
+            stale.with_suffix(".codes.npy").unlink(missing_ok=True)
         ref = take.controls.get("ref_audio")
         ref = str(ref) if ref and Path(str(ref)).exists() else None  # the synth line's --ref-audio
-        return [p for p in (_playable(take), str(json_path), ref) if p]
+        return [p for p in (_playable(take), str(json_path), codes_path and str(codes_path), ref) if p]
 
 
 def _playable(take: Take | None) -> str | None:
     return take.wav if take is not None and take.wav and Path(take.wav).exists() else None
-
-
-_CLICK_GENERATE_JS = "() => { setTimeout(() => document.querySelector('#gepard-generate')?.click(), 300); }"
 
 
 def wire_takes(panel: TakesPanel, handlers: TakeHandlers, controls: dict[str, Any]) -> None:
@@ -243,4 +248,4 @@ def wire_takes(panel: TakesPanel, handlers: TakeHandlers, controls: dict[str, An
     outs = [controls[name] for name in CONTROL_NAMES]
     p.use_a.click(lambda takes, a: handlers.use(takes, a), [p.state, p.pick_a], outs, **private)
     p.generate_at.click(handlers.use, [p.state, p.pick_a, p.recut_threshold], outs, **private).success(
-        None, js=_CLICK_GENERATE_JS)
+        None, js=GENERATE_JS)

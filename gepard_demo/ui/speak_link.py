@@ -1,0 +1,58 @@
+"""A way into the Speak tab from elsewhere on the page: the Eval tab's "Open in the demo".
+
+build_demo hands a SpeakLink to the Eval tab's builder (gepard_demo never imports eval). A handler
+that returns `link.updates(values)` for `link.outputs()` puts a row's text and settings into the
+Speak tab's controls and switches to it; chained with `.success(None, js=GENERATE_JS)` it then
+presses Generate, so the row is made again as a take (p_stop, re-cut and downloads included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+from .controller import CONTROL_NAMES
+
+SPEAK_TAB_ID = "speak"
+# After the controls' new values have reached the page (Gradio applies a handler's outputs
+# before its .success chain runs; the pause lets the tab switch and the controls' own change
+# events settle first).
+GENERATE_JS = "() => { setTimeout(() => document.querySelector('#gepard-generate')?.click(), 300); }"
+
+
+def control_values(sampling: SamplingSettings, stream: StreamSettings | None = None) -> dict[str, Any]:
+    """Settings -> the Speak tab's control values (controller.parse_controls read backwards)."""
+    values = {
+        "temperature": sampling.temperature, "top_k": sampling.top_k, "greedy": sampling.greedy,
+        "stop_threshold": sampling.stop_threshold, "max_frames": sampling.max_frames,
+        "random_seed": sampling.seed is None, "cfg_scale": sampling.cfg_scale, "cfg_frames": sampling.cfg_frames or 0,
+    }
+    if sampling.seed is not None:
+        values["seed"] = sampling.seed
+    if stream is not None:
+        values.update(first_chunk_frames=stream.first_chunk_frames, chunk_frames=stream.chunk_frames,
+                      decode_mode=stream.decode_mode, lookback_frames=stream.lookback_frames,
+                      fade_ms=stream.fade_ms, silence_ms=stream.silence_ms)
+    return values
+
+
+@dataclass(frozen=True)
+class SpeakLink:
+    controls: dict[str, Any]  # control name (CONTROL_NAMES) -> its component in the Speak tab
+    tabs: Any  # the gr.Tabs that holds the Speak tab
+
+    def outputs(self) -> list:
+        return [self.controls[name] for name in CONTROL_NAMES] + [self.tabs]
+
+    def updates(self, values: dict[str, Any]) -> list:
+        """For outputs(): the controls named in `values` set, every other one left as the visitor
+        has it (a served row knows only its seed and budget), and the Speak tab selected."""
+        unknown = set(values) - set(CONTROL_NAMES)
+        if unknown:
+            raise ValueError(f"not a Speak tab control: {', '.join(sorted(unknown))}")
+        return [values[name] if name in values else gr.skip() for name in CONTROL_NAMES] + \
+            [gr.Tabs(selected=SPEAK_TAB_ID)]
