@@ -30,6 +30,16 @@ import yaml
 from .table import ALL, MEASURES, CompareError, Comparison, fmt
 
 
+# What a measure needs from both runs, for the refusal of a gate that limits one they lack.
+NEEDS = {
+    "": "the audio measures (`python -m eval score` makes them)",
+    "runaway": "a frame budget (Gepard's engines; Piper and --engine files rows have none)",
+    "stop_lag_ms": "a stop head (Gepard's engines) and the audio measures (`python -m eval score`)",
+    "dnsmos_ovrl": "DNSMOS scores (`python -m eval score`, on unless --dnsmos off)",
+    "server_error": "--engine server rows",
+}
+
+
 class GateError(CompareError):
     """A gate file that cannot be applied: its text, a measure or a category it names."""
 
@@ -115,8 +125,8 @@ def check(gate: Gate, comparison: Comparison) -> list[Breach]:
             d = deltas.get(name)
             if d is None:
                 if cat == ALL:
-                    raise GateError(f"the gate limits {name}, which these runs do not measure (score DNSMOS and the "
-                                    "audio measures with `python -m eval score`)")
+                    raise GateError(f"the gate limits {name}, which these runs do not measure: it needs "
+                                    f"{NEEDS.get(name, NEEDS[''])}")
                 continue
             worse = MEASURES[name].worse
             best_case = d.low if worse > 0 else -d.high if worse < 0 else min(abs(d.low), abs(d.high))

@@ -122,8 +122,8 @@ def _measure_lines(o: dict, seeds: dict | None) -> list[str]:
     lines = []
     if o.get("naturalness"):
         lines += ["", "## Naturalness (DNSMOS; never a ranking figure: a looped clip scores like a clean one)", "",
-                  "n: the clips scored, of all utterances (none under 1 s of speech; `--dnsmos auto` stops where it "
-                  "costs more than 0.4 CPU-s per audio-s).", "",
+                  "n: the clips scored, of all utterances (none under 1 s of speech; fewer if this run was "
+                  "scored with `--dnsmos off`).", "",
                   "| DNSMOS | mean [95% CI] | n |", "| --- | --- | --- |"]
         lines += [f"| {k.removeprefix('dnsmos_').upper()} | {d['value']:.2f} [{d['ci_low']:.2f}, {d['ci_high']:.2f}] | "
                   f"{d['n']} of {o['n']} |" for k, d in o["naturalness"].items()]
