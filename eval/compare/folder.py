@@ -119,24 +119,30 @@ def _context(comparisons: list[Comparison]) -> str:
     return f"base run {Path(c.base).name} | ASR {c.tag} | {c.pairs} pairs (same sentence and seed)"
 
 
+def _deltas_plot(ax, comparisons: list[Comparison], rows: list[dict], key: str, labels: list[str]) -> None:
+    """One row of points a label (a category, a failure entry), one series a new run, each point
+    its delta with its 95% interval, in points (x100)."""
+    for i, c in enumerate(comparisons):
+        pts = [r for r in rows if r["run"] == Path(c.new).name]
+        ys = [labels.index(r[key]) + 0.18 * (i - (len(comparisons) - 1) / 2) for r in pts]
+        err = [[100 * (r["delta"] - r["low"]) for r in pts], [100 * (r["high"] - r["delta"]) for r in pts]]
+        ax.errorbar([100 * r["delta"] for r in pts], ys, xerr=err, linestyle="none", capsize=2,
+                    label=Path(c.new).name, **series_style(i))
+    ax.axvline(0, color="#444444", linewidth=0.8)
+    ax.set_yticks(range(len(labels)), ["overall" if x == ALL else x for x in labels])
+    ax.invert_yaxis()
+    if len(comparisons) > 1:
+        ax.legend(fontsize=7)
+
+
 def forest_chart(path: Path, comparisons: list[Comparison], measure: str = "corpus_wer") -> Path:
     cats = [ALL, *sorted({cat for c in comparisons for cat in c.categories})]
     rows = [{"run": Path(c.new).name, "category": cat, **c.deltas[cat][measure].as_dict()}
             for c in comparisons for cat in cats if cat in c.deltas and measure in c.deltas[cat]]
     fig, axes = new_figure(1, 1, width=7.0, height=1.2 + 0.32 * len(cats) * max(1, len(comparisons)))
     ax = axes[0][0]
-    for i, c in enumerate(comparisons):
-        pts = [r for r in rows if r["run"] == Path(c.new).name]
-        ys = [cats.index(r["category"]) + 0.18 * (i - (len(comparisons) - 1) / 2) for r in pts]
-        xs = [100 * r["delta"] for r in pts]
-        err = [[100 * (r["delta"] - r["low"]) for r in pts], [100 * (r["high"] - r["delta"]) for r in pts]]
-        ax.errorbar(xs, ys, xerr=err, linestyle="none", capsize=2, label=Path(c.new).name, **series_style(i))
-    ax.axvline(0, color="#444444", linewidth=0.8)
-    ax.set_yticks(range(len(cats)), ["overall" if c == ALL else c for c in cats])
-    ax.invert_yaxis()
+    _deltas_plot(ax, comparisons, rows, "category", cats)
     ax.set_xlabel("corpus WER, new - base (points), 95% interval")
-    if len(comparisons) > 1:
-        ax.legend(fontsize=7)
     finish(fig, "Where the WER changed: each category", _context(comparisons),
            "Right of 0 is worse. An interval that crosses 0 is a change the sentences cannot tell from noise.")
     return save_chart(fig, path, pd.DataFrame(rows))
@@ -148,18 +154,8 @@ def failures_chart(path: Path, comparisons: list[Comparison]) -> Path:
     entries = [e for e in FAILURES if any(r["entry"] == e for r in rows)]
     fig, axes = new_figure(1, 1, width=7.0, height=1.2 + 0.3 * len(entries) * max(1, len(comparisons)))
     ax = axes[0][0]
-    for i, c in enumerate(comparisons):
-        pts = [r for r in rows if r["run"] == Path(c.new).name]
-        ys = [entries.index(r["entry"]) + 0.18 * (i - (len(comparisons) - 1) / 2) for r in pts]
-        err = [[100 * (r["delta"] - r["low"]) for r in pts], [100 * (r["high"] - r["delta"]) for r in pts]]
-        ax.errorbar([100 * r["delta"] for r in pts], ys, xerr=err, linestyle="none", capsize=2,
-                    label=Path(c.new).name, **series_style(i))
-    ax.axvline(0, color="#444444", linewidth=0.8)
-    ax.set_yticks(range(len(entries)), entries)
-    ax.invert_yaxis()
+    _deltas_plot(ax, comparisons, rows, "entry", entries)
     ax.set_xlabel("failure rate, new - base (percentage points), Newcombe's paired 95% interval")
-    if len(comparisons) > 1:
-        ax.legend(fontsize=7)
     finish(fig, "How often each failure happened: the change", _context(comparisons),
            "Right of 0: the new run fails that way more often.")
     return save_chart(fig, path, pd.DataFrame(rows))
