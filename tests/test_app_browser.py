@@ -6,6 +6,8 @@ AudioContext has to be unlocked by the click itself as it would for a person.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from app_fixtures import ARTIFACTS, PLAYER_ENDED, browser, fixed_seed, live_demo, set_number, tiny_codec  # noqa: F401  (fixtures)
 from hold_fixtures import endless, within  # noqa: F401  (fixture)
@@ -100,6 +102,33 @@ def test_stop_stops_playback_and_frees_the_engine(page, live_demo, endless):
     page.check("#gepard-random-seed input")
     job2 = click_generate(page)
     assert wait_player(page, job2)["state"] == "ended"
+
+
+def test_a_late_stop_answer_leaves_the_stopped_status(page, live_demo, endless, monkeypatch):
+    """Stop's answer ("Stopping…") and the stopped generation's last status ("Stopped: …") race
+    to the page; here the answer is held until that status is on the page, then let go. It used
+    to overwrite it, and the page then said "Stopping…" forever (seen once in a fresh-clone run)."""
+    registry = live_demo.demo.registry
+    cancel, release = registry.cancel, threading.Event()
+
+    def late_answer(job_id):
+        state = cancel(job_id)  # the request ends now; only the answer waits
+        release.wait(30)
+        return state
+
+    monkeypatch.setattr(registry, "cancel", late_answer)
+    page.fill("#gepard-text textarea", "This one would never end by itself.")
+    fixed_seed(page, endless)
+    job_id = click_generate(page)
+    page.wait_for_function("() => window.gepardPlayer.stats.state === 'playing'", timeout=30_000)
+    page.click("#gepard-stop")
+    assert wait_player(page, job_id)["state"] == "stopped"
+    page.wait_for_function("() => document.querySelector('#gepard-status')?.innerText.startsWith('Stopped')",
+                           timeout=15_000)
+    release.set()
+    page.wait_for_function("() => window.gepardPage.stopAnswers === 1", timeout=15_000)  # the answer came
+    assert page.input_value("#gepard-stop-line textarea") == "Stopping…"
+    assert page.inner_text("#gepard-status").startswith("Stopped: ")
 
 
 def test_closing_the_tab_frees_the_engine(browser, live_demo, endless):

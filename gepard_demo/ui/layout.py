@@ -86,7 +86,8 @@ def _start_js(n_inputs: int) -> str:
 
 
 _STOP_JS = "(...args) => [window.gepardPlayer ? window.gepardPlayer.stop('stopped') : '']"
-_CANCEL_QUEUED_JS = ("(status) => { if (String(status).includes('had not started'))"
+_STOP_LINE_JS = "(line, status) => window.gepardPage ? window.gepardPage.stopAnswered(line, status) : line"
+_CANCEL_QUEUED_JS = ("(line) => { if (String(line).includes('had not started'))"
                      " document.querySelector('#gepard-cancel-queued')?.click(); }")
 _FAILED_JS = ("() => { if (window.gepardPlayer) window.gepardPlayer.failed();"
               " if (window.gepardPage) window.gepardPage.onFailure(); }")
@@ -244,16 +245,19 @@ def wire_events(controller: DemoController, controls: dict[str, Any], job_id, ge
     # A refused request (bad input): close the stream opened for it; results stay greyed.
     generated.failure(None, js=_FAILED_JS)
     generated.success(None, js=_SUCCESS_JS)
+    stop_line = gr.Textbox(visible="hidden", elem_id="gepard-stop-line")  # the API's answer to Stop
     stopped = stop_btn.click(
         controller.stop,
         inputs=[job_id],
-        outputs=[results.status],
+        outputs=[stop_line],
         js=_STOP_JS,
         api_name="stop",
         concurrency_limit=None,  # never waits behind the generation it stops
     )
+    stopped.then(None, inputs=[stop_line, results.status], outputs=[results.status], js=_STOP_LINE_JS,
+                 api_visibility="private")
     # A request stopped before its turn also leaves Gradio's queue at once (the registry already
     # made it a no-op). Only then: cancelling a running generator would lose its final stats.
     cancel_queued = gr.Button(visible="hidden", elem_id="gepard-cancel-queued")
     cancel_queued.click(None, cancels=[generated], queue=False, api_visibility="private")
-    stopped.then(None, inputs=[results.status], js=_CANCEL_QUEUED_JS, api_visibility="private")
+    stopped.then(None, inputs=[stop_line], js=_CANCEL_QUEUED_JS, api_visibility="private")

@@ -94,6 +94,13 @@
     onSuccess() { markStale(false); },
     onFailure() { setPlaying(false); },
     onPlayerEnd() { setPlaying(false); },
+    // The Stop answer ("Stopping…") and the stopped generation's own last status race to the
+    // page: the answer shows only if that status ("Stopped: …") has not come first.
+    stopAnswered(line, status) {
+      this.stopAnswers += 1;
+      return String(status).startsWith('Stopped') ? status : line;
+    },
+    stopAnswers: 0,
     updateCount,
   };
 
