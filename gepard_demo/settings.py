@@ -17,6 +17,14 @@ FRAME_RATE_HZ = 22050 / 1024
 MAX_FRAMES_LIMIT = 4096
 # Guidance past ~5 is far outside what the authors use (2-3); 10 leaves room to explore.
 MAX_CFG_SCALE = 10.0
+# The authors' runner calls a repetition penalty of 1.1-1.3 typical (facts §15). At 2 every code of
+# the window has its positive logit halved and its negative one doubled, on all 32 heads: with the
+# window's default 32 frames that reaches most of a head's 6-8 levels, so above 2 the penalty mostly
+# reshuffles which levels are left rather than discouraging a loop. 2 leaves room to explore past
+# the authors' range, as MAX_CFG_SCALE does for guidance.
+MAX_REPETITION_PENALTY = 2.0
+# force_stop_frames's text-scaled form (gepard_demo/model/guardrails.py).
+AUTO = "auto"
 
 
 class SettingsError(ValueError):
@@ -26,6 +34,14 @@ class SettingsError(ValueError):
 def _check(cond: bool, message: str) -> None:
     if not cond:
         raise SettingsError(message)
+
+
+def _real(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
+def _whole(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,17 @@ class SamplingSettings:
         same speaker prefix with the text left out ([prefix, SOT, EOT, SOS]). Typical 2-3.
     cfg_frames: guide only the first N frames (the onset, where derails start); None = all.
         Past N the unconditional branch is no longer run.
+    repetition_penalty / repetition_window: the authors' runner's guard against loops (facts §15):
+        per head, every code among the last `repetition_window` committed frames (0 = all of them)
+        has its fp32 logit divided by the penalty when positive, multiplied when not, after
+        guidance and before temperature and top-k. 1.0 = off (the runner's default).
+    force_stop_frames: a hard stop once the utterance has this many frames, whatever the stop head
+        says (the runner's guardrail); "auto" = 4 x the text's expected frames clamped to [80, 300]
+        (the authors' rollout cap, per segment of long text); None = off. A run it ends reports
+        `force_stop` (and counts as a runaway the guard caught). The frame budget still applies:
+        where both fall on the same frame the budget is what ended it, as in the runner.
+    text_repetition: the prompt repeats a short text (facts §2), as the model was trained; False
+        gives the authors' no-repetition baseline (eval's `--text-repetition off`).
     """
 
     temperature: float = 0.3
@@ -53,11 +80,20 @@ class SamplingSettings:
     seed: int | None = None
     cfg_scale: float = 1.0
     cfg_frames: int | None = None
+    repetition_penalty: float = 1.0
+    repetition_window: int = 32
+    force_stop_frames: int | str | None = None
+    text_repetition: bool = True
 
     @property
     def guided(self) -> bool:
         """Whether any frame runs the unconditional branch."""
         return self.cfg_scale != 1.0
+
+    @property
+    def penalized(self) -> bool:
+        """Whether the repetition penalty changes any logit."""
+        return self.repetition_penalty != 1.0
 
     def validate(self) -> "SamplingSettings":
         _check(0.0 < self.temperature <= 5.0, f"temperature must be in (0, 5], got {self.temperature}")
@@ -80,6 +116,26 @@ class SamplingSettings:
             self.cfg_frames is None or (isinstance(self.cfg_frames, int) and 1 <= self.cfg_frames <= MAX_FRAMES_LIMIT),
             f"cfg_frames must be unset (guide every frame) or in [1, {MAX_FRAMES_LIMIT}], got {self.cfg_frames}",
         )
+        _check(
+            _real(self.repetition_penalty) and 1.0 <= self.repetition_penalty <= MAX_REPETITION_PENALTY,
+            f"repetition_penalty must be in [1, {MAX_REPETITION_PENALTY:g}] (1 = off; the authors' typical 1.1-1.3), "
+            f"got {self.repetition_penalty}",
+        )
+        _check(
+            _whole(self.repetition_window) and 0 <= self.repetition_window <= MAX_FRAMES_LIMIT,
+            f"repetition_window must be a whole number of frames in [0, {MAX_FRAMES_LIMIT}] (0 = all history), "
+            f"got {self.repetition_window}",
+        )
+        f = self.force_stop_frames
+        _check(
+            f is None or f == AUTO or _whole(f),
+            f"force_stop_frames must be unset (off), {AUTO!r} or a whole number of frames, got {f!r}",
+        )
+        _check(
+            not _whole(f) or 1 <= f <= self.max_frames,
+            f"force_stop_frames must be in [1, max_frames = {self.max_frames}], got {f}",
+        )
+        _check(isinstance(self.text_repetition, bool), f"text_repetition must be true or false, got {self.text_repetition!r}")
         return self
 
     def replace(self, **changes) -> "SamplingSettings":

@@ -1,4 +1,5 @@
-"""The model authors' runner, written out for the tests: what our guidance branch must equal.
+"""The model authors' runner, written out for the tests: what our guidance branch and guardrails
+must equal.
 
 From gepard-train gepard/inference/runner.py (`GepardRunner.generate`, cfg_uncond_mode
 "empty_text"; facts §9): the text-free branch is the shared speaker prefix, then [SOT, EOT, SOS];
@@ -7,6 +8,13 @@ logit = u + w (c - u) before sampling; the stop is read on the conditional branc
 cfg_frames only the conditional branch runs. The layout comes from the checkpoint's files, the
 embeddings and head logits from the talker's modules by hand: nothing here calls the prompt
 builder, the fused heads, the cache or the padding our engine uses.
+
+The guardrails (facts §15), from the same `generate` and its `_sample_head_logits`: the repetition
+penalty over `generated[-window:]` (all of it for window 0; nothing for the first frame), per
+head over the set of codes seen, dividing a positive logit and multiplying a negative one, then
+temperature, then top-k, softmax and multinomial, one head at a time; the force stop is checked
+after each decode step and before the stop head: `len(generated) >= force_stop_frames` ends it.
+With top_k=1 that sampling is deterministic, so a run of ours can be checked frame by frame.
 """
 
 from __future__ import annotations
@@ -87,3 +95,84 @@ def assert_authors_guided_frames(engine, model_dir, text, settings, frames, pref
         if guided:
             uncond.feed(got)
     assert differing <= 2, differing  # ties are rare: more means another computation
+
+
+def runner_sample_head(logits: torch.Tensor, head: int, temperature: float, top_k: int, penalty: float,
+                       recent: list[torch.Tensor] | None) -> int:
+    """gepard-train's `TTSRunner._sample_head_logits`, line for line, on one head's (levels,) logits."""
+    logits = logits.clone().view(1, -1).float()
+    if penalty != 1.0 and recent:
+        seen = {t[head].item() for t in recent}
+        for tok in seen:
+            if logits[0, tok] > 0:
+                logits[0, tok] /= penalty
+            else:
+                logits[0, tok] *= penalty
+    if temperature != 1.0:
+        logits = logits / temperature
+    if top_k > 0:
+        k = min(top_k, logits.shape[-1])
+        threshold = torch.topk(logits, k)[0][:, -1:]
+        logits = logits.masked_fill(logits < threshold, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return int(torch.multinomial(probs, num_samples=1).squeeze())
+
+
+def runner_window(frames: list[torch.Tensor], window: int, penalty: float) -> list[torch.Tensor] | None:
+    """What the runner hands `_sample_frame` as recent_frames before sampling frame len(frames)."""
+    if penalty == 1.0 or not frames:
+        return None  # the first frame is sampled with recent_frames=None
+    return list(frames) if window == 0 else list(frames[-window:])
+
+
+def assert_authors_frames(engine, model_dir, text, settings, result, prefix=None, force_stop=None):
+    """`result` (a GenerationResult made with top_k=1) is, frame by frame, the authors' runner's:
+    each frame its `_sample_head_logits` choice (the repetition window from the frames before it,
+    guidance as in assert_authors_guided_frames), and it ends where the runner's loop would: the
+    force stop first, then the stop head on the conditional branch, then the frame budget.
+    force_stop: the frame count the run was asked to stop at (auto resolved by the test itself)."""
+    assert settings.top_k == 1 and not settings.greedy, "the runner is deterministic only at top_k=1"
+    talker = engine.talker
+    prefix = talker.null_prefix.detach() if prefix is None else prefix
+    cond = Branch(talker, engine.prompt_ids(text), prefix)
+    uncond = Branch(talker, authors_uncond_layout(model_dir), prefix) if settings.guided else None
+    w, n = settings.cfg_scale, settings.cfg_frames
+    frames = list(result.frames)
+    differing = 0
+    for k, got in enumerate(frames + [None]):
+        c, p_stop = cond.heads()
+        if k > 0:
+            # The runner's order after a decode step: the force stop, then the stop head.
+            if force_stop is not None and k >= force_stop:
+                assert got is None and result.ended_by == "force_stop" and k == len(frames), (k, result.ended_by)
+                break
+            if p_stop > settings.stop_threshold:
+                assert got is None and result.ended_by == "stop", (k, p_stop, result.ended_by)
+                break
+        if got is None:  # the runner's loop ran out: range(1, max_frames)
+            assert k == settings.max_frames and result.ended_by == "budget", (k, result.ended_by)
+            break
+        guided = uncond is not None and (n is None or k < n)
+        logits = c
+        if guided:
+            u, _ = uncond.heads()
+            logits = [ui + w * (ci - ui) for ci, ui in zip(c, u)]
+        recent = runner_window(frames[:k], settings.repetition_window, settings.repetition_penalty)
+        for head, (row, code) in enumerate(zip(logits, got.tolist())):
+            want = runner_sample_head(row, head, settings.temperature, 1, settings.repetition_penalty, recent)
+            if code != want:
+                top2 = _penalized(row, head, settings.repetition_penalty, recent).topk(2).values
+                assert float(top2[0] - top2[1]) < TIE, (k, head, code, want)
+                differing += 1
+        cond.feed(got)
+        if guided:
+            uncond.feed(got)
+    assert differing <= 2, differing
+
+
+def _penalized(row: torch.Tensor, head: int, penalty: float, recent) -> torch.Tensor:
+    out = row.clone().float()
+    if penalty != 1.0 and recent:
+        for tok in {t[head].item() for t in recent}:
+            out[tok] = out[tok] / penalty if out[tok] > 0 else out[tok] * penalty
+    return out

@@ -41,10 +41,11 @@ def install_endless_seed() -> Callable[[], None]:
     any GPU worker is forked, so forked workers have it too."""
     create = RowSampler.create.__func__
 
-    def endless_create(cls, settings, device):
-        row = create(cls, settings, device)
+    def endless_create(cls, settings, device, force_stop=None):
+        row = create(cls, settings, device, force_stop)
         if row.seed == ENDLESS_SEED:
             row.settings = dataclasses.replace(row.settings, max_frames=2**40, stop_threshold=1.0)
+            row.force_stop = None
         return row
 
     RowSampler.create = classmethod(endless_create)

@@ -36,7 +36,6 @@ import torch
 
 from gepard_demo.model.batch import BatchRequest, DecodeBatch
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
-from gepard_demo.model.sampling import RowSampler
 from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings, SamplingSettings
 
 from .admission import Costs, Newcomer, Running, refusal
@@ -139,7 +138,8 @@ class BatchScheduler:
 
             ticket = self._ticket(text, s, sp, False, on_step)
             req = ticket.request
-            holder["builder"] = ResultBuilder(text, req.sampler.seed, len(req.prompt), req.sampler.settings)
+            holder["builder"] = ResultBuilder(text, req.sampler.seed, len(req.prompt), req.sampler.settings,
+                                              req.sampler.force_stop)
             tickets.append(ticket)
         for ticket in tickets:
             self._enqueue(ticket)
@@ -158,7 +158,7 @@ class BatchScheduler:
         """A request, checked (bad text or settings raise here, in the caller's thread)."""
         settings = settings.validate().with_concrete_seed()
         e = self.engine
-        request = BatchRequest(e.prompt_ids(text), RowSampler.create(settings, e.device), e.unconditional_prompt(settings),
+        request = BatchRequest(e.prompt_ids(text, settings), e.sampler(text, settings), e.unconditional_prompt(settings),
                                speaker)
         return Ticket(next(self._numbers), stream, request, on_step)
 

@@ -24,6 +24,13 @@ solo run (no mask at all).
 
 Stop semantics, guidance rows and speaker prefixes are generation.py's (its module docstring).
 Each method enters inference mode for its own work only: a caller may run them from any thread.
+
+Guardrails (guardrails.py): a row with a repetition penalty keeps its window of committed frames
+(replayed frames included, so a segment continued in another GPU call keeps its window), and
+`sample` penalizes its logits after guidance; a row with a force stop ends, reported as
+"force_stop", on the step that commits its force_stop-th frame (the runner breaks before the next
+step, so the frames are the same), unless that frame also spends the budget, which the runner
+reports first. The probe (probe.py) reads every row's belief inside the same step.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from transformers import DynamicCache
 
 from .cache_rows import append_rows, left_pad, select_rows, trim_left
 from .generation import FrameStep, guide_logits, padding_mask
+from .guardrails import History
+from .probe import belief
 from .sampling import RowSampler, sample_codes
 from .talker import GepardTalker
 
@@ -131,7 +140,9 @@ class DecodeBatch:
         now = time.perf_counter()
         guided = {h for h, unc in rows if unc}
         for h in handles:
-            self.live[h] = _Live(sampler=by_handle[h].sampler, guided=h in guided, start=now, committed=replayed)
+            request = by_handle[h]
+            _keep_history(request, talker.logits_shape, device)
+            self.live[h] = _Live(sampler=request.sampler, guided=h in guided, start=now, committed=replayed)
         self.rows += rows
         return handles
 
@@ -174,7 +185,9 @@ class DecodeBatch:
                 cond_logits[guided] = guide_logits(cond_logits[guided], logits[unc_rows], scale)
                 logits, p_stop = cond_logits, p_stop[cond_rows]
             codes = sample_codes(logits, [self.live[h].sampler for h in handles])
+            entropy, nll = belief(logits, codes)  # the guided, unpenalized logits: the model's belief
             p_list = p_stop.tolist()  # the conditional rows': the stop is judged there
+            h_list, nll_list = entropy.tolist(), nll.tolist()
             codes_cpu = codes.cpu().unbind(0)
         now = time.perf_counter()
         clock = self.steps
@@ -186,13 +199,18 @@ class DecodeBatch:
             elapsed = now - st.start
             if st.committed > 0 and p_list[k] > settings.stop_threshold:
                 st.done = True
-                events.append((h, FrameStep(st.committed, None, p_list[k], elapsed, "stop", clock)))
+                events.append((h, FrameStep(st.committed, None, p_list[k], elapsed, "stop", clock, h_list[k])))
                 continue
             st.committed += 1
             st.codes = codes[k]
-            done = "budget" if st.committed >= settings.max_frames else None
+            if st.sampler.history is not None:
+                st.sampler.history.add(codes[k])
+            force = st.sampler.force_stop
+            done = ("budget" if st.committed >= settings.max_frames
+                    else "force_stop" if force is not None and st.committed >= force else None)
             st.done = done is not None
-            events.append((h, FrameStep(st.committed - 1, codes_cpu[k], p_list[k], elapsed, done, clock)))
+            events.append((h, FrameStep(st.committed - 1, codes_cpu[k], p_list[k], elapsed, done, clock,
+                                        h_list[k], nll_list[k])))
         return events
 
     def cancel(self, handle: int) -> None:
@@ -260,6 +278,17 @@ def _replayed(requests: list[BatchRequest]) -> int:
     if len(counts) > 1:
         raise ValueError(f"requests admitted together go on from different frame counts: {sorted(counts)}")
     return counts.pop()
+
+
+def _keep_history(request: BatchRequest, shape: torch.Size, device: torch.device) -> None:
+    """A penalized request's window, holding the frames it goes on from (replay) if any."""
+    sampler = request.sampler
+    if not sampler.settings.penalized or sampler.history is not None:
+        return
+    sampler.history = History(sampler.settings.repetition_window, shape, device)
+    if request.replay is not None:
+        for codes in request.replay.to(device):
+            sampler.history.add(codes)
 
 
 def _still_guided(request: BatchRequest, replayed: int) -> bool:

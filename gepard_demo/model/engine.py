@@ -19,6 +19,7 @@ from gepard_demo.settings import SamplingSettings
 from .batch import decode_batch
 from .config import GepardConfig
 from .generation import FrameStep, GenerationResult, ResultBuilder
+from .guardrails import force_stop_for
 from .memory import check_fits
 from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
 from .sampling import RowSampler
@@ -102,8 +103,15 @@ class GepardEngine:
         local = Path(self.model_info.path) / codec_id
         return str(local) if local.exists() else codec_id
 
-    def prompt_ids(self, text: str) -> list[int]:
-        return build_prompt_ids(encode_text(text, self.tokenizer), self.config)
+    def prompt_ids(self, text: str, settings: SamplingSettings | None = None) -> list[int]:
+        """The prompt for `text` (the text repeated when short, unless settings.text_repetition is off)."""
+        repeat = settings is None or settings.text_repetition
+        return build_prompt_ids(encode_text(text, self.tokenizer), self.config, repeat=repeat)
+
+    def sampler(self, text: str, settings: SamplingSettings) -> RowSampler:
+        """The request's RowSampler: its seed's generator, and its force stop for this text
+        ("auto" scaled to it; SettingsError naming force_stop_frames where it cannot be)."""
+        return RowSampler.create(settings, self.device, force_stop_for(settings, text))
 
     def unconditional_prompt(self, settings: SamplingSettings) -> list[int] | None:
         """The guidance branch's prompt when `settings` asks for guidance, else None."""
@@ -127,14 +135,15 @@ class GepardEngine:
             return []
         for s in settings:
             s.validate()
-        prompts = [self.prompt_ids(t) for t in texts]
+        prompts = [self.prompt_ids(t, s) for t, s in zip(texts, settings)]
         rows = len(texts) + sum(1 for s in settings if s.guided)  # a guided request runs a second row
         check_fits(self, rows, max(len(p) for p in prompts), max(s.max_frames for s in settings))
-        samplers = [RowSampler.create(s, self.device) for s in settings]
+        samplers = [self.sampler(t, s) for t, s in zip(texts, settings)]
         if speakers is not None and len(speakers) != len(texts):
             raise ValueError(f"{len(texts)} texts but {len(speakers)} speakers")
         unconditional = [self.unconditional_prompt(s) for s in settings]
-        builders = [ResultBuilder(t, r.seed, len(p), s) for t, r, p, s in zip(texts, samplers, prompts, settings)]
+        builders = [ResultBuilder(t, r.seed, len(p), s, r.force_stop)
+                    for t, r, p, s in zip(texts, samplers, prompts, settings)]
         for row, step in decode_batch(self.talker, prompts, samplers, unconditional, speakers):
             builders[row].add(step)
         return [b.result() for b in builders]
@@ -154,8 +163,8 @@ class GepardEngine:
         Pass `settings.with_concrete_seed()` to know the seed before the first frame.
         """
         settings.validate()
-        prompt = self.prompt_ids(text)
-        sampler = RowSampler.create(settings, self.device)
+        prompt = self.prompt_ids(text, settings)
+        sampler = self.sampler(text, settings)
         if resume is not None and len(resume):
             sampler.skip(len(resume), self.talker.logits_shape, self.device)
         else:

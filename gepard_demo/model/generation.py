@@ -36,6 +36,11 @@ from gepard_demo.settings import SamplingSettings
 from .talker import GepardTalker
 
 
+# How a run can end, besides the stop head: both count as runaways (the force stop is one the
+# authors' guardrail caught; facts §15).
+RUNAWAY_ENDS = ("budget", "force_stop")
+
+
 @dataclass(frozen=True)
 class FrameStep:
     """One decode step of one request."""
@@ -44,8 +49,10 @@ class FrameStep:
     codes: torch.Tensor | None  # (32,) committed codes, or None on the stop step
     p_stop: float
     elapsed_s: float  # since the request (batch) started
-    done: str | None = None  # None, "stop" (stop head fired) or "budget" (max_frames hit)
+    done: str | None = None  # None, "stop" (stop head fired), "budget" (max_frames hit) or "force_stop"
     batch_step: int = 0  # the running batch's step count: every request in it shares this clock
+    entropy: float = float("nan")  # the probe's belief entropy at this step (probe.py), nats
+    nll: float | None = None  # the committed frame's NLL under that belief; None on the stop step
 
 
 @dataclass
@@ -55,16 +62,24 @@ class GenerationResult:
     p_stop: list[float]  # one per step: T, plus the stop step when the stop head fired
     stop_fired: bool
     stop_frame: int | None  # frames committed when the stop head fired
-    runaway: bool  # the budget ended it
+    runaway: bool  # the budget or the force stop ended it (a force stop is a runaway the guard caught)
     seed: int
     prompt_tokens: int
     gen_time_s: float = 0.0
     first_frame_s: float = 0.0
     settings: SamplingSettings = field(default_factory=SamplingSettings)
+    ended_by: str = "stop"  # "stop", "budget" or "force_stop"
+    entropy: list[float] = field(default_factory=list)  # the probe's, one per step (as p_stop)
+    nll: list[float] = field(default_factory=list)  # one per committed frame
+    force_stop: int | None = None  # the frame count it would be force-stopped at ("auto" resolved)
 
     @property
     def num_frames(self) -> int:
         return int(self.frames.shape[0])
+
+    @property
+    def force_stopped(self) -> bool:
+        return self.ended_by == "force_stop"
 
 
 def full_attention_only(backbone_config) -> bool:
@@ -96,18 +111,24 @@ def guide_logits(cond: torch.Tensor, uncond: torch.Tensor, scale: torch.Tensor) 
 class ResultBuilder:
     """One request's FrameSteps, gathered into its GenerationResult as they come."""
 
-    def __init__(self, text: str, seed: int, prompt_tokens: int, settings: SamplingSettings):
+    def __init__(self, text: str, seed: int, prompt_tokens: int, settings: SamplingSettings,
+                 force_stop: int | None = None):
         self.text, self.seed, self.prompt_tokens, self.settings = text, seed, prompt_tokens, settings
+        self.force_stop = force_stop
         self.frames: list[torch.Tensor] = []
         self.p_stop: list[float] = []
+        self.entropy: list[float] = []
+        self.nll: list[float] = []
         self.first: float | None = None
         self.end: FrameStep | None = None
 
     def add(self, step: FrameStep) -> bool:
         """Take one step; True once the request is done."""
         self.p_stop.append(step.p_stop)
+        self.entropy.append(step.entropy)
         if step.codes is not None:
             self.frames.append(step.codes)
+            self.nll.append(step.nll)
             if self.first is None:
                 self.first = step.elapsed_s
         if step.done:
@@ -121,6 +142,7 @@ class ResultBuilder:
         return GenerationResult(
             text=self.text, frames=torch.stack(self.frames).cpu(), p_stop=self.p_stop,
             stop_fired=end.done == "stop", stop_frame=end.index if end.done == "stop" else None,
-            runaway=end.done == "budget", seed=self.seed, prompt_tokens=self.prompt_tokens,
+            runaway=end.done in RUNAWAY_ENDS, seed=self.seed, prompt_tokens=self.prompt_tokens,
             gen_time_s=end.elapsed_s, first_frame_s=self.first or 0.0, settings=self.settings,
+            ended_by=end.done, entropy=self.entropy, nll=self.nll, force_stop=self.force_stop,
         )

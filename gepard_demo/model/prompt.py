@@ -42,12 +42,14 @@ def repetitions(n_tokens: int, rep: TextRepetition) -> int:
     return max(1, min(math.ceil(rep.target_text_tokens / n_tokens), rep.max_repeats))
 
 
-def build_prompt_ids(text_ids: list[int], config: GepardConfig) -> list[int]:
+def build_prompt_ids(text_ids: list[int], config: GepardConfig, repeat: bool = True) -> list[int]:
+    """repeat=False: one copy of the text whatever its length (the authors' no-repetition
+    baseline, MODEL_GUIDE §5.3), where the checkpoint's rule would repeat it."""
     if not text_ids:
         # The layout would still be valid, and the model would voice arbitrary audio.
         raise PromptError("text is empty: there is nothing to say")
     st = config.special_tokens
-    r = repetitions(len(text_ids), config.text_repetition)
+    r = repetitions(len(text_ids), config.text_repetition) if repeat else 1
     block = [st.start_of_text, *text_ids, st.end_of_text]
     slots = [config.speaker_token_base + i for i in range(config.num_speaker_prefix)]
     return slots + block * (r - 1) + block + [st.start_of_speech]

@@ -1,4 +1,5 @@
-"""Per-head frame sampling: Gumbel-max in fp32, optional top-k, or argmax (facts §3).
+"""Per-head frame sampling: the repetition penalty, then Gumbel-max in fp32 with optional top-k,
+or argmax (facts §3, §15).
 
 Each request draws its noise from its own generator with a fixed shape per step, so the noise
 a seeded request sees never depends on its batch neighbours.
@@ -12,21 +13,27 @@ import torch
 
 from gepard_demo.settings import SamplingSettings
 
+from .guardrails import History, penalize
+
 
 @dataclass
 class RowSampler:
-    """One request's sampling settings and its private noise generator."""
+    """One request's sampling settings, its private noise generator, and its guardrails: the frame
+    count it is force-stopped at (None: off; "auto" already resolved for its text, guardrails.py)
+    and, while a repetition penalty is on, its window of recent frames (DecodeBatch keeps it)."""
 
     settings: SamplingSettings
     seed: int
     generator: torch.Generator
+    force_stop: int | None = None
+    history: History | None = None
 
     @classmethod
-    def create(cls, settings: SamplingSettings, device: torch.device) -> "RowSampler":
+    def create(cls, settings: SamplingSettings, device: torch.device, force_stop: int | None = None) -> "RowSampler":
         settings = settings.with_concrete_seed()
         gen = torch.Generator(device=device)
         gen.manual_seed(settings.seed)
-        return cls(settings=settings, seed=settings.seed, generator=gen)
+        return cls(settings=settings, seed=settings.seed, generator=gen, force_stop=force_stop)
 
     def noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
         u = torch.rand(shape, generator=self.generator, device=device, dtype=torch.float32)
@@ -45,8 +52,17 @@ class RowSampler:
 def sample_codes(logits: torch.Tensor, rows: list[RowSampler]) -> torch.Tensor:
     """(N, heads, max_level) fp32 logits with -inf padding -> (N, heads) codes.
 
-    Only the noise is drawn row by row (each from its own generator); the rest is batched.
+    The rows with a repetition penalty have it applied first (before top-k and temperature, as
+    the authors' runner does). Only the noise is drawn row by row (each from its own generator);
+    the rest is batched.
     """
+    penalized = [k for k, r in enumerate(rows) if r.history is not None and r.settings.penalized]
+    if penalized:
+        index = torch.tensor(penalized, device=logits.device)
+        seen = torch.stack([rows[k].history.seen() for k in penalized])
+        penalty = torch.tensor([rows[k].settings.repetition_penalty for k in penalized], device=logits.device)
+        logits = logits.clone()
+        logits[index] = penalize(logits[index], seen, penalty)
     settings = [r.settings for r in rows]
     for k in {s.top_k for s in settings if 0 < s.top_k < logits.shape[-1] and not s.greedy}:
         sel = torch.tensor([s.top_k == k and not s.greedy for s in settings], device=logits.device)

@@ -1,0 +1,92 @@
+"""The authors' guardrails against derailment (facts §15): the repetition penalty and the force stop.
+
+Both come from gepard-train's `GepardRunner.generate` with its names and semantics:
+
+- `repetition_penalty` over `repetition_window` recent frames: per head, every code committed in
+  the window (0 = all history) has its fp32 logit divided by the penalty when positive and
+  multiplied by it when not; after guidance, before temperature and top-k. The first frame has
+  no history, so it is never penalized.
+- `force_stop_frames`: once an utterance has that many frames it ends, whatever the stop head
+  says. "auto" scales it to the text as the authors' DPO rollouts cap their length
+  (`adaptive_max_frames`): 4.0 x the expected frames, clamped to [80, 300], where the expected
+  duration is their scorer's 0.7 + 0.4 s a word (`DPORewardConfig.expected_sec`, words = the
+  text split on whitespace, at least one) at 21.5 frames a second. A long text's segments are
+  each their own request, so each gets its own cap.
+
+`History` keeps a row's window as code counts per head and level, so a step costs the same
+whatever the window's length, and a row that goes on from frames made in another GPU call
+(BatchRequest.replay) starts with those frames in its window.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import torch
+
+from gepard_demo.settings import AUTO, FRAME_RATE_HZ, SamplingSettings, SettingsError
+
+# The authors' rollout cap (conf/dpo/sampling/default.yaml): cap_expected_multiple, cap_min_frames,
+# cap_max_frames; and their scorer's expected duration (conf/dpo/reward/default.yaml).
+AUTO_MULTIPLE = 4.0
+AUTO_MIN_FRAMES = 80
+AUTO_MAX_FRAMES = 300
+SEC_BASE = 0.7
+SEC_PER_WORD = 0.4
+
+
+def expected_speech_s(text: str) -> float:
+    """The authors' expected duration of `text` spoken: 0.7 s + 0.4 s a word (at least one word)."""
+    return SEC_BASE + SEC_PER_WORD * max(1, len(text.split()))
+
+
+def auto_force_stop(text: str) -> int:
+    """force_stop_frames "auto" for `text`: 4 x its expected frames, clamped to [80, 300].
+
+    A text with no letter or digit has no words to scale from (the authors' formula would take it
+    as one word): refused, naming the field, rather than capped at a length that means nothing."""
+    if not any(ch.isalnum() for ch in text):
+        raise SettingsError(f"force_stop_frames {AUTO!r} scales the cap to the text's words, and {text!r} has none: "
+                            "give a number of frames, or leave it off")
+    cap = int(AUTO_MULTIPLE * expected_speech_s(text) * FRAME_RATE_HZ)
+    return max(AUTO_MIN_FRAMES, min(AUTO_MAX_FRAMES, cap))
+
+
+def force_stop_for(settings: SamplingSettings, text: str) -> int | None:
+    """The frame count at which this request is force-stopped, or None (off). "auto" past the
+    frame budget changes nothing: the budget ends the run first, and says so."""
+    f = settings.force_stop_frames
+    if f is None:
+        return None
+    return auto_force_stop(text) if f == AUTO else int(f)
+
+
+class History:
+    """One row's repetition window: how often each (head, level) was committed in the last
+    `window` frames (0 = all of them)."""
+
+    def __init__(self, window: int, shape: torch.Size, device: torch.device):
+        self.window = window
+        self.counts = torch.zeros(shape, dtype=torch.int32, device=device)
+        self._recent: deque[torch.Tensor] = deque()
+        self._heads = torch.arange(shape[0], device=device)
+
+    def add(self, codes: torch.Tensor) -> None:
+        """Commit one frame's (32,) codes; the frame that falls out of the window leaves."""
+        codes = codes.to(self.counts.device)
+        self.counts[self._heads, codes] += 1
+        if self.window > 0:
+            self._recent.append(codes)
+            if len(self._recent) > self.window:
+                self.counts[self._heads, self._recent.popleft()] -= 1
+
+    def seen(self) -> torch.Tensor:
+        return self.counts > 0
+
+
+def penalize(logits: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor) -> torch.Tensor:
+    """(N, heads, levels) fp32 logits with every seen code's logit divided by its row's penalty
+    when positive and multiplied by it when not (the runner's `_sample_head_logits`); the rest
+    unchanged. seen: (N, heads, levels) bool; penalty: (N,)."""
+    p = penalty.view(-1, 1, 1).to(logits.dtype)
+    return torch.where(seen, torch.where(logits > 0, logits / p, logits * p), logits)
