@@ -8,7 +8,24 @@ from __future__ import annotations
 
 import argparse
 
-from .settings import ADMISSION_RULES, DECODE_MODES, BatchingSettings, SamplingSettings, StreamSettings
+from .settings import ADMISSION_RULES, AUTO, DECODE_MODES, BatchingSettings, SamplingSettings, StreamSettings
+
+
+def force_stop_value(text: str) -> int | str | None:
+    """--force-stop-frames: a number of frames, "auto" (scaled to the text) or "off"."""
+    word = text.strip().lower()
+    if word in ("off", "none", ""):
+        return None
+    if word == AUTO:
+        return AUTO
+    try:
+        return int(word)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"force_stop_frames must be a number of frames, {AUTO!r} or 'off', got {text!r}") from None
+
+
+# Flags whose "off" is a value of its own (so None cannot mean "not given" for them).
+_OFF = object()
 
 # The seed is not here: each CLI means something of its own by --seed (one request's seed,
 # a server's default, an evaluation run's base seed).
@@ -19,6 +36,8 @@ SAMPLING_FLAGS = {
     "max_frames": int,
     "cfg_scale": float,  # classifier-free guidance weight, 1 = off
     "cfg_frames": int,  # guide only the first N frames (unset: all)
+    "repetition_penalty": float,  # the authors' guard against loops, 1 = off (facts §15)
+    "repetition_window": int,  # the penalty's window of recent frames, 0 = all history
 }
 STREAM_FLAGS = {"first_chunk_frames": int, "chunk_frames": int, "lookback_frames": int, "fade_ms": float, "silence_ms": float}
 
@@ -28,6 +47,9 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
     for name, typ in SAMPLING_FLAGS.items():
         g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
     g.add_argument("--greedy", action="store_true", default=None, help="argmax instead of sampling")
+    g.add_argument("--force-stop-frames", type=force_stop_value, default=_OFF, metavar="N|auto|off",
+                   help="end a run at N frames whatever the stop head says; auto: 4 x the text's expected frames, "
+                        "clamped to [80, 300] (the authors' rollout cap); off: no force stop")
     g = p.add_argument_group("stream (StreamSettings)")
     for name, typ in STREAM_FLAGS.items():
         g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
@@ -39,6 +61,8 @@ def settings_from_args(
 ) -> tuple[SamplingSettings, StreamSettings]:
     """The base settings with the given flags applied, validated (SettingsError names the bad one)."""
     samp = {k: getattr(args, k) for k in [*SAMPLING_FLAGS, "greedy"] if getattr(args, k) is not None}
+    if getattr(args, "force_stop_frames", _OFF) is not _OFF:
+        samp["force_stop_frames"] = args.force_stop_frames
     strm = {k: getattr(args, k) for k in [*STREAM_FLAGS, "decode_mode"] if getattr(args, k) is not None}
     return base_sampling.replace(**samp).validate(), base_stream.replace(**strm).validate()
 

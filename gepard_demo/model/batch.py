@@ -44,7 +44,7 @@ from transformers import DynamicCache
 
 from .cache_rows import append_rows, left_pad, select_rows, trim_left
 from .generation import FrameStep, guide_logits, padding_mask
-from .guardrails import History
+from .penalty import History
 from .probe import belief
 from .sampling import RowSampler, sample_codes
 from .talker import GepardTalker

@@ -33,12 +33,8 @@ from transformers.masking_utils import create_causal_mask
 
 from gepard_demo.settings import SamplingSettings
 
+from .guardrails import RUNAWAY_ENDS
 from .talker import GepardTalker
-
-
-# How a run can end, besides the stop head: both count as runaways (the force stop is one the
-# authors' guardrail caught; facts §15).
-RUNAWAY_ENDS = ("budget", "force_stop")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import torch
 
 from gepard_demo.settings import SamplingSettings
 
-from .guardrails import History, penalize
+from .penalty import History, penalize
 
 
 @dataclass

@@ -4,7 +4,7 @@ process boundary pickled (gepard_demo/zerogpu)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -59,9 +59,13 @@ class SynthesisStats:
     """What one session did; filled in while it runs, complete once iteration ends.
 
     frames: frames committed (all segments).
-    stop_fired: every segment ended by the stop head; runaway: some segment hit max_frames.
+    stop_fired: every segment ended by the stop head; runaway: some segment hit max_frames or was
+        force-stopped (force_stopped: some segment was; a force stop is a runaway the guard caught).
+    ended_by: how each segment ended: "stop", "budget", "force_stop" or "cancel".
     stop_frame: frames committed when the last segment's stop fired (None otherwise).
     p_stop: one value per decode step, including the stop step itself.
+    entropy: the probe's belief entropy per decode step (as p_stop); nll: per committed frame
+        (gepard_demo/model/probe.py); `probe()` summarises them.
     ttfa_s: request start -> first chunk's samples ready.
     gen_time_s: wall time spent waiting on the engine (prefill + decode steps).
     decode_time_s: wall time spent in the codec and the end-of-speech shaping.
@@ -80,7 +84,11 @@ class SynthesisStats:
     stop_fired: bool = False
     runaway: bool = False
     stop_frame: int | None = None
+    force_stopped: bool = False
+    ended_by: list[str] = field(default_factory=list)
     p_stop: list[float] = field(default_factory=list)
+    entropy: list[float] = field(default_factory=list)
+    nll: list[float] = field(default_factory=list)
     ttfa_s: float | None = None
     gen_time_s: float = 0.0
     decode_time_s: float = 0.0
@@ -97,9 +105,23 @@ class SynthesisStats:
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        d["p_stop"] = list(self.p_stop)
-        d["gpu_asks_s"] = list(self.gpu_asks_s)
+        for name in _LISTS:
+            d[name] = list(d[name])
+        d.update(self.probe())
         return d
+
+    def probe(self) -> dict[str, float | None]:
+        """The onset-entropy summary: mean entropy over frames 0-9 and 40-59 and the drop."""
+        from gepard_demo.model.probe import summary
+
+        return summary(self.entropy)
+
+    def copy(self) -> "SynthesisStats":
+        """A copy whose lists are its own (what a carry hands the next call)."""
+        return replace(self, **{name: list(getattr(self, name)) for name in _LISTS})
+
+
+_LISTS = ("p_stop", "entropy", "nll", "ended_by", "gpu_asks_s")
 
 
 def stack_codes(codes: list[Any]):

@@ -38,6 +38,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from gepard_demo.model.guardrails import RUNAWAY_ENDS, force_stop_for
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clean_text, split_text
@@ -93,6 +94,8 @@ class SynthesisSession(OnceIterableSession):
         # Fix the seed here, not in the engine, so the stats can say which seed was used
         # and a listener can replay the exact utterance.
         self.sampling = sampling.with_concrete_seed()
+        for segment in self.segments:  # "auto" must scale to every segment: refused now, naming the field
+            force_stop_for(self.sampling, segment)
         seed = self.sampling.seed
         self.stream = stream
         self.sample_rate = int(codec.sample_rate)
@@ -115,7 +118,7 @@ class SynthesisSession(OnceIterableSession):
         self._resume, self.call_frames, self.one_segment = resume, call_frames, one_segment
         self.carry: SessionCarry | None = None  # set when this call ended before the utterance did
         if resume is not None:  # what the earlier calls counted carries on
-            self.stats = dataclasses.replace(resume.stats, p_stop=list(resume.stats.p_stop), speed=self.stats.speed)
+            self.stats = dataclasses.replace(resume.stats.copy(), speed=self.stats.speed)
             self._codes = list(resume.codes)
 
     def codes(self) -> np.ndarray:
@@ -168,7 +171,7 @@ class SynthesisSession(OnceIterableSession):
         stats, stream = self.stats, self.stream
         dec = self._decoder = ChunkDecoder(self.codec, stream, stats, getattr(self.engine, "note_decode", None))
         carry = self._resume
-        first, replay, ended_by = 0, None, []  # ended_by, per segment: "stop", "budget" or "cancel"
+        first, replay, ended_by = 0, None, []  # ended_by, per segment: "stop", "budget", "force_stop" or "cancel"
         if carry is not None:
             dec.resume(carry.decoding)
             first, replay, ended_by = carry.segment, carry.segment_codes, list(carry.ended_by)
@@ -188,8 +191,7 @@ class SynthesisSession(OnceIterableSession):
         def hand_over(segment: int, segment_codes: list[Any] | None) -> None:
             """This call ends here; the next one goes on from what is carried."""
             codes = np.asarray(stack_codes(segment_codes), dtype=np.int64) if segment_codes else None
-            self.carry = SessionCarry(segment, codes, dec.carry(), list(ended_by), dataclasses.replace(stats, p_stop=list(stats.p_stop)),
-                                      self.codes().astype(np.int64))
+            self.carry = SessionCarry(segment, codes, dec.carry(), list(ended_by), stats.copy(), self.codes().astype(np.int64))
 
         try:
             for seg_no in range(first, len(self.segments)):
@@ -216,7 +218,9 @@ class SynthesisSession(OnceIterableSession):
                         seg_end = "cancel" if self._cancel.is_set() else "budget"
                         break
                     stats.p_stop.append(float(step.p_stop))
+                    stats.entropy.append(float(step.entropy))
                     if step.codes is not None:
+                        stats.nll.append(float(step.nll) if step.nll is not None else float("nan"))
                         dec.add(step.codes)
                         self._codes.append(step.codes)
                         seg_codes.append(step.codes)
@@ -251,6 +255,7 @@ class SynthesisSession(OnceIterableSession):
                 with self._lock:
                     self._close_frames()
                 ended_by.append(seg_end)
+                stats.ended_by = list(ended_by)
                 if seg_end == "cancel":
                     break
                 if self.one_segment and not last_segment:
@@ -262,7 +267,8 @@ class SynthesisSession(OnceIterableSession):
             frame_start = dec.pending_start
             final = dec.finish(self._end_of_speech)
             stats.stop_fired = bool(ended_by) and all(e == "stop" for e in ended_by)
-            stats.runaway = any(e == "budget" for e in ended_by)
+            stats.runaway = any(e in RUNAWAY_ENDS for e in ended_by)
+            stats.force_stopped = "force_stop" in ended_by
             if not stats.stop_fired:
                 stats.stop_frame = None
             chunk = emit(final, frame_start, dec.pending_start, True)

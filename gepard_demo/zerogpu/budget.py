@@ -31,12 +31,10 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
+from gepard_demo.model.guardrails import expected_speech_s
 from gepard_demo.settings import FRAME_RATE_HZ, SamplingSettings, SettingsError
 
-
-def expected_speech_s(text: str) -> float:
-    """The authors' expected duration of `text` spoken: 0.7 s + 0.4 s a word."""
-    return 0.7 + 0.4 * len(text.split())
+__all__ = ["GpuBudget", "StartTimes", "expected_speech_s"]
 
 
 @dataclass(frozen=True)
