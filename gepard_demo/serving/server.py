@@ -250,7 +250,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             return Response(status_code=499)
         st = session.stats
         headers.update({"X-Gepard-Frames": str(st.frames), "X-Gepard-Stop-Fired": str(st.stop_fired).lower(),
-                        "X-Gepard-Runaway": str(st.runaway).lower(), "X-Gepard-Ended-By": ended_by(st),
+                        "X-Gepard-Runaway": str(st.runaway).lower(), "X-Gepard-Ended-By": st.outcome,
                         "X-Gepard-Force-Stopped": str(st.force_stopped).lower()})
         headers.update({f"X-Gepard-{k.replace('_', '-').title()}": "" if v is None else f"{v:.4f}"
                         for k, v in st.probe().items()})
@@ -265,15 +265,6 @@ FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}
 
 def _json_floats(values: list[float]) -> list[float | None]:
     return [round(x, 4) if math.isfinite(x) else None for x in values]
-
-
-def ended_by(stats) -> str:
-    """How the utterance ended: force_stop if a segment was force-stopped, else budget if one ran to
-    its budget, else stop (every segment's stop head fired)."""
-    for end in ("force_stop", "budget"):
-        if end in stats.ended_by:
-            return end
-    return "stop"
 
 
 async def _stream_body(session: SynthesisSession, req: SpeechRequest):
@@ -302,7 +293,7 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest):
             st = session.stats
             yield sse_event("speech.audio.done", {"gepard": {
                 "frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway, "seed": st.seed,
-                "ended_by": ended_by(st), "force_stopped": st.force_stopped, **st.probe(),
+                "ended_by": st.outcome, "force_stopped": st.force_stopped, **st.probe(),
                 "entropy": _json_floats(st.entropy), "nll": _json_floats(st.nll)}})
     except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
         log.exception("speech stream failed")
