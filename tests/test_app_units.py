@@ -12,7 +12,7 @@ import pytest
 
 from gepard_demo.settings import SettingsError
 from gepard_demo.ui.banner import banner_markdown
-from gepard_demo.ui.controller import CONTROL_NAMES, parse_controls
+from gepard_demo.ui.controls import CONTROL_NAMES, parse_controls
 from gepard_demo.ui.jobs import JobError, JobRegistry, TooManyListeners
 from gepard_demo.ui.model_host import ModelHost, load_model_host
 
@@ -40,6 +40,7 @@ GOOD = dict(
     text="hi", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5, seed=5, random_seed=False,
     max_frames=100, first_chunk_frames=10, chunk_frames=10, decode_mode="exact", lookback_frames=8,
     fade_ms=0, silence_ms=0, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
+    repetition_penalty=1.0, repetition_window=32, force_stop_frames="off",
 )
 
 
@@ -64,6 +65,29 @@ def test_parse_controls_keeps_big_seeds_exact_and_names_bad_values():
         ("max_frames", None, "max_frames is empty"),
         ("fade_ms", -1, "fade_ms"),
         ("decode_mode", "x", "decode_mode"),
+    ]:
+        with pytest.raises(SettingsError, match=msg):
+            parse_controls({**GOOD, key: value})
+
+
+def test_parse_controls_reads_the_guardrails_and_names_bad_ones():
+    s = parse_controls({**GOOD, "repetition_penalty": 1.25, "repetition_window": 0, "force_stop_frames": " auto "})[0]
+    assert (s.repetition_penalty, s.repetition_window, s.force_stop_frames) == (1.25, 0, "auto")
+    assert parse_controls({**GOOD, "force_stop_frames": "60"})[0].force_stop_frames == 60
+    assert parse_controls({**GOOD, "force_stop_frames": 60.0})[0].force_stop_frames == 60  # an API client's number
+    assert parse_controls({**GOOD, "force_stop_frames": ""})[0].force_stop_frames is None
+    no_guard = {k: v for k, v in GOOD.items() if k not in ("repetition_penalty", "repetition_window", "force_stop_frames")}
+    s = parse_controls(no_guard)[0]  # an API client from before the guardrails: off
+    assert (s.repetition_penalty, s.force_stop_frames) == (1.0, None)
+    for key, value, msg in [
+        ("repetition_penalty", 0.9, "repetition_penalty must be between 1 and 2"),
+        ("repetition_penalty", 2.5, "repetition_penalty must be between 1 and 2"),
+        ("repetition_window", -1, "repetition_window must be between 0"),
+        ("repetition_window", 1.5, "repetition_window must be a whole number"),
+        ("force_stop_frames", "0", r"force_stop_frames must be in \[1, max_frames = 100\]"),
+        ("force_stop_frames", "101", "force_stop_frames must be in"),
+        ("force_stop_frames", "soon", "force_stop_frames must be 'off', 'auto'"),
+        ("force_stop_frames", "12.5", "force_stop_frames must be a whole number"),
     ]:
         with pytest.raises(SettingsError, match=msg):
             parse_controls({**GOOD, key: value})

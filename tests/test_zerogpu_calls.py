@@ -61,6 +61,14 @@ def test_a_default_generate_of_a_sentence_asks_for_at_most_30_s():
     assert b.ask_s(frames, s, 0) < b.ask_s(b.call_frames(SENTENCE, 0, g), g, 0) <= 30
 
 
+def test_no_call_asks_past_a_segments_force_stop():
+    b, s = GpuBudget(), SamplingSettings(force_stop_frames=30)
+    assert b.call_frames(SENTENCE, 0, s) == 30 and b.call_frames(SENTENCE, 20, s) == 10
+    auto = s.replace(force_stop_frames="auto")  # 12 words: int(4 x 5.5 s x 21.53) = 473 -> the clamp's 300
+    whole = b.call_frames(SENTENCE, 0, SamplingSettings())
+    assert b.call_frames(SENTENCE, 300 - 5, auto) == 5 and b.call_frames(SENTENCE, 0, auto) == min(whole, 300)
+
+
 @pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided"])
 def test_no_call_of_any_generate_up_to_2000_characters_asks_for_more_than_60_s(guided):
     b = GpuBudget()
