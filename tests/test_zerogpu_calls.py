@@ -107,11 +107,15 @@ def _in_process(reference, text, sampling):
     return session, session.run()
 
 
-@pytest.mark.parametrize("case", ["segments", "runaway"])
+@pytest.mark.parametrize("case", ["segments", "runaway", "guarded"])
 def test_the_calls_make_one_utterance(forked, reference, case):
     if case == "segments":  # three text segments, each its own call
         text = _paragraph(1000)
         sampling = SamplingSettings(seed=11, max_frames=25, stop_threshold=0.999)
+    elif case == "guarded":  # the penalty's window carried from call to call, force-stopped in the last one
+        text, sampling = "Hi there.", SamplingSettings(seed=13, max_frames=400, stop_threshold=0.999,
+                                                       repetition_penalty=1.3, repetition_window=40,
+                                                       force_stop_frames="auto")
     else:  # one sentence that never stops by itself: it outlasts call after call up to its budget
         text, sampling = "Hi there.", SamplingSettings(seed=12, max_frames=150, stop_threshold=0.999, cfg_scale=2.0,
                                                        cfg_frames=50)
@@ -126,6 +130,9 @@ def test_the_calls_make_one_utterance(forked, reference, case):
     assert st.complete and st.frames == direct.stats.frames and st.p_stop == pytest.approx(direct.stats.p_stop, abs=1e-5)
     assert np.array_equal(session.codes(), direct.codes())
     assert forked.starts.estimate() is not None  # a fresh worker said how long its start took
+    if case == "guarded":  # auto for two words: int(4 x 1.5 s x 21.53) = 129; the probe's traces carried too
+        assert st.force_stopped and st.ended_by == ["force_stop"] and st.frames == 129
+        assert st.entropy == pytest.approx(direct.stats.entropy, abs=1e-4) and len(st.nll) == 129
 
 
 def test_a_carry_survives_pickling_and_another_process(reference):
