@@ -1,7 +1,8 @@
 """`python -m eval compare` on hand-made scored runs: paired deltas overall and per category and
 per failure entry, the statistics behind them checked against their definitions, the gate file
-and its breaches, the comparison folder, several runs against one base, and what cannot be
-compared."""
+and its breaches, the comparison folder (each chart row and table row carrying its own category's
+or entry's numbers, read from what the charts draw), several runs against one base, and what
+cannot be compared."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from eval_fixtures import fake_run
 
 from eval.cli import main
+from eval.compare import folder
 from eval.compare.gate import Gate, GateError, check
 from eval.compare.paired import mcnemar_p, newcombe_paired, rate_delta, ratio_delta
 from eval.compare.table import ALL, compare_runs
@@ -155,3 +157,107 @@ def test_the_exit_code_through_the_cli_process(runs):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p.stderr
     assert "corpus_wer" in p.stdout and "REGRESSION" in p.stdout
+
+
+def _drawn(monkeypatch) -> dict:
+    """The figures the comparison folder draws, by file name (forest, failures), kept as drawn."""
+    figures, save = {}, folder.save_chart
+
+    def keep(fig, path, data):
+        figures[Path(path).stem] = fig
+        return save(fig, path, data)
+
+    monkeypatch.setattr(folder, "save_chart", keep)
+    return figures
+
+
+def _points(fig) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """What a deltas chart shows: series (run) -> row label -> (point, interval low, high), in the
+    chart's units (points: x100), each point matched to the row label at its height."""
+    ax = fig.axes[0]
+    labels = {round(y): t.get_text() for y, t in zip(ax.get_yticks(), ax.get_yticklabels())}
+    out = {}
+    for bars in ax.containers:
+        line, _, (xerr,) = bars
+        rows = out.setdefault(bars.get_label(), {})
+        for x, y, seg in zip(line.get_xdata(), line.get_ydata(), xerr.get_segments()):
+            assert abs(seg[0][1] - y) < 1e-9 and abs(y - round(y)) < 0.4  # the bar on its point, the point on its row
+            rows[labels[round(y)]] = (float(x), float(seg[0][0]), float(seg[1][0]))
+    return out
+
+
+def test_each_forest_row_shows_its_own_categorys_delta_and_interval(tmp_path, monkeypatch):
+    """Three categories, each with its own known change: alpha loses 2 of 13 words in every sentence
+    (+15.38 points, and an interval of no width: every resample is the same), beta loses 6 in every
+    other sentence (+23.08, a real interval), gamma none (0, no width); a second run worsens gamma
+    only. Each row of the forest chart, for each run, must show that category's delta and interval
+    (checked against sums of the scored rows and the normal approximation of the bootstrap), and
+    compare.md's per-category table the same."""
+    names = ("alpha", "beta", "gamma")
+    cats = [{"category": names[i % 3]} for i in range(len(TEXTS))]
+    lost = {"regressed": lambda cat, j: {"alpha": 2, "beta": 6 * (j % 2), "gamma": 0}[cat],
+            "gamma_only": lambda cat, j: 1 if cat == "gamma" else 0}
+    base = fake_run(tmp_path / "base", TEXTS, TEXTS, extra=cats)
+    news = [fake_run(tmp_path / name, TEXTS, [" ".join(t.split()[:len(t.split()) - f(names[i % 3], i // 3)])
+                                              for i, t in enumerate(TEXTS)], extra=cats) for name, f in lost.items()]
+    figures = _drawn(monkeypatch)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(base), *map(str, news), "--out", str(out)]) == 1
+    drawn = _points(figures["forest"])
+    assert set(drawn) == set(lost)
+    md = (out / "compare.md").read_text()
+
+    def scored(run):
+        return [json.loads(line) for line in (run / "asr/faster-whisper_tiny.en_int8/scores.jsonl").read_text().splitlines()]
+
+    for new in news:
+        b, n = scored(base), scored(new)
+        rows = drawn[new.name]
+        assert set(rows) == {"overall", *names}
+        for cat in ("overall", *names):
+            keep = [i for i in range(len(TEXTS)) if cat == "overall" or cats[i]["category"] == cat]
+            ref = sum(n[i]["n_ref"] for i in keep)
+            assert ref == 13 * len(keep) == sum(b[i]["n_ref"] for i in keep)  # every sentence 13 words, both runs
+            edits = np.array([n[i]["errors"] - b[i]["errors"] for i in keep], float)  # per sentence, new - base
+            want = edits.sum() / ref
+            # the bootstrap of a mean of len(keep) sentences: its 95% interval ~ +-1.96 sd / sqrt(n)
+            half = 1.96 * edits.std() / 13 / np.sqrt(len(keep))
+            point, low, high = (v / 100 for v in rows[cat])
+            assert point == pytest.approx(want, abs=1e-9), (new.name, cat)
+            if half == 0:  # the same change in every sentence: every resample gives it
+                assert low == pytest.approx(want, abs=1e-9) and high == pytest.approx(want, abs=1e-9), (new.name, cat)
+            else:
+                assert low == pytest.approx(want - half, abs=0.25 * half) and high == pytest.approx(want + half, abs=0.25 * half)
+            if cat != "overall" and new.name == "regressed":
+                assert f"| {cat} | {len(keep)} | +{100 * want:.2f}% [+{100 * low:.2f}%, +{100 * high:.2f}%] |" in md
+    # what the construction says, in words: the rows differ, so a row showing another's delta is seen
+    assert [round(drawn["regressed"][c][0], 2) for c in ("overall", *names)] == [12.82, 15.38, 23.08, 0.0]
+    assert [round(drawn["gamma_only"][c][0], 2) for c in ("overall", *names)] == [2.56, 0.0, 0.0, 7.69]
+
+
+def test_each_failure_row_shows_its_own_entrys_change(runs, tmp_path, monkeypatch):
+    """The casual run fails catastrophically in 30 of 60 pairs (8 of 13 words lost), the base in none:
+    that row (and "any") is +50 points with Newcombe's interval, computed here from Wilson's closed
+    form (the base side has no events, so the pairs' correlation term is 0); every other entry is 0
+    with the interval +-z^2 / (n + z^2) of 0 events in 60 on both sides."""
+    base, _, casual, _ = runs
+    figures = _drawn(monkeypatch)
+    main(["compare", str(base), str(casual), "--out", str(tmp_path / "cmp")])
+    (rows,) = _points(figures["failures"]).values()
+    z, n = 1.959963984540054, 60
+
+    def wilson(k):
+        p = k / n
+        mid, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return mid - half, mid + half
+
+    none_high = wilson(0)[1]
+    assert none_high == pytest.approx(z * z / (n + z * z))
+    lo30, hi30 = wilson(30)
+    for entry, (point, low, high) in rows.items():
+        if entry in ("catastrophic", "any"):
+            assert point / 100 == pytest.approx(0.5)
+            assert low / 100 == pytest.approx(0.5 - np.hypot(0.5 - lo30, none_high)) and high / 100 == pytest.approx(hi30)
+        else:
+            assert (point, low / 100, high / 100) == (0, pytest.approx(-none_high), pytest.approx(none_high)), entry
+    assert {"catastrophic", "any", "runaway", "loop"} <= set(rows)
