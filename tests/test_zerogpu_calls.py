@@ -6,6 +6,7 @@ worker) loses nothing: not a frame, not the codec's state, not the fade."""
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import numpy as np
@@ -76,6 +77,37 @@ def test_no_call_of_any_generate_up_to_2000_characters_asks_for_more_than_60_s(g
             done += frames
     assert max(asks) <= 60, max(asks)
     assert min(asks) > b.start_s  # each budgets a cold start
+
+
+@pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided"])
+def test_a_call_whose_part_would_ask_over_60_s_asks_60_s_at_most_and_close_to_it(guided):
+    """A 400-character segment after measured cold starts of 20 to 45 s: past some start its call,
+    uncapped, would ask start + frames x per-frame cost > 60 s. The session's request (what reaches
+    ZeroGPU) then asks 60 s at most and no more than one 10% step below the most frames that fit
+    under 60 s, by hand; below that start it asks for all the frames it wants. Some start puts
+    the ask at 60 itself: the cap is reached, and a cap above it would show."""
+    s = SamplingSettings(max_frames=4096, cfg_scale=2.5 if guided else 1.0)
+    segment = split_text(_paragraph(MAX_TEXT_CHARS))[0]
+    words = len(segment.split())
+    b = GpuBudget()
+    per_frame = b.step_s + b.codec_s_per_frame + (b.step_s * b.guided_step_extra if guided else 0.0)  # s a frame
+    wanted = math.ceil(1.5 * (0.7 + 0.4 * words) * 22050 / 1024)  # 1.5 x the expected speech, in codec frames
+    asks, capped = [], 0
+    for start in np.arange(20.0, 45.5, 0.5):
+        starts = StartTimes()
+        starts.note(start)
+        session = GpuSession(None, segment, s, STREAM, sample_rate=22050, starts=starts)
+        assert len(session.segments) == 1 and 60 <= words
+        request = session.request()
+        assert request.ask_s == math.ceil(start + request.call_frames * per_frame - 1e-9), start
+        asks.append(request.ask_s)
+        if start + wanted * per_frame <= 60:
+            assert request.call_frames == wanted, start
+            continue
+        capped += 1
+        fits = math.floor((60 - start) / per_frame + 1e-9)  # the most frames a 60 s ask covers
+        assert 0.9 * fits - 1 <= request.call_frames <= fits, (start, request.call_frames, fits)
+    assert max(asks) == 60 and capped >= 10, (asks, capped)
 
 
 def test_asks_follow_the_text_the_measured_cold_start_and_the_budget():
