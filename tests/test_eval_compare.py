@@ -18,8 +18,8 @@ from eval_fixtures import fake_run
 from eval.cli import main
 from eval.compare import folder
 from eval.compare.gate import Gate, GateError, check
-from eval.compare.paired import mcnemar_p, newcombe_paired, rate_delta, ratio_delta
-from eval.compare.table import ALL, compare_runs
+from eval.compare.paired import Delta, mcnemar_p, newcombe_paired, rate_delta, ratio_delta
+from eval.compare.table import ALL, Comparison, compare_runs
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
@@ -110,6 +110,27 @@ def test_the_gate_file_names_each_breach(runs, tmp_path, capsys):
         assert named in capsys.readouterr().err
     with pytest.raises(GateError):
         check(Gate.parse({"categories": {"x": {"loop": 0}}}), c)
+
+
+def test_the_gate_judges_the_intervals_better_end_not_the_point():
+    """Hand-made deltas on each side of a limit: a measure breaches only when the end of its interval
+    on the better side is past the limit: the low end for WER (higher is worse), the high end for
+    DNSMOS (lower is worse), the end nearer 0 for F0 (no side is worse; an interval across 0 never,
+    however wide); a better end exactly at the limit is not past it."""
+    def d(delta, low, high):
+        return Delta(0.0, delta, delta, low, high, 50)
+
+    cases = {  # measure: (limit, {name: (delta, low, high, breaches?)})
+        "corpus_wer": (0.02, {"noisy": (0.05, -0.01, 0.11, False), "clear": (0.05, 0.03, 0.07, True),
+                              "at": (0.04, 0.02, 0.06, False)}),
+        "dnsmos_ovrl": (0.1, {"noisy": (-0.3, -0.65, 0.05, False), "clear": (-0.4, -0.6, -0.2, True)}),
+        "f0_median_hz": (10.0, {"down": (-20.0, -30.0, -12.0, True), "up": (20.0, 12.0, 30.0, True),
+                                "across": (-20.0, -45.0, 15.0, False), "near": (20.0, 8.0, 32.0, False)}),
+    }
+    for measure, (limit, deltas) in cases.items():
+        comparison = Comparison("b", "n", "t", 50, list(deltas), {ALL: {}, **{c: {measure: d(*v[:3])} for c, v in deltas.items()}})
+        breaches = check(Gate.parse({"categories": {"*": {measure: limit}}}), comparison)
+        assert sorted(b.category for b in breaches) == sorted(c for c, v in deltas.items() if v[3]), measure
 
 
 def test_the_comparison_folder(runs, tmp_path):
