@@ -18,7 +18,7 @@ from eval_fixtures import fake_run
 from eval.cli import main
 from eval.compare import folder
 from eval.compare.gate import Gate, GateError, check
-from eval.compare.paired import Delta, mcnemar_p, newcombe_paired, rate_delta, ratio_delta
+from eval.compare.paired import Delta, mcnemar_p, mean_delta, newcombe_paired, rate_delta, ratio_delta
 from eval.compare.table import ALL, Comparison, compare_runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,6 +71,23 @@ def test_a_sentences_samples_are_resampled_together():
     by_sentence = ratio_delta(errors_a, n_ref, errors_b, n_ref, np.arange(40) // 2)  # rows 0-3 are 2 sentences
     assert by_row.delta == by_sentence.delta == pytest.approx(20 / 400)
     assert by_sentence.low < by_row.low  # fewer independent units: a wider interval
+
+
+def test_a_mean_deltas_interval_has_the_width_its_sentences_give():
+    """100 pairs, the new run 1 higher in every other one: +0.5, and per pair a difference of sd 0.5,
+    so the bootstrap's 95% interval is +-1.96 x 0.5 / sqrt(100) by hand. Two samples a sentence that
+    differ within it (one 0, one 1) leave every sentence's mean at 0.5: no width at all; two that
+    agree make 50 independent units, sqrt(2) wider. A failure rate with several samples a sentence
+    takes the same interval."""
+    a, b = np.zeros(100), np.arange(100) % 2.0
+    by_hand = 1.96 * 0.5 / np.sqrt(100)
+    for clusters, width in ((np.arange(100), by_hand), (np.arange(100) // 2, 0.0),
+                            (np.arange(100) % 50, by_hand * np.sqrt(2))):  # row i and i + 50: the same parity
+        d = mean_delta(a, b, clusters)
+        assert d.delta == pytest.approx(0.5) and d.low <= 0.5 <= d.high
+        assert (d.high - d.low) / 2 == pytest.approx(width, abs=0.12 * by_hand), (clusters[:4], d)
+    r = rate_delta(a.astype(bool), b.astype(bool), np.arange(100) % 50)
+    assert r.delta == pytest.approx(0.5) and (r.high - r.low) / 2 == pytest.approx(by_hand * np.sqrt(2), abs=0.12 * by_hand)
 
 
 def test_deltas_per_category_and_per_failure(runs):
@@ -251,6 +268,9 @@ def test_each_forest_row_shows_its_own_categorys_delta_and_interval(tmp_path, mo
                 assert low == pytest.approx(want - half, abs=0.25 * half) and high == pytest.approx(want + half, abs=0.25 * half)
             if cat != "overall" and new.name == "regressed":
                 assert f"| {cat} | {len(keep)} | +{100 * want:.2f}% [+{100 * low:.2f}%, +{100 * high:.2f}%] |" in md
+    # the side-by-side table's row: each run's own overall delta in its own column
+    cells = [drawn[name]["overall"] for name in lost]
+    assert "| corpus_wer | 0.00% | " + " | ".join(f"+{p:.2f}% [+{lo:.2f}%, +{hi:.2f}%]" for p, lo, hi in cells) + " |" in md
     # what the construction says, in words: the rows differ, so a row showing another's delta is seen
     assert [round(drawn["regressed"][c][0], 2) for c in ("overall", *names)] == [12.82, 15.38, 23.08, 0.0]
     assert [round(drawn["gamma_only"][c][0], 2) for c in ("overall", *names)] == [2.56, 0.0, 0.0, 7.69]
