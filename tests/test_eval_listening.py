@@ -6,9 +6,10 @@ scores with bootstrap intervals for more than two runs."""
 from __future__ import annotations
 
 import json
+import random
 
-import pytest
 import numpy as np
+import pytest
 from eval_fixtures import fake_run
 
 from eval.cli import main
@@ -39,6 +40,22 @@ def test_pairs_are_the_same_sentence_and_seed_with_sides_shuffled_by_the_seed(ru
     assert [(p.id, p.a["run"]) for p in other.pairs] != [(p.id, p.a["run"]) for p in s.pairs]
     with pytest.raises(ListeningError, match="same text and seed"):
         Session.open(runs_dir, "x", ["old", "reseeded"])
+
+
+def test_the_command_makes_a_session_with_seed_0_by_default(runs_dir):
+    """`python -m eval listening DIR --new RUN RUN` without --seed: seed 0, so the same command always
+    asks the same way; each pair's sides are the seeded draw of the session's definition, keyed by
+    "0|id|run|run" (run first in the command plays A when it is below 0.5)."""
+    folder = runs_dir / "listening"
+    for name in ("first", "again"):
+        assert main(["listening", str(folder / name), "--new", "old", "new"]) == 0
+    assert main(["listening", str(folder / "seeded"), "--new", "old", "new", "--seed", "7"]) == 0
+    meta = {n: json.loads((folder / n / "session.json").read_text()) for n in ("first", "again", "seeded")}
+    assert meta["first"]["seed"] == 0 and (folder / "first" / "listening.md").is_file()
+    asked = {n: [(p["id"], p["a"]["run"]) for p in m["pairs"]] for n, m in meta.items()}
+    assert asked["first"] == asked["again"] != asked["seeded"]
+    for uid, a in asked["first"]:
+        assert a == ("old" if random.Random(f"0|{uid}|old|new").random() < 0.5 else "new"), uid
 
 
 def test_votes_are_kept_per_listener_and_a_session_survives_a_reload(runs_dir):
