@@ -189,12 +189,21 @@ def test_what_cannot_be_compared_is_refused_or_compared_on_the_common_part(runs,
     assert compare_runs(unseeded, half).pairs == 40 and not any("seeds" in n for n in compare_runs(unseeded, half).notes)
 
 
-def test_the_exit_code_through_the_cli_process(runs):
-    base, _, casual, _ = runs
-    p = subprocess.run([sys.executable, "-m", "eval", "compare", str(base), str(casual)], cwd=REPO,
+def test_the_exit_code_through_the_cli_process(runs, tmp_path):
+    """With no --gate and no --out: the default gate lets the overall corpus WER rise by nothing
+    beyond noise, so 5 sentences of 60 losing one word each (+0.64 points; in the bootstrap at
+    least one of them is drawn in 99.5% of resamples, so the low end is above 0) fail; the folder
+    is NEW/compare-vs-BASE."""
+    base = runs[0]
+    hyps = [" ".join(h.split()[:-1]) if i % 12 == 1 else h for i, h in enumerate(_worse(TEXTS, 10))]
+    slight = fake_run(tmp_path / "slight", TEXTS, hyps, extra=CATS)
+    p = subprocess.run([sys.executable, "-m", "eval", "compare", str(base), str(slight)], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p.stderr
     assert "corpus_wer" in p.stdout and "REGRESSION" in p.stdout
+    md = (slight / "compare-vs-base" / "compare.md").read_text()
+    wer = json.loads((slight / "compare-vs-base" / "compare.json").read_text())["runs"][0]["deltas"]["all"]["corpus_wer"]
+    assert wer["delta"] == pytest.approx(5 / (13 * 60)) and 0 < wer["low"] < 0.005 and "**1 breach(es)" in md
 
 
 def _drawn(monkeypatch) -> dict:
