@@ -6,6 +6,7 @@ worker) loses nothing: not a frame, not the codec's state, not the fade."""
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import numpy as np
@@ -14,7 +15,7 @@ import torch
 
 from gepard_demo.codec import load_codec
 from gepard_demo.model.engine import GepardEngine
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, split_text
 from gepard_demo.zerogpu.budget import GpuBudget, StartTimes, expected_speech_s
@@ -84,6 +85,51 @@ def test_no_call_of_any_generate_up_to_2000_characters_asks_for_more_than_60_s(g
             done += frames
     assert max(asks) <= 60, max(asks)
     assert min(asks) > b.start_s  # each budgets a cold start
+
+
+@pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided"])
+def test_a_call_whose_part_would_ask_over_60_s_asks_60_s_at_most_and_close_to_it(guided):
+    """A 400-character segment after measured cold starts of 20 to 45 s: past some start its call,
+    uncapped, would ask start + frames x per-frame cost > 60 s. The session's request (what reaches
+    ZeroGPU) then asks 60 s at most and no more than one 10% step below the most frames that fit
+    under 60 s, by hand; below that start it asks for all the frames it wants. Some start puts
+    the ask at 60 itself: the cap is reached, and a cap above it would show."""
+    s = SamplingSettings(max_frames=4096, cfg_scale=2.5 if guided else 1.0)
+    segment = split_text(_paragraph(MAX_TEXT_CHARS))[0]
+    words = len(segment.split())
+    b = GpuBudget()
+    per_frame = b.step_s + b.codec_s_per_frame + (b.step_s * b.guided_step_extra if guided else 0.0)  # s a frame
+    wanted = math.ceil(1.5 * (0.7 + 0.4 * words) * 22050 / 1024)  # 1.5 x the expected speech, in codec frames
+    asks, capped = [], 0
+    for start in np.arange(20.0, 45.5, 0.5):
+        starts = StartTimes()
+        starts.note(start)
+        session = GpuSession(None, segment, s, STREAM, sample_rate=22050, starts=starts)
+        assert len(session.segments) == 1 and 60 <= words
+        request = session.request()
+        assert request.ask_s == math.ceil(start + request.call_frames * per_frame - 1e-9), start
+        asks.append(request.ask_s)
+        if start + wanted * per_frame <= 60:
+            assert request.call_frames == wanted, start
+            continue
+        capped += 1
+        fits = math.floor((60 - start) / per_frame + 1e-9)  # the most frames a 60 s ask covers
+        assert 0.9 * fits - 1 <= request.call_frames <= fits, (start, request.call_frames, fits)
+    assert max(asks) == 60 and capped >= 10, (asks, capped)
+
+
+def test_a_reference_voice_or_an_eval_batch_may_ask_up_to_240_s_and_no_more():
+    """The other calls' cap, reached from both sides, by hand: a batch of 16 rows costs
+    0.030 x (1 + log2(16) / 4) + 0.004 x 16 = 0.124 s a frame, so after the 10 s start 1854 frames
+    ask 239.9 s (240) and 1855 ask 240.02 s, refused; a reference voice costs 0.3 s a second, so
+    766 s of it ask 239.8 s (240) and 767 s ask 240.1 s, refused."""
+    b = GpuBudget()
+    assert b.batch_s(16, 1854) == 240
+    with pytest.raises(SettingsError, match="16 rows x 1855 frames would hold the GPU for up to 240 s, above the 240 s"):
+        b.batch_s(16, 1855)
+    assert b.prefix_s(766.0) == 240 and b.prefix_s(0.0, start_s=240.0) == 240  # 240 s itself may be asked
+    with pytest.raises(SettingsError, match="767 s of reference .* above the 240 s"):
+        b.prefix_s(767.0)
 
 
 def test_asks_follow_the_text_the_measured_cold_start_and_the_budget():
