@@ -139,6 +139,7 @@ class DemoController:
         # The last few sessions' stats by job id, for the latency benchmark and the tests.
         self._recent: OrderedDict[str, SynthesisStats] = OrderedDict()
         self._recent_lock = threading.Lock()
+        self._wav_lock = threading.Lock()  # Generates running at once write and prune one folder
 
     def stats_for(self, job_id: str) -> SynthesisStats | None:
         with self._recent_lock:
@@ -302,9 +303,10 @@ class DemoController:
         # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).
         path = self.wav_dir / f"gepard-{job_id}.wav"
         sf.write(str(path), audio, sample_rate, subtype="FLOAT")
-        old = sorted(self.wav_dir.glob("gepard-*.wav"), key=lambda p: p.stat().st_mtime)
-        for stale in old[: max(0, len(old) - self.keep_wavs)]:
-            stale.unlink(missing_ok=True)
+        with self._wav_lock:  # else one handler's stat meets a file another has just pruned
+            old = sorted(self.wav_dir.glob("gepard-*.wav"), key=lambda p: p.stat().st_mtime)
+            for stale in old[: max(0, len(old) - self.keep_wavs)]:
+                stale.unlink(missing_ok=True)
         return str(path)
 
     def rate_hint(self) -> float | None:
