@@ -7,7 +7,9 @@ writes the WAV and returns the stats and the p_stop plot. Gradio's queue lets
 `host.concurrency` Generates run at once and lines up the rest. With a batching host
 (model_host.ModelHost.batch) those sessions decode together, and one the scheduler keeps
 waiting (the real-time rule) shows its wait line; without one, `host.lock` takes the engine for
-the session, and keeps the Eval tab off it meanwhile.
+the session, and keeps the Eval tab off it meanwhile. One client may run only
+`TrafficSettings.per_client` of them at once: one more is refused as soon as it reaches the
+handler, so a script's flood leaves Gradio's queue in milliseconds instead of holding every place.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
+from .audio_route import client_of
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
 from .pstop_plot import Trace, pstop_svg
@@ -158,19 +161,20 @@ class DemoController:
                  stop_threshold: float, seed: int | None, random_seed: bool, max_frames: int,
                  first_chunk_frames: int, chunk_frames: int, decode_mode: str, lookback_frames: int,
                  fade_ms: float, silence_ms: float, ref_audio: Any = None, cfg_scale: float = 1.0,
-                 cfg_frames: int = 0) -> Iterator[tuple]:
+                 cfg_frames: int = 0, request: gr.Request = None) -> Iterator[tuple]:
         """Gradio generator: (status, wav path, stats markdown, p_stop plot, take) updates.
 
         Named parameters, one per control (CONTROL_NAMES), so the API shows these names. The
         last output is the finished run as a Take (takes.py) for the visitor's session state,
-        which the API does not show; the Takes panel numbers it and adds it to the list."""
+        which the API does not show; the Takes panel numbers it and adds it to the list. `request`
+        (Gradio's, not in the API) says who asks: the per-client limit (jobs.JobRegistry)."""
         t0 = time.perf_counter()
         values = {k: v for k, v in locals().items() if k in CONTROL_NAMES}
         # API clients may leave the job id empty: they get a fresh one (and no live stream).
         job_id = job_id or secrets.token_hex(16)
         try:
-            job = self.registry.claim(job_id)
-        except JobError as exc:
+            job = self.registry.claim(job_id, client_of(request))
+        except JobError as exc:  # the same line on the page and through the API
             raise self._rejected("Cannot start", exc) from None
         queued_s = max(0.0, time.monotonic() - job.created)
         try:
@@ -253,7 +257,7 @@ class DemoController:
                     yield ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip(),
                            gr.skip())
                 elif worker.is_alive():
-                    sent = sum(len(c) for c in job.chunks) / 4 / session.sample_rate
+                    sent = job.nbytes / 4 / session.sample_rate
                     yield (
                         f"Generating… {st.frames} frames, {sent:.2f} s of audio streamed "
                         f"(seed `{st.seed}`)",
