@@ -94,6 +94,7 @@ def test_ten_visitors_200_generates_all_answered_and_memory_bounded(busy_demo):
     assert sampler.peak_bytes <= KEEP_BYTES and load["kept_bytes"] <= KEEP_BYTES
     assert load["dropped"].get("memory", 0) > 100, load  # the bound was reached, and held
     assert load["running"] == 0
+    assert httpx.get(f"{busy_demo.url}/gepard/load", timeout=30).json() == registry.load()  # what a benchmark reads
     print(f"200 Generates from 10 visitors in {wall:.0f} s; kept at most {sampler.peak_bytes} bytes; {load}")
 
 

@@ -12,6 +12,10 @@ with the reason; each is one line in the log.
 
 `GET /gepard/queue/{job_id}`: where a request that has not started stands (JSON, for the page's
 wait line): position, an estimate in seconds and in words.
+
+`GET /gepard/load`: what the job registry holds now (JSON: Generates running, finished jobs kept,
+their bytes against the bound, those dropped unheard by cause), for an operator or a benchmark;
+no ids, no addresses.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .jobs import JobError, JobGone, JobRegistry, TooManyListeners
 
 PCM_PREFIX = "/gepard/pcm/"
 QUEUE_PREFIX = "/gepard/queue/"
+LOAD_PATH = "/gepard/load"
 WORKLET_PATH = "/gepard/pcm-worklet.js"
 _WORKLET_FILE = Path(__file__).with_name("pcm_worklet.js")
 log = logging.getLogger("gepard_demo.ui")
@@ -82,6 +87,10 @@ def make_audio_router(registry: JobRegistry, sample_rate: int,
             return JSONResponse({"state": "gone", "text": why}, headers={"Cache-Control": "no-store"})
         info = queue_status(job_id) if queue_status else {"state": "unknown"}
         return JSONResponse(info, headers={"Cache-Control": "no-store"})
+
+    @router.get(LOAD_PATH)
+    async def load():
+        return JSONResponse(registry.load(), headers={"Cache-Control": "no-store"})
 
     @router.get(WORKLET_PATH)
     async def worklet():
