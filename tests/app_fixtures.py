@@ -290,3 +290,19 @@ def generate_with_stream(client, url, **over):
     listener.join(30)
     assert not listener.is_alive()
     return result, listener
+
+
+# -- visitors from distinct addresses (the per-client rule tells clients apart by address) -------
+
+# Ten visitors' addresses (TEST-NET-3, never a real host). A test's clients connect from 127.0.0.1,
+# which the server trusts as a proxy (TrafficSettings.trusted_proxies, uvicorn's default too), so
+# the X-Forwarded-For they send names the visitor, as a proxy in front of the app would.
+VISITOR_ADDRESSES = [f"203.0.113.{i}" for i in range(1, 11)]
+
+
+def client_at(url: str, address: str):
+    """gradio_client's Client for a visitor at `address`, through the trusted local proxy.
+    (gradio_client cannot bind a source address: it passes its httpx options to httpx.get too.)"""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, headers={"X-Forwarded-For": address})

@@ -13,14 +13,11 @@ from __future__ import annotations
 import queue
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from gepard_demo.model.batch import BatchRequest
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.settings import FRAME_RATE_HZ
-
-if TYPE_CHECKING:
-    from .scheduler import BatchScheduler
 
 _CLOSED = object()  # what cancel() puts in a stream's handoff: a consumer waiting for a frame stops waiting
 
@@ -82,7 +79,7 @@ class TicketFrames:
     (or close(), or losing the iterator) ends the request from any thread, and a consumer
     waiting for its next frame (queued, in prefill, or behind a slow step) stops waiting at once."""
 
-    def __init__(self, scheduler: BatchScheduler, ticket: Ticket, handoff: queue.Queue):
+    def __init__(self, scheduler: Any, ticket: Ticket, handoff: queue.Queue):
         self._scheduler, self.ticket, self._handoff = scheduler, ticket, handoff
         self._ended = False
 

@@ -7,7 +7,9 @@ writes the WAV and returns the stats and the p_stop plot. Gradio's queue lets
 `host.concurrency` Generates run at once and lines up the rest. With a batching host
 (model_host.ModelHost.batch) those sessions decode together, and one the scheduler keeps
 waiting (the real-time rule) shows its wait line; without one, `host.lock` takes the engine for
-the session, and keeps the Eval tab off it meanwhile.
+the session, and keeps the Eval tab off it meanwhile. One client may run only
+`TrafficSettings.per_client` of them at once: one more is refused as soon as it reaches the
+handler, so a script's flood leaves Gradio's queue in milliseconds instead of holding every place.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
+from .audio_route import client_of
 from .controls import CONTROL_NAMES, parse_controls
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
 from .pstop_plot import Trace, pstop_svg
+from .queue_line import queue_status
 from .takes import Take
 from .views import stats_markdown
 
@@ -56,6 +60,7 @@ class DemoController:
         # The last few sessions' stats by job id, for the latency benchmark and the tests.
         self._recent: OrderedDict[str, SynthesisStats] = OrderedDict()
         self._recent_lock = threading.Lock()
+        self._wav_lock = threading.Lock()  # Generates running at once write and prune one folder
 
     def stats_for(self, job_id: str) -> SynthesisStats | None:
         with self._recent_lock:
@@ -74,19 +79,20 @@ class DemoController:
                  first_chunk_frames: int, chunk_frames: int, decode_mode: str, lookback_frames: int,
                  fade_ms: float, silence_ms: float, ref_audio: Any = None, cfg_scale: float = 1.0,
                  cfg_frames: int = 0, repetition_penalty: float = 1.0, repetition_window: int = 32,
-                 force_stop_frames: str = "off") -> Iterator[tuple]:
+                 force_stop_frames: str = "off", request: gr.Request = None) -> Iterator[tuple]:
         """Gradio generator: (status, wav path, stats markdown, p_stop plot, take) updates.
 
         Named parameters, one per control (CONTROL_NAMES), so the API shows these names. The
         last output is the finished run as a Take (takes.py) for the visitor's session state,
-        which the API does not show; the Takes panel numbers it and adds it to the list."""
+        which the API does not show; the Takes panel numbers it and adds it to the list. `request`
+        (Gradio's, not in the API) says who asks: the per-client limit (jobs.JobRegistry)."""
         t0 = time.perf_counter()
         values = {k: v for k, v in locals().items() if k in CONTROL_NAMES}
         # API clients may leave the job id empty: they get a fresh one (and no live stream).
         job_id = job_id or secrets.token_hex(16)
         try:
-            job = self.registry.claim(job_id)
-        except JobError as exc:
+            job = self.registry.claim(job_id, client_of(request))
+        except JobError as exc:  # the same line on the page and through the API
             raise self._rejected("Cannot start", exc) from None
         queued_s = max(0.0, time.monotonic() - job.created)
         try:
@@ -169,7 +175,7 @@ class DemoController:
                     yield ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip(),
                            gr.skip())
                 elif worker.is_alive():
-                    sent = sum(len(c) for c in job.chunks) / 4 / session.sample_rate
+                    sent = job.nbytes / 4 / session.sample_rate
                     yield (
                         f"Generating… {st.frames} frames, {sent:.2f} s of audio streamed "
                         f"(seed `{st.seed}`)",
@@ -220,9 +226,10 @@ class DemoController:
         # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).
         path = self.wav_dir / f"gepard-{job_id}.wav"
         sf.write(str(path), audio, sample_rate, subtype="FLOAT")
-        old = sorted(self.wav_dir.glob("gepard-*.wav"), key=lambda p: p.stat().st_mtime)
-        for stale in old[: max(0, len(old) - self.keep_wavs)]:
-            stale.unlink(missing_ok=True)
+        with self._wav_lock:  # else one handler's stat meets a file another has just pruned
+            old = sorted(self.wav_dir.glob("gepard-*.wav"), key=lambda p: p.stat().st_mtime)
+            for stale in old[: max(0, len(old) - self.keep_wavs)]:
+                stale.unlink(missing_ok=True)
         return str(path)
 
     def rate_hint(self) -> float | None:
@@ -249,41 +256,10 @@ class DemoController:
     # -- the page's wait line ----------------------------------------------------------------
 
     def queue_status(self, job_id: str) -> dict:
-        """Where a request stands before it starts: position and an honest wait estimate.
-
-        The estimate: what the running request still needs (from its own progress: at least
-        the typical time minus what it has run, at most its frame budget at its own rate),
-        plus the typical time of each request ahead (median of recent ones)."""
-        job = self.registry.get(job_id)
-        if job is not None:
-            # Started, but the engine's scheduler keeps it waiting (its place and why).
-            line = getattr(job.session, "wait_line", lambda: None)() if not job.finished else None
-            if line:
-                return {"state": "queued", "text": f"{line[0].upper()}{line[1:]}."}
-            return {"state": "finished" if job.finished else "running"}
-        ahead = self.registry.waiting_ahead(job_id)
-        if ahead is None:
-            return {"state": "unknown"}
+        """Where a request stands before it starts (queue_line.queue_status)."""
         with self._recent_lock:
             walls = sorted(st.wall_s for st in self._recent.values() if st.wall_s)
-        typical = walls[len(walls) // 2] if walls else None
-        running = self.registry.running()
-        low = high = 0.0
-        if running is not None and running.session is not None:
-            st = running.session.stats
-            ran = time.monotonic() - running.started
-            rate = st.frames / ran if st.frames and ran > 0 else None
-            budget = getattr(getattr(running.session, "sampling", None), "max_frames", None)
-            budget_left = (budget - st.frames) / rate if rate and budget else None
-            guess = max((typical or 0.0) - ran, 1.0)
-            high = budget_left if budget_left is not None else guess
-            low = min(guess, high)
-        low += ahead * (typical or 0.0)
-        high += ahead * (typical or 0.0)
-        position = ahead + (1 if running is not None else 0) + 1
-        return {"state": "queued", "position": position, "ahead": position - 1,
-                "wait_s": round(low, 1), "wait_max_s": round(high, 1),
-                "text": wait_words(position - 1, low, high, typical is not None)}
+        return queue_status(self.registry, job_id, walls[len(walls) // 2] if walls else None)
 
 
 def live_plot(session, sampling: SamplingSettings) -> str:
@@ -297,20 +273,3 @@ def live_plot(session, sampling: SamplingSettings) -> str:
 def final_plot(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     stop = stats.stop_frame if stats.stop_fired else None
     return pstop_svg([Trace("this run", tuple(stats.p_stop), stop, tuple(stats.entropy))], sampling.stop_threshold)
-
-
-def _secs(x: float) -> str:
-    return f"{x:.0f} s" if x < 90 else f"{x / 60:.0f} min"
-
-
-def wait_words(ahead: int, low: float, high: float, known: bool) -> str:
-    """'Waiting: 2 requests ahead of you, about 10 s (at most 40 s).'"""
-    if ahead <= 0:
-        return "Starting…"
-    who = "1 request" if ahead == 1 else f"{ahead} requests"
-    if not known and high <= 0:
-        return f"Waiting: {who} ahead of you (no timing yet to estimate the wait)."
-    est = f"about {_secs(max(low, 1.0))}"
-    if high > low + 1:
-        est += f" (at most {_secs(high)})"
-    return f"Waiting: {who} ahead of you, {est}."
