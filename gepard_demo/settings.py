@@ -190,6 +190,7 @@ class StreamSettings:
 
 
 ADMISSION_RULES = ("realtime", "cap")
+MAX_LOOK_AHEAD = 64  # segments requested ahead at once; their frames wait in memory (a few MB)
 MAX_BATCH_LIMIT = 256  # eval's largest batch; the authors' interactive range per GPU is 64-128 streams
 
 
@@ -206,17 +207,22 @@ class BatchingSettings:
         "realtime", leaving the rest for jitter.
     codec_batching: the streams' codec chunks that line up decode in one call, each stream with
         its own exact state (batching/codec_pool.py); off: every stream decodes alone.
+    look_ahead: how many later segments of a long text are generated ahead of the one playing,
+        as rows of the running batch (streaming/segments.py); 0: one segment after another.
     """
 
     max_batch: int = 4
     admission: str = "realtime"
     headroom: float = 0.85
     codec_batching: bool = True
+    look_ahead: int = 8
 
     def validate(self) -> "BatchingSettings":
         _check(1 <= self.max_batch <= MAX_BATCH_LIMIT, f"max_batch must be in [1, {MAX_BATCH_LIMIT}], got {self.max_batch}")
         _check(self.admission in ADMISSION_RULES, f"admission must be one of {ADMISSION_RULES}, got {self.admission!r}")
         _check(0.1 <= self.headroom <= 1.0, f"headroom must be in [0.1, 1.0], got {self.headroom}")
+        _check(_whole(self.look_ahead) and 0 <= self.look_ahead <= MAX_LOOK_AHEAD,
+               f"look_ahead must be in [0, {MAX_LOOK_AHEAD}] segments, got {self.look_ahead}")
         return self
 
 

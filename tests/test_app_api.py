@@ -115,7 +115,7 @@ BAD = [
     (dict(force_stop_frames="0"), "force_stop_frames must be in [1, max_frames = 60], got 0"),
     (dict(force_stop_frames="61"), "force_stop_frames must be in [1, max_frames = 60], got 61"),
     (dict(force_stop_frames="soon"), "force_stop_frames must be 'off', 'auto' or a whole number"),
-    (dict(force_stop_frames="auto", text="… !!"), "force_stop_frames 'auto' scales the cap to the text's words"),
+    (dict(force_stop_frames="auto", text="🙂 🙂"), "force_stop_frames 'auto' scales the cap to the text's words"),
 ]
 
 

@@ -104,7 +104,7 @@ def test_synth_refuses_bad_guardrails_naming_the_field(tiny_cache_dir, flags, fi
 
 
 def test_synth_refuses_auto_on_a_text_without_words(tiny_cache_dir):
-    proc = run_cli("synth", "… !!", "--force-stop-frames", "auto", cache_dir=tiny_cache_dir)
+    proc = run_cli("synth", "🙂 🙂", "--force-stop-frames", "auto", cache_dir=tiny_cache_dir)
     assert proc.returncode == 2 and "force_stop_frames" in proc.stderr and "has none" in proc.stderr
 
 

@@ -56,6 +56,7 @@ class BatchScheduler:
         self._numbers = itertools.count()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self.preemptions = 0  # look-ahead rows that gave their place to a listened stream
 
     def __getattr__(self, name: str) -> Any:  # config, tokenizer, talker, model_info, prompt_ids, ...
         if name == "engine":  # not set yet (unpickling): never recurse
@@ -169,7 +170,8 @@ class BatchScheduler:
         """Requests running and waiting, and the batch's backbone rows."""
         with self._cond:
             return {"running": len(self._running), "waiting": len(self._queue),
-                    "rows": sum(t.rows for t in self._running.values()), "max_batch": self.settings.max_batch}
+                    "rows": sum(t.rows for t in self._running.values()), "max_batch": self.settings.max_batch,
+                    "look_ahead": sum(t.look_ahead for t in self._running.values()), "preemptions": self.preemptions}
 
     def close(self) -> None:
         """End every request (they raise SchedulerClosed) and stop the thread."""
@@ -284,6 +286,7 @@ class BatchScheduler:
         replay = torch.stack(t.codes) if done else None
         t.request = BatchRequest(t.request.prompt, sampler, t.request.unconditional, t.request.speaker, replay)
         t.handle, t.preempted = None, t.preempted + 1
+        self.preemptions += 1
         self._queue.append(t)
 
     def _admit(self, batch: DecodeBatch, tickets: list[Ticket]) -> None:
