@@ -33,6 +33,7 @@ from gepard_demo.settings import (
 )
 from gepard_demo.settings_flags import add_batching_flags, batching_from_args
 from gepard_demo.speed.flags import add_speed_flags
+from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS
 
 # Streaming defaults for the page. Chunks of 10 frames (0.46 s) after a 10-frame first chunk:
 # on CPU the talker is only a few times faster than real time, so vLLM-Omni's 86-frame chunks
@@ -82,7 +83,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="auto: GPU work in @spaces.GPU calls when the `spaces` package reports a ZeroGPU Space; "
                         "emulate: run it in a forked worker process the same way, on any machine (tests)")
     p.add_argument("--public", action=argparse.BooleanOptionalAction, default=bool(env.get("SPACE_ID")),
-                   help="bound the Eval tab's runs for a public page (default: on a Hugging Face Space, env SPACE_ID)")
+                   help="bound the Eval tab's runs and the text a Generate takes for a public page (default: on a "
+                        "Hugging Face Space, env SPACE_ID)")
+    p.add_argument("--max-text-chars", type=int, default=None,
+                   help=f"the longest text a Generate takes (default: {MAX_TEXT_CHARS} on a public page, where it must "
+                        f"fit a visitor's GPU quota and share the engine; else a chapter, {CHAPTER_CHARS})")
     p.add_argument("--server-url", default=None,
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
                         "instead of loading one here; the controls the server fixes are disabled")
@@ -90,8 +95,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def traffic_from_args(args: argparse.Namespace, places: int) -> TrafficSettings:
-    """How visitors share the page: --per-client (default half the places), --trusted-proxies."""
-    changes = {"trusted_proxies": args.trusted_proxies}
+    """How visitors share the page: --per-client (default half the places), --trusted-proxies,
+    --max-text-chars (default: 2000 on a public page, a chapter elsewhere)."""
+    changes = {"trusted_proxies": args.trusted_proxies,
+               "max_text_chars": args.max_text_chars or (MAX_TEXT_CHARS if args.public else CHAPTER_CHARS)}
     if args.per_client is not None:
         changes["per_client"] = args.per_client
     return TrafficSettings.for_batch(places, **changes)

@@ -243,6 +243,13 @@ class TrafficSettings:
     keep_s: at most this long after it finished is a job's audio kept.
     trusted_proxies: peers (addresses or networks, comma-separated) whose X-Forwarded-For names
         the client: uvicorn's forwarded_allow_ips. Any other peer is the client itself.
+    keep_running_bytes: a running job keeps at most this much of the audio its listeners already
+        have (ui/mailbox.py): 32 MB, about 6 minutes of float32 at 22.05 kHz.
+    max_text_chars: the longest text a Generate takes: 2000 where visitors share the engine or a
+        GPU quota (a public Space), a chapter (CHAPTER_CHARS) elsewhere; the page states it.
+    max_ahead_s: how far a Generate's audio may run ahead of real time since its first chunk (the
+        player plays in real time): beyond it the session waits, so a chapter on a fast GPU does
+        not pile its whole audio up in the browser and the mailbox. 300 s: 26 MB as float32.
     """
 
     per_client: int = 2
@@ -250,6 +257,9 @@ class TrafficSettings:
     keep_audio_bytes: int = 64 * 2**20
     keep_s: float = 60.0
     trusted_proxies: str = LOOPBACK_PROXIES
+    keep_running_bytes: int = 32 * 2**20
+    max_text_chars: int = 2000
+    max_ahead_s: float = 300.0
 
     def validate(self) -> "TrafficSettings":
         _check(self.per_client >= 1, f"per_client must be at least 1, got {self.per_client}")
@@ -259,6 +269,9 @@ class TrafficSettings:
         _check(self.keep_s >= 0, f"keep_s must be 0 or more, got {self.keep_s}")
         _check(bool(self.trusted_proxies.strip()), "trusted_proxies is empty (name at least one address, "
                "e.g. 127.0.0.1)")
+        _check(self.keep_running_bytes >= 0, f"keep_running_bytes must be 0 or more, got {self.keep_running_bytes}")
+        _check(1 <= self.max_text_chars <= 1_000_000, f"max_text_chars must be in [1, 1000000], got {self.max_text_chars}")
+        _check(self.max_ahead_s > 0, f"max_ahead_s must be above 0, got {self.max_ahead_s}")
         return self
 
     @staticmethod

@@ -277,7 +277,8 @@ def test_eval_tab_builder_gets_the_host_and_a_broken_one_is_reported():
     from gepard_demo.ui.layout import build_demo
 
     host = ModelHost(fake_engine("tiny", True), SimpleNamespace(sample_rate=22050), "tiny")
-    controller = SimpleNamespace(generate=lambda *a: None, stop=lambda *a: None, voices=SimpleNamespace(prepare=lambda a: ""))
+    controller = SimpleNamespace(generate=lambda *a: None, stop=lambda *a: None, voices=SimpleNamespace(prepare=lambda a: ""),
+                                 read_text_file=lambda f: "")
     seen = []
 
     def build_eval_tab(provider, speak):

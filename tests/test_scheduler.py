@@ -66,7 +66,7 @@ def test_streams_on_their_own_threads_equal_their_solo_runs(scheduler, layout_en
     deadline = time.time() + 5
     while scheduler.load()["running"] and time.time() < deadline:
         time.sleep(0.01)
-    assert scheduler.load() == {"running": 0, "waiting": 0, "rows": 0, "max_batch": 4}
+    assert scheduler.load() == {"running": 0, "waiting": 0, "rows": 0, "max_batch": 4, "look_ahead": 0, "preemptions": 0}
 
 
 def test_generate_each_returns_results_as_they_end(scheduler, layout_engine):

@@ -74,7 +74,7 @@ def test_stop_during_its_prefill(scheduler, tiny_codec, endless, held_prefill): 
     assert within(r.ended) < STOP_S  # the prefill is still held: the consumer stopped waiting for it
     assert scheduler.load()["running"] == 0 and r.session.stats.frames == 0
     held_prefill.release()  # the prefill ends; its row leaves before a step is taken
-    within(lambda: scheduler.load() == {"running": 0, "waiting": 0, "rows": 0, "max_batch": 1})
+    within(lambda: scheduler.load() == {"running": 0, "waiting": 0, "rows": 0, "max_batch": 1, "look_ahead": 0, "preemptions": 0})
 
 
 def test_stop_while_running(scheduler, tiny_codec, endless):  # noqa: F811

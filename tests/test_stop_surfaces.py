@@ -89,7 +89,7 @@ def test_page_stop_during_the_prefill(client, live_demo, endless, held_prefill):
     (status, *_), took = _stop_and_time(client, job_id, job)
     assert status.startswith("Stopped")
     held_prefill.release()  # the prefill ends; its row leaves before any step
-    within(lambda: _load(live_demo) == {"running": 0, "waiting": 0, "rows": 0, "max_batch": 1})
+    within(lambda: _load(live_demo) == {"running": 0, "waiting": 0, "rows": 0, "max_batch": 1, "look_ahead": 0, "preemptions": 0})
 
 
 def test_page_stop_while_the_codec_is_busy(client, live_demo, tiny_codec, endless, monkeypatch):  # noqa: F811
@@ -189,7 +189,7 @@ def test_an_interrupted_eval_pool_hangs_up_its_requests(speech_server, endless):
     pool = ServerPool([GepardServer(f"http://127.0.0.1:{port}")], concurrency=2)
 
     def interrupt_once_busy():
-        wait_until(lambda: scheduler.load() == {"running": 1, "waiting": 1, "rows": 1, "max_batch": 1},
+        wait_until(lambda: scheduler.load() == {"running": 1, "waiting": 1, "rows": 1, "max_batch": 1, "look_ahead": 0, "preemptions": 0},
                    what="one utterance running, one queued")
         os.kill(os.getpid(), signal.SIGUSR1)
 

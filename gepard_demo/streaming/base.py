@@ -1,7 +1,9 @@
 """What every synthesis session shares, local (session.SynthesisSession) or served
 (ui.served.ServedSession): iterate once for AudioChunks, ask for the audio so far, run to the
-end, cancel from any thread. A subclass writes `_generate` and appends what it emits to
-`self._chunks`."""
+end, cancel from any thread. A subclass writes `_generate` and hands what it emits to `_keep`.
+
+`keep_audio`: whether the session keeps every chunk for `audio()` (the default). The page turns it
+off and writes the WAV as the chunks stream, so a chapter's audio is not held in memory."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ class OnceIterableSession:
         self._cancel = threading.Event()
         self._chunks: list[np.ndarray] = []
         self._started = False
+        self.keep_audio = True
+        self.emitted_samples = 0
 
     def cancel(self) -> None:
         """Ask the session to stop before its next step (any thread)."""
@@ -25,8 +29,14 @@ class OnceIterableSession:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    def _keep(self, samples: np.ndarray) -> None:
+        self.emitted_samples += len(samples)
+        if self.keep_audio:
+            self._chunks.append(samples)
+
     def audio(self) -> np.ndarray:
-        """All samples emitted so far (the whole utterance once iteration has ended)."""
+        """All samples emitted so far (the whole utterance once iteration has ended); nothing when
+        keep_audio is off."""
         if not self._chunks:
             return np.zeros(0, dtype=np.float32)
         return np.concatenate(self._chunks).astype(np.float32, copy=False)

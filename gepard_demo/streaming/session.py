@@ -80,6 +80,7 @@ class SynthesisSession(OnceIterableSession):
         segment_chars: int = SEGMENT_CHARS,
         end_of_speech: Any = None,
         look_ahead: int = 0,
+        max_ahead_s: float | None = None,
         speaker: Any = None,
         resume: SessionCarry | None = None,
         call_frames: int | None = None,
@@ -88,7 +89,9 @@ class SynthesisSession(OnceIterableSession):
         """speaker: a (K, hidden) speaker prefix (SpeakerPrefix.tokens) for a reference voice; None = the default voice.
         resume / call_frames / one_segment: one utterance over several calls (module docstring).
         look_ahead: how many segments of a long text may be generated ahead of the one playing,
-            on an engine that takes it (segments.py); 0: one after another."""
+            on an engine that takes it (segments.py); 0: one after another.
+        max_ahead_s: the audio may run at most this far ahead of real time since its first chunk
+            (a listener plays in real time); beyond it the session waits. None: no bound."""
         sampling.validate()
         stream.validate()
         self.engine = engine
@@ -115,6 +118,8 @@ class SynthesisSession(OnceIterableSession):
         # cannot be closed while another thread is inside it.
         self._lock = threading.RLock()
         self._sources = SegmentSources(engine, self.segments, self.sampling, speaker, look_ahead, self)
+        self.max_ahead_s = max_ahead_s
+        self._segment_ends: list[float] = []  # audio seconds sent when each segment's frames were all read
         self._decoder: ChunkDecoder | None = None  # the codec side, while iterating
         self.speaker = speaker
         self._step_events = False
@@ -137,8 +142,16 @@ class SynthesisSession(OnceIterableSession):
         return line() if line is not None else None
 
     def progress(self) -> dict[str, Any]:
-        """A long text's progress: segments generated, audio made ahead, the text's rate (segments.py)."""
-        return self._sources.progress()
+        """A long text's progress (segments.py: segments generated, audio made ahead of what was read,
+        the rate its frames are made at), `ends_s`: where each segment read so far ends in the audio
+        sent, and `rate`: the slower of that and the codec's own (audio s per s it spends decoding),
+        since the audio arrives no faster than either."""
+        out = {**self._sources.progress(), "ends_s": list(self._segment_ends)}
+        dec, st = self._decoder, self.stats
+        if dec is not None and st.decode_time_s > 0 and out["rate"]:
+            decode_rate = dec.pending_start * self.samples_per_frame / self.sample_rate / st.decode_time_s
+            out["rate"] = round(min(out["rate"], decode_rate), 3)
+        return out
 
     def events(self) -> Iterator["AudioChunk | StepEvent"]:
         """Iterate the session with a StepEvent after every decode step as well as the chunks:
@@ -168,6 +181,18 @@ class SynthesisSession(OnceIterableSession):
 
     # -- streaming -------------------------------------------------------------------------
 
+    def _hold_back(self, dec: ChunkDecoder, t0: float) -> None:
+        """Wait (stoppable) while the audio is more than max_ahead_s ahead of real time since its
+        first chunk: a chapter on a fast engine must not pile its audio up unheard."""
+        if self.max_ahead_s is None or self.stats.ttfa_s is None:
+            return
+        first = t0 + self.stats.ttfa_s
+        while not self._cancel.is_set():
+            over = _ahead_of_real_time(dec.emitted / self.sample_rate, first, time.perf_counter()) - self.max_ahead_s
+            if over <= 0:
+                return
+            self._cancel.wait(min(over, 0.5))
+
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
         stats, stream = self.stats, self.stream
@@ -181,7 +206,7 @@ class SynthesisSession(OnceIterableSession):
 
         def emit(samples: np.ndarray, frame_start: int, frame_end: int, final: bool) -> AudioChunk:
             chunk = dec.chunk(samples, frame_start, frame_end, final, time.perf_counter() - t0)
-            self._chunks.append(samples)
+            self._keep(samples)
             return chunk
 
         def finish() -> None:
@@ -208,6 +233,7 @@ class SynthesisSession(OnceIterableSession):
                         break
                 seg_end = None
                 while True:
+                    self._hold_back(dec, t0)
                     with self._lock:
                         if self._cancel.is_set():
                             seg_end = "cancel"
@@ -290,6 +316,10 @@ class SynthesisSession(OnceIterableSession):
             if not stats.complete:
                 stats.cancelled = self._cancel.is_set()
                 finish()
+
+
+def _ahead_of_real_time(emitted_s: float, first_audio_at: float, now: float) -> float:
+    return emitted_s - (now - first_audio_at)
 
 
 def _as_codes(codes: list[Any]):

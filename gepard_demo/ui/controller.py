@@ -25,12 +25,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
-import numpy as np
-import soundfile as sf
 
 from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
-from gepard_demo.streaming.text_input import TextError
+from gepard_demo.streaming.text_input import TextError, read_text_file
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 from .audio_route import client_of
@@ -41,6 +39,7 @@ from .pstop_plot import Trace, pstop_svg
 from .queue_line import queue_status
 from .takes import Take
 from .views import stats_markdown
+from .wav_sink import WavSink
 
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
 STOP_GRACE_S = 0.2  # after Stop, how long the handler waits for the session's thread before it answers
@@ -60,7 +59,8 @@ class DemoController:
         # The last few sessions' stats by job id, for the latency benchmark and the tests.
         self._recent: OrderedDict[str, SynthesisStats] = OrderedDict()
         self._recent_lock = threading.Lock()
-        self._wav_lock = threading.Lock()  # Generates running at once write and prune one folder
+        self._wav_lock = threading.Lock()
+        self._open_wavs: set[Path] = set()  # WAVs still being written: never pruned  # Generates running at once write and prune one folder
 
     def stats_for(self, job_id: str) -> SynthesisStats | None:
         with self._recent_lock:
@@ -100,7 +100,9 @@ class DemoController:
                 sampling, stream = parse_controls(values)
                 speaker = self.voices.speaker(values.get("ref_audio"))
                 voice = {} if speaker is None else {"speaker": speaker}
-                session = self.host.new_session(values["text"], sampling, stream, request_start=t0, **voice)
+                traffic = self.registry.traffic
+                session = self.host.new_session(values["text"], sampling, stream, request_start=t0, **voice,
+                                                max_text_chars=traffic.max_text_chars, max_ahead_s=traffic.max_ahead_s)
             except (SettingsError, TextError) as exc:
                 title = "Text not accepted" if isinstance(exc, TextError) else "Setting out of range"
                 raise self._rejected(title, exc) from None
@@ -114,6 +116,17 @@ class DemoController:
         finally:
             if not job.finished:
                 job.finish()
+
+    def read_text_file(self, upload: Any) -> str:
+        """The .txt upload button: its text into the text box (UTF-8, within the page's limit), or
+        an error naming the file (not UTF-8 text, binary, empty, only punctuation, too long)."""
+        if upload is None:
+            return gr.skip()
+        path = getattr(upload, "name", upload)
+        try:
+            return read_text_file(path, self.registry.traffic.max_text_chars)
+        except (TextError, OSError) as exc:
+            raise self._rejected("Text file not accepted", exc) from None
 
     @staticmethod
     def _rejected(title: str, exc: Exception) -> gr.Error:
@@ -132,11 +145,16 @@ class DemoController:
         # ZeroGPU each Generate is a GPU call of its own, scheduled by ZeroGPU.
         own_turn = getattr(self.host, "scheduler", None) is not None or not getattr(self.host, "takes_turns", True)
 
+        # The WAV is written as the chunks stream (wav_sink.py): the session keeps no audio.
+        sink = self._wav_sink(job.job_id, session.sample_rate)
+        session.keep_audio = False
+
         def work() -> None:
             try:
                 if own_turn:
                     for chunk in session:
                         job.put(chunk.samples)
+                        sink.write(chunk.samples)
                     return
                 # The Eval tab may hold the engine: wait in line (it gives the engine back
                 # between its batches), but stay stoppable.
@@ -149,11 +167,13 @@ class DemoController:
                 try:
                     for chunk in session:
                         job.put(chunk.samples)
+                        sink.write(chunk.samples)
                 finally:
                     self.host.lock.release()
             except BaseException as exc:  # shown to the user below; the server keeps going
                 failure.append(exc)
             finally:
+                self._close_wav(sink)
                 job.finish(error=repr(failure[0]) if failure else None)
 
         # In the handler's context: a ZeroGPU call reads the visitor's request (their quota) from it.
@@ -200,8 +220,7 @@ class DemoController:
         if worker.is_alive():  # stopped, and its thread has not let go yet: show it as stopped now
             stats = dataclasses.replace(stats, cancelled=True)
         self._remember(job.job_id, stats)
-        audio = session.audio()
-        wav = self._write_wav(job.job_id, audio, session.sample_rate) if len(audio) else None
+        wav = self._close_wav(sink)  # the worker's own close, or now if Stop left it held
         queued = f" · waited {queued_s:.1f} s in the queue" if queued_s >= 0.5 else ""
         state = "Stopped" if stats.cancelled else "Done"
         status = (
@@ -222,15 +241,23 @@ class DemoController:
         return Take(0, session.text, controls, session.sampling, stream,
                     stats.as_dict(), codes if codes is not None and len(codes) else None, wav, str(model or ""))
 
-    def _write_wav(self, job_id: str, audio: np.ndarray, sample_rate: int) -> str:
+    def _wav_sink(self, job_id: str, sample_rate: int) -> WavSink:
         # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).
-        path = self.wav_dir / f"gepard-{job_id}.wav"
-        sf.write(str(path), audio, sample_rate, subtype="FLOAT")
+        sink = WavSink(self.wav_dir / f"gepard-{job_id}.wav", sample_rate)
+        with self._wav_lock:
+            self._open_wavs.add(sink.path)
+        return sink
+
+    def _close_wav(self, sink: WavSink) -> str | None:
+        path = sink.close()
         with self._wav_lock:  # else one handler's stat meets a file another has just pruned
-            old = sorted(self.wav_dir.glob("gepard-*.wav"), key=lambda p: p.stat().st_mtime)
+            self._open_wavs.discard(sink.path)
+            # The oldest beyond keep_wavs go, never one still being written (a chapter runs long).
+            old = sorted((p for p in self.wav_dir.glob("gepard-*.wav") if p not in self._open_wavs),
+                         key=lambda p: p.stat().st_mtime)
             for stale in old[: max(0, len(old) - self.keep_wavs)]:
                 stale.unlink(missing_ok=True)
-        return str(path)
+        return path
 
     def rate_hint(self) -> float | None:
         """Audio seconds this host makes per wall second: the median of the last few sessions

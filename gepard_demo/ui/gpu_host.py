@@ -92,9 +92,11 @@ class GpuHost(EngineFacts):
     # -- GPU calls --------------------------------------------------------------------------------
 
     def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,
-                    speaker: Any = None) -> GpuSession:
+                    speaker: Any = None, max_text_chars: int | None = None, max_ahead_s: float | None = None) -> GpuSession:
+        """max_ahead_s: unused (each GPU call is sized to its part, so no call runs far ahead)."""
         return GpuSession(self.gpu, text, sampling, stream, sample_rate=self.sample_rate, request_start=request_start,
-                          speaker=speaker, speed=self.info.speed, budget=self.budget, starts=self.starts)
+                          speaker=speaker, speed=self.info.speed, budget=self.budget, starts=self.starts,
+                          max_text_chars=max_text_chars)
 
     @staticmethod
     def explain(exc: BaseException) -> str | None:

@@ -27,6 +27,8 @@ from .mailbox import Job
 __all__ = ["JOB_ID_RE", "Busy", "Job", "JobError", "JobGone", "JobRegistry", "TooManyListeners"]
 
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+START_GONE = ("its start was already streamed and let go to keep memory bounded (a long text keeps only the "
+              "last minutes of what its listener has heard); the finished WAV has it all")
 
 
 class JobError(RuntimeError):
@@ -97,7 +99,8 @@ class JobRegistry:
             else:
                 self._kept.reuse(job_id)
                 since = self._waiting_since.pop(job_id, None)
-                job = self._running[job_id] = Job(job_id, claimed=True, client=client, on_finish=self._finished)
+                job = self._running[job_id] = Job(job_id, claimed=True, client=client, on_finish=self._finished,
+                                                  keep_sent_bytes=self.traffic.keep_running_bytes)
                 if since is not None:
                     job.created = since
                 if job_id in self._cancelled:  # stopped (or its page left) while it waited in the queue
@@ -126,7 +129,10 @@ class JobRegistry:
                 return  # its listener took it all already (discard_if_done)
             del self._running[job.job_id]
             job.session = None  # a finished job holds its audio only, not the session's state
-            self._kept.add(job, job.nbytes, self._clock())
+            if job.start_dropped:  # no late listener could hear it whole: nothing worth keeping
+                self._kept.forget(job.job_id, START_GONE)
+                return
+            self._kept.add(job, job.kept_bytes, self._clock())
             self._kept.sweep(self._clock())
 
     def open(self, job_id: str) -> Job:
@@ -142,8 +148,10 @@ class JobRegistry:
         self.check_id(job_id)
         with self._lock:
             self._kept.sweep(self._clock())
-            known = job_id in self._running or self._kept.get(job_id) is not None
-            why = None if known else self._kept.gone(job_id)
+            running = self._running.get(job_id)
+            known = running is not None or self._kept.get(job_id) is not None
+            why = START_GONE if running is not None and running.start_dropped else \
+                None if known else self._kept.gone(job_id)
             if why is not None:
                 raise JobGone(f"job {job_id}: {why}")
             if self._clients[client] >= self.listeners_per_client:

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import gradio as gr
 
 from gepard_demo.settings import DECODE_MODES, SamplingSettings, StreamSettings
-from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
+from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS
 
 from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
@@ -55,7 +55,7 @@ body.gepard-playing #gepard-status { display: none; }
 """
 
 
-def page_head(sample_rate: int, gain: float = 1.0) -> str:
+def page_head(sample_rate: int, gain: float = 1.0, max_chars: int = MAX_TEXT_CHARS) -> str:
     """<head> markup: the player's and the page's config and code (inline, so it runs before any click)."""
     # Relative URLs, so the page also works when a proxy serves it under a path prefix.
     config = {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX.lstrip("/"), "workletUrl": WORKLET_PATH.lstrip("/"),
@@ -66,7 +66,7 @@ def page_head(sample_rate: int, gain: float = 1.0) -> str:
     pstop_js = (here / "pstop.js").read_text(encoding="utf-8")
     return (
         f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(config)};\n"
-        f"window.GEPARD_PAGE_CONFIG = {json.dumps({'maxChars': MAX_TEXT_CHARS})};</script>\n"
+        f"window.GEPARD_PAGE_CONFIG = {json.dumps({'maxChars': max_chars})};</script>\n"
         f"<script>\n{player_js}\n</script>\n<script>\n{page_js}\n</script>\n<script>\n{pstop_js}\n</script>"
     )
 
@@ -108,19 +108,34 @@ class Results:
         return [self.status, self.audio, self.stats, self.plot, self.take]
 
 
-def text_and_buttons() -> tuple[Any, Any, Any]:
-    """Text box (with its character count and examples), Generate / Stop, the live line."""
+def text_and_buttons(max_chars: int = MAX_TEXT_CHARS) -> tuple[Any, Any, Any, Any]:
+    """Text box (with its character count, the host's limit and a .txt upload), Generate / Stop,
+    the live line."""
     text = gr.Textbox(
         label="Text (Ctrl+Enter generates)", lines=4, value=EXAMPLES[0], elem_id="gepard-text",
-        placeholder=f"Type what Gepard should say (up to {MAX_TEXT_CHARS} characters; long text is read sentence by sentence).",
+        placeholder=f"Type what Gepard should say (up to {max_chars} characters; long text is read segment by "
+                    "segment, the next ones made while one plays).",
     )
-    gr.HTML(f'<div id="gepard-charcount" data-over="0">{len(EXAMPLES[0])} / {MAX_TEXT_CHARS} characters</div>')
+    gr.HTML(f'<div id="gepard-charcount" data-over="0">{len(EXAMPLES[0])} / {max_chars} characters</div>')
+    with gr.Row():
+        upload = gr.UploadButton("Open a .txt file", file_types=[".txt"], size="sm", elem_id="gepard-text-file")
+        gr.Markdown(limit_words(max_chars), elem_id="gepard-text-limit")
     with gr.Row():
         generate_btn = gr.Button("Generate", variant="primary", elem_id="gepard-generate")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="gepard-stop")
-    # The live line (player.js writes it): place in line and wait, then generating / playing.
+    # The live line (player.js writes it): place in line and wait, then generating / playing, and
+    # for a long text the segments ready ahead of playback.
     gr.HTML('<div id="gepard-player-status" data-state="idle" aria-live="polite">Ready.</div>')
-    return text, generate_btn, stop_btn
+    return text, generate_btn, stop_btn, upload
+
+
+def limit_words(max_chars: int) -> str:
+    """The host's text limit, and why, in a line under the text box."""
+    if max_chars >= CHAPTER_CHARS:
+        return (f"Up to {max_chars:,} characters: a chapter (about {max_chars // 15 // 60} min of speech). "
+                "Long text plays while its next segments are made.")
+    return (f"Up to {max_chars:,} characters here (about {max(1, max_chars // 15 // 60)} min of speech): a public "
+            "page shares its engine and each visitor's GPU quota. Run the app yourself for a chapter.")
 
 
 def result_panel() -> Results:
@@ -183,6 +198,7 @@ def build_demo(
     stream: StreamSettings,
     eval_tab: Callable[[Any], Any] | None = None,
     eval_tab_error: str | None = None,
+    max_chars: int = MAX_TEXT_CHARS,
 ) -> gr.Blocks:
     """The Blocks app. `sampling`/`stream` are the controls' initial values.
 
@@ -195,7 +211,7 @@ def build_demo(
             with gr.Tab("Speak", id=SPEAK_TAB_ID):
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=320):
-                        text, generate_btn, stop_btn = text_and_buttons()
+                        text, generate_btn, stop_btn, upload = text_and_buttons(max_chars)
                     with gr.Column(scale=2, min_width=320, elem_id="gepard-results"):
                         results = result_panel()
                 # Below the buttons and the results, so that on a phone Generate is on the first
@@ -225,6 +241,7 @@ def build_demo(
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results, getattr(host, "concurrency", 1))
         wire_takes(panel, TakeHandlers(host, controller), controls)
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
+        upload.upload(controller.read_text_file, [upload], [text], show_progress="minimal", api_name="read_text_file")
     return demo
 
 

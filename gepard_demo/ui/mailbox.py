@@ -3,6 +3,11 @@
 A listener is a coroutine on the server's event loop, woken through `loop.call_soon_threadsafe`
 (no thread blocks per listener). The registry (jobs.py) creates a job for its one Generate and
 keeps it, running then finished, while a listener may still want it.
+
+A running job keeps at most `keep_sent_bytes` of its audio that every open listener already has
+(TrafficSettings.keep_running_bytes): older chunks are let go, oldest first, so a chapter streaming
+for an hour holds minutes of audio, not the hour. A listener that comes after its start was let go
+is refused (410, `start_dropped`), as one for a job dropped after it finished.
 """
 
 from __future__ import annotations
@@ -31,8 +36,17 @@ class Job:
     client: str = ""  # who asked for it (an address: audio_route.client_of)
     nbytes: int = 0  # PCM bytes put so far
     on_finish: Callable[["Job"], None] | None = None  # the registry's: it moves the job to the kept ones
+    keep_sent_bytes: int | None = None  # None: keep it all (see the module docstring)
+    base: int = 0  # chunks let go from the front (chunks[0] is chunk number `base`)
+    kept_bytes: int = 0  # PCM bytes in `chunks`
     _cond: threading.Lock = field(default_factory=threading.Lock)
     _waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list)
+    _read: dict = field(default_factory=dict)  # listener -> chunk number it reads next
+
+    @property
+    def start_dropped(self) -> bool:
+        """Its first chunks were let go: a new listener could not hear it from the start."""
+        return self.base > 0
 
     # -- producer side (any thread) ---------------------------------------------------------
 
@@ -43,7 +57,18 @@ class Job:
                 return
             self.chunks.append(data)
             self.nbytes += len(data)
+            self.kept_bytes += len(data)
+            self._let_go()
         self._wake()
+
+    def _let_go(self) -> None:  # holds self._cond
+        """Past keep_sent_bytes, the oldest chunks every open listener has already sent go."""
+        if self.keep_sent_bytes is None:
+            return
+        heard = min(self._read.values(), default=self.base + len(self.chunks))
+        while self.kept_bytes > self.keep_sent_bytes and self.chunks and self.base < heard:
+            self.kept_bytes -= len(self.chunks.pop(0))
+            self.base += 1
 
     def finish(self, error: str | None = None) -> None:
         """The first call counts (the handler and the session's thread may both end it)."""
@@ -91,20 +116,25 @@ class Job:
         waiter = (loop, event)
         with self._cond:
             self._waiters.append(waiter)
-        sent = 0
+            if self.base > 0:  # admitted before its start went: it cannot be heard whole any more
+                self._waiters.remove(waiter)
+                return
+            self._read[waiter] = 0
+        sent = 0  # chunk number of the next one to send
         complete = False
         try:
             while True:
                 event.clear()
                 with self._cond:
-                    new = self.chunks[sent:]
+                    self._read[waiter] = sent
+                    new = self.chunks[sent - self.base:]
                     done = self.finished or self.cancelled
                 sent += len(new)
                 for data in new:
                     yield data
                 if done and not new:
                     with self._cond:  # anything put between the snapshot and now
-                        if len(self.chunks) == sent:
+                        if self.base + len(self.chunks) == sent:
                             complete = True
                             return
                     continue
@@ -114,6 +144,7 @@ class Job:
             with self._cond:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
+                self._read.pop(waiter, None)
             if not complete:
                 # The listener left mid-stream (tab closed, or a new Generate replaced this
                 # one): nobody will hear the rest, so stop spending the one engine on it.

@@ -33,7 +33,7 @@
       firstByteAt: null, firstPlayAt: null, doneAt: null, clickToSoundMs: null,
       samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
       contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null, startBufferMs: null,
-      streamDone: false, queue: null, auto: null, arrivals: [],
+      streamDone: false, queue: null, auto: null, arrivals: [], longText: null,
     };
   }
 
@@ -131,6 +131,34 @@
       if (this.jobId === jobId) { this.stats.queue = null; this.render(); }
     }
 
+    // A long text (several segments): while it streams, ask how far its later segments are (made
+    // ahead of playback, in the same batch): the start buffer and the line below read it. A text
+    // of one segment answers without `long_text` and the polling stops.
+    async watchText(jobId, signal) {
+      while (this.jobId === jobId && !signal.aborted && !this.stats.streamDone) {
+        try {
+          const r = await fetch(QUEUE_PREFIX + encodeURIComponent(jobId), {signal, cache: 'no-store'});
+          if (!r.ok) return;
+          const q = await r.json();
+          if (this.jobId !== jobId || !q.long_text) return;
+          this.stats.longText = q.long_text;
+          if (this.stats.auto && this.stats.firstPlayAt === null) this.autoBuffer(jobId);
+          this.render();
+        } catch (err) { return; }
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+
+    // Segments wholly generated after the one now playing (its end in the stream: ends_s).
+    readyAhead() {
+      const t = this.stats.longText;
+      if (!t) return null;
+      const played = this.stats.samplesPlayed / SAMPLE_RATE;
+      const playing = t.ends_s.filter((e) => e <= played).length;
+      return {ready: t.generated.filter((g, i) => g && i > playing).length, after: t.segments - playing - 1,
+              segments: t.segments, done: t.generated.filter((g) => g).length};
+    }
+
     async pump(jobId, signal) {
       const resp = await fetch(PCM_PREFIX + encodeURIComponent(jobId), {signal, cache: 'no-store'});
       if (!resp.ok) throw new Error('audio stream: HTTP ' + resp.status);
@@ -147,6 +175,7 @@
         if (this.stats.firstByteAt === null) {
           this.stats.firstByteAt = performance.now();
           this.stats.state = 'buffering';
+          this.watchText(jobId, signal);
         }
         let bytes = value;
         if (carry.length) {
@@ -189,13 +218,18 @@
       if (a.pushes === 1) a.firstChunkS = got;
       const since = (performance.now() - s.firstByteAt) / 1000;
       const measured = a.pushes >= 2 && since >= 0.1 ? (got - a.firstChunkS) / since : null;
-      const rate = measured !== null ? measured : a.hint;
+      // A long text's later segments are made beside the first: the whole text arrives at the
+      // rate of all its rows together (text.rate), and the audio made in order beyond what was sent
+      // (text.ahead_s) arrives as fast as the codec decodes it: A + G >= T (1 - R).
+      const text = s.longText;
+      const rate = text && text.rate ? Math.max(text.rate, measured || 0) : (measured !== null ? measured : a.hint);
+      const ready = text ? text.ahead_s : 0;
       a.rate = rate;
       a.expectedS = Math.max(a.expectedS, got + 0.5);
       let need;
       if (rate !== null && rate >= 1.1) need = 0;
       else if (rate === null) need = null;  // no hint and not measured yet: keep holding
-      else need = a.expectedS * Math.max(0, 1 - rate) * 1.1 + 0.2;
+      else need = Math.max(0, a.expectedS * Math.max(0, 1 - rate) * 1.1 + 0.2 - ready);
       a.needS = need;
       if (need !== null) {
         this.node.port.postMessage({type: 'prebuffer', jobId, prebuffer: Math.max(1, Math.round(need * SAMPLE_RATE))});
@@ -296,6 +330,12 @@
         error: 'Player error',
       };
       let text = words[s.state] || s.state;
+      const ahead = ['buffering', 'playing'].includes(s.state) ? this.readyAhead() : null;
+      if (ahead) {
+        const audioAhead = Math.max(0, (s.samplesReceived - s.samplesPlayed) / SAMPLE_RATE) + (s.longText.ahead_s || 0);
+        text += ` · ${ahead.done} of ${ahead.segments} segments made, ${ahead.ready} of the ${ahead.after} after ` +
+                `this one ready ahead of playback (${audioAhead.toFixed(0)} s of audio)`;
+      }
       if (s.clickToSoundMs !== null && s.state !== 'connecting') {
         text += ' · click→sound ' + Math.round(s.clickToSoundMs) + ' ms';
       }

@@ -20,7 +20,12 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
         line = getattr(job.session, "wait_line", lambda: None)() if not job.finished else None
         if line:
             return {"state": "queued", "text": f"{line[0].upper()}{line[1:]}."}
-        return {"state": "finished" if job.finished else "running"}
+        info = {"state": "finished" if job.finished else "running"}
+        progress = getattr(job.session, "progress", None) if not job.finished else None
+        text = progress() if progress is not None else None
+        if text and text["segments"] > 1:  # a long text: the player's start buffer and its line read this
+            info["long_text"] = text
+        return info
     ahead = registry.waiting_ahead(job_id)
     if ahead is None:
         return {"state": "unknown"}

@@ -110,7 +110,7 @@ class ServedSession(OnceIterableSession):
                 now = time.perf_counter() - t0
                 if st.ttfa_s is None:
                     st.ttfa_s = now
-                self._chunks.append(samples)
+                self._keep(samples)
                 first = emitted // SAMPLES_PER_FRAME
                 emitted += len(samples)
                 st.chunks += 1
@@ -198,8 +198,10 @@ class ServedHost:
             return None
 
     def new_session(self, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
-                    request_start: float | None = None, speaker: str | None = None) -> ServedSession:
-        """speaker: a reference voice as ServedVoices makes it (a `ref_audio` data URL)."""
+                    request_start: float | None = None, speaker: str | None = None, max_text_chars: int | None = None,
+                    max_ahead_s: float | None = None) -> ServedSession:
+        """speaker: a reference voice as ServedVoices makes it (a `ref_audio` data URL). The text
+        limit is the server's own (it answers 400 past it); max_ahead_s: the server paces itself."""
         return ServedSession(self.client, text, sampling, request_start=request_start, ref_audio=speaker,
                              features=self.features)
 

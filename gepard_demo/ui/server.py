@@ -54,16 +54,17 @@ def build_app(
     gain = RANDOM_WEIGHTS_GAIN if host.info.random_weights else 1.0
     stream = stream or StreamSettings()
     registry = JobRegistry(traffic or TrafficSettings.for_batch(getattr(host, "concurrency", 1)))
+    max_chars = registry.traffic.max_text_chars
     wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
     controller = DemoController(host, registry, wav_dir)
-    blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_tab_error)
+    blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_tab_error, max_chars=max_chars)
     blocks.queue(default_concurrency_limit=1)
     api = FastAPI()
     # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.
     api.include_router(make_audio_router(registry, host.sample_rate, controller.queue_status,
                                          getattr(controller, "rate_hint", None)))
     api = gr.mount_gradio_app(
-        api, blocks, path="/", head=page_head(host.sample_rate, gain), css=CSS,
+        api, blocks, path="/", head=page_head(host.sample_rate, gain, max_chars), css=CSS,
         allowed_paths=[str(wav_dir)], footer_links=["api", "gradio"],
     )
     api.add_middleware(LinkPreviewMiddleware, preview=link_preview(host))

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SessionCarry, StepEvent, SynthesisStats
-from gepard_demo.streaming.text_input import clean_text, split_text
+from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, clean_text, split_text
 
 from .budget import GpuBudget, StartTimes
 from .tasks import CallStart, Failure, FrameCodes, StreamRequest
@@ -39,12 +39,13 @@ WORKER_FIELDS = ("frames", "stop_fired", "runaway", "stop_frame", "p_stop", "gen
 class GpuSession(OnceIterableSession):
     def __init__(self, runner: Any, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
                  sample_rate: int, request_start: float | None = None, speaker: Any = None, speed: str | None = None,
-                 budget: GpuBudget = GpuBudget(), starts: StartTimes | None = None):
-        """budget, starts: how each call is sized (budget.py) and the cold starts measured so far."""
+                 budget: GpuBudget = GpuBudget(), starts: StartTimes | None = None, max_text_chars: int | None = None):
+        """budget, starts: how each call is sized (budget.py) and the cold starts measured so far;
+        max_text_chars: the page's limit (default MAX_TEXT_CHARS)."""
         sampling.validate()
         stream.validate()
         self.runner = runner
-        self.text = clean_text(text)
+        self.text = clean_text(text, max_text_chars or MAX_TEXT_CHARS)
         self.sampling = sampling.with_concrete_seed()
         self.stream = stream
         self.speaker = speaker
@@ -96,7 +97,7 @@ class GpuSession(OnceIterableSession):
         finally:
             st.cancelled = self._cancel.is_set() and not st.complete
             st.wall_s = time.perf_counter() - t0
-            st.audio_s = sum(len(c) for c in self._chunks) / self.sample_rate
+            st.audio_s = self.emitted_samples / self.sample_rate
             st.rtf = st.wall_s / st.speech_s if st.speech_s else None
 
     def _call(self, request: StreamRequest, t0: float) -> Iterator[AudioChunk]:
@@ -117,7 +118,7 @@ class GpuSession(OnceIterableSession):
                     now = time.perf_counter() - t0
                     if st.ttfa_s is None and len(item.samples):
                         st.ttfa_s = now
-                    self._chunks.append(item.samples)
+                    self._keep(item.samples)
                     st.chunks += 1
                     yield item
                 elif isinstance(item, CallStart):
