@@ -123,18 +123,20 @@ class SynthesisSession(OnceIterableSession):
         self._decoder: ChunkDecoder | None = None  # the codec side, while iterating
         self.speaker = speaker
         self._step_events = False
-        self._codes: list[Any] = []  # every committed frame's codes, in order
+        # Every committed frame's codes, in order: the current segment's frame by frame, each
+        # finished segment's as one int16 block (64 bytes a frame: a chapter's hour is 5 MB).
+        self._codes: list[Any] = []
         self._resume, self.call_frames, self.one_segment = resume, call_frames, one_segment
         self.carry: SessionCarry | None = None  # set when this call ended before the utterance did
         if resume is not None:  # what the earlier calls counted carries on
             self.stats = dataclasses.replace(resume.stats.copy(), speed=self.stats.speed)
-            self._codes = list(resume.codes)
+            self._codes = [np.asarray(resume.codes, np.int16)] if len(resume.codes) else []
 
     def codes(self) -> np.ndarray:
         """(frames, 32) codes committed so far (int16), e.g. for a loop detector."""
         if not self._codes:
             return np.zeros((0, 32), np.int16)
-        return np.asarray(stack_codes(self._codes), dtype=np.int16)
+        return np.concatenate([np.atleast_2d(np.asarray(c, dtype=np.int16)) for c in self._codes])
 
     def wait_line(self) -> str | None:
         """While the engine's scheduler keeps this request waiting: where it stands and why."""
@@ -180,6 +182,12 @@ class SynthesisSession(OnceIterableSession):
             self._sources.close()
 
     # -- streaming -------------------------------------------------------------------------
+
+    def _compact(self, frames: int) -> None:
+        """The segment that just ended: its frames' codes as one int16 block."""
+        if frames:
+            block = np.concatenate([np.atleast_2d(np.asarray(c, dtype=np.int16)) for c in self._codes[-frames:]])
+            self._codes[-frames:] = [block] if len(block) == frames else self._codes[-frames:]
 
     def _hold_back(self, dec: ChunkDecoder, t0: float) -> None:
         """Wait (stoppable) while the audio is more than max_ahead_s ahead of real time since its
@@ -284,6 +292,7 @@ class SynthesisSession(OnceIterableSession):
                     self._sources.close_current()
                 ended_by.append(seg_end)
                 stats.segment_frames.append(len(seg_codes))
+                self._compact(len(seg_codes))
                 stats.ended_by = list(ended_by)
                 if seg_end == "cancel":
                     break
