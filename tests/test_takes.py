@@ -64,6 +64,33 @@ def test_a_recut_at_the_takes_own_threshold_is_its_audio(take, tiny_codec):  # n
     assert len(audio) == len(session.audio()) and np.max(np.abs(audio - session.audio())) <= 1e-5
 
 
+@pytest.mark.parametrize("mode", ["exact", "lookback"])
+def test_a_long_texts_take_is_recut_segment_by_segment(tiny_engine, tiny_codec, mode):  # noqa: F811
+    # Each segment is its own request with its own stop: re-cut at a lower threshold, each stops
+    # where its own p_stop says, and the whole equals a direct run at that threshold (same seed).
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+    from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.ui.takes import Take, recut_take
+
+    text = " ".join(", ".join([s] * 11) + "." for s in ("A first part of a long take", "And then a second part of it"))
+    sampling = SamplingSettings(seed=9, max_frames=40, stop_threshold=0.99, temperature=0.7)
+    stream = StreamSettings(first_chunk_frames=7, chunk_frames=9, fade_ms=20, decode_mode=mode, lookback_frames=4)
+    session = SynthesisSession(tiny_engine, tiny_codec, text, sampling, stream)
+    session.run()
+    st = session.stats.as_dict()
+    assert st["segments"] == 2 and st["segment_frames"] == [40, 40]
+    t = Take(1, session.text, {}, session.sampling, stream, st, session.codes(), None, "tiny")
+    assert t.recut_refusal() is None and t.recut_limit() is None  # both ran to their budget: every threshold
+    first, second = st["p_stop"][:40], st["p_stop"][40:]
+    low = round(min(max(first[1:35]), max(second[1:35])) - 0.005, 3)  # both segments stop before frame 35
+    audio, d = recut_take(t, low, tiny_codec)
+    direct = SynthesisSession(tiny_engine, tiny_codec, text, sampling.replace(stop_threshold=low), stream)
+    direct.run()
+    assert direct.stats.ended_by == ["stop", "stop"] and d.stop_fired
+    assert d.frames == direct.stats.frames < 80
+    assert len(audio) == len(direct.audio()) and np.max(np.abs(audio - direct.audio())) <= 1e-5
+
+
 def test_a_recut_matches_a_direct_run_at_the_lower_threshold(take, tiny_engine, tiny_codec):  # noqa: F811
     from gepard_demo.streaming.session import SynthesisSession
     from gepard_demo.ui.takes import recut_take
@@ -118,8 +145,9 @@ def test_what_cannot_be_recut_says_why(take):
     a, _ = take
     served = dataclasses.replace(a, codes=None)  # a served model sends audio only
     assert "frames were not kept" in reach_words(served, 0.3)
-    split = dataclasses.replace(a, stats={**a.stats, "segments": 2})
-    assert "several text segments" in reach_words(split, 0.3)
+    # A long text stopped before its last segment: two segments, one of them made.
+    split = dataclasses.replace(a, stats={**a.stats, "segments": 2, "segment_frames": [a.stats["frames"]]})
+    assert "stopped before its last segment" in reach_words(split, 0.3)
     limit = a.recut_limit()  # this take ran to its budget at 0.99 unless its stop fired
     words = reach_words(a, 0.98)
     assert ("every threshold" in words) if limit is None else (f"{limit:.3f}" in words)

@@ -7,7 +7,10 @@ lives in the visitor's Gradio session state (nothing global): newest first, MAX_
 Re-cut: a seeded take's frames are the same for every threshold up to where it stops, so the
 take at a lower threshold is a prefix of its frames (model/stop_rule.py, the rule eval's one-pass
 sweep applies); the prefix is decoded as the session would have streamed it (same decoder mode,
-same chunk cuts) and shaped with the same end fade and silence.
+same chunk cuts) and shaped with the same end fade and silence. A long text's take is re-cut
+segment by segment: each segment is a request of its own (its own seed, its own stop), so each
+is cut where its own p_stop says, and the cut segments are decoded as one stream, as the session
+streamed them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, recut, recut_limit
 from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.streaming.text_input import split_text
 
 MAX_TAKES = 10
 
@@ -66,29 +70,56 @@ class Take:
         """The frame count this take was force-stopped at ("auto" scaled to its text), or None."""
         return force_stop_for(self.sampling, self.text)
 
-    def recut_limit(self) -> float | None:
-        """Thresholds below this re-cut; None: all do."""
-        st = self.stats
-        return recut_limit(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames,
-                           self.force_stop)
+    def segments(self) -> list[tuple[str, list[float], int, bool]]:
+        """Per text segment: its text, its p_stop steps, its frames, whether its stop fired."""
+        texts, st = split_text(self.text), self.stats
+        frames, ends = list(st.get("segment_frames") or []), list(st.get("ended_by") or [])
+        if len(texts) == 1 and not frames:  # a take from before segments were counted
+            return [(self.text, self.p_stop, int(st["frames"]), bool(st["stop_fired"]))]
+        out, step = [], 0
+        for text, n, end in zip(texts, frames, ends):
+            steps = n + (1 if end == "stop" else 0)
+            out.append((text, self.p_stop[step:step + steps], n, end == "stop"))
+            step += steps
+        return out
 
-    def recut_at(self, threshold: float) -> Derived:
-        """Where this take stops at `threshold` (stop_rule.recut): ValueError beyond its reach."""
+    def recut_limit(self) -> float | None:
+        """Thresholds below this re-cut (every segment's reach); None: all do."""
+        limits = [recut_limit(p, n, fired, self.sampling.max_frames, force_stop_for(self.sampling, text))
+                  for text, p, n, fired in self.segments()]
+        known = [x for x in limits if x is not None]
+        return min(known) if known else None
+
+    def recut_parts(self, threshold: float) -> tuple[Derived, list[int]]:
+        """Where this take stops at `threshold` (stop_rule.recut, segment by segment), and how many
+        frames each segment keeps; ValueError beyond its reach."""
         why = self.recut_refusal()
         if why:
             raise ValueError(f"no re-cut: {why}")
-        st = self.stats
-        return recut(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames, threshold,
-                     self.force_stop)
+        parts = [recut(p, n, fired, self.sampling.max_frames, threshold, force_stop_for(self.sampling, text))
+                 for text, p, n, fired in self.segments()]
+        if len(parts) == 1:
+            return parts[0], [parts[0].frames]
+        last = parts[-1]
+        total = Derived(sum(d.frames for d in parts), all(d.stop_fired for d in parts),
+                        sum(d.frames for d in parts) if last.stop_fired else None,
+                        any(d.runaway for d in parts), [p for d in parts for p in d.p_stop],
+                        "force_stop" if any(d.force_stopped for d in parts) else "budget"
+                        if any(d.runaway for d in parts) else "stop")
+        return total, [d.frames for d in parts]
+
+    def recut_at(self, threshold: float) -> Derived:
+        return self.recut_parts(threshold)[0]
 
     def recut_refusal(self) -> str | None:
         """Why this take cannot be re-cut at all, or None."""
         if self.codes is None:
             return "this take's frames were not kept (a served model sends audio only)"
-        if int(self.stats.get("segments", 1)) > 1:
-            return "this take was read in several text segments, each with its own stop"
         if not self.stats.get("frames"):
             return "this take has no frames"
+        segments = int(self.stats.get("segments", 1))
+        if segments > 1 and len(self.stats.get("segment_frames") or []) != segments:
+            return "this long text was stopped before its last segment: there is no whole take to re-cut"
         return None
 
 
@@ -197,8 +228,10 @@ def _show(x) -> str:
 def recut_take(take: Take, threshold: float, codec: Any) -> tuple[np.ndarray, Derived]:
     """The take's audio at another threshold, from its own frames. ValueError (naming
     stop_threshold, with the reach) when the threshold needs frames the take did not make."""
-    derived = take.recut_at(threshold)
-    return decode_prefix(codec, take.codes[: derived.frames], take.stream), derived
+    derived, kept = take.recut_parts(threshold)
+    starts = np.cumsum([0] + [n for _, _, n, _ in take.segments()])
+    codes = np.concatenate([take.codes[a:a + k] for a, k in zip(starts, kept)])
+    return decode_prefix(codec, codes, take.stream), derived
 
 
 def decode_prefix(codec: Any, codes: np.ndarray, stream: StreamSettings) -> np.ndarray:
