@@ -156,3 +156,18 @@ def test_synth_without_a_seed_uses_a_fresh_one_and_prints_it(tiny_model_dir, tmp
     assert runs[2]["seed"] == runs[0]["seed"] and len(first) > 0 and (first == again).all()
     other = sf.read(tmp_path / "b.wav", dtype="int16")[0]
     assert len(other) != len(first) or not (other == first).all()  # another seed, other samples
+
+
+def test_synth_reads_a_chapter_from_a_text_file_and_names_a_file_that_is_not_utf8(tiny_cache_dir, tmp_path):
+    part = ", ".join(["A long chapter read from a file"] * 11) + "."
+    (tmp_path / "chapter.txt").write_text(f"{part} {part} {part}", encoding="utf-8")
+    proc = run_cli("synth", "--text-file", str(tmp_path / "chapter.txt"), "--seed", "2", "--max-frames", "6",
+                   "--stop-threshold", "0.99", "--look-ahead", "2", "-o", str(tmp_path / "out.wav"),
+                   cache_dir=tiny_cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout.splitlines()[-1])
+    assert row["segments"] == 3 and row["segment_frames"] == [6, 6, 6] and row["frames"] == 18
+    assert sf.info(tmp_path / "out.wav").frames == 18 * 1024
+    (tmp_path / "latin1.txt").write_bytes("D\xe9j\xe0 vu.".encode("latin-1"))
+    proc = run_cli("synth", "--text-file", str(tmp_path / "latin1.txt"), cache_dir=tiny_cache_dir)
+    assert proc.returncode == 2 and "latin1.txt is not UTF-8 text" in proc.stderr

@@ -148,3 +148,25 @@ def test_a_visitors_stream_takes_a_look_ahead_rows_place_at_once(tiny_engine, ti
         assert np.array_equal(long_text.codes(), want.codes())  # the preempted segment went on unchanged
     finally:
         scheduler.close()
+
+
+def test_our_server_streams_a_long_text_made_ahead_as_one_after_another_makes_it(tiny_engine, tiny_codec):  # noqa: F811
+    import httpx
+    from app_fixtures import serve_in_thread
+
+    from gepard_demo.serving.protocol import pcm16
+    from gepard_demo.serving.server import build_speech_app
+
+    text, s = _text(), _sampling()
+    _, want = _session(tiny_engine, tiny_codec, text, s, look_ahead=0)
+    app = build_speech_app(tiny_engine, tiny_codec, s.replace(seed=None), STREAM,
+                           batching=BatchingSettings(max_batch=4, admission="cap", look_ahead=2))
+    body = {"input": text, "seed": s.seed, "max_new_tokens": s.max_frames, "response_format": "pcm"}
+    with serve_in_thread(app, "speech-long-text") as port, httpx.Client(base_url=f"http://127.0.0.1:{port}",
+                                                                        timeout=120) as client:
+        whole = client.post("/v1/audio/speech", json=body)
+        assert whole.status_code == 200 and whole.content == pcm16(want)
+        with client.stream("POST", "/v1/audio/speech", json={**body, "stream": True, "stream_format": "audio"}) as r:
+            streamed = b"".join(r.iter_bytes())
+        assert streamed == pcm16(want)
+        assert app.state.scheduler.load()["running"] == 0
