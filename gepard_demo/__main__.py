@@ -88,6 +88,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "stop_fired": stats.stop_fired,
         "stop_frame": stats.stop_frame,
         "runaway": stats.runaway,
+        "ended_by": stats.outcome,
+        "force_stopped": stats.force_stopped,
         "duration_s": round(stats.audio_s, 4),
         "ttfa_s": None if stats.ttfa_s is None else round(stats.ttfa_s, 4),
         "rtf": None if stats.rtf is None else round(stats.rtf, 4),
@@ -97,6 +99,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "speed": engine.model_info.speed,
         "cfg_scale": sampling.cfg_scale,
         "cfg_frames": sampling.cfg_frames,
+        "repetition_penalty": sampling.repetition_penalty,
+        "repetition_window": sampling.repetition_window,
+        "force_stop_frames": sampling.force_stop_frames,
+        **stats.probe(),  # the onset-entropy probe's summary (gepard_demo/model/probe.py)
+        "entropy": [round(x, 4) for x in stats.entropy],  # per decode step, nats
+        "nll": [round(x, 4) for x in stats.nll],  # per committed frame, nats
     }
     if speaker is not None:
         row.update(ref_audio=str(args.ref_audio), ref_audio_s=round(speaker.seconds, 3), prefix_s=round(speaker.compute_s, 3))

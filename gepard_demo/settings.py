@@ -30,6 +30,13 @@ AUTO = "auto"
 class SettingsError(ValueError):
     """A setting outside its allowed range; the message names the setting and the range."""
 
+    @property
+    def field(self) -> str | None:
+        """The setting the message opens with (every check here names it first), if it is one."""
+        words = str(self).split()
+        names = {f.name for cls in (SamplingSettings, StreamSettings, BatchingSettings) for f in dataclasses.fields(cls)}
+        return words[0] if words and words[0] in names else None
+
 
 def _check(cond: bool, message: str) -> None:
     if not cond:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import soundfile as sf
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,3 +70,37 @@ def test_synth_in_a_reference_voice_with_cfg(tiny_cache_dir, tmp_path):
     assert proc.returncode == 2 and "silent" in proc.stderr
     proc = run_cli("synth", "Hello", "--cfg-scale", "11", cache_dir=tiny_cache_dir)
     assert proc.returncode == 2 and "cfg_scale" in proc.stderr
+
+
+def test_synth_with_the_guardrails_says_how_it_ended_and_carries_the_probe(tiny_cache_dir, tmp_path):
+    out = tmp_path / "out.wav"
+    proc = run_cli("synth", "Guard this sentence.", "-o", str(out), "--seed", "3", "--max-frames", "200",
+                   "--stop-threshold", "0.99", "--repetition-penalty", "1.3", "--repetition-window", "0",
+                   "--force-stop-frames", "auto", cache_dir=tiny_cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads(proc.stdout.splitlines()[-1])
+    # auto for three words: int(4 x (0.7 + 0.4 x 3) s x 22050 / 1024 frames/s) = 163
+    assert (row["frames"], row["ended_by"], row["force_stopped"], row["runaway"]) == (163, "force_stop", True, True)
+    assert (row["repetition_penalty"], row["repetition_window"], row["force_stop_frames"]) == (1.3, 0, "auto")
+    assert len(row["entropy"]) == len(row["nll"]) == 163
+    onset = sum(row["entropy"][:10]) / 10
+    settled = sum(row["entropy"][40:60]) / 20
+    assert row["entropy_onset"] == pytest.approx(onset, abs=1e-3)
+    assert row["entropy_drop"] == pytest.approx(onset - settled, abs=1e-3)
+    assert sf.info(out).frames == 163 * 1024
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--repetition-penalty", "3"], "repetition_penalty"),
+    (["--repetition-window", "-2"], "repetition_window"),
+    (["--force-stop-frames", "50", "--max-frames", "40"], "force_stop_frames"),
+    (["--force-stop-frames", "later"], "force_stop_frames"),
+])
+def test_synth_refuses_bad_guardrails_naming_the_field(tiny_cache_dir, flags, field):
+    proc = run_cli("synth", "Hello", *flags, cache_dir=tiny_cache_dir)
+    assert proc.returncode == 2 and field in proc.stderr, proc.stderr
+
+
+def test_synth_refuses_auto_on_a_text_without_words(tiny_cache_dir):
+    proc = run_cli("synth", "… !!", "--force-stop-frames", "auto", cache_dir=tiny_cache_dir)
+    assert proc.returncode == 2 and "force_stop_frames" in proc.stderr and "has none" in proc.stderr

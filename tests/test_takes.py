@@ -32,6 +32,11 @@ def test_the_rule_and_how_far_a_recut_reaches():
     assert recut_limit(budget, 4, False, 10) == 0.2
     with pytest.raises(ValueError):
         recut(budget, 4, False, 10, 0.2)
+    # A force-stopped run tells every threshold too (the force stop does not depend on it).
+    assert recut_limit(budget, 4, False, 10, force_stop=4) is None
+    r = recut(budget, 4, False, 10, 0.95, force_stop=4)
+    assert (r.frames, r.runaway, r.ended_by) == (4, True, "force_stop")
+    assert recut(budget, 4, False, 10, 0.15, force_stop=4).frames == 2  # step 2 (0.2) is the first above 0.15
     # The same rule as eval's one-pass sweep.
     assert derive(p, 4, 0.5, 0.25, 100) == recut(p, 4, True, 100, 0.25)
 

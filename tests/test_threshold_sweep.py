@@ -36,7 +36,7 @@ def test_derive_follows_the_engine_stop_rule():
     assert derive(s, 3, 0.7, 0.7, 1000).frames == 3 and derive(s, 3, 0.7, 0.25, 1000).frames == 2
     with pytest.raises(ValueError, match="above the source"):
         derive(p, 6, 0.5, 0.6, 6)
-    with pytest.raises(ValueError, match="neither stopped nor hit the budget"):
+    with pytest.raises(ValueError, match="neither stopped nor reached its budget"):
         derive(p, 6, 0.95, 0.7, 1000)  # a different budget than the source's is refused
 
 
@@ -71,6 +71,27 @@ def test_derived_frames_equal_direct_solo_runs(tiny_engine, source):
         assert d.p_stop == direct.p_stop
         outcomes.add(d.frames)
     assert len(outcomes) >= 3
+
+
+def test_a_force_stopped_source_tells_every_lower_threshold(tiny_engine, source):
+    # A force stop does not depend on the threshold: from a force-stopped run, each lower threshold
+    # either stops earlier on the same trace or is force-stopped at the same frame, as a direct run.
+    s, whole = source
+    force = 25
+    fs = s.replace(force_stop_frames=force)
+    src = tiny_engine.generate([TEXT], fs)[0]
+    assert src.ended_by == "force_stop" and src.num_frames == force
+    ends = set()
+    for t in [*_thresholds_with_distinct_stops(whole.p_stop[:force]), 0.98]:
+        direct = tiny_engine.generate([TEXT], fs.replace(stop_threshold=t))[0]
+        d = derive(src.p_stop, src.num_frames, fs.stop_threshold, t, fs.max_frames, force_stop=force)
+        assert torch.equal(src.frames[: d.frames], direct.frames)
+        assert (d.frames, d.stop_fired, d.runaway, d.ended_by) == \
+            (direct.num_frames, direct.stop_fired, direct.runaway, direct.ended_by)
+        ends.add(d.ended_by)
+    assert ends == {"stop", "force_stop"}
+    with pytest.raises(ValueError, match="neither stopped nor reached its budget"):  # without its force stop: no source
+        derive(src.p_stop, src.num_frames, fs.stop_threshold, 0.98, fs.max_frames)
 
 
 def test_one_pass_run_folders_equal_brute_force_runs(tmp_path, tiny_engine, source):

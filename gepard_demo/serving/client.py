@@ -73,10 +73,13 @@ class ServedFeatures:
 
     voice_cloning: bool = False  # `ref_audio` (our server when its checkpoint has a compressor)
     guidance: bool = False  # our `cfg_scale` / `cfg_frames` extension fields
+    guardrails: bool = False  # our `repetition_penalty` / `repetition_window` / `force_stop_frames`
+    probe: bool = False  # the SSE done event carries the onset-entropy probe and how the run ended
 
     @classmethod
     def of(cls, entry: dict) -> "ServedFeatures":
-        return cls(voice_cloning=entry.get("voice_cloning") is True, guidance=entry.get("guidance") is True)
+        return cls(voice_cloning=entry.get("voice_cloning") is True, guidance=entry.get("guidance") is True,
+                   guardrails=entry.get("guardrails") is True, probe=entry.get("probe") is True)
 
 
 def guidance_fields(cfg_scale: float, cfg_frames: int | None) -> dict:
@@ -87,13 +90,25 @@ def guidance_fields(cfg_scale: float, cfg_frames: int | None) -> dict:
     return {"cfg_scale": float(cfg_scale), **({"cfg_frames": int(cfg_frames)} if cfg_frames else {})}
 
 
+def guardrail_fields(repetition_penalty: float = 1.0, repetition_window: int = 32,
+                     force_stop_frames: int | str | None = None) -> dict:
+    """Our extension fields for the authors' guardrails; only those that differ from off, so a
+    plain request stays exactly vLLM-Omni's (the window only matters with a penalty)."""
+    fields: dict[str, Any] = {}
+    if repetition_penalty != 1.0:
+        fields.update(repetition_penalty=float(repetition_penalty), repetition_window=int(repetition_window))
+    if force_stop_frames is not None:
+        fields["force_stop_frames"] = force_stop_frames
+    return fields
+
+
 def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
                  mode: StreamMode = "raw", response_format: str = "pcm", ref_audio: str | None = None,
                  guidance: dict | None = None) -> dict:
     """The JSON body for one utterance; mode "raw" = stream_format "audio" (raw bytes),
     "sse" = speech.audio.delta events, "none" = one whole response. ref_audio: a reference
-    voice as `audio_data_url` makes it (vLLM-Omni's cloning field). guidance: `guidance_fields`
-    (our extension; only for a server whose ServedFeatures say it takes them)."""
+    voice as `audio_data_url` makes it (vLLM-Omni's cloning field). guidance: `guidance_fields` and
+    `guardrail_fields` (our extensions; only for a server whose ServedFeatures say it takes them)."""
     body: dict[str, Any] = {"input": text, "voice": "default", "response_format": response_format}
     if ref_audio is not None:
         body["ref_audio"] = ref_audio

@@ -10,7 +10,11 @@ vLLM-Omni's cloning fields (its Qwen3-TTS "Base" task; vLLM-Omni 0.30 refuses th
 - `task_type`: accepted when it is "Base" (vLLM-Omni's name for cloning), refused otherwise.
 
 Our extension fields (not in vLLM-Omni): `cfg_scale` (classifier-free guidance weight, 1 = off,
-0-10) and `cfg_frames` (guide only the first N frames; absent = all).
+0-10) and `cfg_frames` (guide only the first N frames; absent = all); the authors' guardrails
+(facts §15; gepard_demo/model/guardrails.py) `repetition_penalty` (1-2, 1 = off),
+`repetition_window` (frames, 0 = all history) and `force_stop_frames` (a number of frames, "auto",
+or null = off). Each is checked against the request's own frame budget (max_new_tokens), and a
+bad one is a 400 whose `param` names it.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gepard_demo.serving.protocol import GEPARD_RULES, FieldRule
-from gepard_demo.settings import SamplingSettings, SettingsError
+from gepard_demo.settings import AUTO, SamplingSettings, SettingsError
 from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio
 
 ACCEPTED_CLONING_FIELDS = ("ref_audio", "ref_text", "task_type")  # with a compressor to clone with
-EXTENSION_FIELDS = ("cfg_scale", "cfg_frames")  # ours, always accepted
+GUIDANCE_FIELDS = ("cfg_scale", "cfg_frames")
+GUARDRAIL_FIELDS = ("repetition_penalty", "repetition_window", "force_stop_frames")
+EXTENSION_FIELDS = GUIDANCE_FIELDS + GUARDRAIL_FIELDS  # ours, always accepted
 
 
 def request_rules(cloning: bool) -> tuple[FieldRule, ...]:
@@ -52,10 +58,12 @@ class CloningFieldError(ValueError):
 class CloningFields:
     ref_audio: bytes | None  # the decoded file bytes, not yet checked as audio
     ref_text_ignored: bool
-    cfg: dict  # SamplingSettings changes: cfg_scale / cfg_frames as given
+    cfg: dict  # SamplingSettings changes: the guidance and guardrail fields as given
 
 
 def parse_cloning_fields(body: dict[str, Any], sampling: SamplingSettings) -> CloningFields:
+    """sampling: the request's settings before these fields (its max_frames is the request's
+    max_new_tokens, which force_stop_frames must not exceed)."""
     ref = body.get("ref_audio")
     data = None
     if ref is not None:
@@ -71,14 +79,21 @@ def parse_cloning_fields(body: dict[str, Any], sampling: SamplingSettings) -> Cl
     ref_text = body.get("ref_text")
     if ref_text is not None and not isinstance(ref_text, str):
         raise CloningFieldError("ref_text must be a string (it is accepted and ignored)", "ref_text")
-    cfg = {k: body[k] for k in ("cfg_scale", "cfg_frames") if body.get(k) is not None}
+    cfg = {k: body[k] for k in EXTENSION_FIELDS if body.get(k) is not None}
     for key, value in cfg.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (key == "cfg_frames" and not isinstance(value, int)):
-            raise CloningFieldError(f"{key} must be a number{' (an integer)' if key == 'cfg_frames' else ''}, got {value!r}", key)
+        whole = key in ("cfg_frames", "repetition_window", "force_stop_frames")
+        if key == "force_stop_frames" and value == AUTO:
+            pass
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int)):
+            kind = "a number (an integer)" if whole else "a number"
+            also = f", {AUTO!r} or null (off)" if key == "force_stop_frames" else ""
+            raise CloningFieldError(f"{key} must be {kind}{also}, got {value!r}", key)
+    for key in cfg:
         try:
-            sampling.replace(**{key: value}).validate()
+            sampling.replace(**{key: cfg[key]}).validate()
         except SettingsError as e:
             raise CloningFieldError(str(e), key) from e
-    if "cfg_scale" in cfg:
-        cfg["cfg_scale"] = float(cfg["cfg_scale"])
+    for key in ("cfg_scale", "repetition_penalty"):
+        if key in cfg:
+            cfg[key] = float(cfg[key])
     return CloningFields(ref_audio=data, ref_text_ignored=ref_text is not None, cfg=cfg)

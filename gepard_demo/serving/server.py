@@ -13,7 +13,13 @@ is decided by `protocol.py` (vLLM-Omni's request model + its Gepard adapter's ru
   `max_body_bytes` is refused with 413 from its Content-Length, before it is read.
 - Voice cloning and guidance (cloning.py), when the server has a speaker prefixer:
   `ref_audio` (base64 or a data URL), `ref_text` (accepted, ignored), `task_type` "Base"; always
-  our extension fields `cfg_scale` / `cfg_frames`. Bad reference audio is a 400 naming `ref_audio`.
+  our extension fields `cfg_scale` / `cfg_frames` and the authors' guardrails `repetition_penalty` /
+  `repetition_window` / `force_stop_frames` (cloning.py). Bad reference audio is a 400 naming `ref_audio`.
+- How each utterance ended and the onset-entropy probe (gepard_demo/model/probe.py) come back: on a
+  whole response as `X-Gepard-Ended-By` (stop, budget or force_stop), `X-Gepard-Force-Stopped` and
+  `X-Gepard-Entropy-{Onset,Settled,Drop}` headers; on an SSE stream in the `speech.audio.done`
+  event, with the per-step entropy and per-frame NLL traces (too long for a header). A raw stream
+  has no place for them.
   Without a prefixer the cloning fields are refused as vLLM-Omni refuses them.
 - Temperature, top-k, greedy, stop threshold and the chunking / fade / silence are fixed per
   server (chosen at start, as vLLM-Omni reads them from gepard_config.json and env vars).
@@ -36,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -193,7 +200,8 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": getattr(info, "speed", None),
             "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
             # What a client may send beyond vLLM-Omni's protocol (client.ServedFeatures).
-            "voice_cloning": prefixer is not None, "guidance": True,
+            "voice_cloning": prefixer is not None, "guidance": True, "guardrails": True, "probe": True,
+            "extension_fields": list(cloning.EXTENSION_FIELDS),
             "batching": asdict(batching), "load": scheduler.load(),
         }]}
 
@@ -206,7 +214,8 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         try:
             plain, extensions = cloning.split_extensions(body)
             req = parse_speech_request(plain, model_id, rules)
-            clone = cloning.parse_cloning_fields({**plain, **extensions}, sampling)
+            clone = cloning.parse_cloning_fields({**plain, **extensions},
+                                                 sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames))
             session_for(req, clone)  # text and settings checked before any reference audio is decoded
             speaker = None
             if clone.ref_audio is not None:
@@ -220,7 +229,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         except ReferenceAudioError as exc:
             return _error(f"ref_audio: {exc}", 400, "ref_audio")
         except (TextError, SettingsError) as exc:
-            return _error(str(exc), 400, "input" if isinstance(exc, TextError) else None)
+            return _error(str(exc), 400, "input" if isinstance(exc, TextError) else exc.field)
         headers = {"X-Gepard-Seed": str(session.sampling.seed), "X-Gepard-Sample-Rate": str(SAMPLE_RATE),
                    "Cache-Control": "no-store"}
         if clone.ref_text_ignored:
@@ -241,7 +250,10 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             return Response(status_code=499)
         st = session.stats
         headers.update({"X-Gepard-Frames": str(st.frames), "X-Gepard-Stop-Fired": str(st.stop_fired).lower(),
-                        "X-Gepard-Runaway": str(st.runaway).lower()})
+                        "X-Gepard-Runaway": str(st.runaway).lower(), "X-Gepard-Ended-By": st.outcome,
+                        "X-Gepard-Force-Stopped": str(st.force_stopped).lower()})
+        headers.update({f"X-Gepard-{k.replace('_', '-').title()}": "" if v is None else f"{v:.4f}"
+                        for k, v in st.probe().items()})
         data, media = encode_audio(audio, req.response_format)
         return Response(data, media_type=media, headers=headers)
 
@@ -249,6 +261,10 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
 
 
 FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}
+
+
+def _json_floats(values: list[float]) -> list[float | None]:
+    return [round(x, 4) if math.isfinite(x) else None for x in values]
 
 
 async def _stream_body(session: SynthesisSession, req: SpeechRequest):
@@ -276,7 +292,9 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest):
         if sse:
             st = session.stats
             yield sse_event("speech.audio.done", {"gepard": {
-                "frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway, "seed": st.seed}})
+                "frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway, "seed": st.seed,
+                "ended_by": st.outcome, "force_stopped": st.force_stopped, **st.probe(),
+                "entropy": _json_floats(st.entropy), "nll": _json_floats(st.nll)}})
     except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
         log.exception("speech stream failed")
         if sse:

@@ -110,6 +110,17 @@ class SynthesisStats:
         d.update(self.probe())
         return d
 
+    @property
+    def outcome(self) -> str:
+        """How the utterance ended: "cancel", else "force_stop" if a segment was force-stopped, else
+        "budget" if one ran to its budget, else "stop" (every segment's stop head fired)."""
+        if self.cancelled:
+            return "cancel"
+        for end in ("force_stop", "budget"):
+            if end in self.ended_by:
+                return end
+        return "stop"
+
     def probe(self) -> dict[str, float | None]:
         """The onset-entropy summary: mean entropy over frames 0-9 and 40-59 and the drop."""
         from gepard_demo.model.probe import summary
