@@ -57,6 +57,8 @@ def cmd_run(args) -> int:
     changes.update({k: v for k, v in {"server_urls": urls, "server_timeout": args.server_timeout,
                                       "server_concurrency": args.concurrency}.items() if v is not None})
     sampling, stream = settings_from_args(args, base.sampling, base.stream)
+    if args.text_repetition is not None:
+        sampling = sampling.replace(text_repetition=args.text_repetition == "on")
     if not saved and changes.get("engine") == "piper" and "model" not in changes:
         changes["model"] = "en_US-joe-medium"  # the voice Piper speaks with; --model is Gepard's
     if args.files:  # --engine files: the source is the run's "model" (part of its identity)
@@ -268,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ref-audio", default=None, help="speak every sentence in this voice (3-15 s recording); "
                                                       "a set's per-sentence ref_audio column wins; adds speaker similarity")
     add_settings_flags(r)
+    r.add_argument("--text-repetition", choices=("on", "off"), default=None,
+                   help="off: one copy of the text in every prompt, whatever its length (the authors' no-repetition "
+                        "baseline, MODEL_GUIDE §5.3); refused where it would change nothing, and for engines that do not "
+                        "build the prompt here (server, piper, files). Part of the run's identity")
     add_asr_flags(r)
     r.set_defaults(func=cmd_run)
 
