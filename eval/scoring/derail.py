@@ -29,6 +29,10 @@ import math
 from dataclasses import asdict, dataclass
 
 
+class DerailRuleError(ValueError):
+    """A derail threshold out of its range (the CLI exits 2 on it, naming the flag's setting)."""
+
+
 @dataclass(frozen=True)
 class DerailRule:
     fraction: float = 0.8  # a window at or above this share of the onset entropy has not settled
@@ -38,13 +42,13 @@ class DerailRule:
 
     def validate(self) -> "DerailRule":
         if not (isinstance(self.fraction, (int, float)) and 0 < self.fraction <= 10):
-            raise ValueError(f"derail fraction must be in (0, 10] (a share of the onset entropy), got {self.fraction}")
+            raise DerailRuleError(f"derail fraction must be in (0, 10] (a share of the onset entropy), got {self.fraction}")
         if not (isinstance(self.onset_frames, int) and self.onset_frames >= 1):
-            raise ValueError(f"derail onset frames must be a whole number >= 1, got {self.onset_frames}")
+            raise DerailRuleError(f"derail onset frames must be a whole number >= 1, got {self.onset_frames}")
         if not (isinstance(self.window, int) and self.window >= 1):
-            raise ValueError(f"derail window must be a whole number of frames >= 1, got {self.window}")
+            raise DerailRuleError(f"derail window must be a whole number of frames >= 1, got {self.window}")
         if not (isinstance(self.judge_from, int) and self.judge_from >= self.onset_frames + self.window):
-            raise ValueError(f"derail judge_from must be >= onset frames + window = {self.onset_frames + self.window} "
+            raise DerailRuleError(f"derail judge_from must be >= onset frames + window = {self.onset_frames + self.window} "
                              f"(its first window must lie after the onset), got {self.judge_from}")
         return self
 
@@ -106,3 +110,22 @@ def probe_at(entropy: list[float] | None, frames: int | None, n: int, rule: Dera
         return None
     m = _mean(trace[max(rule.onset_frames, n - rule.window): n])
     return None if m is None else m >= rule.fraction * start
+
+
+def add_derail_flags(p) -> None:
+    """--derail-fraction / --derail-from / --derail-window / --derail-onset (argparse), each unset by default."""
+    g = p.add_argument_group("derail rule (eval/scoring/derail.py; unset: the defaults)")
+    d = DerailRule()
+    g.add_argument("--derail-fraction", type=float, default=None,
+                   help=f"a window at or above this share of the onset entropy has not settled (default {d.fraction:g})")
+    g.add_argument("--derail-from", type=int, default=None,
+                   help=f"the first judged window ends at this frame; shorter rows are not judged (default {d.judge_from})")
+    g.add_argument("--derail-window", type=int, default=None, help=f"frames per window (default {d.window})")
+    g.add_argument("--derail-onset", type=int, default=None, help=f"onset frames [0, N) (default {d.onset_frames})")
+
+
+def rule_from_args(args) -> DerailRule:
+    """The rule the flags give (ValueError naming the bad one)."""
+    given = {"fraction": getattr(args, "derail_fraction", None), "judge_from": getattr(args, "derail_from", None),
+             "window": getattr(args, "derail_window", None), "onset_frames": getattr(args, "derail_onset", None)}
+    return DerailRule(**{k: v for k, v in given.items() if v is not None}).validate()
