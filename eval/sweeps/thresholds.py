@@ -168,9 +168,10 @@ def source_cap(samplings: list[SamplingSettings], text: str) -> int | None:
     caps = []
     for s in samplings:
         try:
-            caps.append(force_stop_for(s, text))
+            cap = force_stop_for(s, text)
         except ValueError:
             continue
+        caps.append(None if cap is None else min(cap, s.max_frames))  # past the budget a cap changes nothing
     return None if not caps or None in caps else max(caps)
 
 
