@@ -8,7 +8,7 @@ from pathlib import Path
 from eval.charts.run_charts import write_charts
 from eval.charts.style import RunContext
 from eval.jsonio import write_bytes_atomic
-from eval.report.probe_lines import probe_lines
+from eval.report.probe_lines import probe_lines, seeds_lines
 from eval.report.summary import write_outputs
 from eval.scoring.derail import DerailRule
 
@@ -150,12 +150,7 @@ def _measure_lines(o: dict, seeds: dict | None) -> list[str]:
                   "", f"- sentences that fail in every sample: {seeds['always_fail']}, in some: {seeds['sometimes_fail']}, "
                       f"in none: {seeds['never_fail']}; mean per-sentence failure probability {_pct(seeds['p_fail_mean'])}",
                   f"- duration spread across seeds (median per-sentence std): {seeds['duration_spread_s']:.2f} s"]
-        if seeds.get("wer_single_sample"):
-            lines.append(f"- corpus WER, one sample: {_ci(seeds['wer_single_sample'])}; best of "
-                         f"{seeds['samples_per_sentence']}: {_ci(seeds['wer_best_of_k'])}")
-        lines += ["", "| sentence | samples | failure probability | mean WER | best WER |", "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {w['sentence']} | {w['samples']:.0f} | {_pct(w['p_fail'])} | {_pct(w['wer_mean'])} | {_pct(w['wer_min'])} |"
-                  for w in seeds["worst"]]
+        lines += seeds_lines(seeds)
     return lines
 
 

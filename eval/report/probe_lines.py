@@ -1,6 +1,7 @@
 """report.md's sections on derailment: the derail rule in use, the probe's summary, how well the
 probe at frame N predicts each outcome, and the token-budget table (summary.json holds the same
-numbers: `derail_rule`, `overall.probe`, `probe_prediction`, `token_budget`)."""
+numbers: `derail_rule`, `overall.probe`, `probe_prediction`, `token_budget`); and the
+several-samples lines on WER and the reward (summary.json `seeds`, eval/report/seeds.py)."""
 
 from __future__ import annotations
 
@@ -44,4 +45,29 @@ def probe_lines(summary: dict) -> list[str]:
         for tokens, ms in by_bin.items():
             cells = [_kn(*(ms[m][k] for k in ("k", "n", "rate", "ci_low", "ci_high"))) if m in ms else "-" for m in measures]
             lines.append(f"| {tokens} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _ci(d: dict | None) -> str:
+    return "n/a" if not d else f"{_pct(d['value'])} [{_pct(d['ci_low'])}, {_pct(d['ci_high'])}]"
+
+
+def seeds_lines(seeds: dict) -> list[str]:
+    k = seeds["samples_per_sentence"]
+    lines = []
+    if seeds.get("wer_single_sample"):
+        lines.append(f"- corpus WER, one sample: {_ci(seeds['wer_single_sample'])}; best of {k} (fewest errors, needs "
+                     f"the reference): {_ci(seeds['wer_best_of_k'])}"
+                     + (f"; best of {k} by reward: {_ci(seeds['wer_best_by_reward'])}" if seeds.get("wer_best_by_reward") else ""))
+        lines.append(f"- per-sentence WER across seeds, averaged over sentences: oracle (minimum) {_pct(seeds['oracle_wer'])}, "
+                     f"mean {_pct(seeds['mean_wer'])}")
+    if seeds.get("reward_best") is not None:
+        c = seeds["any_clean"]
+        lines.append(f"- the authors' reward per sentence, averaged: best of {k} {seeds['reward_best']:.3f}, mean "
+                     f"{seeds['reward_mean']:.3f}; sentences with at least one clean sample: {c['k']}/{c['n']} "
+                     f"{_pct(c['rate'])} [{_pct(c['ci_low'])}, {_pct(c['ci_high'])}]")
+    lines += ["", "| sentence | samples | failure probability | mean WER | oracle WER | best reward |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {w['sentence']} | {w['samples']:.0f} | {_pct(w['p_fail'])} | {_pct(w['wer_mean'])} | {_pct(w['wer_min'])} | "
+              f"{'n/a' if w.get('reward_best') is None else format(w['reward_best'], '.3f')} |" for w in seeds["worst"]]
     return lines
