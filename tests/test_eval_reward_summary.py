@@ -43,7 +43,7 @@ def test_reward_clean_and_best_of_k(tmp_path):
     assert o["reward"]["value"] == pytest.approx(sum(sum(v) for v in want.values()) / 6)
     s = summ["seeds"]
     assert s["oracle_wer"] == pytest.approx((0.0 + 0.1) / 2) and s["mean_wer"] == pytest.approx((1.2 / 3 + 0.5 / 3) / 2)
-    # best by reward: a's sample 0 (0 errors), b's sample 0 (the tie with b~1 goes to the lower sample): 1 error of 20
+    # best by reward: a's sample 0 (0 errors), b's sample 0 or 1 (tied, 1 error each): 1 error of 20
     assert s["wer_best_by_reward"]["value"] == pytest.approx(1 / 20)
     assert s["reward_best"] == pytest.approx((0.0 - 0.1) / 2) and s["reward_mean"] == pytest.approx((-3.2 / 3 - 0.5 / 3) / 2)
     assert (s["any_clean"]["k"], s["any_clean"]["n"]) == (2, 2)
