@@ -61,3 +61,13 @@ def test_a_gate_on_derail_needs_runs_with_traces(tmp_path):
     new = fake_run(tmp_path / "b", TEXTS[:10], TEXTS[:10])
     with pytest.raises(GateError, match="derail.*probe's entropy traces"):
         check(Gate.parse({"overall": {"derail": 0.0}}), compare_runs(base, new, replicates=50))
+
+
+def test_the_failure_chart_has_the_new_entries_but_not_clean(runs, tmp_path):
+    import pandas as pd
+
+    from eval.compare.folder import compare_into
+
+    compare_into(tmp_path / "cmp", *runs[:1], [runs[1]])
+    entries = set(pd.read_csv(tmp_path / "cmp" / "failures.csv")["entry"])
+    assert {"derail", "force_stop", "runaway"} <= entries and "clean" not in entries  # right of 0 is worse there

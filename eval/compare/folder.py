@@ -23,7 +23,8 @@ from eval.jsonio import write_bytes_atomic, write_json_atomic
 from .gate import Breach, Gate, check
 from .table import ALL, MEASURES, Comparison, fmt
 
-FAILURES = [name for name, m in MEASURES.items() if m.kind == "rate"]
+# The failure-table entries (higher is worse); the clean-rollout rate, a rate where lower is worse, is not one.
+FAILURES = [name for name, m in MEASURES.items() if m.kind == "rate" and m.worse > 0]
 
 
 def compare_into(out: str | Path, base: str | Path, news: list[str | Path], gate: Gate | None = None,
