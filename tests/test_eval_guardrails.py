@@ -162,3 +162,14 @@ def test_served_rows_carry_what_our_server_says(tmp_path):
     assert (r["ended_by"], r["force_stopped"], r["runaway"], r["frames"]) == ("force_stop", True, True, 64)
     assert r["entropy"] == entropy and r["nll"] == [0.25] * 64
     assert (r["entropy_onset"], r["entropy_settled"], r["entropy_drop"]) == (1.5, 0.5, 1.0)
+
+
+def test_local_stream_rows_say_what_the_batched_ones_say(tiny_cache_dir, tmp_path):
+    args = ("--set", "smoke", "--limit", "3", "--max-frames", "80", "--force-stop-frames", "25", "--batch-size", "1")
+    assert _run(tiny_cache_dir, tmp_path / "b", *args) == 0
+    assert _run(tiny_cache_dir, tmp_path / "s", *args, "--engine", "local-stream") == 0
+    for b, s in zip(rows_of(tmp_path / "b"), rows_of(tmp_path / "s")):
+        assert (s["frames"], s["ended_by"], s["force_stopped"], s["force_stop"]) == \
+            (b["frames"], b["ended_by"], b["force_stopped"], b["force_stop"])
+        assert len(s["entropy"]) == len(b["entropy"]) and len(s["nll"]) == len(b["nll"])
+        assert np.allclose(s["entropy"], b["entropy"], atol=2e-3)
