@@ -103,7 +103,7 @@ def frames_vs_words(df: pd.DataFrame, path: Path, context=None) -> Path:
     frames = df["frames"].astype(float) if has_frames else df["duration_s"] * FRAME_RATE_HZ
     runaway = df["runaway"].fillna(False).astype(bool).to_numpy()
     ax.scatter(df["words"][~runaway], frames[~runaway], s=14, color=OKABE_ITO[0], marker="o", alpha=0.8, label="ended by itself")
-    ax.scatter(df["words"][runaway], frames[runaway], s=18, color=OKABE_ITO[5], marker="x", label="frame budget hit (runaway)")
+    ax.scatter(df["words"][runaway], frames[runaway], s=18, color=OKABE_ITO[5], marker="x", label="frame budget or force stop hit (runaway)")
     w = np.linspace(0, max(df["words"].max(), 1), 50)
     ax.plot(w, (EXPECTED_BASE_S + EXPECTED_PER_WORD_S * w) * FRAME_RATE_HZ, "k--", lw=1, label="expected length")
     ax.set_xlabel("words in the text")

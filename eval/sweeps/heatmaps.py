@@ -41,7 +41,7 @@ HELD_OUT = frozenset(
 
 METRICS = {
     "wer_corpus": ("Corpus WER", "corpus WER (%)", 100.0),
-    "runaway_rate": ("Runaway rate (frame budget hit)", "runaways (% of utterances)", 100.0),
+    "runaway_rate": ("Runaway rate (frame budget or force stop hit)", "runaways (% of utterances)", 100.0),
     "truncation_rate": ("Truncation rate (duration under half the expected)", "truncated (% of utterances)", 100.0),
     "duration_ratio_median": ("Median duration ratio (audio / expected length)", "duration ratio (1 = expected)", 1.0),
     "loop_rate": ("Loop rate (transcript or codec frames repeat)", "loops (% of utterances)", 100.0),
