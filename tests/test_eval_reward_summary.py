@@ -32,10 +32,11 @@ def test_reward_clean_and_best_of_k(tmp_path):
     wer = {"a": [0.0, 0.2, 1.0], "b": [0.1, 0.1, 0.3]}
     # reward = -WER (every duration in bounds), and -2 more for the empty transcript
     want = {"a": [0.0, -0.2, -3.0], "b": [-0.1, -0.1, -0.3]}
-    got = dict(zip(df["id"], df["reward"]))
+    got, got_wer = dict(zip(df["id"], df["reward"])), dict(zip(df["id"], df["reward_wer"]))
     for sent in HYPS:
         for k in range(3):
-            assert got[sent if k == 0 else f"{sent}~{k}"] == pytest.approx(want[sent][k])
+            uid = sent if k == 0 else f"{sent}~{k}"
+            assert got[uid] == pytest.approx(want[sent][k]) and got_wer[uid] == pytest.approx(wer[sent][k])
     # clean: WER <= 0.2, not a runaway, not empty: a, a~1, b, b~1 (b~2 has WER 0.3 and ran away)
     assert list(df.loc[df["clean"].astype(bool), "id"]) == ["a", "a~1", "b", "b~1"]
     o = summ["overall"]
