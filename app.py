@@ -9,6 +9,8 @@ The only place the demo reads environment variables:
   GRADIO_SERVER_PORT   port (default 7860); `--port` wins.
   SPACE_ID             set on every Hugging Face Space: the Eval tab's runs are bounded there
                        (a visitor cannot hold the engine for long); `--public` / `--no-public` win.
+                       It also makes the Space's proxies (private addresses) trusted to name the
+                       visitor in X-Forwarded-For; `--trusted-proxies` wins.
   SPACES_ZERO_GPU      set on a ZeroGPU Space, read through the `spaces` package: GPU work runs
                        in @spaces.GPU calls (gepard_demo/zerogpu); `--zerogpu` wins.
 
@@ -26,7 +28,9 @@ import sys
 from typing import Any
 
 from gepard_demo.model.source import DEFAULT_MODEL
-from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import (
+    LOOPBACK_PROXIES, PRIVATE_PROXIES, SamplingSettings, SettingsError, StreamSettings, TrafficSettings,
+)
 from gepard_demo.settings_flags import add_batching_flags, batching_from_args
 from gepard_demo.speed.flags import add_speed_flags
 
@@ -67,6 +71,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # --max-batch (visitors decoding together, default 4), --admission (realtime: only while the
     # running streams stay real time). Not behind ZeroGPU: there each visitor's utterance is its own call.
     add_batching_flags(p)
+    p.add_argument("--per-client", type=int, default=None,
+                   help="one visitor's (address's) Generates running at once; one more is refused at once "
+                        "(default: half of --max-batch, at least 1, so others keep the rest)")
+    p.add_argument("--trusted-proxies", default=PRIVATE_PROXIES if env.get("SPACE_ID") else LOOPBACK_PROXIES,
+                   help="peers (addresses, networks) whose X-Forwarded-For names the visitor; others are the "
+                        "visitor themselves (default: loopback; on a Space (env SPACE_ID) private networks too)")
     p.add_argument("--no-eval-tab", action="store_true", help="leave out the Eval tab")
     p.add_argument("--zerogpu", choices=("auto", "off", "emulate"), default="auto",
                    help="auto: GPU work in @spaces.GPU calls when the `spaces` package reports a ZeroGPU Space; "
@@ -77,6 +87,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
                         "instead of loading one here; the controls the server fixes are disabled")
     return p.parse_args(argv)
+
+
+def traffic_from_args(args: argparse.Namespace, places: int) -> TrafficSettings:
+    """How visitors share the page: --per-client (default half the places), --trusted-proxies."""
+    changes = {"trusted_proxies": args.trusted_proxies}
+    if args.per_client is not None:
+        changes["per_client"] = args.per_client
+    return TrafficSettings.for_batch(places, **changes)
 
 
 def main_served(args: argparse.Namespace) -> None:
@@ -92,9 +110,13 @@ def main_served(args: argparse.Namespace) -> None:
     fixed = host.fixed_settings()
     sampling, stream = fixed if fixed else (SamplingSettings(), DEMO_STREAM)
     print(f"Serving the page in front of {host.info.name!r} at {host.url}", file=sys.stderr, flush=True)
-    demo = build_app(host, sampling.replace(seed=None), stream)
+    try:
+        traffic = traffic_from_args(args, 1)  # the page in front of a server runs one Generate at a time
+    except SettingsError as exc:
+        sys.exit(f"error: {exc}")
+    demo = build_app(host, sampling.replace(seed=None), stream, traffic=traffic)
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    serve(demo.app, args.host, args.port, demo.blocks)
+    serve(demo.app, args.host, args.port, demo.blocks, trusted_proxies=traffic.trusted_proxies)
 
 
 def gpu_boundary(choice: str) -> str | None:
@@ -120,6 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         return main_served(args)
     try:
         batching = batching_from_args(args)  # a bad --max-batch is refused before anything loads
+        traffic = traffic_from_args(args, batching.max_batch)
     except SettingsError as exc:
         sys.exit(f"error: {exc}")
     boundary = gpu_boundary(args.zerogpu)  # before torch: see gpu_boundary
@@ -167,13 +190,13 @@ def main(argv: list[str] | None = None) -> None:
         from eval.ui.common import EvalLimits
 
         eval_tab = functools.partial(eval_tab, limits=EvalLimits.public())
-    demo = build_app(host, stream=DEMO_STREAM, eval_tab=eval_tab, eval_tab_error=eval_tab_error)
+    demo = build_app(host, stream=DEMO_STREAM, eval_tab=eval_tab, eval_tab_error=eval_tab_error, traffic=traffic)
     if boundary == "zerogpu":
         from gepard_demo.zerogpu.startup import report_startup
 
         report_startup()  # after every @spaces.GPU wrapper exists and the weights are placed
     print(f"Gepard demo on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    serve(demo.app, args.host, args.port, demo.blocks)
+    serve(demo.app, args.host, args.port, demo.blocks, trusted_proxies=traffic.trusted_proxies)
 
 
 if __name__ == "__main__":

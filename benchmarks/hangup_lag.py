@@ -76,12 +76,13 @@ def generate_index(url: str) -> int:
     return next(d["id"] for d in config["dependencies"] if d.get("api_name") == "generate")
 
 
-def visitor(url: str, fn: int, started: threading.Event, hang_up: threading.Event, seen: list) -> None:
-    """Joins the queue with a long Generate, reads its stream until told to hang up, then closes it."""
+def visitor(url: str, fn: int, started: threading.Event, hang_up: threading.Event, seen: list, address: str) -> None:
+    """Joins the queue with a long Generate, reads its stream until told to hang up, then closes it.
+    From its own loopback address: one address may run only half the places (TrafficSettings)."""
     session = secrets.token_hex(8)
     data = ["", "A visitor who will not stay for the end of this long utterance.", 0.3, 0, False, 0.99,
             int(secrets.randbelow(10**6)), False, 4096, 10, 10, "exact", 8, 20, 0, None, 1.0, 0]
-    with httpx.Client(base_url=url, timeout=120) as c:
+    with httpx.Client(base_url=url, timeout=120, transport=httpx.HTTPTransport(local_address=address)) as c:
         c.post("/gradio_api/queue/join", json={"data": data, "fn_index": fn, "session_hash": session,
                                                "event_data": None, "trigger_id": None}).raise_for_status()
         with c.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as r:
@@ -106,8 +107,8 @@ def run(mode: str, visitors: int, cold_start_s: float) -> dict:
         hang_ups = [threading.Event() for _ in range(visitors)]
         started = [threading.Event() for _ in range(visitors)]
         seen: list = []
-        threads = [threading.Thread(target=visitor, args=(url, fn, s, h, seen), daemon=True)
-                   for s, h in zip(started, hang_ups)]
+        threads = [threading.Thread(target=visitor, args=(url, fn, s, h, seen, f"127.0.0.{2 + i}"), daemon=True)
+                   for i, (s, h) in enumerate(zip(started, hang_ups))]
         for t in threads:
             t.start()
         for s in started:

@@ -70,6 +70,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from gepard_demo.serving.protocol import pcm16_array
     from gepard_demo.streaming.session import SynthesisSession
 
+    from gepard_demo.streaming.text_input import CHAPTER_CHARS, clean_text, read_text_file, split_text
+
+    if (args.text is None) == (args.text_file is None):
+        raise SettingsError("give the text, or --text-file FILE (a UTF-8 .txt), not both")
+    text = read_text_file(args.text_file) if args.text_file else clean_text(args.text, CHAPTER_CHARS)
+    batching = batching_from_args(args)
     engine, codec, sampling, stream = load_from_args(args)
     speaker = None
     if args.ref_audio:
@@ -77,8 +83,19 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
         prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
         speaker = prefixer.from_file(args.ref_audio)
-    session = SynthesisSession(engine, codec, args.text, sampling, stream, speaker=None if speaker is None else speaker.tokens)
-    audio = session.run()
+    runner = engine
+    if len(split_text(text)) > 1 and batching.look_ahead > 0:
+        # A long text: its later segments run ahead in one batch beside the first (streaming/segments.py).
+        from gepard_demo.batching.scheduler import BatchScheduler
+
+        runner = BatchScheduler(engine, batching)
+    session = SynthesisSession(runner, codec, text, sampling, stream, speaker=None if speaker is None else speaker.tokens,
+                               max_text_chars=CHAPTER_CHARS, look_ahead=batching.look_ahead)
+    try:
+        audio = session.run()
+    finally:
+        if runner is not engine:
+            runner.close()
     stats = session.stats
     if args.output:
         # The speech server's int16 conversion, so `synth` and `serve` give the same samples.
@@ -94,6 +111,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "ttfa_s": None if stats.ttfa_s is None else round(stats.ttfa_s, 4),
         "rtf": None if stats.rtf is None else round(stats.rtf, 4),
         "seed": stats.seed,
+        "segments": stats.segments,
+        "segment_frames": stats.segment_frames,
         "model": engine.model_info.name,
         "random_weights": engine.model_info.random_weights,
         "speed": engine.model_info.speed,
@@ -145,10 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     tiny.set_defaults(func=cmd_make_tiny)
 
     synth = sub.add_parser("synth", help="synthesize one text; prints one JSON line of stats")
-    synth.add_argument("text")
+    synth.add_argument("text", nargs="?", default=None)
+    synth.add_argument("--text-file", type=Path, default=None,
+                       help="read the text from a UTF-8 .txt file (a chapter: up to 50,000 characters)")
     synth.add_argument("-o", "--output", type=Path, help="WAV file to write")
     add_model_args(synth)
     add_settings_flags(synth)
+    add_batching_flags(synth)  # a long text's segments ahead: --look-ahead, and the batch they share
     synth.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed in the stats")
     synth.add_argument("--ref-audio", type=Path, default=None,
                        help="speak in this voice: a 3-15 s recording (WAV, FLAC, OGG, MP3; any rate or channels)")

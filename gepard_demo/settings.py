@@ -190,6 +190,7 @@ class StreamSettings:
 
 
 ADMISSION_RULES = ("realtime", "cap")
+MAX_LOOK_AHEAD = 64  # segments requested ahead at once; their frames wait in memory (a few MB)
 MAX_BATCH_LIMIT = 256  # eval's largest batch; the authors' interactive range per GPU is 64-128 streams
 
 
@@ -206,15 +207,64 @@ class BatchingSettings:
         "realtime", leaving the rest for jitter.
     codec_batching: the streams' codec chunks that line up decode in one call, each stream with
         its own exact state (batching/codec_pool.py); off: every stream decodes alone.
+    look_ahead: how many later segments of a long text are generated ahead of the one playing,
+        as rows of the running batch (streaming/segments.py); 0: one segment after another.
     """
 
     max_batch: int = 4
     admission: str = "realtime"
     headroom: float = 0.85
     codec_batching: bool = True
+    look_ahead: int = 8
 
     def validate(self) -> "BatchingSettings":
         _check(1 <= self.max_batch <= MAX_BATCH_LIMIT, f"max_batch must be in [1, {MAX_BATCH_LIMIT}], got {self.max_batch}")
         _check(self.admission in ADMISSION_RULES, f"admission must be one of {ADMISSION_RULES}, got {self.admission!r}")
         _check(0.1 <= self.headroom <= 1.0, f"headroom must be in [0.1, 1.0], got {self.headroom}")
+        _check(_whole(self.look_ahead) and 0 <= self.look_ahead <= MAX_LOOK_AHEAD,
+               f"look_ahead must be in [0, {MAX_LOOK_AHEAD}] segments, got {self.look_ahead}")
         return self
+
+
+LOOPBACK_PROXIES = "127.0.0.1,::1"  # uvicorn's own default: a proxy on this machine (nginx, a tunnel)
+PRIVATE_PROXIES = "127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"  # a Space's proxies
+
+
+@dataclass(frozen=True)
+class TrafficSettings:
+    """How the page shares itself among its visitors (gepard_demo/ui/jobs.py, kept_jobs.py, server.py).
+
+    per_client: one client's Generates running (or waiting for the engine) at once; one more is
+        refused when it reaches the handler. A client is an address (see trusted_proxies).
+    max_running: Generates running at once from everyone together (a backstop: Gradio's queue
+        already runs at most --max-batch at once).
+    keep_audio_bytes: the finished jobs' audio kept for a listener that comes late, all together
+        (each job also counts KEPT_JOB_OVERHEAD); past it the oldest are dropped first.
+    keep_s: at most this long after it finished is a job's audio kept.
+    trusted_proxies: peers (addresses or networks, comma-separated) whose X-Forwarded-For names
+        the client: uvicorn's forwarded_allow_ips. Any other peer is the client itself.
+    """
+
+    per_client: int = 2
+    max_running: int = 64
+    keep_audio_bytes: int = 64 * 2**20
+    keep_s: float = 60.0
+    trusted_proxies: str = LOOPBACK_PROXIES
+
+    def validate(self) -> "TrafficSettings":
+        _check(self.per_client >= 1, f"per_client must be at least 1, got {self.per_client}")
+        _check(self.max_running >= self.per_client,
+               f"max_running must be at least per_client ({self.per_client}), got {self.max_running}")
+        _check(self.keep_audio_bytes >= 0, f"keep_audio_bytes must be 0 or more, got {self.keep_audio_bytes}")
+        _check(self.keep_s >= 0, f"keep_s must be 0 or more, got {self.keep_s}")
+        _check(bool(self.trusted_proxies.strip()), "trusted_proxies is empty (name at least one address, "
+               "e.g. 127.0.0.1)")
+        return self
+
+    @staticmethod
+    def for_batch(max_batch: int, **changes) -> "TrafficSettings":
+        """Half the places for one client (at least 1), so others keep the rest; the backstop
+        never below the places themselves."""
+        changes = {"per_client": max(1, max_batch // 2), **changes}
+        changes.setdefault("max_running", max(TrafficSettings.max_running, max_batch, changes["per_client"]))
+        return TrafficSettings(**changes).validate()

@@ -76,8 +76,11 @@ def add_batching_flags(p: argparse.ArgumentParser) -> None:
                         "(measured step and codec times; on a GPU up to the cap); cap: up to --max-batch regardless")
     g.add_argument("--codec-batching", action=argparse.BooleanOptionalAction, default=BatchingSettings.codec_batching,
                    help="decode the streams' lined-up codec chunks in one call (exact state per stream)")
+    g.add_argument("--look-ahead", type=int, default=BatchingSettings.look_ahead, metavar="SEGMENTS",
+                   help="later segments of a long text generated ahead of the one playing, as rows of the running "
+                        "batch (0: one after another)")
 
 
 def batching_from_args(args: argparse.Namespace) -> BatchingSettings:
     return BatchingSettings(max_batch=args.max_batch, admission=args.admission,
-                            codec_batching=args.codec_batching).validate()
+                            codec_batching=args.codec_batching, look_ahead=args.look_ahead).validate()

@@ -234,6 +234,7 @@ DEFAULTS = dict(
     text="Hello world, this is Gepard.", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5,
     seed=1234, random_seed=False, max_frames=60, first_chunk_frames=10, chunk_frames=10,
     decode_mode="exact", lookback_frames=8, fade_ms=20, silence_ms=100, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
+    repetition_penalty=1.0, repetition_window=32, force_stop_frames="off",
 )
 ORDER = list(DEFAULTS)
 
@@ -289,3 +290,19 @@ def generate_with_stream(client, url, **over):
     listener.join(30)
     assert not listener.is_alive()
     return result, listener
+
+
+# -- visitors from distinct addresses (the per-client rule tells clients apart by address) -------
+
+# Ten visitors' addresses (TEST-NET-3, never a real host). A test's clients connect from 127.0.0.1,
+# which the server trusts as a proxy (TrafficSettings.trusted_proxies, uvicorn's default too), so
+# the X-Forwarded-For they send names the visitor, as a proxy in front of the app would.
+VISITOR_ADDRESSES = [f"203.0.113.{i}" for i in range(1, 11)]
+
+
+def client_at(url: str, address: str):
+    """gradio_client's Client for a visitor at `address`, through the trusted local proxy.
+    (gradio_client cannot bind a source address: it passes its httpx options to httpx.get too.)"""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, headers={"X-Forwarded-For": address})

@@ -108,6 +108,14 @@ BAD = [
     # Accepted by the components but not valid settings: our own parse / validate() answers.
     (dict(seed=None), "seed is empty"),
     (dict(max_frames=12.5), "max_frames must be a whole number"),
+    # The derailment guardrails (issue 33): each bad value named.
+    (dict(repetition_penalty=0.9), "repetition_penalty must be between 1 and 2, got 0.9"),
+    (dict(repetition_penalty=2.5), "repetition_penalty must be between 1 and 2, got 2.5"),
+    (dict(repetition_window=-1), "repetition_window must be between 0 and 4096, got -1"),
+    (dict(force_stop_frames="0"), "force_stop_frames must be in [1, max_frames = 60], got 0"),
+    (dict(force_stop_frames="61"), "force_stop_frames must be in [1, max_frames = 60], got 61"),
+    (dict(force_stop_frames="soon"), "force_stop_frames must be 'off', 'auto' or a whole number"),
+    (dict(force_stop_frames="auto", text="🙂 🙂"), "force_stop_frames 'auto' scales the cap to the text's words"),
 ]
 
 
@@ -196,3 +204,15 @@ def test_api_parameters_are_named_after_the_controls(client):
     params = [p["parameter_name"] for p in client.view_api(return_format="dict", print_info=False)
               ["named_endpoints"]["/generate"]["parameters"]]
     assert params == ["job_id"] + ORDER
+
+
+def test_the_guardrails_through_the_api_end_the_run_and_say_so(client, live_demo):
+    # A force stop at 20 frames (the budget is 60, the tiny's stop head will not fire at 0.99):
+    # 20 frames of audio plus the end silence, and the stats say who ended it and show the probe.
+    result, listener = generate_with_stream(client, live_demo.url, stop_threshold=0.99, repetition_penalty=1.3,
+                                            repetition_window=0, force_stop_frames="20")
+    assert result[0].startswith("Done")
+    assert len(listener.data) == (20 * 1024 + int(22050 * 0.1)) * 4
+    stats = result[2]
+    assert "force-stopped" in stats and "force_stop_frames 20" in stats
+    assert "frames 0-9:" in stats and "nats" in stats

@@ -40,3 +40,18 @@ def test_app_falls_back_to_tiny_offline_and_says_why(tiny_cache_dir, tmp_path):
         stop_process(proc)
     output = log.read_text()
     assert "Serving the random-weight 'tiny' model instead" in output, output
+
+
+def test_traffic_flags_default_from_the_places_and_bad_ones_are_named(monkeypatch):
+    from app import parse_args, traffic_from_args
+    from gepard_demo.settings import LOOPBACK_PROXIES, PRIVATE_PROXIES, SettingsError
+
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    traffic = traffic_from_args(parse_args([]), 4)
+    assert (traffic.per_client, traffic.trusted_proxies) == (2, LOOPBACK_PROXIES)  # half the places for one visitor
+    assert traffic_from_args(parse_args(["--per-client", "3"]), 4).per_client == 3
+    assert traffic_from_args(parse_args([]), 1).per_client == 1
+    with pytest.raises(SettingsError, match="per_client must be at least 1, got 0"):
+        traffic_from_args(parse_args(["--per-client", "0"]), 4)
+    monkeypatch.setenv("SPACE_ID", "someone/gepard")  # behind a Space's proxies, which name the visitor
+    assert traffic_from_args(parse_args([]), 4).trusted_proxies == PRIVATE_PROXIES

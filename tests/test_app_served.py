@@ -122,3 +122,41 @@ def test_a_reference_voice_and_guidance_reach_the_server(served_app, tmp_path):
     assert np.array_equal(page, direct(ref_audio=audio_data_url(ref), cfg_scale=2.5, cfg_frames=6))
     plain = direct()
     assert len(page) != len(plain) or not np.array_equal(page, plain)
+
+
+def test_the_guardrails_reach_the_server_and_its_report_comes_back(served_app):
+    """In front of our server (its /v1/models lists guardrails) the page's guardrails go with the
+    request: the page plays what the server makes with those fields, and shows the force stop and
+    the probe from the server's done event."""
+    from gradio_client import Client
+
+    url, server_url = served_app
+    text = "A guarded voice."
+    values = ["", text, 0.3, 0, False, 0.5, 79, False, FRAMES, 10, 10, "exact", 8, 20, 100, None, 1.0, 0,
+              1.3, 8, "15"]
+    status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
+    assert status.startswith("Done"), status
+    assert "force-stopped" in stats and "frames 0-9:" in stats and "| frames | 15 |" in stats, stats
+    page, _ = sf.read(wav, dtype="float32")
+    r = httpx.post(f"{server_url}/v1/audio/speech", timeout=120, json={
+        "input": text, "seed": 79, "max_new_tokens": FRAMES, "response_format": "pcm",
+        "repetition_penalty": 1.3, "repetition_window": 8, "force_stop_frames": 15})
+    assert r.status_code == 200 and r.headers["x-gepard-ended-by"] == "force_stop"
+    assert np.array_equal(page, np.frombuffer(r.content, "<i2").astype(np.float32) / 32768.0)
+
+
+def test_a_server_without_guardrails_greys_them_and_refuses_them():
+    """vLLM-Omni would drop the fields unread: the page says so on the controls, and a request that
+    uses them is refused naming the field rather than silently unguarded."""
+    from gepard_demo.ui.served import NO_GUARDRAILS_REASON, ServedHost, ServedSession
+
+    host = ServedHost(client=None, entry={"id": "gepard", "guidance": True})  # no "guardrails"
+    locked = host.locked_controls()
+    assert {k: locked[k] for k in ("repetition_penalty", "repetition_window", "force_stop_frames")} == \
+        dict.fromkeys(("repetition_penalty", "repetition_window", "force_stop_frames"), NO_GUARDRAILS_REASON)
+    from gepard_demo.settings import SamplingSettings, SettingsError
+
+    for change, field in (({"repetition_penalty": 1.2}, "repetition_penalty"), ({"force_stop_frames": "auto"}, "force_stop_frames")):
+        with pytest.raises(SettingsError, match=field):
+            ServedSession(None, "Hello.", SamplingSettings(**change), features=host.features)
+    ServedSession(None, "Hello.", SamplingSettings(), features=host.features)  # unguarded: fine

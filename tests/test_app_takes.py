@@ -24,6 +24,9 @@ ENDED = PLAYER_ENDED
 ROWS = "(n) => (document.querySelector('#gepard-take-a input')?.value || '').startsWith('#' + n + ' ')"
 # How many points the live p_stop plot has drawn so far.
 POINTS = "() => (document.querySelector('#gepard-plot polyline')?.getAttribute('points') || '').split(' ').filter(Boolean).length"
+# ...and of its belief-entropy trace (the probe's dashed line).
+ENTROPY_POINTS = ("() => (document.querySelector('#gepard-plot polyline.gepard-entropy')?.getAttribute('points') || '')"
+                  ".split(' ').filter(Boolean).length")
 STEP_S = 0.07  # the slow engine's wait per frame: 1 / 21.5 s of audio per 0.07 s, ~0.65x real time
 
 
@@ -113,7 +116,8 @@ def test_takes_ab_use_settings_and_download(browser, live_demo):  # noqa: F811
         page.wait_for_selector("#gepard-take-b-audio audio, #gepard-take-b-audio [data-testid]", state="attached")
         data = plot_data(page, "#gepard-ab-plot")
         assert [t["label"] for t in data["traces"]] == ["A #2", "B #1"]
-        assert page.locator("#gepard-ab-plot polyline").count() == 2
+        assert page.locator("#gepard-ab-plot polyline.gepard-trace").count() == 2
+        assert page.locator("#gepard-ab-plot polyline.gepard-entropy").count() == 2  # the probe, per take
         # A as WAV + settings JSON; the JSON is enough to make it again with synth.
         links = page.locator("#gepard-take-files a")
         page.wait_for_function("() => document.querySelectorAll('#gepard-take-files a').length >= 2")
@@ -184,10 +188,11 @@ def test_plot_hover_and_dragging_the_threshold(browser, live_demo):  # noqa: F81
         set_number(page, "gepard-stop-threshold", 0.99)
         generate(page)
         svg = page.locator("#gepard-plot svg")
+        svg.scroll_into_view_if_needed()  # below the stats table: a person scrolls to it
         b = svg.bounding_box()
         page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2)
         text = page.inner_text("#gepard-plot .gepard-pstop-readout")
-        assert "frame " in text and " s · p_stop " in text, text
+        assert "frame " in text and " s · p_stop " in text and " nats" in text, text  # the probe's entropy too
         # Drag the red line on the A/B plot down to about 0.25: the readout says where each
         # trace stops, and the re-cut slider follows.
         page.wait_for_selector("#gepard-ab-plot .gepard-threshold", state="attached")
@@ -225,11 +230,14 @@ def test_live_plot_and_gapless_playback_slower_than_real_time(browser, slow_demo
                                " return t.startsWith('Buffering: ') && t.includes(' s more (generation runs at 0.'); }",
                                timeout=30_000)
         counts = [page.evaluate(POINTS)]
+        entropy = [page.evaluate(ENTROPY_POINTS)]
         for _ in range(2):
             page.wait_for_function(f"(n) => ({POINTS})() > n && document.querySelector("
                                    "\"#gepard-plot .gepard-pstop[data-live='1']\")", arg=counts[-1], timeout=30_000)
             counts.append(page.evaluate(POINTS))
+            entropy.append(page.evaluate(ENTROPY_POINTS))
         assert counts[0] < counts[1] < counts[2], counts
+        assert entropy[0] < entropy[1] < entropy[2] and entropy[2] > 0, entropy  # the probe fills in beside p_stop
         # The player buffered first, said so, and then played without a gap.
         assert page.evaluate("window.gepardPlayer.stats.auto.needS") > 0.5
         job = page.evaluate("window.gepardPlayer.stats.jobId")

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gepard_demo.settings import SettingsError
+from gepard_demo.settings import SettingsError, TrafficSettings
 from gepard_demo.ui.banner import banner_markdown
-from gepard_demo.ui.controller import CONTROL_NAMES, parse_controls
-from gepard_demo.ui.jobs import JobError, JobRegistry, TooManyListeners
+from gepard_demo.ui.controls import CONTROL_NAMES, parse_controls
+from gepard_demo.ui.jobs import Busy, JobError, JobRegistry, TooManyListeners
 from gepard_demo.ui.model_host import ModelHost, load_model_host
 
 
@@ -36,10 +36,21 @@ def run_async(coro_fn):
     return out.get("value")
 
 
+class FakeClock:
+    """The registry's clock, moved by the test (no sleeping for an age to pass)."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 GOOD = dict(
     text="hi", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5, seed=5, random_seed=False,
     max_frames=100, first_chunk_frames=10, chunk_frames=10, decode_mode="exact", lookback_frames=8,
     fade_ms=0, silence_ms=0, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
+    repetition_penalty=1.0, repetition_window=32, force_stop_frames="off",
 )
 
 
@@ -69,35 +80,60 @@ def test_parse_controls_keeps_big_seeds_exact_and_names_bad_values():
             parse_controls({**GOOD, key: value})
 
 
-def test_registry_refuses_bad_ids_and_too_many_jobs():
-    reg = JobRegistry(max_jobs=2)
+def test_parse_controls_reads_the_guardrails_and_names_bad_ones():
+    s = parse_controls({**GOOD, "repetition_penalty": 1.25, "repetition_window": 0, "force_stop_frames": " auto "})[0]
+    assert (s.repetition_penalty, s.repetition_window, s.force_stop_frames) == (1.25, 0, "auto")
+    assert parse_controls({**GOOD, "force_stop_frames": "60"})[0].force_stop_frames == 60
+    assert parse_controls({**GOOD, "force_stop_frames": 60.0})[0].force_stop_frames == 60  # an API client's number
+    assert parse_controls({**GOOD, "force_stop_frames": ""})[0].force_stop_frames is None
+    no_guard = {k: v for k, v in GOOD.items() if k not in ("repetition_penalty", "repetition_window", "force_stop_frames")}
+    s = parse_controls(no_guard)[0]  # an API client from before the guardrails: off
+    assert (s.repetition_penalty, s.force_stop_frames) == (1.0, None)
+    for key, value, msg in [
+        ("repetition_penalty", 0.9, "repetition_penalty must be between 1 and 2"),
+        ("repetition_penalty", 2.5, "repetition_penalty must be between 1 and 2"),
+        ("repetition_window", -1, "repetition_window must be between 0"),
+        ("repetition_window", 1.5, "repetition_window must be a whole number"),
+        ("force_stop_frames", "0", r"force_stop_frames must be in \[1, max_frames = 100\]"),
+        ("force_stop_frames", "101", "force_stop_frames must be in"),
+        ("force_stop_frames", "soon", "force_stop_frames must be 'off', 'auto'"),
+        ("force_stop_frames", "12.5", "force_stop_frames must be a whole number"),
+    ]:
+        with pytest.raises(SettingsError, match=msg):
+            parse_controls({**GOOD, key: value})
+
+
+def test_registry_refuses_bad_ids_and_too_many_running():
+    reg = JobRegistry(TrafficSettings(per_client=2, max_running=2))
     for bad in ["", "short", "../../etc/passwd", "a" * 65, None]:
         with pytest.raises(JobError):
             reg.claim(bad)
         with pytest.raises(JobError):
             reg.admit(bad, "1.2.3.4")
-    a = reg.claim("job-aaaaaaaa")
+    a = reg.claim("job-aaaaaaaa", "1.1.1.1")
     assert reg.open("job-aaaaaaaa") is a
-    reg.claim("job-bbbbbbbb")
-    with pytest.raises(JobError, match="too many"):
-        reg.claim("job-cccccccc")
+    reg.claim("job-bbbbbbbb", "2.2.2.2")
+    with pytest.raises(Busy, match="too many Generates running on this server"):
+        reg.claim("job-cccccccc", "3.3.3.3")
 
 
 def test_registry_sweeps_finished_jobs():
-    reg = JobRegistry(finished_ttl_s=0.0)
+    clock = FakeClock()
+    reg = JobRegistry(TrafficSettings(keep_s=60.0), clock=clock)
     done = reg.claim("job-finished")
     done.finish()
     running = reg.claim("job-running")
-    time.sleep(0.01)
+    clock.now += 60.5
     reg.claim("job-new-one")
     assert reg.get("job-finished") is None
     assert reg.get("job-running") is running
+    assert "finished more than 60 s ago" in reg.gone("job-finished")
 
 
 def test_listeners_for_unclaimed_ids_hold_nothing_a_generate_needs():
     """The lock-out: listeners for ids no Generate claims never fill the registry; when they
     leave, only a cancellation mark stays; a client can hold only so many at once."""
-    reg = JobRegistry(max_jobs=2, listeners_per_client=3)
+    reg = JobRegistry(TrafficSettings(per_client=2, max_running=2), listeners_per_client=3)
 
     async def scenario():
         tasks = []

@@ -1,4 +1,6 @@
-"""`python -m gepard_demo` as a user runs it: a real subprocess, real files."""
+"""`python -m gepard_demo` as a user runs it: a real subprocess, real files; and the defaults of
+`serve` and `synth` with no flags, through the command's own main() (serve's uvicorn.run is caught,
+so no port is bound)."""
 
 import json
 import os
@@ -102,5 +104,55 @@ def test_synth_refuses_bad_guardrails_naming_the_field(tiny_cache_dir, flags, fi
 
 
 def test_synth_refuses_auto_on_a_text_without_words(tiny_cache_dir):
-    proc = run_cli("synth", "… !!", "--force-stop-frames", "auto", cache_dir=tiny_cache_dir)
+    proc = run_cli("synth", "🙂 🙂", "--force-stop-frames", "auto", cache_dir=tiny_cache_dir)
     assert proc.returncode == 2 and "force_stop_frames" in proc.stderr and "has none" in proc.stderr
+
+
+def test_serve_with_no_flags_listens_on_loopback_8091_with_the_checkpoints_settings(tiny_model_dir, monkeypatch):
+    """`python -m gepard_demo serve` and nothing else (the model and its cache from the env): bound to
+    127.0.0.1:8091 (loopback: not open to the network unless asked), 4 requests batched with
+    real-time admission and codec batching, and the sampling the checkpoint's own
+    gepard_config.json says (read here from the file), which /v1/models reports."""
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    from gepard_demo.__main__ import main
+
+    served = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app, **kw))
+    monkeypatch.setenv("GEPARD_CACHE_DIR", str(tiny_model_dir.parent))
+    monkeypatch.setenv("GEPARD_MODEL", "tiny")
+    assert main(["serve"]) == 0
+    app = served["app"]
+    try:
+        assert (served["host"], served["port"]) == ("127.0.0.1", 8091)
+        batching = app.state.scheduler.settings
+        assert (batching.max_batch, batching.admission, batching.codec_batching) == (4, "realtime", True)
+        own = json.loads((tiny_model_dir / "gepard_config.json").read_text())
+        model = TestClient(app).get("/v1/models").json()["data"][0]
+        sampling = model["fixed_settings"]["sampling"]
+        assert {k: sampling[k] for k in ("temperature", "stop_threshold", "max_frames")} == \
+            {k: own[k] for k in ("temperature", "stop_threshold", "max_frames")}
+        assert sampling["seed"] is None and sampling["cfg_scale"] == 1.0  # a fresh seed per request; no guidance
+    finally:
+        app.state.scheduler.close()
+
+
+def test_synth_without_a_seed_uses_a_fresh_one_and_prints_it(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """`synth` with no --seed: each run draws its own seed and prints the one it used, so the
+    printed seed given back as --seed makes the very same samples."""
+    from gepard_demo.__main__ import main
+
+    monkeypatch.setenv("GEPARD_CACHE_DIR", str(tiny_model_dir.parent))
+    monkeypatch.setenv("GEPARD_MODEL", "tiny")
+    runs = []
+    for name, more in (("a", []), ("b", []), ("again", None)):
+        args = ["synth", "Hello there, friend.", "-o", str(tmp_path / f"{name}.wav"), "--max-frames", "20",
+                "--temperature", "1.0", "--stop-threshold", "0.999"]
+        assert main(args + (more if more is not None else ["--seed", str(runs[0]["seed"])])) == 0
+        runs.append(json.loads(capsys.readouterr().out.splitlines()[-1]))
+    assert isinstance(runs[0]["seed"], int) and runs[0]["seed"] != runs[1]["seed"]  # fresh each time
+    first, again = (sf.read(tmp_path / f"{n}.wav", dtype="int16")[0] for n in ("a", "again"))
+    assert runs[2]["seed"] == runs[0]["seed"] and len(first) > 0 and (first == again).all()
+    other = sf.read(tmp_path / "b.wav", dtype="int16")[0]
+    assert len(other) != len(first) or not (other == first).all()  # another seed, other samples

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,6 +15,8 @@ from eval.cli import main
 from eval.runs.seeds import utterance_seed
 
 pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +155,29 @@ def test_batched_adapter_and_streaming_session_agree(tiny_engine):
     assert len(a.audio) == len(b.audio) == a.frames * 1024 + round(0.02 * codec.sample_rate)
     assert np.abs(a.audio - b.audio).max() < 1e-4
     assert 0 < b.ttfa_s and 0 < a.ttfa_s
+
+
+def test_score_runs_dnsmos_on_every_utterance_by_default_through_the_command(tmp_path):
+    """`python -m eval score RUN`, as a user types it, with no --dnsmos flag: DNSMOS is on by default,
+    so every utterance of the run (two of Piper's real speech) gets its scores in dnsmos.jsonl
+    and the report's naturalness counts both; the measured cost is printed."""
+    from eval.engines.piper import PiperReference
+    from eval.runs.run import RunConfig, run
+
+    set_file = tmp_path / "set.jsonl"
+    items = [{"id": "one", "text": "The weather is sunny today, with a light breeze."},
+             {"id": "two", "text": "Please close the door behind you when you leave."}]
+    set_file.write_text("".join(json.dumps(u) + "\n" for u in items))
+    out = tmp_path / "piper"
+    run(RunConfig(engine="piper", model="en_US-joe-medium", set=str(set_file)), out, engine=PiperReference.load(),
+        log=lambda m: None)
+    p = subprocess.run([sys.executable, "-m", "eval", "score", str(out)], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in (out / "dnsmos.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == ["one", "two"]
+    for r in rows:  # real speech, over 1 s of it: real scores on the MOS scale, not the None of a skipped clip
+        assert all(1.0 <= r[k] <= 5.0 for k in ("dnsmos_ovrl", "dnsmos_sig", "dnsmos_bak", "dnsmos_p808")), r
+    assert "DNSMOS scored 2 utterances" in p.stdout + p.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"]["naturalness"]["dnsmos_ovrl"]["n"] == 2

@@ -1,7 +1,8 @@
 """`python -m eval compare` on hand-made scored runs: paired deltas overall and per category and
 per failure entry, the statistics behind them checked against their definitions, the gate file
-and its breaches, the comparison folder, several runs against one base, and what cannot be
-compared."""
+and its breaches, the comparison folder (each chart row and table row carrying its own category's
+or entry's numbers, read from what the charts draw), several runs against one base, and what
+cannot be compared."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ import pytest
 from eval_fixtures import fake_run
 
 from eval.cli import main
+from eval.compare import folder
 from eval.compare.gate import Gate, GateError, check
-from eval.compare.paired import mcnemar_p, newcombe_paired, rate_delta, ratio_delta
-from eval.compare.table import ALL, compare_runs
+from eval.compare.paired import Delta, mcnemar_p, mean_delta, newcombe_paired, rate_delta, ratio_delta
+from eval.compare.table import ALL, Comparison, compare_runs
 
 REPO = Path(__file__).resolve().parents[1]
 WORDS = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"
@@ -71,6 +73,23 @@ def test_a_sentences_samples_are_resampled_together():
     assert by_sentence.low < by_row.low  # fewer independent units: a wider interval
 
 
+def test_a_mean_deltas_interval_has_the_width_its_sentences_give():
+    """100 pairs, the new run 1 higher in every other one: +0.5, and per pair a difference of sd 0.5,
+    so the bootstrap's 95% interval is +-1.96 x 0.5 / sqrt(100) by hand. Two samples a sentence that
+    differ within it (one 0, one 1) leave every sentence's mean at 0.5: no width at all; two that
+    agree make 50 independent units, sqrt(2) wider. A failure rate with several samples a sentence
+    takes the same interval."""
+    a, b = np.zeros(100), np.arange(100) % 2.0
+    by_hand = 1.96 * 0.5 / np.sqrt(100)
+    for clusters, width in ((np.arange(100), by_hand), (np.arange(100) // 2, 0.0),
+                            (np.arange(100) % 50, by_hand * np.sqrt(2))):  # row i and i + 50: the same parity
+        d = mean_delta(a, b, clusters)
+        assert d.delta == pytest.approx(0.5) and d.low <= 0.5 <= d.high
+        assert (d.high - d.low) / 2 == pytest.approx(width, abs=0.12 * by_hand), (clusters[:4], d)
+    r = rate_delta(a.astype(bool), b.astype(bool), np.arange(100) % 50)
+    assert r.delta == pytest.approx(0.5) and (r.high - r.low) / 2 == pytest.approx(by_hand * np.sqrt(2), abs=0.12 * by_hand)
+
+
 def test_deltas_per_category_and_per_failure(runs):
     base, same, casual, better = runs
     assert compare_runs(base, same).deltas[ALL]["corpus_wer"].delta == 0
@@ -108,6 +127,27 @@ def test_the_gate_file_names_each_breach(runs, tmp_path, capsys):
         assert named in capsys.readouterr().err
     with pytest.raises(GateError):
         check(Gate.parse({"categories": {"x": {"loop": 0}}}), c)
+
+
+def test_the_gate_judges_the_intervals_better_end_not_the_point():
+    """Hand-made deltas on each side of a limit: a measure breaches only when the end of its interval
+    on the better side is past the limit: the low end for WER (higher is worse), the high end for
+    DNSMOS (lower is worse), the end nearer 0 for F0 (no side is worse; an interval across 0 never,
+    however wide); a better end exactly at the limit is not past it."""
+    def d(delta, low, high):
+        return Delta(0.0, delta, delta, low, high, 50)
+
+    cases = {  # measure: (limit, {name: (delta, low, high, breaches?)})
+        "corpus_wer": (0.02, {"noisy": (0.05, -0.01, 0.11, False), "clear": (0.05, 0.03, 0.07, True),
+                              "at": (0.04, 0.02, 0.06, False)}),
+        "dnsmos_ovrl": (0.1, {"noisy": (-0.3, -0.65, 0.05, False), "clear": (-0.4, -0.6, -0.2, True)}),
+        "f0_median_hz": (10.0, {"down": (-20.0, -30.0, -12.0, True), "up": (20.0, 12.0, 30.0, True),
+                                "across": (-20.0, -45.0, 15.0, False), "near": (20.0, 8.0, 32.0, False)}),
+    }
+    for measure, (limit, deltas) in cases.items():
+        comparison = Comparison("b", "n", "t", 50, list(deltas), {ALL: {}, **{c: {measure: d(*v[:3])} for c, v in deltas.items()}})
+        breaches = check(Gate.parse({"categories": {"*": {measure: limit}}}), comparison)
+        assert sorted(b.category for b in breaches) == sorted(c for c, v in deltas.items() if v[3]), measure
 
 
 def test_the_comparison_folder(runs, tmp_path):
@@ -149,9 +189,125 @@ def test_what_cannot_be_compared_is_refused_or_compared_on_the_common_part(runs,
     assert compare_runs(unseeded, half).pairs == 40 and not any("seeds" in n for n in compare_runs(unseeded, half).notes)
 
 
-def test_the_exit_code_through_the_cli_process(runs):
-    base, _, casual, _ = runs
-    p = subprocess.run([sys.executable, "-m", "eval", "compare", str(base), str(casual)], cwd=REPO,
+def test_the_exit_code_through_the_cli_process(runs, tmp_path):
+    """With no --gate and no --out: the default gate lets the overall corpus WER rise by nothing
+    beyond noise, so 5 sentences of 60 losing one word each (+0.64 points; in the bootstrap at
+    least one of them is drawn in 99.5% of resamples, so the low end is above 0) fail; the folder
+    is NEW/compare-vs-BASE."""
+    base = runs[0]
+    hyps = [" ".join(h.split()[:-1]) if i % 12 == 1 else h for i, h in enumerate(_worse(TEXTS, 10))]
+    slight = fake_run(tmp_path / "slight", TEXTS, hyps, extra=CATS)
+    p = subprocess.run([sys.executable, "-m", "eval", "compare", str(base), str(slight)], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p.stderr
     assert "corpus_wer" in p.stdout and "REGRESSION" in p.stdout
+    md = (slight / "compare-vs-base" / "compare.md").read_text()
+    wer = json.loads((slight / "compare-vs-base" / "compare.json").read_text())["runs"][0]["deltas"]["all"]["corpus_wer"]
+    assert wer["delta"] == pytest.approx(5 / (13 * 60)) and 0 < wer["low"] < 0.005 and "**1 breach(es)" in md
+
+
+def _drawn(monkeypatch) -> dict:
+    """The figures the comparison folder draws, by file name (forest, failures), kept as drawn."""
+    figures, save = {}, folder.save_chart
+
+    def keep(fig, path, data):
+        figures[Path(path).stem] = fig
+        return save(fig, path, data)
+
+    monkeypatch.setattr(folder, "save_chart", keep)
+    return figures
+
+
+def _points(fig) -> dict[str, dict[str, tuple[float, float, float]]]:
+    """What a deltas chart shows: series (run) -> row label -> (point, interval low, high), in the
+    chart's units (points: x100), each point matched to the row label at its height."""
+    ax = fig.axes[0]
+    labels = {round(y): t.get_text() for y, t in zip(ax.get_yticks(), ax.get_yticklabels())}
+    out = {}
+    for bars in ax.containers:
+        line, _, (xerr,) = bars
+        rows = out.setdefault(bars.get_label(), {})
+        for x, y, seg in zip(line.get_xdata(), line.get_ydata(), xerr.get_segments()):
+            assert abs(seg[0][1] - y) < 1e-9 and abs(y - round(y)) < 0.4  # the bar on its point, the point on its row
+            rows[labels[round(y)]] = (float(x), float(seg[0][0]), float(seg[1][0]))
+    return out
+
+
+def test_each_forest_row_shows_its_own_categorys_delta_and_interval(tmp_path, monkeypatch):
+    """Three categories, each with its own known change: alpha loses 2 of 13 words in every sentence
+    (+15.38 points, and an interval of no width: every resample is the same), beta loses 6 in every
+    other sentence (+23.08, a real interval), gamma none (0, no width); a second run worsens gamma
+    only. Each row of the forest chart, for each run, must show that category's delta and interval
+    (checked against sums of the scored rows and the normal approximation of the bootstrap), and
+    compare.md's per-category table the same."""
+    names = ("alpha", "beta", "gamma")
+    cats = [{"category": names[i % 3]} for i in range(len(TEXTS))]
+    lost = {"regressed": lambda cat, j: {"alpha": 2, "beta": 6 * (j % 2), "gamma": 0}[cat],
+            "gamma_only": lambda cat, j: 1 if cat == "gamma" else 0}
+    base = fake_run(tmp_path / "base", TEXTS, TEXTS, extra=cats)
+    news = [fake_run(tmp_path / name, TEXTS, [" ".join(t.split()[:len(t.split()) - f(names[i % 3], i // 3)])
+                                              for i, t in enumerate(TEXTS)], extra=cats) for name, f in lost.items()]
+    figures = _drawn(monkeypatch)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(base), *map(str, news), "--out", str(out)]) == 1
+    drawn = _points(figures["forest"])
+    assert set(drawn) == set(lost)
+    md = (out / "compare.md").read_text()
+
+    def scored(run):
+        return [json.loads(line) for line in (run / "asr/faster-whisper_tiny.en_int8/scores.jsonl").read_text().splitlines()]
+
+    for new in news:
+        b, n = scored(base), scored(new)
+        rows = drawn[new.name]
+        assert set(rows) == {"overall", *names}
+        for cat in ("overall", *names):
+            keep = [i for i in range(len(TEXTS)) if cat == "overall" or cats[i]["category"] == cat]
+            ref = sum(n[i]["n_ref"] for i in keep)
+            assert ref == 13 * len(keep) == sum(b[i]["n_ref"] for i in keep)  # every sentence 13 words, both runs
+            edits = np.array([n[i]["errors"] - b[i]["errors"] for i in keep], float)  # per sentence, new - base
+            want = edits.sum() / ref
+            # the bootstrap of a mean of len(keep) sentences: its 95% interval ~ +-1.96 sd / sqrt(n)
+            half = 1.96 * edits.std() / 13 / np.sqrt(len(keep))
+            point, low, high = (v / 100 for v in rows[cat])
+            assert point == pytest.approx(want, abs=1e-9), (new.name, cat)
+            if half == 0:  # the same change in every sentence: every resample gives it
+                assert low == pytest.approx(want, abs=1e-9) and high == pytest.approx(want, abs=1e-9), (new.name, cat)
+            else:
+                assert low == pytest.approx(want - half, abs=0.25 * half) and high == pytest.approx(want + half, abs=0.25 * half)
+            if cat != "overall" and new.name == "regressed":
+                assert f"| {cat} | {len(keep)} | +{100 * want:.2f}% [+{100 * low:.2f}%, +{100 * high:.2f}%] |" in md
+    # the side-by-side table's row: each run's own overall delta in its own column
+    cells = [drawn[name]["overall"] for name in lost]
+    assert "| corpus_wer | 0.00% | " + " | ".join(f"+{p:.2f}% [+{lo:.2f}%, +{hi:.2f}%]" for p, lo, hi in cells) + " |" in md
+    # what the construction says, in words: the rows differ, so a row showing another's delta is seen
+    assert [round(drawn["regressed"][c][0], 2) for c in ("overall", *names)] == [12.82, 15.38, 23.08, 0.0]
+    assert [round(drawn["gamma_only"][c][0], 2) for c in ("overall", *names)] == [2.56, 0.0, 0.0, 7.69]
+
+
+def test_each_failure_row_shows_its_own_entrys_change(runs, tmp_path, monkeypatch):
+    """The casual run fails catastrophically in 30 of 60 pairs (8 of 13 words lost), the base in none:
+    that row (and "any") is +50 points with Newcombe's interval, computed here from Wilson's closed
+    form (the base side has no events, so the pairs' correlation term is 0); every other entry is 0
+    with the interval +-z^2 / (n + z^2) of 0 events in 60 on both sides."""
+    base, _, casual, _ = runs
+    figures = _drawn(monkeypatch)
+    main(["compare", str(base), str(casual), "--out", str(tmp_path / "cmp")])
+    (rows,) = _points(figures["failures"]).values()
+    z, n = 1.959963984540054, 60
+
+    def wilson(k):
+        p = k / n
+        mid, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return mid - half, mid + half
+
+    none_high = wilson(0)[1]
+    assert none_high == pytest.approx(z * z / (n + z * z))
+    lo30, hi30 = wilson(30)
+    for entry, (point, low, high) in rows.items():
+        if entry in ("catastrophic", "any"):
+            assert point / 100 == pytest.approx(0.5)
+            assert low / 100 == pytest.approx(0.5 - np.hypot(0.5 - lo30, none_high)) and high / 100 == pytest.approx(hi30)
+        else:
+            assert (point, low / 100, high / 100) == (0, pytest.approx(-none_high), pytest.approx(none_high)), entry
+    assert {"catastrophic", "any", "runaway", "loop"} <= set(rows)

@@ -5,6 +5,7 @@ the bounds a public page puts on a run."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -64,3 +65,16 @@ def test_a_public_page_bounds_each_run(gpu_host, tmp_path):
     with pytest.raises(RunError, match="the sweep: 54 rows"):
         EvalLimits(max_sweep_rows=50).check(6, 100, 4, points=9)
     assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_a_public_pages_bounds_are_reached_not_just_exceeded():
+    """Each bound of a public page at its value runs and one past it is refused naming that bound:
+    30 utterances, 1000 frames, batches of 8, sweeps of 120 rows (4 points x 30 utterances)."""
+    public = EvalLimits.public()
+    public.check(30, 1000, 8, points=4)  # every bound met exactly
+    for args, named in (((31, 1000, 8), "the set (after the limit): 31 utterances is more than this public page runs (30)"),
+                        ((30, 1001, 8), "max_frames: 1001 frames is more than this public page runs (1000)"),
+                        ((30, 1000, 9), "batch_size: 9 rows is more than this public page runs (8)"),
+                        ((11, 1000, 8, 11), "the sweep: 121 rows (points x utterances) is more than this public page runs (120)")):
+        with pytest.raises(RunError, match=re.escape(named)):
+            public.check(*args)

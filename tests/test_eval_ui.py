@@ -136,7 +136,7 @@ def test_open_in_the_demo_loads_what_each_engine_recorded(tmp_path):
     copy = Path(cloned["ref_audio"])
     assert copy.read_bytes() == voice.read_bytes() and "elsewhere" not in str(copy)
     # The Speak tab's side: named controls set, the rest left as the visitor has them.
-    from gepard_demo.ui.controller import CONTROL_NAMES
+    from gepard_demo.ui.controls import CONTROL_NAMES
 
     link = SpeakLink({name: object() for name in CONTROL_NAMES}, object())
     updates = link.updates(served)

@@ -10,8 +10,13 @@ It looks like the engine it wraps (config, tokenizer, model_info, prompt_ids ...
     for i, result in scheduler.generate_each(texts, sampling): ...         # as each one ends
 
 so a SynthesisSession, the speech server and eval run on it unchanged. A request waits in a
-queue (streams ahead of batch work, each in arrival order) until admission.py lets it in; its
-`Ticket.wait_line()` says where it stands and why. The loop, on the scheduler's thread:
+queue (listened streams first, then look-ahead segments of long texts, then batch work, each in
+arrival order) until admission.py lets it in; its `Ticket.wait_line()` says where it stands and
+why. A look-ahead segment (`stream_frames(..., look_ahead=True, group=session)`) is admitted
+while the streams other sessions listen to stay real time (its own session's do not hold it
+back: the text as a whole is what plays), and gives its place back to a listened stream that
+would otherwise wait (preemption; it keeps its frames and goes on from them later). The loop, on
+the scheduler's thread:
 
     admit what may join (their prefill, as one padded group) -> sample a frame for every request
     -> hand each its FrameStep -> drop the cancelled -> one backbone step for the rest
@@ -29,61 +34,16 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
 from gepard_demo.model.batch import BatchRequest, DecodeBatch
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
-from gepard_demo.settings import FRAME_RATE_HZ, BatchingSettings, SamplingSettings
+from gepard_demo.settings import BatchingSettings, SamplingSettings
 
 from .admission import Costs, Newcomer, Running, refusal
-
-_CLOSED = object()  # what cancel() puts in a stream's handoff: a consumer waiting for a frame stops waiting
-
-
-class SchedulerClosed(RuntimeError):
-    """The scheduler was closed while this request waited or ran."""
-
-
-@dataclass(eq=False)
-class Ticket:
-    """One request, from submission until its last step."""
-
-    number: int
-    stream: bool
-    request: BatchRequest
-    on_step: Callable[["Ticket", FrameStep | BaseException], None]
-    submitted: float = field(default_factory=time.perf_counter)
-    handle: int | None = None  # its place in the batch, once admitted
-    first_frame_at: float | None = None
-    frames: int = 0
-    reason: str | None = None  # why it waits (None: queued behind others, or running)
-    ahead: int = 0  # requests in the queue before it
-    cancelled: bool = False
-    done: bool = False
-
-    @property
-    def rows(self) -> int:
-        return 2 if self.request.unconditional is not None else 1
-
-    @property
-    def prompt_tokens(self) -> int:
-        return len(self.request.prompt) + len(self.request.unconditional or [])
-
-    def lead_s(self, now: float) -> float:
-        """How far this stream's audio is ahead of real time (frames made - time since the first)."""
-        return 0.0 if self.first_frame_at is None else self.frames / FRAME_RATE_HZ - (now - self.first_frame_at)
-
-    def wait_line(self) -> str | None:
-        """Where a queued request stands, in words; None once it runs (or ended)."""
-        if self.handle is not None or self.done:
-            return None
-        why = f": {self.reason}" if self.reason else ""
-        place = "next in line" if self.ahead == 0 else f"{self.ahead} ahead in the queue"
-        return f"waiting for the engine ({place}){why}"
-
+from .tickets import SchedulerClosed, Ticket, TicketFrames
 
 class BatchScheduler:
     def __init__(self, engine: Any, settings: BatchingSettings = BatchingSettings()):
@@ -96,6 +56,7 @@ class BatchScheduler:
         self._numbers = itertools.count()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self.preemptions = 0  # look-ahead rows that gave their place to a listened stream
 
     def __getattr__(self, name: str) -> Any:  # config, tokenizer, talker, model_info, prompt_ids, ...
         if name == "engine":  # not set yet (unpickling): never recurse
@@ -104,13 +65,27 @@ class BatchScheduler:
 
     # -- what callers use ------------------------------------------------------------------
 
-    def stream_frames(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None) -> "TicketFrames":
+    takes_look_ahead = True  # SynthesisSession: later segments of a long text may run ahead here
+
+    def stream_frames(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None, *,
+                      look_ahead: bool = False, group: Any = None) -> "TicketFrames":
         """One request's FrameSteps as they are made (engine.stream_frames' contract); closing the
         iterator cancels it, and its row leaves the batch at the next step. Its `wait_line()`
-        says where it stands while it waits."""
+        says where it stands while it waits. look_ahead: a later segment of `group`'s text, made
+        before its turn to play (the module docstring); `promote()` it when its turn comes."""
         handoff: queue.Queue = queue.Queue()
-        ticket = self._enqueue(self._ticket(text, settings, speaker, True, lambda t, item: handoff.put(item)))
-        return TicketFrames(self, ticket, handoff)
+        ticket = self._ticket(text, settings, speaker, True, lambda t, item: handoff.put(item))
+        ticket.look_ahead, ticket.group, ticket.text = look_ahead, group, text
+        ticket.codes = [] if look_ahead else None
+        return TicketFrames(self, self._enqueue(ticket), handoff)
+
+    def promote(self, ticket: Ticket) -> None:
+        """A look-ahead ticket's segment now plays: a listened stream from here on."""
+        with self._cond:
+            if ticket.look_ahead:
+                ticket.look_ahead, ticket.codes = False, None
+                self._order()
+                self._cond.notify_all()
 
     def generate(self, texts: list[str], settings: SamplingSettings | list[SamplingSettings],
                  speakers: list[torch.Tensor | None] | None = None) -> list[GenerationResult]:
@@ -195,7 +170,8 @@ class BatchScheduler:
         """Requests running and waiting, and the batch's backbone rows."""
         with self._cond:
             return {"running": len(self._running), "waiting": len(self._queue),
-                    "rows": sum(t.rows for t in self._running.values()), "max_batch": self.settings.max_batch}
+                    "rows": sum(t.rows for t in self._running.values()), "max_batch": self.settings.max_batch,
+                    "look_ahead": sum(t.look_ahead for t in self._running.values()), "preemptions": self.preemptions}
 
     def close(self) -> None:
         """End every request (they raise SchedulerClosed) and stop the thread."""
@@ -208,8 +184,9 @@ class BatchScheduler:
     # -- the scheduler's thread ------------------------------------------------------------
 
     def _order(self) -> None:
-        """Streams first, then batch work, each in arrival order; every waiter learns its place."""
-        self._queue.sort(key=lambda t: (not t.stream, t.number))
+        """Listened streams first, then look-ahead segments, then batch work, each in arrival order;
+        every waiter learns its place."""
+        self._queue.sort(key=lambda t: (0 if t.listened else 1 if t.stream else 2, t.number))
         for k, t in enumerate(self._queue):
             t.ahead = k
 
@@ -222,7 +199,7 @@ class BatchScheduler:
                 if self._closed:
                     break
                 self._drop_ended(batch)  # what was cancelled during the last step leaves now
-                newcomers = self._admissible()
+                newcomers = self._admissible(batch)
             try:
                 if newcomers:
                     self._admit(batch, newcomers)
@@ -256,28 +233,71 @@ class BatchScheduler:
                 t.done = True
                 del self._running[h]
 
-    def _admissible(self) -> list[Ticket]:
-        """The queue's head, for as long as the admission rule lets each in (under the lock)."""
+    def _state(self, chosen: list[Ticket], newcomer: Ticket, without: tuple = ()) -> tuple[Running, Newcomer]:
+        """The running batch as the rule sees it for `newcomer` (chosen ones counted in, `without`
+        left out). A look-ahead newcomer answers only to the streams other sessions listen to."""
         now = time.perf_counter()
-        streams = [t for t in self._running.values() if t.stream]
-        leads = [t.lead_s(now) for t in streams]
-        state = Running(len(self._running), sum(t.rows for t in self._running.values()), len(streams),
-                        min(leads) if leads else None)
-        chosen = []
+        tickets = [t for t in [*self._running.values(), *chosen] if t not in without]
+        listened = [t for t in tickets if t.listened and not (newcomer.look_ahead and t.group is newcomer.group)]
+        leads = [t.lead_s(now) for t in listened if t.handle is not None]
+        state = Running(len(tickets), sum(t.rows for t in tickets), len(listened), min(leads) if leads else None)
+        return state, Newcomer(newcomer.rows, newcomer.prompt_tokens, newcomer.listened)
+
+    def _admissible(self, batch: DecodeBatch) -> list[Ticket]:
+        """The queue's head, for as long as the admission rule lets each in (under the lock). A
+        listened stream the rule would keep waiting takes the places of look-ahead segments, when
+        that lets it in."""
+        chosen: list[Ticket] = []
         for t in self._queue:
             t.reason = None
         while self._queue:
             t = self._queue[0]
-            why = refusal(self.settings, self.costs, state, Newcomer(t.rows, t.prompt_tokens, t.stream))
+            why = refusal(self.settings, self.costs, *self._state(chosen, t))
+            if why is not None and t.listened:
+                victims = self._victims(chosen, t)
+                if victims:
+                    for v in victims:
+                        self._preempt(batch, v)
+                    self._order()  # the preempted wait behind the listened streams again
+                    why = None
             if why is not None:
                 t.reason = why  # in order: a later request does not overtake the head
                 break
             chosen.append(self._queue.pop(0))
-            state = Running(state.requests + 1, state.rows + t.rows, state.streams + t.stream, state.min_lead_s)
         self._order()
         return chosen
 
+    def _victims(self, chosen: list[Ticket], t: Ticket) -> list[Ticket]:
+        """The fewest running look-ahead tickets (latest first) whose places let `t` in, or none."""
+        ahead = sorted((r for r in self._running.values() if r.look_ahead), key=lambda r: -r.number)
+        for k in range(1, len(ahead) + 1):
+            if refusal(self.settings, self.costs, *self._state(chosen, t, tuple(ahead[:k]))) is None:
+                return ahead[:k]
+        return []
+
+    def _preempt(self, batch: DecodeBatch, t: Ticket) -> None:
+        """Under the lock, between steps: `t` leaves the batch and waits again, keeping its frames,
+        to go on from them (BatchRequest.replay, its noise drawn as far) when it is let in again."""
+        batch.cancel(t.handle)
+        del self._running[t.handle]
+        done = len(t.codes or [])
+        e, settings = self.engine, t.request.sampler.settings
+        sampler = e.sampler(t.text, settings).skip(done, e.talker.logits_shape, e.device)
+        replay = torch.stack(t.codes) if done else None
+        t.request = BatchRequest(t.request.prompt, sampler, t.request.unconditional, t.request.speaker, replay)
+        t.handle, t.preempted = None, t.preempted + 1
+        self.preemptions += 1
+        self._queue.append(t)
+
     def _admit(self, batch: DecodeBatch, tickets: list[Ticket]) -> None:
+        """Prefill newcomers together, those resuming from the same number of frames in one group."""
+        groups: dict[int, list[Ticket]] = {}
+        for t in tickets:
+            groups.setdefault(0 if t.request.replay is None else len(t.request.replay), []).append(t)
+        for group in groups.values():
+            self._admit_group(batch, group)
+
+    def _admit_group(self, batch: DecodeBatch, tickets: list[Ticket]) -> None:
         t0 = time.perf_counter()
         try:
             handles = batch.admit([t.request for t in tickets])
@@ -302,6 +322,8 @@ class BatchScheduler:
                 t.frames += 1
                 if t.first_frame_at is None:
                     t.first_frame_at = now
+                if t.codes is not None:  # a look-ahead ticket keeps its frames: a preemption resumes from them
+                    t.codes.append(step.codes)
             if step.done:
                 t.done = True
             if not t.cancelled:
@@ -316,53 +338,3 @@ class BatchScheduler:
             if not t.done:
                 t.done = True
                 t.on_step(t, exc)
-
-
-class TicketFrames:
-    """The iterator `stream_frames` returns: FrameSteps through the ticket's queue. `cancel()`
-    (or close(), or losing the iterator) ends the request from any thread, and a consumer
-    waiting for its next frame (queued, in prefill, or behind a slow step) stops waiting at once."""
-
-    def __init__(self, scheduler: BatchScheduler, ticket: Ticket, handoff: queue.Queue):
-        self._scheduler, self.ticket, self._handoff = scheduler, ticket, handoff
-        self._ended = False
-
-    def __iter__(self) -> "TicketFrames":
-        return self
-
-    def __next__(self) -> FrameStep:
-        if self._ended or self.ticket.cancelled:
-            raise StopIteration
-        while True:
-            try:
-                item = self._handoff.get(timeout=1.0)
-                break
-            except queue.Empty:
-                thread = self._scheduler._thread
-                if thread is not None and not thread.is_alive():
-                    self.cancel()
-                    raise SchedulerClosed("the engine's scheduler stopped") from None
-        if item is _CLOSED or self.ticket.cancelled:
-            self._ended = True
-            raise StopIteration
-        if isinstance(item, BaseException):
-            self.cancel()
-            raise item
-        if item.done:
-            self._ended = True
-        return item
-
-    def wait_line(self) -> str | None:
-        return self.ticket.wait_line()
-
-    def cancel(self) -> None:
-        """Any thread: the request ends (see BatchScheduler.cancel) and a waiting __next__ returns."""
-        self._ended = True
-        self._scheduler.cancel(self.ticket)
-        self._handoff.put(_CLOSED)
-
-    close = cancel
-
-    def __del__(self) -> None:
-        if not self.ticket.done:
-            self._scheduler.cancel(self.ticket)

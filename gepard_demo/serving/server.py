@@ -190,7 +190,8 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         settings = sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames,
                                     seed=req.seed if req.seed is not None else sampling.seed, **clone.cfg)
         # Checks text and settings up front, without touching the engine.
-        return SynthesisSession(scheduler, stream_codec, req.text, settings, stream, speaker=speaker)
+        return SynthesisSession(scheduler, stream_codec, req.text, settings, stream, speaker=speaker,
+                                look_ahead=batching.look_ahead)
 
     @app.get(MODELS_PATH)
     async def models():

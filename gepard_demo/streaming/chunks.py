@@ -46,12 +46,13 @@ class StepEvent:
     """One decode step, between the chunks, from `SynthesisSession.events()`.
 
     frames: frames committed so far (session-wide); p_stop: this step's stop probability;
-    wall_s: seconds from the request start.
+    wall_s: seconds from the request start; entropy: the probe's belief entropy at this step.
     """
 
     frames: int
     p_stop: float
     wall_s: float
+    entropy: float = float("nan")
 
 
 @dataclass
@@ -61,7 +62,8 @@ class SynthesisStats:
     frames: frames committed (all segments).
     stop_fired: every segment ended by the stop head; runaway: some segment hit max_frames or was
         force-stopped (force_stopped: some segment was; a force stop is a runaway the guard caught).
-    ended_by: how each segment ended: "stop", "budget", "force_stop" or "cancel".
+    ended_by: how each segment ended: "stop", "budget", "force_stop" or "cancel"; segment_frames:
+        how many frames each of them has (a take's codes split back into its segments).
     stop_frame: frames committed when the last segment's stop fired (None otherwise).
     p_stop: one value per decode step, including the stop step itself.
     entropy: the probe's belief entropy per decode step (as p_stop); nll: per committed frame
@@ -86,6 +88,7 @@ class SynthesisStats:
     stop_frame: int | None = None
     force_stopped: bool = False
     ended_by: list[str] = field(default_factory=list)
+    segment_frames: list[int] = field(default_factory=list)  # frames of each segment that ended
     p_stop: list[float] = field(default_factory=list)
     entropy: list[float] = field(default_factory=list)
     nll: list[float] = field(default_factory=list)
@@ -132,7 +135,7 @@ class SynthesisStats:
         return replace(self, **{name: list(getattr(self, name)) for name in _LISTS})
 
 
-_LISTS = ("p_stop", "entropy", "nll", "ended_by", "gpu_asks_s")
+_LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "gpu_asks_s")
 
 
 def stack_codes(codes: list[Any]):

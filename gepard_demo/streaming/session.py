@@ -45,6 +45,7 @@ from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clea
 
 from .chunks import AudioChunk, SessionCarry, StepEvent, SynthesisStats, stack_codes
 from .decoding import ChunkDecoder
+from .segments import SegmentSources
 
 __all__ = ["AudioChunk", "SessionCarry", "StepEvent", "SynthesisSession", "SynthesisStats"]
 
@@ -78,13 +79,16 @@ class SynthesisSession(OnceIterableSession):
         max_text_chars: int = MAX_TEXT_CHARS,
         segment_chars: int = SEGMENT_CHARS,
         end_of_speech: Any = None,
+        look_ahead: int = 0,
         speaker: Any = None,
         resume: SessionCarry | None = None,
         call_frames: int | None = None,
         one_segment: bool = False,
     ) -> None:
         """speaker: a (K, hidden) speaker prefix (SpeakerPrefix.tokens) for a reference voice; None = the default voice.
-        resume / call_frames / one_segment: one utterance over several calls (module docstring)."""
+        resume / call_frames / one_segment: one utterance over several calls (module docstring).
+        look_ahead: how many segments of a long text may be generated ahead of the one playing,
+            on an engine that takes it (segments.py); 0: one after another."""
         sampling.validate()
         stream.validate()
         self.engine = engine
@@ -110,7 +114,7 @@ class SynthesisSession(OnceIterableSession):
         # Held around each engine step and around closing the frame iterator: a generator
         # cannot be closed while another thread is inside it.
         self._lock = threading.RLock()
-        self._frames_iter: Any = None
+        self._sources = SegmentSources(engine, self.segments, self.sampling, speaker, look_ahead, self)
         self._decoder: ChunkDecoder | None = None  # the codec side, while iterating
         self.speaker = speaker
         self._step_events = False
@@ -129,9 +133,12 @@ class SynthesisSession(OnceIterableSession):
 
     def wait_line(self) -> str | None:
         """While the engine's scheduler keeps this request waiting: where it stands and why."""
-        frames = self._frames_iter
-        line = getattr(frames, "wait_line", None)
+        line = getattr(self._sources.current, "wait_line", None)
         return line() if line is not None else None
+
+    def progress(self) -> dict[str, Any]:
+        """A long text's progress: segments generated, audio made ahead, the text's rate (segments.py)."""
+        return self._sources.progress()
 
     def events(self) -> Iterator["AudioChunk | StepEvent"]:
         """Iterate the session with a StepEvent after every decode step as well as the chunks:
@@ -148,21 +155,16 @@ class SynthesisSession(OnceIterableSession):
         codec push that has not started is dropped), so an iterating thread that waits on
         either returns now instead of when its frame or samples come."""
         self._cancel.set()
-        for part in (self._frames_iter, self._decoder):
-            stop = getattr(part, "cancel", None)
-            if stop is not None:
-                stop()
+        self._sources.cancel()  # every segment's request, the ones made ahead too
+        stop = getattr(self._decoder, "cancel", None)
+        if stop is not None:
+            stop()
 
     def close(self) -> None:
         """Cancel and free the engine (waits for the decode step in flight, if any)."""
         self.cancel()
         with self._lock:
-            self._close_frames()
-
-    def _close_frames(self) -> None:
-        it, self._frames_iter = self._frames_iter, None
-        if it is not None and hasattr(it, "close"):
-            it.close()
+            self._sources.close()
 
     # -- streaming -------------------------------------------------------------------------
 
@@ -200,11 +202,10 @@ class SynthesisSession(OnceIterableSession):
                 with self._lock:
                     if self._cancel.is_set():
                         break
-                    voice = {} if self.speaker is None else {"speaker": self.speaker}
-                    if seg_codes:  # this segment goes on from the frames an earlier call made
-                        voice["resume"] = _as_codes(seg_codes)
-                    frames_iter = iter(self.engine.stream_frames(self.segments[seg_no], self.sampling, **voice))
-                    self._frames_iter = frames_iter
+                    # seg_codes: this segment goes on from the frames an earlier call made
+                    frames_iter = self._sources.open(seg_no, _as_codes(seg_codes) if seg_codes else None)
+                    if frames_iter is None:  # cancelled meanwhile
+                        break
                 seg_end = None
                 while True:
                     with self._lock:
@@ -214,6 +215,7 @@ class SynthesisSession(OnceIterableSession):
                         t = time.perf_counter()
                         step = next(frames_iter, None)
                         stats.gen_time_s += time.perf_counter() - t
+                        self._sources.read += step is not None and step.codes is not None
                     if step is None:  # ended without saying why: cancelled from outside, else the budget
                         seg_end = "cancel" if self._cancel.is_set() else "budget"
                         break
@@ -227,7 +229,7 @@ class SynthesisSession(OnceIterableSession):
                         stats.frames += 1
                         made += 1
                     if self._step_events:
-                        yield StepEvent(stats.frames, float(step.p_stop), time.perf_counter() - t0)
+                        yield StepEvent(stats.frames, float(step.p_stop), time.perf_counter() - t0, float(step.entropy))
                     target = stream.first_chunk_frames if stats.chunks == 0 else stream.chunk_frames
                     due = len(dec.pending) >= target
                     if stats.chunks > 0 and dec.pending and dec.aligned:
@@ -244,7 +246,7 @@ class SynthesisSession(OnceIterableSession):
                             yield emit(out, frame_start, dec.pending_start, False)
                         if self.call_frames is not None and made >= self.call_frames and step.done is None:
                             with self._lock:
-                                self._close_frames()
+                                self._sources.close()
                             hand_over(seg_no, seg_codes)  # mid-segment, at a chunk boundary
                             return
                     if step.done is not None:
@@ -253,8 +255,9 @@ class SynthesisSession(OnceIterableSession):
                             stats.stop_frame = stats.frames
                         break
                 with self._lock:
-                    self._close_frames()
+                    self._sources.close_current()
                 ended_by.append(seg_end)
+                stats.segment_frames.append(len(seg_codes))
                 stats.ended_by = list(ended_by)
                 if seg_end == "cancel":
                     break
@@ -282,7 +285,7 @@ class SynthesisSession(OnceIterableSession):
         finally:
             # Also reached when the consumer stops iterating early (GeneratorExit at a yield).
             with self._lock:
-                self._close_frames()
+                self._sources.close()
             dec.close()
             if not stats.complete:
                 stats.cancelled = self._cancel.is_set()

@@ -6,11 +6,16 @@ Gradio's own streaming audio goes through AAC/HLS and costs seconds). Float32 ke
 identical to the final WAV, so a test can compare the two exactly. The stream waits for the
 Generate that claims its id, and ends when that job finishes or is cancelled;
 `X-Gepard-Sample-Rate` names the rate; `X-Gepard-Speed` the audio seconds this host made per wall
-second lately (the player's automatic start buffer). A bad id is 400, too many open streams 429; either is
-one line in the log.
+second lately (the player's automatic start buffer). A bad id is 400, too many open streams 429, an id
+whose audio is gone (dropped from memory, already sent, or its Generate refused: kept_jobs.py) 410
+with the reason; each is one line in the log.
 
 `GET /gepard/queue/{job_id}`: where a request that has not started stands (JSON, for the page's
 wait line): position, an estimate in seconds and in words.
+
+`GET /gepard/load`: what the job registry holds now (JSON: Generates running, finished jobs kept,
+their bytes against the bound, those dropped unheard by cause), for an operator or a benchmark;
+no ids, no addresses.
 """
 
 from __future__ import annotations
@@ -22,19 +27,24 @@ from typing import Callable
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from .jobs import JobError, JobRegistry, TooManyListeners
+from .jobs import JobError, JobGone, JobRegistry, TooManyListeners
 
 PCM_PREFIX = "/gepard/pcm/"
 QUEUE_PREFIX = "/gepard/queue/"
+LOAD_PATH = "/gepard/load"
 WORKLET_PATH = "/gepard/pcm-worklet.js"
 _WORKLET_FILE = Path(__file__).with_name("pcm_worklet.js")
 log = logging.getLogger("gepard_demo.ui")
 
 
-def client_of(request: Request) -> str:
-    # The socket's peer. Behind a proxy every visitor shares its address: the per-client
-    # limit then acts as a global one, which still keeps a flood from holding anything lasting.
-    return request.client.host if request.client else "unknown"
+def client_of(request) -> str:
+    """Who a request comes from, for the per-client limits: the address uvicorn reports. That is
+    the socket's peer, unless the peer is a trusted proxy (TrafficSettings.trusted_proxies, which
+    server.serve hands uvicorn as forwarded_allow_ips): then the first address in X-Forwarded-For,
+    read from the right, that is not a trusted proxy itself. Behind a proxy not trusted, every
+    visitor shares the proxy's address: the per-client limits then act as global ones."""
+    client = getattr(request, "client", None)
+    return client.host if client and client.host else "unknown"
 
 
 def make_audio_router(registry: JobRegistry, sample_rate: int,
@@ -49,7 +59,7 @@ def make_audio_router(registry: JobRegistry, sample_rate: int,
         try:
             registry.admit(job_id, client)
         except JobError as exc:
-            code = 429 if isinstance(exc, TooManyListeners) else 400
+            code = 429 if isinstance(exc, TooManyListeners) else 410 if isinstance(exc, JobGone) else 400
             log.warning("refused audio stream from %s (HTTP %d): %s", client, code, exc)
             raise HTTPException(status_code=code, detail=str(exc)) from None
         headers = {
@@ -72,8 +82,15 @@ def make_audio_router(registry: JobRegistry, sample_rate: int,
             registry.check_id(job_id)
         except JobError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
+        why = registry.gone(job_id)
+        if why is not None:  # the page stops asking: this id will not start
+            return JSONResponse({"state": "gone", "text": why}, headers={"Cache-Control": "no-store"})
         info = queue_status(job_id) if queue_status else {"state": "unknown"}
         return JSONResponse(info, headers={"Cache-Control": "no-store"})
+
+    @router.get(LOAD_PATH)
+    async def load():
+        return JSONResponse(registry.load(), headers={"Cache-Control": "no-store"})
 
     @router.get(WORKLET_PATH)
     async def worklet():

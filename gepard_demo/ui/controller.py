@@ -7,7 +7,9 @@ writes the WAV and returns the stats and the p_stop plot. Gradio's queue lets
 `host.concurrency` Generates run at once and lines up the rest. With a batching host
 (model_host.ModelHost.batch) those sessions decode together, and one the scheduler keeps
 waiting (the real-time rule) shows its wait line; without one, `host.lock` takes the engine for
-the session, and keeps the Eval tab off it meanwhile.
+the session, and keeps the Eval tab off it meanwhile. One client may run only
+`TrafficSettings.per_client` of them at once: one more is refused as soon as it reaches the
+handler, so a script's flood leaves Gradio's queue in milliseconds instead of holding every place.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import logging
-import math
-import re
 import secrets
 import threading
 import time
@@ -28,102 +28,23 @@ import gradio as gr
 import numpy as np
 import soundfile as sf
 
-from gepard_demo.settings import DECODE_MODES, MAX_FRAMES_LIMIT, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
+from .audio_route import client_of
+from .controls import CONTROL_NAMES, parse_controls
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
 from .pstop_plot import Trace, pstop_svg
+from .queue_line import queue_status
 from .takes import Take
 from .views import stats_markdown
-from .voice import VOICE_CONTROL_NAMES, cfg_changes
 
-# The control values, in the order the page passes them after the job id.
-CONTROL_NAMES = (
-    "text", "temperature", "top_k", "greedy", "stop_threshold", "seed", "random_seed",
-    "max_frames", "first_chunk_frames", "chunk_frames", "decode_mode", "lookback_frames",
-    "fade_ms", "silence_ms",
-    *VOICE_CONTROL_NAMES,  # the "Voice and guidance" group (voice.py)
-)
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
 STOP_GRACE_S = 0.2  # after Stop, how long the handler waits for the session's thread before it answers
 log = logging.getLogger("gepard_demo.ui")
-
-
-def _number(name: str, value: Any) -> float:
-    if value is None or isinstance(value, bool) or isinstance(value, str) and not value.strip():
-        raise SettingsError(f"{name} is empty")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise SettingsError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise SettingsError(f"{name} must be a finite number, got {value!r}")
-    return x
-
-
-def _integer(name: str, value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value  # exact, even above 2**53 (a float would round a 63-bit seed)
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        return int(value)  # the seed box's text: exact too
-    x = _number(name, value)
-    if not x.is_integer():
-        raise SettingsError(f"{name} must be a whole number, got {value!r}")
-    return int(x)
-
-
-# The page's range for every numeric control: the sliders span exactly these, and a value
-# outside (typed, or sent through the API) is refused with the control's name.
-CONTROL_RANGES = {
-    "temperature": (0.05, 5.0), "top_k": (0, 8), "stop_threshold": (0.01, 0.99), "seed": (0, 2**63 - 1),
-    "max_frames": (1, MAX_FRAMES_LIMIT), "first_chunk_frames": (1, 100), "chunk_frames": (1, 200),
-    "lookback_frames": (0, 64), "fade_ms": (0, 500), "silence_ms": (0, 2000),
-}
-
-
-def _show(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 2**64 else f"{x:g}"
-
-
-def _in_range(name: str, x: float) -> float:
-    lo, hi = CONTROL_RANGES[name]
-    if not lo <= x <= hi:
-        raise SettingsError(f"{name} must be between {_show(lo)} and {_show(hi)}, got {_show(x)}")
-    return x
-
-
-def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
-    """Page values -> validated settings; raises SettingsError naming the bad control."""
-    for name in CONTROL_RANGES:
-        if name == "seed":
-            if not values["random_seed"]:
-                _in_range(name, _integer(name, values[name]))  # as an integer: 2**63 - 1 is no float
-            continue
-        _in_range(name, _number(name, values[name]))
-    if str(values["decode_mode"]) not in DECODE_MODES:
-        raise SettingsError(f"decode_mode must be one of {', '.join(DECODE_MODES)}, got {values['decode_mode']!r}")
-    seed = None if values["random_seed"] else _integer("seed", values["seed"])
-    sampling = SamplingSettings(
-        temperature=_number("temperature", values["temperature"]),
-        greedy=bool(values["greedy"]),
-        top_k=_integer("top_k", values["top_k"]),
-        stop_threshold=_number("stop_threshold", values["stop_threshold"]),
-        max_frames=_integer("max_frames", values["max_frames"]),
-        seed=seed,
-        **cfg_changes(values.get("cfg_scale", 1.0), values.get("cfg_frames", 0)),
-    ).validate()
-    stream = StreamSettings(
-        first_chunk_frames=_integer("first_chunk_frames", values["first_chunk_frames"]),
-        chunk_frames=_integer("chunk_frames", values["chunk_frames"]),
-        decode_mode=str(values["decode_mode"]),
-        lookback_frames=_integer("lookback_frames", values["lookback_frames"]),
-        fade_ms=_number("fade_ms", values["fade_ms"]),
-        silence_ms=_number("silence_ms", values["silence_ms"]),
-    ).validate()
-    return sampling, stream
 
 
 class DemoController:
@@ -139,6 +60,7 @@ class DemoController:
         # The last few sessions' stats by job id, for the latency benchmark and the tests.
         self._recent: OrderedDict[str, SynthesisStats] = OrderedDict()
         self._recent_lock = threading.Lock()
+        self._wav_lock = threading.Lock()  # Generates running at once write and prune one folder
 
     def stats_for(self, job_id: str) -> SynthesisStats | None:
         with self._recent_lock:
@@ -156,19 +78,21 @@ class DemoController:
                  stop_threshold: float, seed: int | None, random_seed: bool, max_frames: int,
                  first_chunk_frames: int, chunk_frames: int, decode_mode: str, lookback_frames: int,
                  fade_ms: float, silence_ms: float, ref_audio: Any = None, cfg_scale: float = 1.0,
-                 cfg_frames: int = 0) -> Iterator[tuple]:
+                 cfg_frames: int = 0, repetition_penalty: float = 1.0, repetition_window: int = 32,
+                 force_stop_frames: str = "off", request: gr.Request = None) -> Iterator[tuple]:
         """Gradio generator: (status, wav path, stats markdown, p_stop plot, take) updates.
 
         Named parameters, one per control (CONTROL_NAMES), so the API shows these names. The
         last output is the finished run as a Take (takes.py) for the visitor's session state,
-        which the API does not show; the Takes panel numbers it and adds it to the list."""
+        which the API does not show; the Takes panel numbers it and adds it to the list. `request`
+        (Gradio's, not in the API) says who asks: the per-client limit (jobs.JobRegistry)."""
         t0 = time.perf_counter()
         values = {k: v for k, v in locals().items() if k in CONTROL_NAMES}
         # API clients may leave the job id empty: they get a fresh one (and no live stream).
         job_id = job_id or secrets.token_hex(16)
         try:
-            job = self.registry.claim(job_id)
-        except JobError as exc:
+            job = self.registry.claim(job_id, client_of(request))
+        except JobError as exc:  # the same line on the page and through the API
             raise self._rejected("Cannot start", exc) from None
         queued_s = max(0.0, time.monotonic() - job.created)
         try:
@@ -251,7 +175,7 @@ class DemoController:
                     yield ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip(),
                            gr.skip())
                 elif worker.is_alive():
-                    sent = sum(len(c) for c in job.chunks) / 4 / session.sample_rate
+                    sent = job.nbytes / 4 / session.sample_rate
                     yield (
                         f"Generating… {st.frames} frames, {sent:.2f} s of audio streamed "
                         f"(seed `{st.seed}`)",
@@ -302,9 +226,10 @@ class DemoController:
         # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).
         path = self.wav_dir / f"gepard-{job_id}.wav"
         sf.write(str(path), audio, sample_rate, subtype="FLOAT")
-        old = sorted(self.wav_dir.glob("gepard-*.wav"), key=lambda p: p.stat().st_mtime)
-        for stale in old[: max(0, len(old) - self.keep_wavs)]:
-            stale.unlink(missing_ok=True)
+        with self._wav_lock:  # else one handler's stat meets a file another has just pruned
+            old = sorted(self.wav_dir.glob("gepard-*.wav"), key=lambda p: p.stat().st_mtime)
+            for stale in old[: max(0, len(old) - self.keep_wavs)]:
+                stale.unlink(missing_ok=True)
         return str(path)
 
     def rate_hint(self) -> float | None:
@@ -331,66 +256,20 @@ class DemoController:
     # -- the page's wait line ----------------------------------------------------------------
 
     def queue_status(self, job_id: str) -> dict:
-        """Where a request stands before it starts: position and an honest wait estimate.
-
-        The estimate: what the running request still needs (from its own progress: at least
-        the typical time minus what it has run, at most its frame budget at its own rate),
-        plus the typical time of each request ahead (median of recent ones)."""
-        job = self.registry.get(job_id)
-        if job is not None:
-            # Started, but the engine's scheduler keeps it waiting (its place and why).
-            line = getattr(job.session, "wait_line", lambda: None)() if not job.finished else None
-            if line:
-                return {"state": "queued", "text": f"{line[0].upper()}{line[1:]}."}
-            return {"state": "finished" if job.finished else "running"}
-        ahead = self.registry.waiting_ahead(job_id)
-        if ahead is None:
-            return {"state": "unknown"}
+        """Where a request stands before it starts (queue_line.queue_status)."""
         with self._recent_lock:
             walls = sorted(st.wall_s for st in self._recent.values() if st.wall_s)
-        typical = walls[len(walls) // 2] if walls else None
-        running = self.registry.running()
-        low = high = 0.0
-        if running is not None and running.session is not None:
-            st = running.session.stats
-            ran = time.monotonic() - running.started
-            rate = st.frames / ran if st.frames and ran > 0 else None
-            budget = getattr(getattr(running.session, "sampling", None), "max_frames", None)
-            budget_left = (budget - st.frames) / rate if rate and budget else None
-            guess = max((typical or 0.0) - ran, 1.0)
-            high = budget_left if budget_left is not None else guess
-            low = min(guess, high)
-        low += ahead * (typical or 0.0)
-        high += ahead * (typical or 0.0)
-        position = ahead + (1 if running is not None else 0) + 1
-        return {"state": "queued", "position": position, "ahead": position - 1,
-                "wait_s": round(low, 1), "wait_max_s": round(high, 1),
-                "text": wait_words(position - 1, low, high, typical is not None)}
+        return queue_status(self.registry, job_id, walls[len(walls) // 2] if walls else None)
 
 
 def live_plot(session, sampling: SamplingSettings) -> str:
-    """The p_stop plot so far (it fills at every poll while the utterance is made)."""
-    return pstop_svg([Trace("this run", tuple(session.stats.p_stop))], sampling.stop_threshold, live=True,
-                     movable=False)
+    """The p_stop plot so far, with the probe's entropy (it fills at every poll while the utterance
+    is made)."""
+    st = session.stats
+    return pstop_svg([Trace("this run", tuple(st.p_stop), entropy=tuple(st.entropy))], sampling.stop_threshold,
+                     live=True, movable=False)
 
 
 def final_plot(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     stop = stats.stop_frame if stats.stop_fired else None
-    return pstop_svg([Trace("this run", tuple(stats.p_stop), stop)], sampling.stop_threshold)
-
-
-def _secs(x: float) -> str:
-    return f"{x:.0f} s" if x < 90 else f"{x / 60:.0f} min"
-
-
-def wait_words(ahead: int, low: float, high: float, known: bool) -> str:
-    """'Waiting: 2 requests ahead of you, about 10 s (at most 40 s).'"""
-    if ahead <= 0:
-        return "Starting…"
-    who = "1 request" if ahead == 1 else f"{ahead} requests"
-    if not known and high <= 0:
-        return f"Waiting: {who} ahead of you (no timing yet to estimate the wait)."
-    est = f"about {_secs(max(low, 1.0))}"
-    if high > low + 1:
-        est += f" (at most {_secs(high)})"
-    return f"Waiting: {who} ahead of you, {est}."
+    return pstop_svg([Trace("this run", tuple(stats.p_stop), stop, tuple(stats.entropy))], sampling.stop_threshold)

@@ -1,11 +1,13 @@
-"""Job mailboxes between the Gradio generate event (producer) and the PCM route (listener).
+"""The job registry between the Gradio generate event (producer) and the PCM route (listener).
 
 The browser makes up the job id and opens the PCM stream at the moment of the click, in
 parallel with submitting the Gradio event, so no round trip is spent telling the page which
-stream to open. Only the Generate (the producer) creates the mailbox; a listener that comes
-first waits for it, holding nothing but its own connection (see JobRegistry). The producer runs in a
-Gradio worker thread; the listener is a coroutine on the server's event loop, woken through
-`loop.call_soon_threadsafe` (no thread blocks per listener).
+stream to open. Only the Generate (the producer) creates the job (its mailbox: mailbox.py); a
+listener that comes first waits for it, holding nothing but its own connection (see JobRegistry).
+
+What counts against the registry's caps is real work only: the Generates running (or waiting for
+the engine inside their handler), per client and in all (TrafficSettings). A finished job moves to
+KeptJobs (kept_jobs.py), bounded by memory and age, and never refuses a new Generate.
 """
 
 from __future__ import annotations
@@ -15,134 +17,57 @@ import re
 import threading
 import time
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-import numpy as np
+from gepard_demo.settings import TrafficSettings
+
+from .kept_jobs import KeptJobs
+from .mailbox import Job
+
+__all__ = ["JOB_ID_RE", "Busy", "Job", "JobError", "JobGone", "JobRegistry", "TooManyListeners"]
 
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 
 
 class JobError(RuntimeError):
-    """A job id that is malformed, or a registry that is full."""
+    """A job id that is malformed or already taken, or a refusal below."""
 
 
 class TooManyListeners(JobError):
     """A client (or everyone together) has too many audio streams open."""
 
 
-@dataclass
-class Job:
-    job_id: str
-    created: float = field(default_factory=time.monotonic)  # when its page first asked for it
-    started: float = field(default_factory=time.monotonic)  # when a Generate claimed it
-    chunks: list[bytes] = field(default_factory=list)  # float32 little-endian PCM
-    finished: bool = False
-    finished_at: float | None = None
-    cancelled: bool = False
-    claimed: bool = False  # a producer has taken it
-    error: str | None = None
-    session: Any = None  # the running SynthesisSession, to cancel it on Stop
-    _cond: threading.Lock = field(default_factory=threading.Lock)
-    _waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list)
+class Busy(JobError):
+    """A Generate refused for traffic: its client (or everyone together) has too many running."""
 
-    # -- producer side (any thread) ---------------------------------------------------------
 
-    def put(self, samples: np.ndarray) -> None:
-        data = np.asarray(samples, dtype="<f4").tobytes()
-        with self._cond:
-            self.chunks.append(data)
-        self._wake()
-
-    def finish(self, error: str | None = None) -> None:
-        with self._cond:
-            self.finished = True
-            self.finished_at = time.monotonic()
-            self.error = error
-        self._wake()
-
-    def attach(self, session: Any) -> None:
-        """Make `session` the one Stop cancels; cancels it at once if Stop came first."""
-        with self._cond:
-            self.session = session
-            cancelled = self.cancelled
-        if cancelled:
-            session.cancel()
-
-    def cancel(self) -> None:
-        with self._cond:
-            self.cancelled = True
-            session = self.session
-        if session is not None:
-            session.cancel()
-        self._wake()
-
-    def _wake(self) -> None:
-        with self._cond:
-            waiters = list(self._waiters)
-        for loop, event in waiters:
-            try:
-                loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # that loop is closed: its listener is gone
-                pass
-
-    # -- listener side (event loop) ---------------------------------------------------------
-
-    async def iter_bytes(self):
-        """Yield the PCM bytes as they come; ends when the producer finishes or cancels."""
-        loop = asyncio.get_running_loop()
-        event = asyncio.Event()
-        waiter = (loop, event)
-        with self._cond:
-            self._waiters.append(waiter)
-        sent = 0
-        complete = False
-        try:
-            while True:
-                event.clear()
-                with self._cond:
-                    new = self.chunks[sent:]
-                    done = self.finished or self.cancelled
-                sent += len(new)
-                for data in new:
-                    yield data
-                if done and not new:
-                    with self._cond:  # anything put between the snapshot and now
-                        if len(self.chunks) == sent:
-                            complete = True
-                            return
-                    continue
-                if not new:
-                    await event.wait()
-        finally:
-            with self._cond:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-            if not complete:
-                # The listener left mid-stream (tab closed, or a new Generate replaced this
-                # one): nobody will hear the rest, so stop spending the one engine on it.
-                self.cancel()
+class JobGone(JobError):
+    """A listener for a job whose audio is no longer here (dropped, already sent, or refused)."""
 
 
 class JobRegistry:
-    """The jobs Generate has claimed, and the listeners waiting for one.
+    """The jobs Generate has claimed, the finished ones kept a while, and the listeners waiting.
 
-    Only a Generate (one at a time, through Gradio's queue) creates a job, so anonymous
-    requests can never fill what a Generate needs. A listener for an id no Generate has
-    claimed yet waits connected, holding only its own slot: at most `listeners_per_client`
-    per client address and `max_waiting` in all. When it leaves before any Generate claimed
-    the id, a cancellation mark (a short string, the newest `remember_cancelled` kept) is all
-    that stays: the request it was opened for, still queued, then stops at once.
+    Only a Generate creates a job, so anonymous requests can never fill what a Generate needs.
+    Against the caps (TrafficSettings) count only the Generates running: `per_client` of one
+    client's (a cancelled one, winding down, no longer counts against its client) and
+    `max_running` in all. A finished job is kept for a late listener under a memory bound
+    (kept_jobs.py) and counts against nothing. A listener for an id no Generate has claimed yet
+    waits connected, holding only its own slot: at most `listeners_per_client` per client address
+    and `max_waiting` in all. When it leaves before any Generate claimed the id, a cancellation
+    mark (a short string, the newest `remember` kept) is all that stays: the request it was
+    opened for, still queued, then stops at once.
     """
 
-    def __init__(self, max_jobs: int = 64, finished_ttl_s: float = 60.0, listeners_per_client: int = 8,
-                 max_waiting: int = 256, remember_cancelled: int = 4096):
-        self.max_jobs = max_jobs
-        self.finished_ttl_s = finished_ttl_s
+    def __init__(self, traffic: TrafficSettings | None = None, listeners_per_client: int = 8,
+                 max_waiting: int = 256, remember: int = 4096, clock: Callable[[], float] = time.monotonic):
+        self.traffic = (traffic or TrafficSettings()).validate()
         self.listeners_per_client = listeners_per_client
         self.max_waiting = max_waiting
-        self.remember_cancelled = remember_cancelled
-        self._jobs: dict[str, Job] = {}
+        self.remember = remember
+        self._clock = clock
+        self._running: dict[str, Job] = {}  # claimed, not finished
+        self._kept = KeptJobs(self.traffic.keep_audio_bytes, self.traffic.keep_s, remember)
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._waiting_since: dict[str, float] = {}  # job id -> when its first listener came
         self._cancelled: OrderedDict[str, None] = OrderedDict()
@@ -157,25 +82,52 @@ class JobRegistry:
 
     # -- producer side ----------------------------------------------------------------------
 
-    def claim(self, job_id: str) -> Job:
-        """Create the job for its one producer (a Generate); a second claim of an id is refused."""
+    def claim(self, job_id: str, client: str = "local") -> Job:
+        """Create the job for its one producer (a Generate from `client`); a second claim of an
+        id is refused (JobError), and so is one past the caps (Busy, naming which)."""
         self.check_id(job_id)
         with self._lock:
-            self._sweep()
-            if job_id in self._jobs:
+            self._kept.sweep(self._clock())
+            if job_id in self._running or self._kept.get(job_id) is not None:
                 raise JobError(f"job {job_id} is already running or done; a new request needs a new id")
-            if len(self._jobs) >= self.max_jobs:
-                raise JobError("too many jobs in flight; try again in a moment")
-            since = self._waiting_since.pop(job_id, None)
-            job = self._jobs[job_id] = Job(job_id, claimed=True)
-            if since is not None:
-                job.created = since
-            if job_id in self._cancelled:  # stopped (or its page left) while it waited in the queue
-                del self._cancelled[job_id]
-                job.cancelled = True
+            refusal = self._refusal(client)
             waiters = list(self._waiters.get(job_id, []))
+            if refusal is not None:  # a listener waiting for it ends now: this id will not come
+                self._kept.forget(job_id, f"its Generate was refused: {refusal}")
+            else:
+                self._kept.reuse(job_id)
+                since = self._waiting_since.pop(job_id, None)
+                job = self._running[job_id] = Job(job_id, claimed=True, client=client, on_finish=self._finished)
+                if since is not None:
+                    job.created = since
+                if job_id in self._cancelled:  # stopped (or its page left) while it waited in the queue
+                    del self._cancelled[job_id]
+                    job.cancelled = True
         _wake_all(waiters)
+        if refusal is not None:
+            raise Busy(refusal)
         return job
+
+    def _refusal(self, client: str) -> str | None:  # holds self._lock
+        t = self.traffic
+        if len(self._running) >= t.max_running:
+            return (f"too many Generates running on this server ({t.max_running} at once from everyone "
+                    f"together); try again in a moment")
+        mine = sum(1 for j in self._running.values() if j.client == client and not j.cancelled)
+        if mine >= t.per_client:
+            return (f"this address already has {mine} Generates running, the most one address may run at once "
+                    f"(so that other visitors keep a place); wait for one to finish")
+        return None
+
+    def _finished(self, job: Job) -> None:
+        """Job.finish's hook: from the running to the kept (or gone, past the memory bound)."""
+        with self._lock:
+            if self._running.get(job.job_id) is not job:
+                return  # its listener took it all already (discard_if_done)
+            del self._running[job.job_id]
+            job.session = None  # a finished job holds its audio only, not the session's state
+            self._kept.add(job, job.nbytes, self._clock())
+            self._kept.sweep(self._clock())
 
     def open(self, job_id: str) -> Job:
         """Producer-side alias kept for callers that do not care about one-claim semantics."""
@@ -185,35 +137,42 @@ class JobRegistry:
     # -- listener side ----------------------------------------------------------------------
 
     def admit(self, job_id: str, client: str) -> None:
-        """Refuse a listener at once (bad id, or too many open from this client / in all)."""
+        """Refuse a listener at once: a bad id, an id whose audio is gone (JobGone, saying why),
+        or too many listeners open from this client / in all."""
         self.check_id(job_id)
         with self._lock:
+            self._kept.sweep(self._clock())
+            known = job_id in self._running or self._kept.get(job_id) is not None
+            why = None if known else self._kept.gone(job_id)
+            if why is not None:
+                raise JobGone(f"job {job_id}: {why}")
             if self._clients[client] >= self.listeners_per_client:
                 raise TooManyListeners(f"too many audio streams open from {client} "
                                        f"({self.listeners_per_client} at most); close other tabs")
-            if job_id not in self._jobs and sum(len(w) for w in self._waiters.values()) >= self.max_waiting:
+            if not known and sum(len(w) for w in self._waiters.values()) >= self.max_waiting:
                 raise TooManyListeners("too many listeners waiting for requests that have not started; try again")
 
     async def listen(self, job_id: str, client: str):
         """The job's PCM bytes, waiting (connected, holding nothing a Generate needs) until a
-        Generate claims the id. Ends at once if the id is cancelled first."""
+        Generate claims the id. Ends at once if the id is cancelled or refused first."""
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         waiter = (loop, event)
         with self._lock:
             self._clients[client] += 1
-            job = self._jobs.get(job_id)
+            job = self._lookup(job_id)
             if job is None:
                 self._waiters.setdefault(job_id, []).append(waiter)
                 self._waiting_since.setdefault(job_id, time.monotonic())
         try:
             while job is None:
-                await event.wait()
-                event.clear()
                 with self._lock:
-                    job = self._jobs.get(job_id)
-                    if job is None and job_id in self._cancelled:
+                    job = self._lookup(job_id)
+                    if job is None and (job_id in self._cancelled or self._kept.gone(job_id)):
                         return
+                if job is None:
+                    await event.wait()
+                    event.clear()
             self._unwait(job_id, waiter)
             async for data in job.iter_bytes():
                 yield data
@@ -227,6 +186,9 @@ class JobRegistry:
                     del self._clients[client]
                 if job is None:  # left before any Generate claimed it: that request must not run
                     self._mark_cancelled(job_id)
+
+    def _lookup(self, job_id: str) -> Job | None:  # holds self._lock
+        return self._running.get(job_id) or self._kept.get(job_id)
 
     def _unwait(self, job_id: str, waiter) -> None:
         with self._lock:
@@ -252,21 +214,37 @@ class JobRegistry:
 
     def running(self) -> Job | None:
         with self._lock:
-            live = [j for j in self._jobs.values() if not j.finished]
+            live = list(self._running.values())
         return live[-1] if live else None
+
+    def load(self) -> dict:
+        """What the registry holds now: Generates running, finished jobs kept and their bytes
+        (the memory bound's), and how many finished jobs were dropped unheard, by cause."""
+        with self._lock:
+            self._kept.sweep(self._clock())
+            return {"running": len(self._running), "kept": len(self._kept), "kept_bytes": self._kept.bytes,
+                    "keep_bytes": self._kept.keep_bytes, "dropped": dict(self._kept.dropped)}
 
     # -- both -------------------------------------------------------------------------------
 
     def discard_if_done(self, job_id: str) -> None:
         """Forget a job whose producer has finished (its listener has all the audio)."""
         with self._lock:
-            job = self._jobs.get(job_id)
-            if job is not None and job.finished:
-                del self._jobs[job_id]
+            job = self._running.get(job_id)
+            if job is not None and job.finished:  # finished, and its hook has not moved it yet
+                del self._running[job_id]
+                self._kept.forget(job_id, "its audio was already sent to a listener and freed")
+            else:
+                self._kept.sent(job_id)
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
-            return self._jobs.get(job_id)
+            return self._lookup(job_id)
+
+    def gone(self, job_id: str) -> str | None:
+        """Why this id's audio is not here any more (None: running, kept, or never seen)."""
+        with self._lock:
+            return None if self._lookup(job_id) is not None else self._kept.gone(job_id)
 
     def cancel(self, job_id: str) -> str | None:
         """Stop a job: "running" (its session is told), "queued" (not claimed yet: the request
@@ -276,7 +254,7 @@ class JobRegistry:
         except JobError:
             return None
         with self._lock:
-            job = self._jobs.get(job_id)
+            job = self._lookup(job_id)
             if job is None:
                 self._mark_cancelled(job_id)
                 waiters = list(self._waiters.get(job_id, []))
@@ -287,22 +265,17 @@ class JobRegistry:
         return "queued"
 
     def _mark_cancelled(self, job_id: str) -> None:  # holds self._lock
-        if job_id in self._jobs:
+        if self._lookup(job_id) is not None:
             return
         self._cancelled[job_id] = None
         self._cancelled.move_to_end(job_id)
-        while len(self._cancelled) > self.remember_cancelled:
+        while len(self._cancelled) > self.remember:
             self._cancelled.popitem(last=False)
 
     def __len__(self) -> int:
+        """Jobs held: running and kept."""
         with self._lock:
-            return len(self._jobs)
-
-    def _sweep(self) -> None:  # holds self._lock
-        now = time.monotonic()
-        for job_id, job in list(self._jobs.items()):
-            if job.finished_at is not None and now - job.finished_at > self.finished_ttl_s:
-                del self._jobs[job_id]
+            return len(self._running) + len(self._kept)
 
 
 def _wake_all(waiters) -> None:

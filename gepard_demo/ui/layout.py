@@ -15,8 +15,10 @@ from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
 
 from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
-from .controller import CONTROL_NAMES, CONTROL_RANGES, DemoController
+from .controller import DemoController
+from .controls import CONTROL_NAMES, CONTROL_RANGES
 from .fields import FieldRadio, FieldSlider
+from .guardrails import build_guardrail_controls
 from .model_host import ModelHost
 from .served import lock_controls
 from .speak_link import SPEAK_TAB_ID, SpeakLink
@@ -147,6 +149,7 @@ def sampling_controls(sampling: SamplingSettings, split_note: bool = True) -> di
     c["max_frames"] = FieldSlider(*CONTROL_RANGES["max_frames"], value=sampling.max_frames, step=1,
                                   label="Max frames per text segment (21.5 per second; text over 400 characters is split)",
                                   elem_id="gepard-max-frames")
+    c.update(build_guardrail_controls(sampling))
     # The seed box only matters with a fixed seed.
     c["random_seed"].change(lambda r: gr.update(interactive=not r), c["random_seed"], c["seed"],
                             queue=False, show_progress="hidden", api_visibility="private")

@@ -91,8 +91,9 @@ class ModelHost(EngineFacts):
         speaker: a reference voice's prefix (ui/voice.py), None = the default voice."""
         from gepard_demo.streaming.session import SynthesisSession
 
+        look_ahead = self.scheduler.settings.look_ahead if self.scheduler is not None else 0
         return SynthesisSession(self(), self.codec_pool or self.codec, text, sampling, stream,
-                                request_start=request_start, speaker=speaker)
+                                request_start=request_start, speaker=speaker, look_ahead=look_ahead)
 
     def voices(self) -> Any:
         """Reference audio -> speaker prefix for this engine (ui/voice.py; a served host sends it instead)."""

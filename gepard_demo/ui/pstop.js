@@ -1,4 +1,4 @@
-// The p_stop plots (pstop_plot.py draws the SVG): hover a frame for its p_stop and time; drag
+// The p_stop plots (pstop_plot.py draws the SVG): hover a frame for its p_stop, belief entropy and time; drag
 // the red threshold line to see where this take would stop at that threshold (the engine's
 // rule, as gepard_demo/model/stop_rule.py: the first step j >= 1 with p_stop[j] > threshold).
 // Dragging the line on the A/B plot also sets the re-cut slider, so "Re-cut A" plays it.
@@ -60,7 +60,10 @@
     const cursor = svg.querySelector('.gepard-cursor');
     const x = d.box[0] + (d.box[4] - d.box[0] - d.box[1]) * j / Math.max(d.steps - 1, 1);
     if (cursor) { cursor.setAttribute('x1', x); cursor.setAttribute('x2', x); cursor.setAttribute('visibility', 'visible'); }
-    const vals = d.traces.map((t) => t.label + ' ' + (j < t.p.length ? t.p[j].toFixed(4) : '–')).join(' · ');
+    const vals = d.traces.map((t) => {
+      const h = t.h && j < t.h.length && t.h[j] !== null ? ', entropy ' + t.h[j].toFixed(3) + ' nats' : '';
+      return t.label + ' ' + (j < t.p.length ? t.p[j].toFixed(4) : '–') + h;
+    }).join(' · ');
     readout(root, 'frame ' + j + ' · ' + (j / d.frameRate).toFixed(2) + ' s · p_stop ' + vals);
   }
 

@@ -34,6 +34,7 @@ from gepard_demo.serving.client import (
     SpeechServerError,
     StreamResult,
     bytes_data_url,
+    guardrail_fields,
     guidance_fields,
 )
 from gepard_demo.serving.protocol import SAMPLE_RATE, pcm16_to_float
@@ -55,6 +56,8 @@ NO_CLONING_REASON = ("This server does not clone voices (vLLM-Omni 0.30's Gepard
                      "`python -m gepard_demo serve` clones when its checkpoint has the voice compressor)")
 NO_GUIDANCE_REASON = ("This server takes no guidance (cfg_scale / cfg_frames are our server's extension fields; "
                       "vLLM-Omni would drop them unread)")
+NO_GUARDRAILS_REASON = ("This server takes no guardrails (repetition_penalty / repetition_window / force_stop_frames "
+                        "are our server's extension fields; vLLM-Omni would drop them unread)")
 
 
 class ServedSession(OnceIterableSession):
@@ -69,6 +72,9 @@ class ServedSession(OnceIterableSession):
             raise SettingsError(f"cfg_scale {sampling.cfg_scale:g}: {NO_GUIDANCE_REASON}")
         if ref_audio is not None and not features.voice_cloning:
             raise ReferenceAudioError(NO_CLONING_REASON)
+        for name, used in (("repetition_penalty", sampling.penalized), ("force_stop_frames", sampling.force_stop_frames is not None)):
+            if used and not features.guardrails:  # dropped unread otherwise: refuse, don't ignore
+                raise SettingsError(f"{name} {getattr(sampling, name)}: {NO_GUARDRAILS_REASON}")
         self.client = client
         self.text = clean_text(text)  # the page's own limits, checked before any request
         self.sampling = sampling.with_concrete_seed()  # sent, so the page can show and replay it
@@ -78,6 +84,11 @@ class ServedSession(OnceIterableSession):
         self._request_start = request_start
         self._result = StreamResult()
         super().__init__()
+
+    def _extensions(self) -> dict:
+        s = self.sampling
+        return {**guidance_fields(s.cfg_scale, s.cfg_frames),
+                **guardrail_fields(s.repetition_penalty, s.repetition_window, s.force_stop_frames)}
 
     def cancel(self) -> None:
         """Any thread: the connection closes now, also while the server still holds the request
@@ -94,8 +105,7 @@ class ServedSession(OnceIterableSession):
         try:
             for pcm in self.client.stream(self.text, seed=self.sampling.seed, max_new_tokens=self.sampling.max_frames,
                                           mode="sse", result=result, cancel=self._cancel, done=done_info,
-                                          ref_audio=self.ref_audio,
-                                          guidance=guidance_fields(self.sampling.cfg_scale, self.sampling.cfg_frames)):
+                                          ref_audio=self.ref_audio, guidance=self._extensions()):
                 samples = pcm16_to_float(pcm)
                 now = time.perf_counter() - t0
                 if st.ttfa_s is None:
@@ -114,6 +124,10 @@ class ServedSession(OnceIterableSession):
             ours = done_info.get("gepard") or {}
             if "frames" in ours:  # our server says exactly what happened
                 st.frames, st.stop_fired, st.runaway = ours["frames"], ours["stop_fired"], ours["runaway"]
+                st.force_stopped = bool(ours.get("force_stopped"))
+                st.ended_by = [ours["ended_by"]] if ours.get("ended_by") else []
+                st.entropy = [float("nan") if h is None else h for h in ours.get("entropy") or []]
+                st.nll = [float("nan") if h is None else h for h in ours.get("nll") or []]
             elif not st.cancelled and emitted:  # vLLM-Omni: ends on the stop head or the budget
                 st.runaway = st.frames >= self.sampling.max_frames
                 st.stop_fired = not st.runaway
@@ -147,6 +161,8 @@ class ServedHost:
             locked["ref_audio"] = NO_CLONING_REASON
         if not self.features.guidance:
             locked.update(dict.fromkeys(("cfg_scale", "cfg_frames"), NO_GUIDANCE_REASON))
+        if not self.features.guardrails:
+            locked.update(dict.fromkeys(("repetition_penalty", "repetition_window", "force_stop_frames"), NO_GUARDRAILS_REASON))
         return locked
 
     def voices(self) -> "ServedVoices":

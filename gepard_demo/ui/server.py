@@ -10,7 +10,7 @@ from typing import Any, Callable
 import gradio as gr
 from fastapi import FastAPI
 
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import LOOPBACK_PROXIES, SamplingSettings, StreamSettings, TrafficSettings
 
 from .audio_route import make_audio_router
 from .banner import RANDOM_WEIGHTS_GAIN, RANDOM_WEIGHTS_MAX_FRAMES
@@ -40,18 +40,20 @@ def build_app(
     wav_dir: str | Path | None = None,
     eval_tab: Callable[[Any], Any] | None = None,
     eval_tab_error: str | None = None,
+    traffic: TrafficSettings | None = None,
 ) -> DemoApp:
     """The page and its routes around `host`. eval_tab: a builder of the Eval tab, called as
     eval_tab(host, speak=SpeakLink) inside it (app.py passes eval.ui.tab.build_eval_tab: gepard_demo
     never imports eval; the SpeakLink is its way into the Speak tab), or eval_tab_error, why there is
-    none; the page then says so instead of silently hiding the tab."""
+    none; the page then says so instead of silently hiding the tab. traffic: how visitors share the
+    page (app.py passes its flags'; unset: TrafficSettings.for_batch of the host's concurrency)."""
     if sampling is None:
         sampling = host.engine.default_sampling()
         if host.info.random_weights:  # noise: short by default (the banner says so)
             sampling = sampling.replace(max_frames=min(sampling.max_frames, RANDOM_WEIGHTS_MAX_FRAMES))
     gain = RANDOM_WEIGHTS_GAIN if host.info.random_weights else 1.0
     stream = stream or StreamSettings()
-    registry = JobRegistry()
+    registry = JobRegistry(traffic or TrafficSettings.for_batch(getattr(host, "concurrency", 1)))
     wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
     controller = DemoController(host, registry, wav_dir)
     blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_tab_error)
@@ -79,13 +81,17 @@ def link_preview(host: ModelHost) -> LinkPreview:
     )
 
 
-def serve(app: FastAPI, host: str, port: int, blocks: gr.Blocks | None = None) -> None:
+def serve(app: FastAPI, host: str, port: int, blocks: gr.Blocks | None = None,
+          trusted_proxies: str = LOOPBACK_PROXIES) -> None:
     """Run the app with uvicorn. blocks: the page's Blocks, told its server as gr.Blocks.launch
-    would tell it (ZeroGPU's worker closes the server's sockets it inherits by that port)."""
+    would tell it (ZeroGPU's worker closes the server's sockets it inherits by that port).
+    trusted_proxies: the peers whose X-Forwarded-For names the client (TrafficSettings), given to
+    uvicorn here so it never falls back to its own environment variable."""
     import uvicorn
 
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                           timeout_graceful_shutdown=2))
+                                           timeout_graceful_shutdown=2, proxy_headers=True,
+                                           forwarded_allow_ips=trusted_proxies))
     if blocks is not None:
         blocks.server = server
     server.run()

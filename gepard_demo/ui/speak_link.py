@@ -15,7 +15,8 @@ import gradio as gr
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
-from .controller import CONTROL_NAMES
+from .controls import CONTROL_NAMES
+from .guardrails import control_values as guardrail_values
 
 SPEAK_TAB_ID = "speak"
 # After the controls' new values have reached the page (Gradio applies a handler's outputs
@@ -30,6 +31,7 @@ def control_values(sampling: SamplingSettings, stream: StreamSettings | None = N
         "temperature": sampling.temperature, "top_k": sampling.top_k, "greedy": sampling.greedy,
         "stop_threshold": sampling.stop_threshold, "max_frames": sampling.max_frames,
         "random_seed": sampling.seed is None, "cfg_scale": sampling.cfg_scale, "cfg_frames": sampling.cfg_frames or 0,
+        **guardrail_values(sampling),
     }
     if sampling.seed is not None:
         values["seed"] = sampling.seed

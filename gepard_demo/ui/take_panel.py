@@ -19,7 +19,8 @@ import soundfile as sf
 
 from gepard_demo.settings import FRAME_RATE_HZ
 
-from .controller import CONTROL_NAMES
+from .controls import CONTROL_NAMES
+from .guardrails import control_values
 from .pstop_plot import Trace, pstop_svg
 from .speak_link import GENERATE_JS
 from .takes import (
@@ -103,6 +104,7 @@ def reach_words(take: Take | None, threshold: float) -> str:
                 f"**Generate A's settings at this threshold** to hear it.")
     d = take.recut_at(threshold)
     where = (f"stops at frame {d.stop_frame} ({d.frames / FRAME_RATE_HZ:.2f} s)" if d.stop_fired
+             else f"is force-stopped at {d.frames} frames" if d.force_stopped
              else f"runs to its budget ({d.frames} frames)")
     return f"At {threshold:g} take #{take.number} {where}; a re-cut reaches {reach}."
 
@@ -110,7 +112,7 @@ def reach_words(take: Take | None, threshold: float) -> str:
 def ab_plot(a: Take | None, b: Take | None, threshold: float) -> str:
     """A's and B's p_stop traces in one plot, the threshold line at the re-cut's."""
     traces = [Trace(f"{name} #{t.number}", tuple(t.p_stop),
-                    t.stats.get("stop_frame") if t.stats.get("stop_fired") else None)
+                    t.stats.get("stop_frame") if t.stats.get("stop_fired") else None, tuple(t.stats.get("entropy") or ()))
               for name, t in (("A", a), ("B", b)) if t is not None]
     return pstop_svg(traces, threshold, plot_id="ab") if traces else ""
 
@@ -180,7 +182,9 @@ class TakeHandlers:
             audio, derived = recut_take(take, threshold, self.host.codec)
         path = self.wav_dir / f"gepard-recut-{take.number}-{secrets.token_hex(4)}.wav"
         sf.write(str(path), audio, int(self.host.codec.sample_rate), subtype="FLOAT")
-        where = f"stops at frame {derived.stop_frame}" if derived.stop_fired else f"runs to {derived.frames} frames"
+        where = (f"stops at frame {derived.stop_frame}" if derived.stop_fired
+                 else f"is force-stopped at {derived.frames} frames" if derived.force_stopped
+                 else f"runs to {derived.frames} frames")
         note = (f"Re-cut of take #{take.number} at {threshold:g}: {where}, {len(audio) / self.host.codec.sample_rate:.2f} s "
                 f"(from its own frames, no new generation).")
         return str(path), note
@@ -190,7 +194,7 @@ class TakeHandlers:
         take = find(takes, a)
         if take is None:
             raise gr.Error("Pick a take as A first.", title="No take")
-        values = dict(take.controls)
+        values = {**control_values(take.sampling), **take.controls}  # a take from before a control existed: its setting
         if threshold is not None:
             values["stop_threshold"] = threshold
         out = []

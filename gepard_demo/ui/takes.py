@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, recut, recut_limit
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
@@ -56,12 +57,20 @@ class Take:
             return "stopped"
         if st.get("stop_fired"):
             return f"stop at {st.get('stop_frame')}"
+        if st.get("force_stopped"):
+            return f"force stop at {st.get('frames')}"
         return "budget" if st.get("runaway") else "–"
+
+    @property
+    def force_stop(self) -> int | None:
+        """The frame count this take was force-stopped at ("auto" scaled to its text), or None."""
+        return force_stop_for(self.sampling, self.text)
 
     def recut_limit(self) -> float | None:
         """Thresholds below this re-cut; None: all do."""
         st = self.stats
-        return recut_limit(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames)
+        return recut_limit(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames,
+                           self.force_stop)
 
     def recut_at(self, threshold: float) -> Derived:
         """Where this take stops at `threshold` (stop_rule.recut): ValueError beyond its reach."""
@@ -69,7 +78,8 @@ class Take:
         if why:
             raise ValueError(f"no re-cut: {why}")
         st = self.stats
-        return recut(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames, threshold)
+        return recut(self.p_stop, int(st["frames"]), bool(st["stop_fired"]), self.sampling.max_frames, threshold,
+                     self.force_stop)
 
     def recut_refusal(self) -> str | None:
         """Why this take cannot be re-cut at all, or None."""
@@ -98,7 +108,7 @@ def find(takes: list[Take] | None, label: str | None) -> Take | None:
 
 
 TABLE_HEADERS = ["take", "text", "temperature", "top-k", "greedy", "threshold", "seed", "frames", "ended",
-                 "audio s", "RTF", "TTFA ms", "cfg"]
+                 "audio s", "RTF", "TTFA ms", "cfg", "rep. penalty", "force stop", "entropy drop"]
 
 
 def table_rows(takes: list[Take] | None) -> list[list[Any]]:
@@ -108,7 +118,8 @@ def table_rows(takes: list[Take] | None) -> list[list[Any]]:
         text = t.text if len(t.text) <= 48 else t.text[:47] + "…"
         rows.append([t.number, text, s.temperature, s.top_k, s.greedy, s.stop_threshold, str(s.seed), st.get("frames"),
                      t.ended(), round(st.get("audio_s") or 0.0, 2), _round(st.get("rtf"), 3),
-                     _round(st.get("ttfa_s") and st["ttfa_s"] * 1000, 0), s.cfg_scale])
+                     _round(st.get("ttfa_s") and st["ttfa_s"] * 1000, 0), s.cfg_scale, s.repetition_penalty,
+                     "off" if s.force_stop_frames is None else str(s.force_stop_frames), _round(st.get("entropy_drop"), 3)])
     return rows
 
 
@@ -129,6 +140,8 @@ def synth_command(take: Take) -> str:
         args.append("--greedy")
     if s.cfg_frames is not None:
         args += ["--cfg-frames", str(s.cfg_frames)]
+    args += ["--repetition-penalty", f"{s.repetition_penalty:g}", "--repetition-window", str(s.repetition_window),
+             "--force-stop-frames", "off" if s.force_stop_frames is None else str(s.force_stop_frames)]
     args += ["--first-chunk-frames", str(st.first_chunk_frames), "--chunk-frames", str(st.chunk_frames),
              "--decode-mode", st.decode_mode, "--lookback-frames", str(st.lookback_frames),
              "--fade-ms", f"{st.fade_ms:g}", "--silence-ms", f"{st.silence_ms:g}"]
@@ -139,11 +152,12 @@ def synth_command(take: Take) -> str:
 
 
 def settings_json(take: Take) -> str:
-    stats = {k: v for k, v in take.stats.items() if k != "p_stop"}
+    traces = ("p_stop", "entropy", "nll")
+    stats = {k: v for k, v in take.stats.items() if k not in traces}
     doc = {"take": take.number, "text": take.text, "model": take.model, "seed": take.sampling.seed,
            "sampling": asdict(take.sampling), "stream": asdict(take.stream),
            "reference_voice": bool(take.controls.get("ref_audio")), "synth": synth_command(take),
-           "stats": stats, "p_stop": take.p_stop}
+           "stats": stats, **{k: list(take.stats.get(k) or []) for k in traces}}
     return json.dumps(doc, indent=2, default=str)
 
 
@@ -162,7 +176,8 @@ def diff_markdown(a: Take, b: Take) -> str:
              row("text", a.text[:60], b.text[:60])]
     lines += [row(k, sa[k], sb[k]) for k in sa]
     lines += [row(k, ta[k], tb[k]) for k in ta]
-    for k in ("frames", "stop_frame", "audio_s", "speech_s", "ttfa_s", "rtf", "gen_time_s", "decode_time_s"):
+    for k in ("frames", "stop_frame", "audio_s", "speech_s", "ttfa_s", "rtf", "gen_time_s", "decode_time_s",
+              "entropy_onset", "entropy_settled", "entropy_drop"):
         lines.append(row(k, _stat(a.stats.get(k)), _stat(b.stats.get(k))))
     lines.append(row("ended", a.ended(), b.ended()))
     lines.append(row("max p_stop", _stat(max(a.p_stop[1:], default=None)), _stat(max(b.p_stop[1:], default=None))))

@@ -10,11 +10,25 @@ def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}{unit}"
 
 
+def _probe_line(stats: SynthesisStats) -> str:
+    """The onset-entropy probe's summary: a clean run's entropy drops within ~50 frames."""
+    p = stats.probe()
+    if p["entropy_onset"] is None:
+        return "– (fewer than 10 frames)"
+    line = f"frames 0-9: {p['entropy_onset']:.3f} nats"
+    if p["entropy_settled"] is None:
+        return line + " · frames 40-59: – (the run is shorter)"
+    return line + f" · frames 40-59: {p['entropy_settled']:.3f} · drop {p['entropy_drop']:+.3f}"
+
+
 def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     if stats.cancelled:
         ending = "stopped by the user"
     elif stats.stop_fired:
         ending = f"stop head fired after frame {stats.stop_frame}"
+    elif stats.force_stopped:
+        ending = ("**force-stopped** (a runaway the guard caught): force_stop_frames "
+                  f"{sampling.force_stop_frames} reached before the stop head fired")
     elif stats.runaway:
         per = " per text segment" if stats.segments > 1 else ""
         ending = f"**runaway**: frame budget ({sampling.max_frames}{per}) reached, the stop head never fired"
@@ -32,6 +46,7 @@ def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
         ("decode time", _fmt(stats.decode_time_s, " s", 2)),
         ("wall time", _fmt(stats.wall_s, " s", 2)),
         ("chunks", str(stats.chunks) + (f" · {stats.segments} text segments" if stats.segments > 1 else "")),
+        ("belief entropy (probe)", _probe_line(stats)),
     ]
     if stats.speed:
         rows.append(("speed path", stats.speed))

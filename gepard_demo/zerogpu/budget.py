@@ -31,7 +31,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from gepard_demo.model.guardrails import expected_speech_s
+from gepard_demo.model.guardrails import expected_speech_s, force_stop_for
 from gepard_demo.settings import FRAME_RATE_HZ, SamplingSettings, SettingsError
 
 __all__ = ["GpuBudget", "StartTimes", "expected_speech_s"]
@@ -56,10 +56,13 @@ class GpuBudget:
 
     def call_frames(self, segment: str, done: int, sampling: SamplingSettings, start_s: float | None = None) -> int:
         """The frames a call may make for `segment`, which already has `done`: margin x its
-        expected frames (at least min_call_frames), no more than its budget leaves, and no more
-        than fit under max_call_s."""
+        expected frames (at least min_call_frames), no more than its budget (or its force stop)
+        leaves, and no more than fit under max_call_s."""
         want = max(self.min_call_frames, math.ceil(self.margin * expected_speech_s(segment) * FRAME_RATE_HZ))
-        frames = min(want, sampling.max_frames - done)
+        # A force stop ends the segment there whatever the stop head says: no call asks past it.
+        force = force_stop_for(sampling, segment)
+        end = sampling.max_frames if force is None else min(force, sampling.max_frames)
+        frames = min(want, end - done)
         while frames > 1 and self.call_s(frames, self._guided(sampling, done, frames), start_s) > self.max_call_s:
             frames = math.floor(frames * 0.9)
         return max(1, frames)

@@ -33,7 +33,7 @@ from .tasks import CallStart, Failure, FrameCodes, StreamRequest
 
 # What the worker's own stats say that the main process cannot see for itself.
 WORKER_FIELDS = ("frames", "stop_fired", "runaway", "stop_frame", "p_stop", "gen_time_s", "decode_time_s",
-                 "speech_s", "segments", "chunks")
+                 "speech_s", "segments", "chunks", "force_stopped", "ended_by", "segment_frames", "entropy", "nll")
 
 
 class GpuSession(OnceIterableSession):
@@ -112,6 +112,7 @@ class GpuSession(OnceIterableSession):
                 if isinstance(item, StepEvent):
                     st.frames = item.frames
                     st.p_stop.append(item.p_stop)
+                    st.entropy.append(item.entropy)  # the page's live plot draws the probe beside p_stop
                 elif isinstance(item, AudioChunk):
                     now = time.perf_counter() - t0
                     if st.ttfa_s is None and len(item.samples):

@@ -1,0 +1,144 @@
+"""A long text's segments as frame sources: each its own request with its own seed, later ones made
+ahead of their turn where the engine allows it (issue 34).
+
+Text above SEGMENT_CHARS is split into segments (text_input.py), and each segment is a request
+of its own: its own prompt, and its own seed, derived from the request's seed and the segment's
+index (`segment_seed`; segment 0 keeps the request's seed, so a one-segment text is unchanged).
+A segment's frames therefore do not depend on when it was made: one after another, ahead of its
+turn beside the one playing, alone or beside other visitors' rows (up to what batching may change
+in the last bits of the logits; docs/DESIGN.md, "What is exact, on every CPU").
+
+On an engine that takes look-ahead (the BatchScheduler: the app, our server, `synth` on long text)
+`SegmentSources` opens the segments after the playing one as look-ahead requests, up to
+`look_ahead` of them: they decode in the running batch while the first one plays, their frames
+waiting in their iterator (TicketFrames keeps them) until their turn; a segment's request is
+promoted to a listened stream when its turn comes. On any other engine the segments run one after
+another. `close()` ends every one of them at once (Stop, a closed tab, a hang-up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any
+
+from gepard_demo.settings import FRAME_RATE_HZ, SamplingSettings
+
+
+def segment_seed(seed: int, index: int) -> int:
+    """Segment `index`'s seed: the request's own for the first, a 63-bit hash of (seed, index) after."""
+    if index == 0:
+        return seed
+    digest = hashlib.blake2b(f"gepard-segment|{seed}|{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def segment_sampling(sampling: SamplingSettings, index: int) -> SamplingSettings:
+    """The settings segment `index` is generated with (the request's, with its segment seed)."""
+    return sampling.replace(seed=segment_seed(sampling.seed, index))
+
+
+class SegmentSources:
+    """The frame iterators of one session's segments, opened in order, some ahead."""
+
+    def __init__(self, engine: Any, segments: list[str], sampling: SamplingSettings, speaker: Any,
+                 look_ahead: int, group: Any):
+        self.engine, self.segments, self.sampling, self.speaker = engine, segments, sampling, speaker
+        self.look_ahead = look_ahead if getattr(engine, "takes_look_ahead", False) else 0
+        self.group = group
+        self._ahead: dict[int, Any] = {}  # segment -> its look-ahead iterator, opened before its turn
+        self.current: Any = None
+        self.index: int | None = None
+        self.read = 0  # frames read from the current segment
+        self.started = time.perf_counter()
+        self.made_before = 0  # frames of the segments already played
+        self.cancelled = False
+        # cancel() comes from any thread: it must see (and end) every request open() made.
+        self._lock = threading.Lock()
+
+    def open(self, index: int, resume: Any = None) -> Any:
+        """The segment's frame iterator, now the one playing; the next `look_ahead` open behind it.
+        None once cancelled."""
+        with self._lock:
+            if self.cancelled:
+                return None
+            return self._open(index, resume)
+
+    def _open(self, index: int, resume: Any) -> Any:
+        if self.current is not None:
+            self.made_before += self.read
+        src = self._ahead.pop(index, None)
+        if src is None:
+            voice = {} if self.speaker is None else {"speaker": self.speaker}
+            if resume is not None:
+                voice["resume"] = resume
+            src = iter(self.engine.stream_frames(self.segments[index], segment_sampling(self.sampling, index), **voice))
+        else:
+            src.promote()
+        self.current, self.index, self.read = src, index, 0
+        for j in range(index + 1, min(len(self.segments), index + 1 + self.look_ahead)):
+            if j not in self._ahead:
+                self._ahead[j] = self.engine.stream_frames(
+                    self.segments[j], segment_sampling(self.sampling, j),
+                    **({} if self.speaker is None else {"speaker": self.speaker}), look_ahead=True, group=self.group)
+        return src
+
+    def all(self) -> list[Any]:
+        return [s for s in (self.current, *list(self._ahead.values())) if s is not None]
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            sources = self.all()
+        for src in sources:
+            stop = getattr(src, "cancel", None)
+            if stop is not None:
+                stop()
+
+    def close_current(self) -> None:
+        src, self.current = self.current, None
+        if src is not None:
+            self.made_before += self.read
+            self.read = 0
+            if hasattr(src, "close"):
+                src.close()
+
+    def close(self) -> None:
+        """End every segment's request: the playing one and those ahead."""
+        self.close_current()
+        with self._lock:
+            ahead, self._ahead = self._ahead, {}
+        for src in ahead.values():
+            if hasattr(src, "close"):
+                src.close()
+
+    def progress(self) -> dict[str, Any]:
+        """Where the text stands (the page's line and the player's start buffer): which segments
+        are wholly generated, the audio generated in order beyond what was read (`ahead_s`), and
+        the rate the text's frames are made at, all its rows together (`rate`, audio s per s)."""
+        n = len(self.segments)
+        index = self.index if self.index is not None else 0
+        generated = [i < index for i in range(n)]
+        made = self.made_before + self.read
+        ahead_frames = 0
+        current, ahead = self.current, dict(self._ahead)
+        if current is not None:
+            cur_made = getattr(current, "made", self.read)
+            generated[index] = bool(getattr(current, "finished", False))
+            ahead_frames = max(0, cur_made - self.read)
+            made += ahead_frames
+            contiguous = generated[index]
+            for j in range(index + 1, n):
+                src = ahead.get(j)
+                if src is None:
+                    break
+                generated[j] = bool(src.finished)
+                made += src.made
+                if contiguous:
+                    ahead_frames += src.made
+                contiguous = contiguous and generated[j]
+        wall = time.perf_counter() - self.started
+        return {"segments": n, "segment": index, "generated": generated,
+                "ahead_s": round(ahead_frames / FRAME_RATE_HZ, 3),
+                "rate": round(made / FRAME_RATE_HZ / wall, 3) if wall > 0 else None}
