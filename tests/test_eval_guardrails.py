@@ -67,14 +67,15 @@ def test_bad_guardrail_settings_are_exit_2_naming_the_field(tiny_cache_dir, tmp_
 
 def test_auto_on_a_wordless_text_goes_to_errors_and_the_run_goes_on(tiny_cache_dir, tmp_path):
     s = tmp_path / "set.jsonl"
-    s.write_text('{"id": "dots", "text": "...", "category": "c"}\n{"id": "word", "text": "Hello there.", "category": "c"}\n')
+    # symbols the app speaks (it refuses only whitespace and punctuation), but no word to scale "auto" from
+    s.write_text('{"id": "dots", "text": "\\u266a \\u266a", "category": "c"}\n{"id": "word", "text": "Hello there.", "category": "c"}\n')
     out = tmp_path / "r"
     assert _run(tiny_cache_dir, out, "--set", str(s), "--max-frames", "100", "--force-stop-frames", "auto") == 0
     assert [r["id"] for r in rows_of(out)] == ["word"]
     assert rows_of(out)[0]["force_stop"] == int(4.0 * (0.7 + 0.4 * 2) * 22050 / 1024)  # 129: "auto" of two words
     errors = [json.loads(line) for line in (out / "errors.jsonl").read_text().splitlines()]
     assert [e["id"] for e in errors] == ["dots"] and "force_stop_frames 'auto'" in errors[0]["error"]
-    # the same set with the force stop off: "..." is speakable, so it is synthesized
+    # the same set with the force stop off: the symbols are speakable, so they are synthesized
     assert _run(tiny_cache_dir, tmp_path / "off", "--set", str(s), "--max-frames", "20") == 0
     assert [r["id"] for r in rows_of(tmp_path / "off")] == ["dots", "word"]
 
