@@ -163,6 +163,7 @@ def test_served_rows_carry_what_our_server_says(tmp_path):
     assert (r["ended_by"], r["force_stopped"], r["runaway"], r["frames"]) == ("force_stop", True, True, 64)
     assert r["entropy"] == entropy and r["nll"] == [0.25] * 64
     assert (r["entropy_onset"], r["entropy_settled"], r["entropy_drop"]) == (1.5, 0.5, 1.0)
+    assert r["settings"]["guardrails"] == {"repetition_penalty": 1.2, "repetition_window": 32, "force_stop_frames": 64}
 
 
 def test_local_stream_rows_say_what_the_batched_ones_say(tiny_cache_dir, tmp_path):

@@ -226,11 +226,15 @@ def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: str | None = None,
 def row_settings(cfg: RunConfig, seed: int) -> dict:
     """The settings a row was really made with, and nothing it was not.
 
-    A served model takes only the seed and a frame budget (the rest is fixed per server and
-    recorded in environment.json); Piper takes none of Gepard's settings.
+    A served model takes only the seed, a frame budget and the guardrail fields sent (the rest is
+    fixed per server and recorded in environment.json); Piper takes none of Gepard's settings.
     """
     if cfg.engine == "server":
-        return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": cfg.sampling.max_frames,
+        from gepard_demo.serving.client import guardrail_fields
+
+        s = cfg.sampling
+        return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": s.max_frames,
+                "guardrails": guardrail_fields(s.repetition_penalty, s.repetition_window, s.force_stop_frames),
                 "fixed_by_server": "temperature, top-k, stop threshold, streaming: see environment.json"}
     if cfg.engine == "piper":
         return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}
