@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from eval.scoring.derail import add_derail_flags, rule_from_args
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.settings_flags import add_settings_flags, settings_from_args
 
@@ -45,6 +46,8 @@ def _cache(args) -> Path:
 def cmd_run(args) -> int:
     from eval.runs.run import RunConfig, run, saved_config
 
+    derail = rule_from_args(args)  # a bad threshold is refused before anything is synthesized
+
     saved = saved_config(args.out)
     base = saved or RunConfig()
     changes = {k: v for k, v in {"engine": args.engine, "model": args.model, "set": args.set, "batch_size": args.batch_size,
@@ -57,6 +60,8 @@ def cmd_run(args) -> int:
     changes.update({k: v for k, v in {"server_urls": urls, "server_timeout": args.server_timeout,
                                       "server_concurrency": args.concurrency}.items() if v is not None})
     sampling, stream = settings_from_args(args, base.sampling, base.stream)
+    if args.text_repetition is not None:
+        sampling = sampling.replace(text_repetition=args.text_repetition == "on")
     if not saved and changes.get("engine") == "piper" and "model" not in changes:
         changes["model"] = "en_US-joe-medium"  # the voice Piper speaks with; --model is Gepard's
     if args.files:  # --engine files: the source is the run's "model" (part of its identity)
@@ -71,10 +76,10 @@ def cmd_run(args) -> int:
     torch.set_num_threads(args.torch_threads)
     run(cfg, args.out, log=lambda m: print(m, file=sys.stderr))
     if args.asr:
-        return _score_and_report(args, args.out)
+        return _score_and_report(args, args.out, derail)
     from eval.report.markdown import make_report
 
-    print(make_report(args.out))
+    print(make_report(args.out, derail=derail))
     return 0
 
 
@@ -119,14 +124,14 @@ def _server_config(cfg, saved, changes: dict):
     return cfg
 
 
-def _score_and_report(args, run_dir) -> int:
+def _score_and_report(args, run_dir, derail) -> int:
     from eval.report.markdown import make_report
     from eval.runs.measure import measure
     from eval.runs.score import score
 
     tag = score(run_dir, asr_settings(args), cache=_cache(args))
     measure(run_dir, dnsmos=args.dnsmos)
-    path = make_report(run_dir, tag)
+    path = make_report(run_dir, tag, derail)
     summary = json.loads((Path(run_dir) / "summary.json").read_text())["overall"]
     w = summary.get("wer_corpus")
     if w:
@@ -136,13 +141,13 @@ def _score_and_report(args, run_dir) -> int:
 
 
 def cmd_score(args) -> int:
-    return _score_and_report(args, args.run_dir)
+    return _score_and_report(args, args.run_dir, rule_from_args(args))
 
 
 def cmd_report(args) -> int:
     from eval.report.markdown import make_report
 
-    print(make_report(args.run_dir, args.asr_tag))
+    print(make_report(args.run_dir, args.asr_tag, rule_from_args(args)))
     return 0
 
 
@@ -156,7 +161,7 @@ def cmd_compare(args) -> int:
     if args.max_wer_increase is not None:  # the former flag: a limit on the overall corpus WER
         gate = gate.with_overall_wer(args.max_wer_increase)
     out = Path(args.out) if args.out else Path(args.new[0]) / f"compare-vs-{Path(args.base).name}"
-    _, written = compare_into(out, args.base, args.new, gate, args.asr_tag)
+    _, written = compare_into(out, args.base, args.new, gate, args.asr_tag, rule_from_args(args))
     print((out / "compare.md").read_text())
     if args.json:
         import shutil
@@ -203,6 +208,7 @@ def cmd_sweep(args) -> int:
     from eval.sweeps.grid import SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
 
+    derail = rule_from_args(args)
     sampling, stream = settings_from_args(args, SamplingSettings(), StreamSettings())
     base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
                      batch_size=args.batch_size, base_seed=args.seed, seeds=args.seeds, limit=args.limit, device=args.device,
@@ -210,7 +216,7 @@ def cmd_sweep(args) -> int:
     sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds),
                      extra_axes=parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
-    print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "on")))
+    print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "on"), derail=derail))
     return 0
 
 
@@ -268,17 +274,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ref-audio", default=None, help="speak every sentence in this voice (3-15 s recording); "
                                                       "a set's per-sentence ref_audio column wins; adds speaker similarity")
     add_settings_flags(r)
+    r.add_argument("--text-repetition", choices=("on", "off"), default=None,
+                   help="off: one copy of the text in every prompt, whatever its length (the authors' no-repetition "
+                        "baseline, MODEL_GUIDE §5.3); refused where it would change nothing, and for engines that do not "
+                        "build the prompt here (server, piper, files). Part of the run's identity")
     add_asr_flags(r)
+    add_derail_flags(r)
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser("score", help="transcribe a run with Whisper (resumable), then write the report")
     s.add_argument("run_dir")
     add_asr_flags(s, required=True)
+    add_derail_flags(s)
     s.set_defaults(func=cmd_score)
 
     rp = sub.add_parser("report", help="table.csv/parquet, summary.json, report.md and charts of a run")
     rp.add_argument("run_dir")
     rp.add_argument("--asr-tag", default=None, help="which ASR scores (default: the latest)")
+    add_derail_flags(rp)
     rp.set_defaults(func=cmd_report)
 
     c = sub.add_parser("compare", help="paired comparison of scored runs against a base, overall and per category; "
@@ -293,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--asr-tag", default=None)
     c.add_argument("--out", default=None, help="the comparison folder (default: NEW/compare-vs-BASE)")
     c.add_argument("--json", default=None, help="also copy compare.json here")
+    add_derail_flags(c)
     c.set_defaults(func=cmd_compare)
 
     ls = sub.add_parser("listening", help="a blind listening test's report from its votes (the Eval tab collects them); "
@@ -324,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "CFG scale is an axis: --axis cfg_scale=1,2,3)")
     add_settings_flags(sw)
     add_asr_flags(sw)
+    add_derail_flags(sw)
     sw.set_defaults(func=cmd_sweep)
 
     sc = sub.add_parser("stream-chart", help="chunk size against TTFA and stalls on simulated hardware, boundary SNR "
@@ -361,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     from eval.compare.table import CompareError
     from eval.runs.run import RunError
     from eval.runs.sets import SetError
+    from eval.scoring.derail import DerailRuleError
     from eval.scoring.whisper_assets import WeightsNotFound
     from gepard_demo.codec import CodecLoadError
     from gepard_demo.model.source import ModelNotFoundError
@@ -369,6 +385,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (SetError, RunError, EngineError, SettingsError, WeightsNotFound, CompareError, FileNotFoundError,
-            FileExistsError, NotADirectoryError, ModelNotFoundError, CodecLoadError) as e:
+            DerailRuleError, FileExistsError, NotADirectoryError, ModelNotFoundError, CodecLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -260,25 +260,32 @@ def test_stream_chart_resumes_per_measured_row(tmp_path):
     assert codec.streamers == rows and len(pd.read_csv(path)) == rows and (pd.read_csv(path)["frames"] == 8).all()
 
 
-def test_failure_by_tokens_shows_a_cliff_at_short_texts(tmp_path):
-    """A run whose short texts fail (as the authors' <= 6-token cliff) draws it: the short bins'
-    Wilson intervals lie above the long bins', with k/n as counted."""
-    from eval.charts.run_charts import failure_by_tokens, failure_by_tokens_data
+def test_token_budget_shows_a_cliff_at_short_texts(tmp_path):
+    """A run whose short texts fail (as the authors' <= 6-token cliff) draws it: every count from 1
+    to 12 tokens is its own bin, then 13-24 and 25+; the short bins' Wilson intervals lie above the
+    long bins', with k/n as counted, for each failure-table measure on its own judged rows."""
+    from eval.charts.budget_chart import token_budget, token_budget_data
 
     tokens = [2] * 10 + [5] * 10 + [9] * 10 + [18] * 20 + [40] * 10
     fail = [i < 8 for i in range(10)] + [i < 7 for i in range(10)] + [i < 3 for i in range(10)] \
         + [i < 1 for i in range(20)] + [False] * 10
-    df = pd.DataFrame({"id": [f"u{i}" for i in range(len(tokens))], "text_tokens": tokens, "fail_any": fail})
-    data = failure_by_tokens_data(df)
-    assert list(data["tokens"]) == ["1-3", "4-6", "7-12", "13-24", "25+"]
-    assert list(data["k"]) == [8, 7, 3, 1, 0] and list(data["n"]) == [10, 10, 10, 20, 10]
-    short, long = data.iloc[:2], data.iloc[3:]
+    derail = [None] * 10 + [True] * 5 + [False] * 5 + [None] * 40  # judged on 10 rows, all with 5 tokens
+    df = pd.DataFrame({"id": [f"u{i}" for i in range(len(tokens))], "text_tokens": tokens, "fail_any": fail,
+                       "fail_derail": derail})
+    data = token_budget_data(df)
+    anyf = data[data["measure"] == "any"]
+    assert list(anyf["tokens"]) == ["2", "5", "9", "13-24", "25+"]
+    assert list(anyf["k"]) == [8, 7, 3, 1, 0] and list(anyf["n"]) == [10, 10, 10, 20, 10]
+    short, long = anyf.iloc[:2], anyf.iloc[3:]
     assert short["ci_low"].min() > long["ci_high"].max()  # the cliff is outside the noise
-    assert data.iloc[-1]["ci_high"] > 0  # zero events still get an interval (Wilson), not [0, 0]
-    path = failure_by_tokens(df, tmp_path / "failure_by_tokens.png")
-    assert path.is_file() and pd.read_csv(path.with_suffix(".csv"))["k"].tolist() == [8, 7, 3, 1, 0]
+    assert anyf.iloc[-1]["ci_high"] > 0  # zero events still get an interval (Wilson), not [0, 0]
+    d = data[data["measure"] == "derail"]
+    assert list(d["tokens"]) == ["5"] and (d["k"].item(), d["n"].item()) == (5, 10)  # n: the rows it judged
+    assert set(data[data["tokens"] == "18"]["measure"]) == set()  # 18 tokens falls in the 13-24 bin
+    path = token_budget(df, tmp_path / "token_budget.png")
+    assert path.is_file() and pd.read_csv(path.with_suffix(".csv")).query("measure == 'any'")["k"].tolist() == [8, 7, 3, 1, 0]
     # Rows nobody could judge (a served run without a tokenizer) draw no chart rather than an empty one.
-    assert failure_by_tokens_data(df.assign(text_tokens=None)) is None
+    assert token_budget_data(df.assign(text_tokens=None)) is None
 
 
 def test_heatmap_cells_give_rates_as_counts_with_their_interval():

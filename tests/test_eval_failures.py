@@ -192,7 +192,7 @@ def test_summary_rates_are_counts_with_wilson_intervals(tmp_path):
     assert (r["k"], r["n"], r["value"], r["ci_low"]) == (0, 20, 0.0, 0.0)
     assert r["ci_high"] == pytest.approx(wilson(0, 20)[1]) and r["ci_high"] > 0.15
     report = make_report(run_dir).read_text()
-    assert "| runaway (budget hit) | 0.0% [0.0%, 16.1%] (0/20) |" in report
+    assert "| runaway (budget or force stop) | 0.0% [0.0%, 16.1%] (0/20) |" in report
     assert "Random weights" not in report  # said only of a test checkpoint
 
 

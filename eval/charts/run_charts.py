@@ -13,7 +13,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
+from eval.charts.budget_chart import token_budget
+from eval.charts.probe_charts import entropy_curves, probe_prediction
 from eval.charts.style import GREY, OKABE_ITO, RunContext, finish, new_figure, save_chart
+from eval.scoring.derail import DerailRule
 from eval.scoring.metrics import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, OVERLONG_RATIO, TRUNCATION_RATIO
 
 FRAME_RATE_HZ = 21.5
@@ -100,7 +103,7 @@ def frames_vs_words(df: pd.DataFrame, path: Path, context=None) -> Path:
     frames = df["frames"].astype(float) if has_frames else df["duration_s"] * FRAME_RATE_HZ
     runaway = df["runaway"].fillna(False).astype(bool).to_numpy()
     ax.scatter(df["words"][~runaway], frames[~runaway], s=14, color=OKABE_ITO[0], marker="o", alpha=0.8, label="ended by itself")
-    ax.scatter(df["words"][runaway], frames[runaway], s=18, color=OKABE_ITO[5], marker="x", label="frame budget hit (runaway)")
+    ax.scatter(df["words"][runaway], frames[runaway], s=18, color=OKABE_ITO[5], marker="x", label="frame budget or force stop hit (runaway)")
     w = np.linspace(0, max(df["words"].max(), 1), 50)
     ax.plot(w, (EXPECTED_BASE_S + EXPECTED_PER_WORD_S * w) * FRAME_RATE_HZ, "k--", lw=1, label="expected length")
     ax.set_xlabel("words in the text")
@@ -137,49 +140,7 @@ def stop_head(df: pd.DataFrame, path: Path, threshold: float | None, context=Non
     return save_chart(fig, path, data)
 
 
-# Text length bins in tokens (the text once, before the prompt repeats it): the authors report
-# failure rates of 60-96% at <= 6 tokens and < 5% at >= 13 (gepard-train MODEL_GUIDE §5.3).
-TOKEN_BINS = ((1, 3), (4, 6), (7, 12), (13, 24), (25, 10_000))
-
-
-def failure_by_tokens_data(df: pd.DataFrame) -> pd.DataFrame | None:
-    from eval.scoring.rates import wilson
-
-    if "text_tokens" not in df or df["text_tokens"].isna().all() or "fail_any" not in df:
-        return None
-    rows = []
-    for lo, hi in TOKEN_BINS:
-        sel = df[(df["text_tokens"] >= lo) & (df["text_tokens"] <= hi) & df["fail_any"].notna()]
-        if len(sel):
-            k = int(sel["fail_any"].astype(bool).sum())
-            low, high = wilson(k, len(sel))
-            rows.append({"tokens": f"{lo}-{hi}" if hi < 10_000 else f"{lo}+", "k": k, "n": len(sel),
-                         "rate": k / len(sel), "ci_low": low, "ci_high": high})
-    return pd.DataFrame(rows) if rows else None
-
-
-def failure_by_tokens(df: pd.DataFrame, path: Path, context=None) -> Path | None:
-    """Any-failure rate (the failure table's `any`) per text-length bin, with Wilson 95% intervals."""
-    data = failure_by_tokens_data(df)
-    if data is None:
-        return None
-    fig, axs = new_figure(1, 1, width=6.4, height=4.0)
-    ax = axs[0][0]
-    x = np.arange(len(data))
-    err = [100 * (data["rate"] - data["ci_low"]), 100 * (data["ci_high"] - data["rate"])]
-    ax.bar(x, 100 * data["rate"], color=OKABE_ITO[5], yerr=err, capsize=4, ecolor=GREY)
-    for i, r in data.iterrows():
-        ax.text(i, 100 * r["ci_high"] + 2, f"{r['k']}/{r['n']}", ha="center", fontsize=8)
-    ax.set_xticks(x, data["tokens"])
-    ax.set_ylim(0, 110)
-    ax.set_xlabel("text length (tokens, the text once)")
-    ax.set_ylabel("utterances with any failure (%)")
-    finish(fig, "Failures by text length", context,
-           note="bars: k/n with Wilson 95% intervals; the authors report 60-96% failures at <= 6 tokens, < 5% at >= 13")
-    return save_chart(fig, path, data)
-
-
-def write_charts(run_dir: str | Path, df: pd.DataFrame, summary: dict) -> list[Path]:
+def write_charts(run_dir: str | Path, df: pd.DataFrame, summary: dict, derail: DerailRule = DerailRule()) -> list[Path]:
     out = Path(run_dir) / "charts"
     out.mkdir(exist_ok=True)
     threshold = (summary.get("run") or {}).get("run", {}).get("sampling", {}).get("stop_threshold")
@@ -189,6 +150,8 @@ def write_charts(run_dir: str | Path, df: pd.DataFrame, summary: dict) -> list[P
         duration_ratio_hist(df, out / "duration_ratio.png", context),
         frames_vs_words(df, out / "frames_vs_words.png", context),
         stop_head(df, out / "stop_head.png", threshold, context),
-        failure_by_tokens(df, out / "failure_by_tokens.png", context),
+        token_budget(df, out / "token_budget.png", context),
+        entropy_curves(df, out / "entropy_curves.png", derail, context),
+        probe_prediction(df, out / "probe_prediction.png", context),
     ]
     return [p for p in made if p is not None]

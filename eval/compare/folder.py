@@ -23,16 +23,18 @@ from eval.jsonio import write_bytes_atomic, write_json_atomic
 from .gate import Breach, Gate, check
 from .table import ALL, MEASURES, Comparison, fmt
 
-FAILURES = [name for name, m in MEASURES.items() if m.kind == "rate"]
+# The failure-table entries (higher is worse); the clean-rollout rate, a rate where lower is worse, is not one.
+FAILURES = [name for name, m in MEASURES.items() if m.kind == "rate" and m.worse > 0]
 
 
 def compare_into(out: str | Path, base: str | Path, news: list[str | Path], gate: Gate | None = None,
-                 tag: str | None = None) -> tuple[list[Comparison], dict]:
+                 tag: str | None = None, derail=None) -> tuple[list[Comparison], dict]:
     """Every run of `news` against `base`, written as a comparison folder at `out` (the command and
-    the Eval tab both): (the comparisons, write_folder's answer)."""
+    the Eval tab both): (the comparisons, write_folder's answer). derail: the derail rule
+    (eval/scoring/derail.py; None: its defaults)."""
     from .table import compare_runs
 
-    comparisons = [compare_runs(base, new, tag) for new in news]
+    comparisons = [compare_runs(base, new, tag, **({"derail": derail} if derail else {})) for new in news]
     return comparisons, write_folder(out, comparisons, gate)
 
 

@@ -34,6 +34,12 @@ from .table import ALL, MEASURES, CompareError, Comparison, fmt
 NEEDS = {
     "": "the audio measures (`python -m eval score` makes them)",
     "runaway": "a frame budget (Gepard's engines; Piper and --engine files rows have none)",
+    "force_stop": "rows that say how they ended (Gepard's engines of this version; vLLM-Omni, Piper and files rows "
+                  "cannot be force-stopped)",
+    "derail": "the probe's entropy traces (local, local-stream, our server; none from vLLM-Omni, Piper, files) "
+              "and rows of at least the derail rule's judge_from frames",
+    "clean": "ASR scores (`python -m eval score`)",
+    "reward": "ASR scores (`python -m eval score`)",
     "stop_lag_ms": "a stop head (Gepard's engines) and the audio measures (`python -m eval score`)",
     "dnsmos_ovrl": "DNSMOS scores (`python -m eval score`, on unless --dnsmos off)",
     "server_error": "--engine server rows",

@@ -23,6 +23,7 @@ from eval.report.failures import ENTRIES
 from eval.report.summary import load_table
 from eval.runs.score import scored_tags
 from eval.scoring.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED
+from eval.scoring.derail import DerailRule
 
 from .paired import Delta, mean_delta, rate_delta, ratio_delta
 
@@ -47,6 +48,11 @@ MEASURES = {m.name: m for m in [
     Measure("corpus_cer", "ratio", ("char_edits", "n_ref_chars"), +1, "CER", "corpus CER"),
     *[Measure(entry, "rate", (f"fail_{entry}",), +1, "rate", f"failure-table entry {entry!r} (eval/report/failures.py)")
       for entry in (*ENTRIES, "any")],
+    Measure("clean", "rate", ("clean",), -1, "rate",
+            "clean rollouts (the authors' rule, eval/scoring/reward.py): reward WER <= 0.2, duration in bounds, "
+            "not a runaway, not empty; lower is worse"),
+    Measure("reward", "mean", ("reward",), -1, "reward",
+            "the authors' reward (gepard-train score.py, eval/scoring/reward.py), mean; lower is worse"),
     Measure("dnsmos_ovrl", "mean", ("dnsmos_ovrl",), -1, "MOS", "DNSMOS P.835 overall (speechmos), mean"),
     Measure("duration_ratio", "mean", ("duration_ratio",), +1, "ratio",
             "audio s / expected s (0.7 + 0.4 x words), mean; a rise means longer than the text needs"),
@@ -94,10 +100,10 @@ def common_tag(base: Path, new: Path, tag: str | None = None) -> str:
     return common[0]
 
 
-def paired_table(base: Path, new: Path, tag: str) -> tuple[pd.DataFrame, list[str]]:
+def paired_table(base: Path, new: Path, tag: str, derail: DerailRule = DerailRule()) -> tuple[pd.DataFrame, list[str]]:
     """One row per common pair: the base's columns suffixed _a, the new's _b; and the notes."""
-    a, _ = load_table(base, tag)
-    b, _ = load_table(new, tag)
+    a, _ = load_table(base, tag, derail)
+    b, _ = load_table(new, tag, derail)
     a, b = a[a["wer"].notna()], b[b["wer"].notna()]
     m = a.merge(b, on="id", suffixes=("_a", "_b"))
     notes = []
@@ -139,10 +145,10 @@ def measure_delta(m: pd.DataFrame, measure: Measure, replicates: int, seed: int)
 
 
 def compare_runs(base: str | Path, new: str | Path, tag: str | None = None, replicates: int = DEFAULT_REPLICATES,
-                 seed: int = DEFAULT_SEED, worst: int = 20) -> Comparison:
+                 seed: int = DEFAULT_SEED, worst: int = 20, derail: DerailRule = DerailRule()) -> Comparison:
     base, new = Path(base), Path(new)
     tag = common_tag(base, new, tag)
-    m, notes = paired_table(base, new, tag)
+    m, notes = paired_table(base, new, tag, derail)
     categories = sorted(m["category_a"].dropna().unique())
     deltas: dict[str, dict[str, Delta]] = {}
     for cat in [ALL, *categories]:

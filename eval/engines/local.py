@@ -107,6 +107,8 @@ class GepardLocal:
             runaway=r.runaway, p_stop=[float(p) for p in r.p_stop], seed=r.seed,
             gen_s=r.gen_time_s, decode_s=decode_s, ttfa_s=self.ttfa_estimate(r, stream),
             codes=r.frames.numpy().astype(np.int16), text_tokens=self.text_tokens(text),
+            ended_by=r.ended_by, force_stopped=r.force_stopped, force_stop=r.force_stop,
+            entropy=[float(h) for h in r.entropy], nll=[float(x) for x in r.nll],
         )
 
     def text_tokens(self, text: str) -> int:
@@ -146,6 +148,14 @@ class GepardStreaming(GepardLocal):
     # several at once is benchmarks/concurrency.py's. run.py then takes the fixed-batch loop.
     synthesize_each = None
 
+    @staticmethod
+    def _cap(sampling, text: str, segments: int) -> int | None:
+        """The force stop the utterance ran under ("auto" resolved); None when off, or when a long
+        text was split into segments (each has its own cap)."""
+        from gepard_demo.model.guardrails import force_stop_for
+
+        return force_stop_for(sampling, text) if segments == 1 else None
+
     def stream_one(self, text, seed, speaker, sampling, stream) -> Synthesis:
         from gepard_demo.streaming.session import SynthesisSession
 
@@ -158,4 +168,6 @@ class GepardStreaming(GepardLocal):
             p_stop=[float(p) for p in st.p_stop], seed=st.seed, gen_s=st.gen_time_s,
             decode_s=st.decode_time_s, ttfa_s=st.ttfa_s if st.ttfa_s is not None else st.wall_s,
             codes=session.codes(), text_tokens=self.text_tokens(text),
+            ended_by=st.outcome, force_stopped=st.force_stopped, force_stop=self._cap(sampling, text, st.segments),
+            entropy=[float(h) for h in st.entropy], nll=[float(x) for x in st.nll],
         )

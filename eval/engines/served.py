@@ -10,8 +10,11 @@ over the speech API, one server or a pool of them.
   /v1/models entry says they take guidance (ours); vLLM-Omni would drop them unread, so such a
   run is refused before the first request instead of scoring unguided audio. Temperature,
   top-k, greedy, stop threshold and all stream settings are fixed per server, so non-default
-  values are refused rather than silently ignored. Frames, the stop and runaways come from our
-  server's `speech.audio.done` extension, or, from vLLM-Omni, from the audio's length against
+  values are refused rather than silently ignored. The authors' guardrails (repetition_penalty,
+  repetition_window, force_stop_frames) go as our extension fields the same way: only to servers
+  whose entry says `"guardrails": true`, else refused before the first request. Frames, the stop,
+  runaways, how the run ended (ended_by, force_stopped) and the onset-entropy probe traces come
+  from our server's `speech.audio.done` extension, or, from vLLM-Omni, from the audio's length against
   max_new_tokens (served_outcome); there is no p_stop. A request the server fails (HTTP 5xx) is
   a row with `server_error` and no audio, counted in the failure table; the server stays.
 - `ServerPool`: several servers (`--server-url` repeated or `--server-urls FILE`), each with
@@ -44,6 +47,7 @@ from gepard_demo.serving.client import (
     SpeechServerError,
     StreamResult,
     audio_data_url,
+    guardrail_fields,
     guidance_fields,
 )
 from gepard_demo.serving.protocol import SAMPLE_RATE, pcm16_to_float
@@ -80,6 +84,30 @@ def guidance_for(servers: list["GepardServer"], sampling: SamplingSettings) -> d
                               "(cfg_scale / cfg_frames are our server's extension fields; vLLM-Omni drops them "
                               "unread, so the audio would be unguided)")
     return fields
+
+
+def guardrails_for(servers: list["GepardServer"], sampling: SamplingSettings) -> dict:
+    """The guardrail fields every request carries ({} when they are off); refused before the first
+    request when a server does not list `"guardrails": true` (vLLM-Omni would drop them unread and
+    the run would score unguarded audio as guarded)."""
+    fields = guardrail_fields(sampling.repetition_penalty, sampling.repetition_window, sampling.force_stop_frames)
+    for server in servers if fields else ():
+        if not server.features().guardrails:
+            raise ServerError(f"{', '.join(f'{k}={v}' for k, v in fields.items())}: the server at {server.url} takes "
+                              "no guardrails (repetition_penalty / repetition_window / force_stop_frames are our "
+                              "server's extension fields; vLLM-Omni drops them unread, so the audio would be unguarded)")
+    return fields
+
+
+def served_probe(done: dict, runaway: bool) -> dict:
+    """How a served utterance ended and its probe traces: our server's `speech.audio.done` says
+    (`ended_by`, `force_stopped`, `entropy`, `nll`); from vLLM-Omni only the end is known, from
+    the audio's length (a budget or not), and there is no probe."""
+    ours = done.get("gepard") or {}
+    if "ended_by" in ours:
+        return {"ended_by": ours["ended_by"], "force_stopped": bool(ours.get("force_stopped")),
+                "entropy": ours.get("entropy"), "nll": ours.get("nll")}
+    return {"ended_by": "budget" if runaway else "stop", "force_stopped": False, "entropy": None, "nll": None}
 
 
 def _server_error(exc: SpeechServerError) -> ServerError:
@@ -156,7 +184,7 @@ class GepardServer:
 
     def synthesize(self, requests, sampling, stream, refs=None):
         check_server_settings(sampling, stream)
-        guidance = guidance_for([self], sampling)
+        guidance = {**guidance_for([self], sampling), **guardrails_for([self], sampling)}
         voices = reference_data_urls(refs, len(requests))
         return [self.one(text, seed, sampling.max_frames, v, guidance) for (text, seed), v in zip(requests, voices)]
 
@@ -183,7 +211,8 @@ class GepardServer:
         # /32768: libsndfile's scale, so the run's 16-bit WAV holds the server's exact samples.
         return Synthesis(audio=pcm16_to_float(pcm), sample_rate=SAMPLE_RATE, frames=frames, stop_fired=stop_fired,
                          stop_frame=frames if stop_fired else None, runaway=runaway, p_stop=None, seed=seed,
-                         gen_s=gen_s, decode_s=0.0, ttfa_s=result.ttfa_s if result.ttfa_s is not None else gen_s)
+                         gen_s=gen_s, decode_s=0.0, ttfa_s=result.ttfa_s if result.ttfa_s is not None else gen_s,
+                         **served_probe(done, runaway))
 
 
 class ServerPool:
@@ -225,7 +254,8 @@ class ServerPool:
         refs: per utterance, a reference recording to speak it in (None: the default voice).
         batch_size: not used: a pool's requests in flight are `concurrency` per server."""
         check_server_settings(sampling, stream)
-        guidance = guidance_for([s for s in self.servers if s.url not in self.dead], sampling)
+        live = [s for s in self.servers if s.url not in self.dead]
+        guidance = {**guidance_for(live, sampling), **guardrails_for(live, sampling)}
         voices = reference_data_urls(refs, len(requests))
         work: queue.Queue = queue.Queue()
         for i, (text, seed) in enumerate(requests):

@@ -5,8 +5,15 @@ its k, so the report links their WAVs; n counts only the utterances the entry co
 on (a transcript entry needs ASR scores, a frame loop needs codes). Per utterance:
 
 - catastrophic: per-utterance WER > 0.5 (speecheval).
-- runaway: the frame budget was hit before the stop head fired (the engine says so; a served
-  model: our server's report, or frames >= max_new_tokens from the audio's length).
+- runaway: the frame budget or the force stop ended it before the stop head fired (the engine
+  says so; a served model: our server's report, or frames >= max_new_tokens from the audio's
+  length).
+- force_stop: the force stop (force_stop_frames, the authors' guardrail) ended it. A force-stopped
+  run is a runaway the guard caught: it counts as both, so runaway keeps meaning "the stop head
+  never ended it" whether or not a guard was on.
+- derail: the onset-entropy probe says the run never settled, or settled and rose again
+  (eval/scoring/derail.py: its rule and thresholds); not judged on rows without a probe trace
+  (Piper, files, vLLM-Omni) or shorter than the rule's judge_from frames.
 - truncated: duration ratio < 0.5 (audio seconds / expected seconds, 0.7 + 0.4 x words).
 - loop: the transcript repeats an n-gram past the reference or keeps talking after its end,
   or the codec frames repeat for 1 s or more (eval.scoring.loops, every threshold there).
@@ -36,11 +43,14 @@ from eval.scoring.rates import Count
 
 LONG_PAUSE_S = 1.0
 EDGE_SILENCE_S = 1.0
-ENTRIES = ("catastrophic", "runaway", "truncated", "loop", "long_pause", "leading_silence", "trailing_silence",
+ENTRIES = ("catastrophic", "runaway", "force_stop", "derail", "truncated", "loop", "long_pause", "leading_silence", "trailing_silence",
            "no_speech", "empty_transcript", "server_error")
 DEFINITIONS = {
     "catastrophic": f"per-utterance WER > {CATASTROPHIC_WER}",
-    "runaway": "the frame budget was hit before the stop head fired",
+    "runaway": "the frame budget or the force stop ended it before the stop head fired",
+    "force_stop": "the force stop (force_stop_frames) ended it: a runaway the guard caught, counted in runaway too",
+    "derail": "the probe's belief entropy did not settle below the derail rule's share of its onset "
+              "(eval/scoring/derail.py; the rule in use is the summary's derail_rule)",
     "truncated": f"duration ratio < {TRUNCATION_RATIO} (audio / (0.7 + 0.4 x words) s)",
     "loop": "the transcript repeats an n-gram past the reference (2+ extra, or 3+ for one word) or has 3+ words "
             "after the reference's end, or the codec frames repeat for 1 s or more (eval/scoring/loops.py)",
@@ -72,6 +82,8 @@ def flags(df: pd.DataFrame) -> pd.DataFrame:
     f = pd.DataFrame(index=df.index)
     f["catastrophic"] = [None if pd.isna(w) else w > CATASTROPHIC_WER for w in col("wer")]
     f["runaway"] = [None if pd.isna(r) else bool(r) for r in col("runaway")]
+    f["force_stop"] = [None if pd.isna(r) else bool(r) for r in col("force_stopped")]
+    f["derail"] = [None if pd.isna(r) else bool(r) for r in col("derail")]
     f["truncated"] = [None if pd.isna(r) else r < TRUNCATION_RATIO for r in col("duration_ratio")]
     f["loop"] = [_either(a, b) for a, b in zip(col("transcript_loop"), col("frame_loop"))]
     f["long_pause"] = [None if pd.isna(p) else p >= LONG_PAUSE_S for p in col("longest_pause_s")]

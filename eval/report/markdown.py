@@ -8,7 +8,9 @@ from pathlib import Path
 from eval.charts.run_charts import write_charts
 from eval.charts.style import RunContext
 from eval.jsonio import write_bytes_atomic
+from eval.report.probe_lines import probe_lines, seeds_lines
 from eval.report.summary import write_outputs
+from eval.scoring.derail import DerailRule
 
 
 def _pct(x) -> str:
@@ -20,6 +22,10 @@ def _ci(d: dict | None) -> str:
         return "n/a"
     counted = f" ({d['k']}/{d['n']})" if "k" in d else ""  # a rate of events: k of n, Wilson interval
     return f"{_pct(d['value'])} [{_pct(d['ci_low'])}, {_pct(d['ci_high'])}]{counted}"
+
+
+def _reward(d: dict | None) -> str:
+    return "n/a" if not d else f"{d['value']:.3f} [{d['ci_low']:.3f}, {d['ci_high']:.3f}]"
 
 
 def _num(d: dict | None, key: str = "median", fmt: str = "{:.2f}") -> str:
@@ -75,7 +81,11 @@ def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
         f"| exact match | {_ci(o.get('exact_match_rate'))} |",
         f"| catastrophic (WER > 0.5) | {_ci(o.get('catastrophic_rate'))} |",
         f"| stop fired | {_ci(o.get('stop_fired_rate'))} |",
-        f"| runaway (budget hit) | {_ci(o.get('runaway_rate'))} |",
+        f"| runaway (budget or force stop) | {_ci(o.get('runaway_rate'))} |",
+        f"| force stop (runaways the guard caught) | {_ci(o.get('force_stop_rate'))} |",
+        f"| derail (probe) | {_ci(o.get('derail_rate'))} |",
+        f"| clean rollout (the authors' rule) | {_ci(o.get('clean_rate'))} |",
+        f"| reward, mean (the authors' score.py) | {_reward(o.get('reward'))} |",
         f"| truncation (ratio < 0.5) | {_ci(o.get('truncation_rate'))} |",
         f"| overlong (ratio > 2) | {_ci(o.get('overlong_rate'))} |",
         f"| premature stop | {_ci(o.get('premature_stop_rate'))} |",
@@ -95,6 +105,7 @@ def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
             f"{rate('catastrophic_rate')} | {rate('stop_fired_rate')} | {rate('runaway_rate')} | {_num(s['duration_ratio'])} |"
         )
     lines += _failure_lines(o)
+    lines += probe_lines(summary)
     lines += _measure_lines(o, summary.get("seeds"))
     lines += ["", "## Charts", ""] + [f"![{p.stem}](charts/{p.name})" for p in charts]
     lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in summary["definitions"].items()]
@@ -139,19 +150,14 @@ def _measure_lines(o: dict, seeds: dict | None) -> list[str]:
                   "", f"- sentences that fail in every sample: {seeds['always_fail']}, in some: {seeds['sometimes_fail']}, "
                       f"in none: {seeds['never_fail']}; mean per-sentence failure probability {_pct(seeds['p_fail_mean'])}",
                   f"- duration spread across seeds (median per-sentence std): {seeds['duration_spread_s']:.2f} s"]
-        if seeds.get("wer_single_sample"):
-            lines.append(f"- corpus WER, one sample: {_ci(seeds['wer_single_sample'])}; best of "
-                         f"{seeds['samples_per_sentence']}: {_ci(seeds['wer_best_of_k'])}")
-        lines += ["", "| sentence | samples | failure probability | mean WER | best WER |", "| --- | --- | --- | --- | --- |"]
-        lines += [f"| {w['sentence']} | {w['samples']:.0f} | {_pct(w['p_fail'])} | {_pct(w['wer_mean'])} | {_pct(w['wer_min'])} |"
-                  for w in seeds["worst"]]
+        lines += seeds_lines(seeds)
     return lines
 
 
-def make_report(run_dir: str | Path, tag: str | None = None) -> Path:
+def make_report(run_dir: str | Path, tag: str | None = None, derail: DerailRule = DerailRule()) -> Path:
     run_dir = Path(run_dir)
-    df, summary = write_outputs(run_dir, tag)
-    charts = write_charts(run_dir, df, summary)
+    df, summary = write_outputs(run_dir, tag, derail=derail)
+    charts = write_charts(run_dir, df, summary, derail)
     path = run_dir / "report.md"
     write_bytes_atomic(path, render(summary, charts, run_dir).encode())
     return path

@@ -12,6 +12,16 @@ samples of every sentence:
   the floor resampling could reach.
 - duration_spread_s, f0_spread_hz: for every sentence the standard deviation of its samples'
   duration (and F0 median), the median over sentences: how much a seed changes the reading.
+- wer_best_by_reward: corpus WER when every sentence keeps its sample with the highest reward
+  (the authors' score.py, eval/scoring/reward.py; ties: the lower sample): the best of K a
+  reranker that reads only the transcript and the length would pick, where best-of-K above
+  needs the reference.
+- oracle_wer / mean_wer: the mean over sentences of their samples' minimum (the oracle) and mean
+  per-utterance WER: MODEL_GUIDE §5.1's "the minimum WER across multiple rollouts remains zero"
+  is an oracle WER near 0 beside a high mean.
+- reward_best / reward_mean: the mean over sentences of their best and mean reward;
+  any_clean: sentences with at least one clean sample (k/n, Wilson 95%): what a DPO stage needs
+  to have a "chosen" rollout for the sentence.
 - worst: the sentences with the highest p_fail (then highest mean WER), for the report.
 Every bootstrap CI elsewhere in a multi-sample summary resamples sentences (summary.py).
 """
@@ -22,6 +32,7 @@ import pandas as pd
 
 from eval.report.failures import flags
 from eval.scoring.bootstrap import ratio_ci
+from eval.scoring.rates import Count
 
 
 def seeds_summary(df: pd.DataFrame, replicates: int, seed: int, worst: int = 10) -> dict | None:
@@ -44,9 +55,21 @@ def seeds_summary(df: pd.DataFrame, replicates: int, seed: int, worst: int = 10)
         best = scored.loc[scored.groupby("sentence")["errors"].idxmin()]
         out["wer_single_sample"] = ratio_ci(first["errors"], first["n_ref"], replicates, seed).as_dict()
         out["wer_best_of_k"] = ratio_ci(best["errors"], best["n_ref"], replicates, seed).as_dict()
+        per_wer = scored.groupby("sentence")["wer"]
+        out["oracle_wer"], out["mean_wer"] = float(per_wer.min().mean()), float(per_wer.mean().mean())
+    if "reward" in d and d["reward"].notna().any():
+        rw = d[d["reward"].notna()].sort_values(["sentence", "sample"])
+        picked = rw.loc[rw.groupby("sentence")["reward"].idxmax()]
+        if "errors" in picked and picked["errors"].notna().all():
+            out["wer_best_by_reward"] = ratio_ci(picked["errors"], picked["n_ref"], replicates, seed).as_dict()
+        per_r = rw.groupby("sentence")["reward"]
+        out["reward_best"], out["reward_mean"] = float(per_r.max().mean()), float(per_r.mean().mean())
+        clean = rw.groupby("sentence")["clean"].apply(lambda c: bool(c.fillna(False).astype(bool).any()))
+        out["any_clean"] = Count(int(clean.sum()), int(clean.size)).as_dict()
     table = pd.DataFrame({"p_fail": p_fail, "samples": per.size(),
                           "wer_mean": per["wer"].mean() if "wer" in d else None,
-                          "wer_min": per["wer"].min() if "wer" in d else None})
+                          "wer_min": per["wer"].min() if "wer" in d else None,
+                          "reward_best": per["reward"].max() if "reward" in d else None})
     table = table.sort_values(["p_fail", "wer_mean"], ascending=False).head(worst)
     out["worst"] = [{"sentence": s, **{k: (None if pd.isna(v) else float(v)) for k, v in r.items()}}
                     for s, r in table.iterrows()]

@@ -16,11 +16,13 @@ import pandas as pd
 
 from eval.jsonio import read_jsonl, replace_atomic, write_json_atomic
 from eval.report.failures import DEFINITIONS as FAILURE_DEFINITIONS
+from eval.report.columns import probe_columns, reward_columns
 from eval.report.failures import failure_table
 from eval.runs.run import RunError, synthesized_rows
 from eval.runs.score import scored_tags
 from eval.scoring.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, mean_ci, ratio_ci
 from eval.scoring.metrics import CATASTROPHIC_WER, length_figures
+from eval.scoring.derail import DerailRule
 from eval.scoring.rates import Count
 
 # Timing and prosody figures summarized as spreads (eval/scoring/timing.py defines each).
@@ -35,7 +37,14 @@ DEFINITIONS = {
     "catastrophic_rate": f"share of utterances with per-utterance WER > {CATASTROPHIC_WER}",
     "ci": "95% percentile bootstrap over utterances, fixed seed (eval.scoring.bootstrap); rates of events (exact match, catastrophic, stop fired, runaway, truncation, overlong, premature stop, every failure) are k of n with a Wilson 95% interval (eval.scoring.rates)",
     "stop_fired_rate": "share of utterances where the stop head ended generation",
-    "runaway_rate": "share of utterances that hit the frame budget (max_frames) without the stop head firing",
+    "runaway_rate": "share of utterances that hit the frame budget (max_frames) or the force stop without the stop head firing",
+    "force_stop_rate": "share of utterances the force stop (force_stop_frames) ended: runaways the guard caught (counted in the runaway rate too)",
+    "derail_rate": "share of the utterances the derail rule could judge (a probe trace, at least judge_from frames) whose belief entropy did not settle (derail_rule below; eval/scoring/derail.py)",
+    "reward": "the authors' reward per utterance (gepard-train score.py): -1.0 x WER - 0.5 x max(0, dur - dur_max) - 2.0 x [dur < dur_min] - 2.0 x [empty ASR] - 0.5 x (1 - SIM); WER with Whisper's BasicTextNormalizer, dur_min / dur_max = 0.3 / 2.0 x (0.7 + 0.4 x words) s, dur = frames x 1024 / 22050 s (else audio minus end silence), SIM = GE2E speaker_sim where there is a reference voice, else the term is 0 (eval/scoring/reward.py); mean with bootstrap CI",
+    "clean_rate": "share of scored utterances that are clean rollouts (score.py): reward WER <= 0.2, dur_min <= dur <= dur_max, not a runaway (its frame cap hit), transcript not empty",
+    "probe": "the onset-entropy probe (gepard_demo/model/probe.py): mean belief entropy over frames 0-9 (onset) and 40-59 (settled) and the drop between them, nats; median (p10, p90) over rows that have them",
+    "probe_prediction": "flagged by frame N (20, 50, 100: the derail rule's window before N at >= its fraction of the onset; rows that ended before N are not flagged) against each row's outcome (runaway, catastrophic, force stop): precision = flagged that had it / flagged, recall = flagged that had it / had it, k/n with Wilson 95% (eval/charts/probe_charts.py)",
+    "token_budget": "failure rates (catastrophic, runaway, derail, any) per text length in tokens (the text once): 1 to 12 tokens each, 13-24, 25+; k/n with Wilson 95% (eval/charts/budget_chart.py)",
     "truncation_rate": "share with duration ratio < 0.5 (speecheval)",
     "overlong_rate": "share with duration ratio > 2.0 (speecheval's runaway by length)",
     "premature_stop_rate": "share where the stop head fired and (duration ratio < 0.5 or the transcript's alignment ends in deleted reference words)",
@@ -53,14 +62,16 @@ DEFINITIONS = {
 }
 
 
-def load_table(run_dir: str | Path, tag: str | None = None) -> tuple[pd.DataFrame, str | None]:
+def load_table(run_dir: str | Path, tag: str | None = None,
+               derail: DerailRule = DerailRule()) -> tuple[pd.DataFrame, str | None]:
     """(table, asr tag) for a run: synthesis rows joined with one ASR tag's scores.
 
     tag None: the run's only ASR tag, or the most recently written one; no scores: None.
+    derail: the derail rule's thresholds (eval/scoring/derail.py) for the derail and probe columns.
     """
     run_dir = Path(run_dir)
     rows = synthesized_rows(run_dir)
-    df = pd.DataFrame(rows)
+    df = probe_columns(pd.DataFrame(rows), derail)
     df["p_stop"] = df["p_stop"].map(lambda p: json.dumps(p) if p is not None else None)
     df["p_stop_max"] = [max(json.loads(p)) if p else np.nan for p in df["p_stop"]]
     df["settings"] = df["settings"].map(json.dumps)
@@ -75,6 +86,7 @@ def load_table(run_dir: str | Path, tag: str | None = None) -> tuple[pd.DataFram
         scored = df["ref_norm"].notna()
         df["exact"] = pd.Series((df["ref_norm"] == df["hyp_norm"]), dtype="boolean").where(scored, pd.NA)
         df["catastrophic"] = pd.Series(df["wer"] > CATASTROPHIC_WER, dtype="boolean").where(scored, pd.NA)
+        df = reward_columns(df)
     df = _with_measures(df, run_dir)
     ends = df["end_deletions"] if "end_deletions" in df else pd.Series([None] * len(df))
     figs = [length_figures(w, f if f is not None and not pd.isna(f) else 0, d, bool(sf) if sf is not None and not pd.isna(sf) else False,
@@ -85,8 +97,9 @@ def load_table(run_dir: str | Path, tag: str | None = None) -> tuple[pd.DataFram
     has_frames = df["frames"].notna()
     df["frames_per_word"] = df["frames_per_word"].astype(float).where(has_frames, np.nan)
     df["premature_stop"] = df["premature_stop"].astype("boolean").where(has_frames, pd.NA)
-    for col in ("stop_fired", "runaway", "truncated", "overlong"):
-        df[col] = df[col].astype("boolean")
+    for col in ("stop_fired", "runaway", "truncated", "overlong", "force_stopped", "derail"):
+        if col in df:
+            df[col] = df[col].astype("boolean")
     return with_failure_flags(df), tag
 
 
@@ -178,6 +191,13 @@ def summarize_group(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed
             out["asr_rtf"] = float(sc["asr_s"].sum() / max(sc["duration_s"].sum(), 1e-9))
     out["stop_fired_rate"] = share("stop_fired")
     out["runaway_rate"] = share("runaway")
+    out["force_stop_rate"] = share("force_stopped")
+    out["derail_rate"] = share("derail")
+    if "reward" in df and df["reward"].notna().any():
+        out["reward"] = mean("reward")
+        out["clean_rate"] = share("clean")
+    out["probe"] = {c: _spread(df[c]) for c in ("entropy_onset", "entropy_settled", "entropy_drop")
+                    if c in df and df[c].notna().any()}
     out["truncation_rate"] = share("truncated")
     out["overlong_rate"] = share("overlong")
     out["premature_stop_rate"] = share("premature_stop")
@@ -197,9 +217,13 @@ def summarize_group(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed
 
 
 def summarize(df: pd.DataFrame, tag: str | None, run_config: dict | None = None,
-              replicates: int = DEFAULT_REPLICATES, seed: int = DEFAULT_SEED) -> dict:
+              replicates: int = DEFAULT_REPLICATES, seed: int = DEFAULT_SEED, derail: DerailRule = DerailRule()) -> dict:
+    from eval.charts.budget_chart import token_budget_data
+    from eval.charts.probe_charts import probe_prediction_data
     from eval.report.seeds import seeds_summary
+    from eval.scoring.reward import AUTHORS
 
+    records = lambda d: None if d is None else json.loads(d.to_json(orient="records"))  # noqa: E731
     return {
         "asr": tag,
         "run": run_config,
@@ -208,17 +232,21 @@ def summarize(df: pd.DataFrame, tag: str | None, run_config: dict | None = None,
         "overall": summarize_group(df, replicates, seed),
         "by_category": {c: summarize_group(g, replicates, seed) for c, g in df.groupby("category", sort=True)},
         "seeds": seeds_summary(df, replicates, seed),
+        "derail_rule": {**derail.as_dict(), "rule": derail.describe()},
+        "reward_weights": AUTHORS.as_dict(),
+        "probe_prediction": records(probe_prediction_data(df)),
+        "token_budget": records(token_budget_data(df)),
         "definitions": {**DEFINITIONS, **{f"failure_{k}": v for k, v in FAILURE_DEFINITIONS.items()}},
     }
 
 
 def write_outputs(run_dir: str | Path, tag: str | None = None, replicates: int = DEFAULT_REPLICATES,
-                  seed: int = DEFAULT_SEED) -> tuple[pd.DataFrame, dict]:
-    """table.csv, table.parquet, summary.json in the run folder (for one ASR tag)."""
+                  seed: int = DEFAULT_SEED, derail: DerailRule = DerailRule()) -> tuple[pd.DataFrame, dict]:
+    """table.csv, table.parquet, summary.json in the run folder (for one ASR tag and derail rule)."""
     run_dir = Path(run_dir)
-    df, tag = load_table(run_dir, tag)
+    df, tag = load_table(run_dir, tag, derail)
     cfg = json.loads((run_dir / "config.json").read_text())
-    summary = summarize(df, tag, cfg, replicates, seed)
+    summary = summarize(df, tag, cfg, replicates, seed, derail)
     replace_atomic(run_dir / "table.csv", lambda tmp: df.to_csv(tmp, index=False))
     replace_atomic(run_dir / "table.parquet", lambda tmp: df.to_parquet(tmp, index=False))
     write_json_atomic(run_dir / "summary.json", summary)

@@ -3,6 +3,7 @@
 - run.py          `RunConfig`, `run()` (synthesize a set into a folder, resumable), the folder's rows
 - score.py        `score()`: ASR over a run folder's WAVs, resumable; `asr_tag`
 - measure.py      `measure()`: timing, loops and DNSMOS over a run folder's audio, resumable
+- checks.py       what a run refuses before synthesis (to errors.jsonl, or the whole run)
 - sets.py         built-in (eval/sets/) and user test sets; `Utterance`
 - seeds.py        per-utterance seeds from (base seed, id, sample)
 - environment.py  packages and machine recorded per (re)start

@@ -6,8 +6,9 @@ Run folder layout:
   environment.json  one entry per (re)start: packages, machine, engine / model / revision
   rows.jsonl        one row per finished utterance (written after its WAV)
   errors.jsonl      one row per utterance refused before synthesis (text the app would refuse
-                    too: empty, or above gepard_demo's 2000-character limit), the same rule
-                    for every engine; the run goes on without it
+                    too: empty, or above gepard_demo's 2000-character limit; or a text with no
+                    word under force_stop_frames "auto"), the same rule for every engine
+                    (eval/runs/checks.py); the run goes on without it
   wav/<id>.wav      16-bit PCM at the engine's sample rate
   status.json       done / total / complete
 
@@ -32,6 +33,7 @@ import numpy as np
 from tqdm import tqdm
 
 from eval.jsonio import append_jsonl, read_jsonl, write_bytes_atomic, write_json_atomic
+from eval.runs.checks import input_error, text_repetition_error
 from eval.runs.environment import environment
 from eval.runs.seeds import DEFAULT_BASE_SEED, sample_seed
 from eval.runs.sets import SetError, Utterance, expand_samples, load_set, resolve_set_path
@@ -83,6 +85,9 @@ class RunConfig:
             raise RunError("--engine server needs --server-url http://HOST:PORT")
         if not 1 <= self.server_concurrency <= 64:
             raise RunError(f"concurrency must be in [1, 64] per server, got {self.server_concurrency}")
+        if not self.sampling.text_repetition and self.engine not in ("local", "local-stream"):
+            raise RunError(f"--text-repetition off needs an engine that builds Gepard's prompt here (local, "
+                           f"local-stream): --engine {self.engine} cannot honour it")
         if self.ref_audio is not None and self.engine in ("piper", "files"):
             raise RunError(f"--engine {self.engine} cannot take --ref-audio (local, local-stream and server can)")
         if self.engine == "files" and not Path(self.model).exists():
@@ -142,6 +147,9 @@ def prepare_folder(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
         except SetError:
             fresh["set_sha256"] = saved["set_sha256"]  # set file gone or moved: the saved copy is used
         old = {"seeds": 1, **saved["run"], "set_sha256": saved["set_sha256"]}  # folders from before --seeds: one
+        # Settings added since the folder was made (the guardrails, text repetition) hold their defaults there.
+        old["sampling"] = dataclasses.asdict(SamplingSettings(**old["sampling"]))
+        old["stream"] = dataclasses.asdict(StreamSettings(**old["stream"]))
         diff = [k for k in IDENTITY_KEYS if json.dumps(fresh.get(k), sort_keys=True) != json.dumps(old.get(k), sort_keys=True)]
         if diff:
             raise RunError(f"{run_dir} holds a run with different {', '.join(diff)}; "
@@ -179,18 +187,6 @@ def error_rows(run_dir: str | Path) -> list[dict]:
     return read_jsonl(Path(run_dir) / "errors.jsonl", repair=True)
 
 
-def input_error(u: Utterance) -> str | None:
-    """Why this utterance cannot be synthesized by any engine, or None: the app's own text rule
-    (gepard_demo.streaming.text_input.clean_text: nothing speakable, or above MAX_TEXT_CHARS)."""
-    from gepard_demo.streaming.text_input import TextError, clean_text
-
-    try:
-        clean_text(u.text)
-    except TextError as e:
-        return str(e)
-    return None
-
-
 def synthesized_rows(run_dir: Path) -> list[dict]:
     """The rows of a run folder that scoring and reporting read; a clear error when there are none."""
     if not (run_dir / "config.json").is_file():
@@ -221,6 +217,8 @@ def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: str | None = None,
         "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,
         "seed": s.seed, "wav": f"wav/{u.id}.wav", "codes": None if s.codes is None else f"codes/{u.id}.npy",
         "server_error": s.error, "ref_audio": ref, "speaker_sim": speaker_sim,
+        "ended_by": s.ended_by, "force_stopped": s.force_stopped, "force_stop": s.force_stop,
+        **s.probe_fields(),
         "settings": row_settings(cfg, seed),
     }
 
@@ -228,11 +226,15 @@ def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: str | None = None,
 def row_settings(cfg: RunConfig, seed: int) -> dict:
     """The settings a row was really made with, and nothing it was not.
 
-    A served model takes only the seed and a frame budget (the rest is fixed per server and
-    recorded in environment.json); Piper takes none of Gepard's settings.
+    A served model takes only the seed, a frame budget and the guardrail fields sent (the rest is
+    fixed per server and recorded in environment.json); Piper takes none of Gepard's settings.
     """
     if cfg.engine == "server":
-        return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": cfg.sampling.max_frames,
+        from gepard_demo.serving.client import guardrail_fields
+
+        s = cfg.sampling
+        return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": s.max_frames,
+                "guardrails": guardrail_fields(s.repetition_penalty, s.repetition_window, s.force_stop_frames),
                 "fixed_by_server": "temperature, top-k, stop threshold, streaming: see environment.json"}
     if cfg.engine == "piper":
         return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}
@@ -241,6 +243,13 @@ def row_settings(cfg: RunConfig, seed: int) -> dict:
                 "note": "audio that existed before the run: the seed is the one this run pairs it with"}
     return {"sampling": dataclasses.asdict(cfg.sampling.replace(seed=seed)),
             "stream": dataclasses.asdict(cfg.stream), "batch_size": cfg.batch_size}
+
+
+def _load_engine(cfg: RunConfig, log):
+    from eval.engines import load_engine
+
+    return load_engine(cfg.engine, cfg.model, cfg.device, cfg.model_cache, server_urls=cfg.server_urls,
+                       server_timeout=cfg.server_timeout, concurrency=cfg.server_concurrency, log=log)
 
 
 def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=print) -> Path:
@@ -261,6 +270,11 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
     except BlockingIOError:
         raise RunError(f"{run_dir} is being written by another process") from None
     try:
+        if not cfg.sampling.text_repetition:  # refused before the folder is written where it changes nothing
+            engine = engine or _load_engine(cfg, log)
+            why = text_repetition_error(engine, load_set(cfg.set, cfg.limit, list(cfg.categories) or None))
+            if why:
+                raise RunError(why)
         items = expand_samples(prepare_folder(cfg, run_dir), cfg.seeds)
         done = {r["id"] for r in done_rows(run_dir, repair=True)} | {r["id"] for r in error_rows(run_dir)}
         if done:
@@ -269,7 +283,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
         for u in items:
             if u.id in done:
                 continue
-            why = input_error(u)
+            why = input_error(u, cfg.sampling, cfg.engine)
             if why is None:
                 pending.append(u)
                 continue
@@ -280,12 +294,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
         if cfg.engine == "piper" and any(u.ref_audio for u in pending):
             raise RunError("--engine piper cannot take this set's ref_audio column (local, local-stream and server can)")
         if pending:
-            if engine is None:
-                from eval.engines import load_engine
-
-                engine = load_engine(cfg.engine, cfg.model, cfg.device, cfg.model_cache,
-                                     server_urls=cfg.server_urls, server_timeout=cfg.server_timeout,
-                                     concurrency=cfg.server_concurrency, log=log)
+            engine = engine or _load_engine(cfg, log)
             env_path = run_dir / "environment.json"
             sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
             sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

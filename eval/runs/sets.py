@@ -54,7 +54,7 @@ def builtin_sets() -> list[str]:
 
 
 def resolve_set_path(name_or_path: str) -> Path:
-    """A built-in set name ("core", "smoke") or a path to a .jsonl / .txt file."""
+    """A built-in set name ("core", "short", "smoke") or a path to a .jsonl / .txt file."""
     p = Path(name_or_path)
     if p.is_file():
         return p

@@ -12,4 +12,6 @@
 - timing.py             VAD speech, silences, pauses, speaking rate, F0 (SwiftF0) of one utterance
 - loops.py              loop detectors: repeated transcript n-grams, end insertions, repeating codec frames
 - naturalness.py        DNSMOS P.835 / P.808 (speechmos), guarded against empty and silent clips
+- derail.py             the derail rule on the probe's entropy (`DerailRule`), flagged by frame N
+- reward.py             the authors' reward and clean rollout (gepard-train score.py)
 """

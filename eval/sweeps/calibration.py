@@ -86,7 +86,9 @@ def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thres
             trunc, run = [], []
             for _, r in g.iterrows():
                 p = _trace(r["p_stop"])
-                d = derive(p, int(r["frames"]), source_threshold, float(t), max_frames)
+                cap = r.get("force_stop")  # a force-stopped source tells every lower threshold too (stop_rule)
+                d = derive(p, int(r["frames"]), source_threshold, float(t), max_frames,
+                           force_stop=None if cap is None or pd.isna(cap) else int(cap))
                 sr = r.get("sample_rate")
                 dur = d.frames * SAMPLES_PER_FRAME / float(sr if sr and not pd.isna(sr) else 22050) + silence_ms / 1000.0
                 trunc.append(dur / expected_duration_s(int(r["words"])) < TRUNCATION_RATIO)

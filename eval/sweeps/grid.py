@@ -16,6 +16,8 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from eval.runs.run import RunConfig, RunError
 from gepard_demo.settings import SamplingSettings
 
@@ -41,6 +43,9 @@ class SweepConfig:
         names = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
         seen = set()
         for name, values in self.axes():
+            if name == "text_repetition":
+                raise RunError("text_repetition is not a sweep axis: `python -m eval run --text-repetition off` makes the "
+                               "no-repetition baseline (it checks that the set has texts it changes)")
             if name not in names:
                 raise RunError(f"sweep axis {name!r} is not a sampling setting (one of {sorted(names)})")
             if name in seen:
@@ -73,13 +78,22 @@ def parse_axes(specs: list[str]) -> tuple:
             raise RunError(f"--axis {spec!r}: use NAME=V1,V2 with NAME a sampling setting ({', '.join(sorted(fields))})")
         default = getattr(SamplingSettings(), name)
         try:
-            out.append((name, tuple(_parse_value(v.strip(), default) for v in values.split(","))))
+            out.append((name, tuple(_parse_value(v.strip(), default, name) for v in values.split(","))))
         except ValueError as e:
             raise RunError(f"--axis {spec!r}: {e}") from None
     return tuple(out)
 
 
-def _parse_value(text: str, default):
+def _parse_value(text: str, default, name: str = ""):
+    if name == "force_stop_frames":  # a number of frames, "auto" or "off", as --force-stop-frames takes it
+        import argparse
+
+        from gepard_demo.settings_flags import force_stop_value
+
+        try:
+            return force_stop_value(text)
+        except argparse.ArgumentTypeError as e:
+            raise ValueError(str(e)) from None
     if text.lower() == "none":
         return None
     if isinstance(default, bool):
@@ -101,7 +115,24 @@ def _fmt(v) -> str:
 
 def point_name(point: dict) -> str:
     head = f"T{_fmt(point['temperature'])}_S{_fmt(point['stop_threshold'])}"
-    return head + "".join(f"_{k}{_fmt(v)}" for k, v in point.items() if k not in FIXED_AXES)
+    return head + "".join(f"_{k}{'off' if k == 'force_stop_frames' and v is None else _fmt(v)}"
+                          for k, v in point.items() if k not in FIXED_AXES)
+
+
+def canonical(value, name: str = ""):
+    """One spelling of an axis value, whether it comes from sweep.json (None, 200, "auto") or back
+    from sweep.csv (NaN, "200", 200.0): numbers as floats, unset as "off" (force_stop_frames) or
+    "None", text as itself; so points, the default and the charts' cells match by value."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "off" if name == "force_stop_frames" else "None"
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return "off" if name == "force_stop_frames" and value.lower() in ("off", "none", "") else value
+    return float(value)
 
 
 def point_dir(out: Path, temperature: float, threshold: float, **extra) -> Path:
@@ -117,8 +148,9 @@ def default_point(axes: dict[str, list]) -> dict:
     out = {}
     for name, values in axes.items():
         want = getattr(d, name, KNOWN_DEFAULTS.get(name))
-        if want in values:
-            out[name] = want
+        same = [v for v in values if canonical(v, name) == canonical(want, name)]
+        if same:
+            out[name] = same[0]
             continue
         try:
             out[name] = min(values, key=lambda v: (abs(float(v) - float(want)), float(v)))

@@ -31,7 +31,7 @@ from matplotlib.patches import Rectangle
 from eval.charts.style import HEATMAP_CMAP, RunContext, finish, fmt_value, new_figure, save_chart
 from eval.jsonio import write_json_atomic
 from eval.scoring.bootstrap import paired_mean_diff_ci, paired_ratio_diff_ci
-from eval.sweeps.grid import default_point
+from eval.sweeps.grid import FIXED_AXES, canonical, default_point
 
 # Held out of every tuning rule (best point): in the built-in core set the 7th, 14th and 21st
 # sentence of each category (30 of 210), in smoke "smoke-6" (the dialogue line).
@@ -41,29 +41,33 @@ HELD_OUT = frozenset(
 
 METRICS = {
     "wer_corpus": ("Corpus WER", "corpus WER (%)", 100.0),
-    "runaway_rate": ("Runaway rate (frame budget hit)", "runaways (% of utterances)", 100.0),
+    "runaway_rate": ("Runaway rate (frame budget or force stop hit)", "runaways (% of utterances)", 100.0),
     "truncation_rate": ("Truncation rate (duration under half the expected)", "truncated (% of utterances)", 100.0),
     "duration_ratio_median": ("Median duration ratio (audio / expected length)", "duration ratio (1 = expected)", 1.0),
     "loop_rate": ("Loop rate (transcript or codec frames repeat)", "loops (% of utterances)", 100.0),
     "long_pause_rate": ("Long pause rate (1 s or more inside the speech)", "long pauses (% of utterances)", 100.0),
     "failure_rate": ("Any failure (the failure table's any)", "failed (% of utterances)", 100.0),
+    "derail_rate": ("Derail rate (the probe's entropy never settled)", "derailed (% of judged utterances)", 100.0),
+    "clean_rate": ("Clean rollouts (the authors' rule: WER <= 0.2, length in bounds, no runaway)",
+                   "clean (% of utterances)", 100.0),
     "stop_lag_ms_median": ("Median stop lag (stop time - VAD end of speech)", "stop lag (ms)", 1.0),
 }
 # sweep.csv columns of each metric's 95% CI (a median duration ratio has none)
 CI_COLUMNS = {"wer_corpus": ("wer_ci_low", "wer_ci_high"), "runaway_rate": ("runaway_ci_low", "runaway_ci_high"),
               "truncation_rate": ("truncation_ci_low", "truncation_ci_high"), "loop_rate": ("loop_ci_low", "loop_ci_high"),
               "long_pause_rate": ("long_pause_ci_low", "long_pause_ci_high"),
-              "failure_rate": ("failure_ci_low", "failure_ci_high")}
+              "failure_rate": ("failure_ci_low", "failure_ci_high"), "derail_rate": ("derail_ci_low", "derail_ci_high"),
+              "clean_rate": ("clean_ci_low", "clean_ci_high")}
 # per-utterance column used by the paired comparison of each metric (None: not compared)
 PAIRED = {"wer_corpus": "wer", "runaway_rate": "runaway", "truncation_rate": "truncated", "duration_ratio_median": "duration_ratio",
           "loop_rate": "fail_loop", "long_pause_rate": "fail_long_pause", "failure_rate": "fail_any",
-          "stop_lag_ms_median": "stop_lag_ms"}
+          "stop_lag_ms_median": "stop_lag_ms", "derail_rate": "fail_derail", "clean_rate": "clean"}
 
 
-def _tables(out: Path, df: pd.DataFrame, tag: str | None) -> dict[str, pd.DataFrame]:
+def _tables(out: Path, df: pd.DataFrame, tag: str | None, derail=None) -> dict[str, pd.DataFrame]:
     from eval.report.summary import load_table
 
-    return {run: load_table(out / run, tag)[0] for run in df["run"]}
+    return {run: load_table(out / run, tag, **({"derail": derail} if derail else {}))[0] for run in df["run"]}
 
 
 def paired_marks(df: pd.DataFrame, tables: dict[str, pd.DataFrame], default_run: str, ids: set | None = None) -> pd.DataFrame:
@@ -217,14 +221,19 @@ def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, 
     return save_chart(fig, path, pd.DataFrame(drawn))
 
 
-def sweep_charts(out: str | Path, log=print) -> list[Path]:
-    """Heatmaps, paired marks and the best point of a finished sweep folder."""
+def sweep_charts(out: str | Path, log=print, derail=None) -> list[Path]:
+    """Heatmaps, paired marks and the best point of a finished sweep folder. derail: the derail
+    rule (eval/scoring/derail.py; None: its defaults)."""
     out = Path(out)
     info = json.loads((out / "sweep.json").read_text())
     df = pd.read_csv(out / "sweep.csv")
-    axes = {k: list(v) for k, v in info["config"]["axes"].items()}
+    # Extra axes by one spelling of their values (sweep.json has None / "auto" / 200, sweep.csv NaN / "200").
+    axes = {k: [v if k in FIXED_AXES else canonical(v, k) for v in vs] for k, vs in info["config"]["axes"].items()}
+    for k in axes:
+        if k not in FIXED_AXES and k in df:
+            df[k] = pd.Series([canonical(v, k) for v in df[k]], index=df.index, dtype=object)
     tag = info.get("asr")
-    tables = _tables(out, df, tag)
+    tables = _tables(out, df, tag, derail)
     dflt = default_point(axes)
     sel = df
     for k, v in dflt.items():

@@ -28,16 +28,18 @@ from eval.runs.run import RunError, run
 from eval.sweeps.grid import SweepConfig, point_name
 
 
-def _groups(points: list[dict]) -> list[list[dict]]:
-    """Points that differ only in stop threshold, in grid order."""
+def _groups(points: list[dict], one_pass: bool = True) -> list[list[dict]]:
+    """Points one generation can serve (eval/sweeps/thresholds.py), in grid order: those that differ
+    only in stop threshold and force stop (one_pass), else only in stop threshold."""
+    free = ("stop_threshold", "force_stop_frames") if one_pass else ("stop_threshold",)
     groups: dict[tuple, list[dict]] = {}
     for p in points:
-        groups.setdefault(tuple((k, v) for k, v in p.items() if k != "stop_threshold"), []).append(p)
+        groups.setdefault(tuple((k, v) for k, v in p.items() if k not in free), []).append(p)
     return list(groups.values())
 
 
 def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=None, cache=None, log=print,
-          progress=None, dnsmos: str = "on") -> Path:
+          progress=None, dnsmos: str = "on", derail=None) -> Path:
     """Run (and score, when asr is an ASRSettings) every grid point; returns <out>/sweep.csv.
 
     engine: an eval engine (GepardLocal for one-pass); loaded from cfg.base when None.
@@ -45,7 +47,9 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
     """
     from eval.report.markdown import make_report
     from eval.report.summary import write_outputs
+    from eval.scoring.derail import DerailRule
 
+    derail = derail or DerailRule()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg.validate()
@@ -71,9 +75,9 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
 
         # The Eval tab's engine wraps GepardLocal (.inner) with the app's lock (.lock).
         store = TraceStore(out / "traces", getattr(engine, "inner", engine), lock=getattr(engine, "lock", None))
-    n_groups = len(_groups(points))
+    n_groups = len(_groups(points, one_pass))
     synth_share = 0.7 if asr is not None else 0.95
-    for gi, group in enumerate(_groups(points)):
+    for gi, group in enumerate(_groups(points, one_pass)):
         cfgs = [(dataclasses.replace(cfg.base, sampling=cfg.base.sampling.replace(**p)), out / point_name(p)) for p in group]
 
         def sub(done, total, gi=gi):
@@ -112,17 +116,17 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
     for p in points:
         d = out / point_name(p)
         if tag is not None:
-            make_report(d, tag)
-        _, summ = write_outputs(d, tag)
+            make_report(d, tag, derail)
+        _, summ = write_outputs(d, tag, derail=derail)
         lines.append({**p, **point_line(summ), "run": d.name})
     df = pd.DataFrame(lines)
     replace_atomic(out / "sweep.csv", lambda tmp: df.to_csv(tmp, index=False))
     stats["wall_s"] = time.perf_counter() - started
-    write_json_atomic(saved, {"config": cfg.to_json(), "asr": tag, "last_call": stats,
+    write_json_atomic(saved, {"config": cfg.to_json(), "asr": tag, "last_call": stats, "derail_rule": derail.as_dict(),
                               "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     from eval.sweeps.heatmaps import sweep_charts
 
-    sweep_charts(out, log=log)
+    sweep_charts(out, log=log, derail=derail)
     say(1.0, "done")
     return out / "sweep.csv"
 
@@ -141,6 +145,8 @@ def point_line(summ: dict) -> dict:
         "speaker_sim": v("speaker_sim"), "speaker_sim_ci_low": v("speaker_sim", "ci_low"),
         "speaker_sim_ci_high": v("speaker_sim", "ci_high"),
         **failure_columns(o.get("failures") or {}),
+        **share_columns("clean", o.get("clean_rate")),
+        "reward_mean": v("reward"), "reward_ci_low": v("reward", "ci_low"), "reward_ci_high": v("reward", "ci_high"),
         "stop_lag_ms_median": (o.get("stop_lag_ms") or {}).get("median"),
         # naturalness rides along for reading, never for ranking (eval/scoring/naturalness.py)
         "dnsmos_ovrl": ((o.get("naturalness") or {}).get("dnsmos_ovrl") or {}).get("value"),
@@ -150,8 +156,8 @@ def point_line(summ: dict) -> dict:
 # sweep.csv's failure columns, from the point's failure table (eval/report/failures.py):
 # <name>_k of <name>_n utterances, <name>_rate = k / n and its Wilson 95% interval (a rate of
 # 0 of 30 gets [0, 11.4%], not the bootstrap's [0, 0]). None where n = 0 (nothing judged).
-SWEEP_FAILURES = {"catastrophic": "catastrophic", "runaway": "runaway", "truncated": "truncation", "loop": "loop",
-                  "long_pause": "long_pause", "any": "failure"}
+SWEEP_FAILURES = {"catastrophic": "catastrophic", "runaway": "runaway", "force_stop": "force_stop", "derail": "derail",
+                  "truncated": "truncation", "loop": "loop", "long_pause": "long_pause", "any": "failure"}
 
 
 def failure_columns(failures: dict) -> dict:
@@ -163,3 +169,10 @@ def failure_columns(failures: dict) -> dict:
                     f"{name}_rate": c.get("rate") if n else None, f"{name}_ci_low": c.get("ci_low") if n else None,
                     f"{name}_ci_high": c.get("ci_high") if n else None})
     return out
+
+
+def share_columns(name: str, share: dict | None) -> dict:
+    """<name>_rate, _k, _n, _ci_low, _ci_high of a summary rate of events (the clean rollouts)."""
+    c = share or {}
+    return {f"{name}_rate": c.get("value"), f"{name}_k": c.get("k"), f"{name}_n": c.get("n"),
+            f"{name}_ci_low": c.get("ci_low"), f"{name}_ci_high": c.get("ci_high")}

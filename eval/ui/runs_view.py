@@ -11,8 +11,9 @@ import pandas as pd
 
 from eval.runs.run import RunError, done_rows
 
-TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "duration_s", "duration_ratio",
-                 "ttfa_s", "fail_any", "fail_loop", "longest_pause_s", "dnsmos_ovrl"]
+TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "ended_by", "duration_s",
+                 "duration_ratio", "ttfa_s", "fail_any", "fail_loop", "derail", "entropy_drop", "reward", "clean",
+                 "longest_pause_s", "dnsmos_ovrl"]
 
 
 def list_runs(runs_dir: str | Path) -> list[str]:

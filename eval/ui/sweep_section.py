@@ -21,7 +21,8 @@ from eval.runs.run import RunConfig, RunError
 from eval.runs.sets import load_set
 from eval.ui.common import EvalLimits, chart_images, tab_error
 
-SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "truncation_rate",
+SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "force_stop_rate", "derail_rate",
+                 "clean_rate", "reward_mean", "truncation_rate",
                  "loop_rate", "long_pause_rate", "failure_rate", "failure_ci_low", "failure_ci_high",
                  "duration_ratio_median", "stop_lag_ms_median"]
 
@@ -77,12 +78,12 @@ def view_sweep(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list
 
 def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name, set_name, set_file, limit, batch_size, base_seed,
                  temperatures, thresholds, extra_axes, max_frames, asr_backend, asr_model, vad,
-                 progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
+                 repetition_penalty=1.0, repetition_window=32, force_stop_frames="off", progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
     """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...))."""
     from eval.scoring.asr import ASRSettings
     from eval.sweeps.grid import SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
-    from eval.ui.common import eval_engine_from_provider
+    from eval.ui.common import eval_engine_from_provider, force_stop
     from gepard_demo.settings import SamplingSettings
 
     name = (name or "").strip() or time.strftime("sweep-%Y%m%d-%H%M%S")
@@ -91,7 +92,10 @@ def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name, set_name, s
     axes = parse_axes([a for a in re.split(r"[;\n]+", extra_axes or "") if a.strip()])
     engine = eval_engine_from_provider(engine_provider, "local")
     base = RunConfig(engine="local", model=engine.describe()["model"], set=set_file or set_name,
-                     sampling=SamplingSettings(max_frames=int(max_frames)), batch_size=int(batch_size),
+                     sampling=SamplingSettings(max_frames=int(max_frames), repetition_penalty=float(repetition_penalty),
+                                               repetition_window=int(repetition_window),
+                                               force_stop_frames=force_stop(force_stop_frames)).validate(),
+                     batch_size=int(batch_size),
                      base_seed=int(base_seed), limit=int(limit) if limit else None)
     # One-pass thresholds read the engine in this process; behind a GPU boundary each point runs
     # through GPU calls instead.
@@ -118,7 +122,8 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
             name = gr.Textbox(label="Sweep name (blank: timestamp; an existing name resumes it)")
             temps = gr.Textbox(value="0.3 0.7 1.0", label="Temperatures")
             thresholds = gr.Textbox(value="0.3 0.5 0.7", label="Stop thresholds")
-            extra = gr.Textbox(value="", label="Extra axes (NAME=V1,V2; separate several with ';')")
+            extra = gr.Textbox(value="", label="Extra axes (NAME=V1,V2; separate several with ';'), e.g. "
+                                                   "repetition_penalty=1,1.15,1.3; force_stop_frames=off,auto")
             max_frames = gr.Slider(1, 4096, value=200, step=1, label="Max frames")
         with gr.Row():
             run_btn = gr.Button("Run sweep", variant="primary")
@@ -147,7 +152,8 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
     s = shared
     run_btn.click(_run, api_name="eval_sweep",
                   inputs=[name, s["set_name"], s["set_file"], s["limit"], s["batch_size"], s["base_seed"], temps,
-                          thresholds, extra, max_frames, s["asr_backend"], s["asr_model"], s["vad"]],
+                          thresholds, extra, max_frames, s["asr_backend"], s["asr_model"], s["vad"], s["rep_penalty"],
+                          s["rep_window"], s["force_stop"]],
                   outputs=[summary, table, charts, pick], concurrency_limit=1)
     refresh.click(lambda: gr.update(choices=list_sweeps(runs_dir)), None, [pick])
     open_btn.click(_open, [pick], [summary, table, charts], api_name="eval_sweep_open")

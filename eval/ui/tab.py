@@ -32,7 +32,7 @@ import pandas as pd
 
 from eval.runs.run import RunConfig, run
 from eval.runs.sets import builtin_sets, load_set
-from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, tab_error
+from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, force_stop, tab_error
 from eval.ui.compare_section import build_compare_section
 from eval.ui.demo_link import wire_open
 from eval.ui.listening_section import build_listening_section
@@ -42,14 +42,18 @@ from gepard_demo.settings import SamplingSettings, StreamSettings
 
 def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_size, base_seed, engine_name,
              temperature, top_k, greedy, stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model,
-             vad, progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
-    """Synthesize + score + report one run; returns view_run's outputs. Raises on bad input."""
+             vad, repetition_penalty=1.0, repetition_window=32, force_stop_frames="off",
+             progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
+    """Synthesize + score + report one run; returns view_run's outputs. Raises on bad input
+    (a guardrail out of range: SettingsError naming it, as the CLI's)."""
     from eval.runs.measure import measure
     from eval.runs.score import score
     from eval.scoring.asr import ASRSettings
 
     sampling = SamplingSettings(temperature=float(temperature), top_k=int(top_k), greedy=bool(greedy),
-                                stop_threshold=float(stop_threshold), max_frames=int(max_frames)).validate()
+                                stop_threshold=float(stop_threshold), max_frames=int(max_frames),
+                                repetition_penalty=float(repetition_penalty), repetition_window=int(repetition_window),
+                                force_stop_frames=force_stop(force_stop_frames)).validate()
     stream = StreamSettings(fade_ms=float(fade_ms), silence_ms=float(silence_ms)).validate()
     name = (name or "").strip() or time.strftime("ui-%Y%m%d-%H%M%S")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
@@ -102,6 +106,11 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             with gr.Row():
                 fade_ms = gr.Number(value=0, minimum=0, label="End fade ms")
                 silence_ms = gr.Number(value=0, minimum=0, label="End silence ms")
+            with gr.Row():  # the authors' guardrails (facts §15)
+                rep_penalty = gr.Number(value=1.0, minimum=1.0, maximum=2.0, step=0.05,
+                                        label="Repetition penalty (1 = off)", elem_id="eval-rep-penalty")
+                rep_window = gr.Number(value=32, precision=0, minimum=0, label="Penalty window (frames, 0 = all)")
+                force_stop_box = gr.Textbox(value="off", label="Force stop (frames, auto or off)", elem_id="eval-force-stop")
         with gr.Column():
             sizes = bundled_sizes() or ["tiny.en"]
             asr_backend = gr.Radio(["faster-whisper", "openai-whisper"], value="faster-whisper", label="ASR")
@@ -124,7 +133,9 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
     pickers = [pick, *build_compare_section(runs_dir, speak).values(), *build_listening_section(runs_dir, speak).values()]
     build_sweep_section(engine_provider, runs_dir, limits, {"set_name": set_name, "set_file": set_file, "limit": limit,
                                                     "batch_size": batch_size, "base_seed": base_seed,
-                                                    "asr_backend": asr_backend, "asr_model": asr_model, "vad": vad})
+                                                    "asr_backend": asr_backend, "asr_model": asr_model, "vad": vad,
+                                                    "rep_penalty": rep_penalty, "rep_window": rep_window,
+                                                    "force_stop": force_stop_box})
 
     def _refresh():
         names = list_runs(runs_dir)
@@ -154,7 +165,8 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             raise tab_error(e) from e
 
     run_btn.click(_run, api_name="eval_run", inputs= [run_name, set_name, set_file, limit, batch_size, base_seed, engine_name, temperature, top_k, greedy,
-                         stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model, vad],
+                         stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model, vad, rep_penalty,
+                         rep_window, force_stop_box],
                   outputs=[summary, table, charts, *pickers, failed], concurrency_limit=1)
     refresh.click(_refresh, None, pickers)
     open_btn.click(_open, [pick], [summary, table, charts, failed], api_name="eval_open")
