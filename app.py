@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from gepard_demo.speed.cuda_check import CudaReport
     from gepard_demo.speed.flags import speed_for
-    from gepard_demo.speed.select import apply_speed, load_dtype
+    from gepard_demo.speed.select import apply_codec_speed, apply_speed, load_dtype
     from gepard_demo.speed.settings import SpeedError
     from gepard_demo.ui.model_host import engine_loader_for, load_model_host
     from gepard_demo.ui.server import build_app, serve
@@ -179,7 +179,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Could not load {args.model!r}: {host.fallback_reason}\n"
               f"Serving the random-weight 'tiny' model instead (it makes noise).", file=sys.stderr, flush=True)
     # The fastest path that passes the fidelity guard here (printed), or what the flags ask for.
-    host.engine = apply_speed(host.engine, speed_for(host.engine, device, args.precision, args.threads, args.pipeline))
+    speed = speed_for(host.engine, device, args.precision, args.threads, args.pipeline, args.codec_precision)
+    host.engine = apply_speed(host.engine, speed)
+    host.codec = apply_codec_speed(host.codec, speed)
     if boundary is None:
         print(f"Warm-up synthesis took {host.warm_up(DEMO_STREAM):.1f} s ({torch.get_num_threads()} torch threads)",
               file=sys.stderr, flush=True)

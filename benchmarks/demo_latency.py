@@ -144,7 +144,7 @@ def main() -> int:
 
     from app import DEMO_STREAM
     from gepard_demo.speed.flags import speed_for
-    from gepard_demo.speed.select import apply_speed
+    from gepard_demo.speed.select import apply_codec_speed, apply_speed
     from gepard_demo.ui.model_host import load_model_host
     from gepard_demo.ui.server import build_app
 
@@ -154,7 +154,9 @@ def main() -> int:
     else:
         host = load_model_host(args.model, cache_dir=cache_dir, fallback=None)
     # The speed path app.py would pick here (printed), or the one the flags ask for.
-    host.engine = apply_speed(host.engine, speed_for(host.engine, "cpu", args.precision, args.threads, args.pipeline))
+    speed = speed_for(host.engine, "cpu", args.precision, args.threads, args.pipeline, args.codec_precision)
+    host.engine = apply_speed(host.engine, speed)
+    host.codec = apply_codec_speed(host.codec, speed)
     host.warm_up(DEMO_STREAM)
     demo = build_app(host, stream=DEMO_STREAM)
     server, thread, port = start_server(demo.app)

@@ -108,7 +108,7 @@ def run_mode(engine_host, look_ahead: int, max_batch: int, text: str, args) -> d
 def main() -> int:
     args = parse_args()
     from gepard_demo.speed.flags import speed_for
-    from gepard_demo.speed.select import apply_speed
+    from gepard_demo.speed.select import apply_codec_speed, apply_speed
     from gepard_demo.streaming.text_input import split_text
 
     text = ""
@@ -116,7 +116,9 @@ def main() -> int:
         text += SENTENCE + " "
     text = text.strip()
     base = full_size_host(tempfile.mkdtemp(prefix="gepard-bench-"))
-    base.engine = apply_speed(base.engine, speed_for(base.engine, "cpu", args.precision, args.threads, args.pipeline))
+    speed = speed_for(base.engine, "cpu", args.precision, args.threads, args.pipeline, args.codec_precision)
+    base.engine = apply_speed(base.engine, speed)
+    base.codec = apply_codec_speed(base.codec, speed)
     print(f"{len(text)} characters, {len(split_text(text))} segments, {args.max_frames} frames each; "
           f"speed: {base.engine.model_info.speed}", flush=True)
     rows = [run_mode(base, n, args.max_batch, text, args) for n in (0, args.look_ahead)]

@@ -44,16 +44,18 @@ def load_from_args(args: argparse.Namespace):
 
     from .codec import load_codec
     from .speed.flags import speed_for
-    from .speed.select import apply_speed, load_dtype
+    from .speed.select import apply_codec_speed, apply_speed, load_dtype
 
     # Until the speed pick sets it: loading and quantizing are not worth more threads.
     torch.set_num_threads(max(1, args.threads))
     dtype = load_dtype(args.device, args.precision)
     engine = GepardEngine.load(args.model, device=args.device, dtype=dtype, cache_dir=args.cache_dir)
-    engine = apply_speed(engine, speed_for(engine, args.device, args.precision, args.threads, args.pipeline))
+    speed = speed_for(engine, args.device, args.precision, args.threads, args.pipeline, args.codec_precision)
+    engine = apply_speed(engine, speed)
     sampling, stream = settings_from_args(args, engine.default_sampling(), StreamSettings())
     sampling = sampling.replace(seed=args.seed).validate()
     codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)
+    codec = apply_codec_speed(codec, speed)
     return engine, codec, sampling, stream
 
 

@@ -5,6 +5,8 @@ benchmarks/cpu_realtime.py (section 2)."""
 
 from __future__ import annotations
 
+import os
+
 import threading
 
 import pytest
@@ -164,6 +166,50 @@ def test_pick_speed_follows_the_hardware_and_the_override():
         pick_speed(_hw(int8=False), precision="int8")
     with pytest.raises(SpeedError):
         SpeedSettings(precision="int4").validate()
+
+
+def test_the_codec_runs_bf16_only_where_the_cpu_has_native_bf16():
+    assert pick_speed(_hw(flags=("avx2", "avx512f"))).codec == "fp32"  # AVX2 / AVX-512 without bf16: 50x slower
+    for flags in (("avx2", "avx512_bf16"), ("avx2", "amx_bf16")):
+        pick = pick_speed(_hw(flags=flags))
+        assert pick.codec == "bf16" and pick.describe().endswith("bf16 codec") and "42 dB" in pick.reason
+    assert pick_speed(_hw(flags=("avx2", "amx_bf16")), codec="fp32").codec == "fp32"  # the override
+    assert pick_speed(_hw(flags=("avx2", "amx_bf16")), small_model=True).codec == "fp32"  # the tiny codec
+    assert pick_speed(_hw(device="cuda", capability=(9, 0))).codec == "fp32"  # a GPU decodes fp32, exactly
+    assert "much slower" in pick_speed(_hw(), codec="bf16").reason
+    with pytest.raises(SpeedError, match="CPU path"):
+        SpeedSettings(device="cuda", codec="bf16").validate()
+
+
+@pytest.mark.slow
+def test_the_bf16_codec_keeps_the_guards_40_db_at_full_size():
+    # What CODEC_GUARD_PASSES records: the full-size random NanoCodec's exact streaming decode in
+    # 10-frame pushes, bf16 autocast against fp32, SNR >= 40 dB (fidelity.MIN_CODEC_SNR_DB). Only
+    # where it is ever picked: bf16 convolutions without native bf16 math take minutes.
+    import numpy as np
+    import torch
+
+    from gepard_demo.codec import build_random_codec
+    from gepard_demo.speed.fidelity import MIN_CODEC_SNR_DB, snr_db
+    from gepard_demo.speed.select import detect_hardware
+
+    if not detect_hardware("cpu").native_bf16 or os.environ.get("ONEDNN_MAX_CPU_ISA", "").startswith("AVX2"):
+        pytest.skip("this CPU (or its ISA cap) has no native bf16 math: the bf16 codec is never picked here")
+    codec = build_random_codec(seed=0)
+    levels = torch.tensor([8, 7, 6, 6] * 8)
+    codes = (torch.rand(40, 32, generator=torch.Generator().manual_seed(0)) * levels).long()
+
+    def decode(bf16: bool) -> np.ndarray:
+        codec.decoder.cpu_bf16 = bf16
+        dec = codec.streamer(mode="exact")
+        return np.concatenate([np.asarray(dec.push(codes[k:k + 10]), np.float32) for k in range(0, 40, 10)])
+
+    try:
+        reference, fast = decode(False), decode(True)
+    finally:
+        codec.decoder.cpu_bf16 = False
+    assert fast.dtype == np.float32 and snr_db(reference, fast) >= MIN_CODEC_SNR_DB
+    assert not np.array_equal(reference, fast)  # it did run in bf16
 
 
 def test_apply_speed_records_the_pick_and_wraps_the_engine(fresh_engine):

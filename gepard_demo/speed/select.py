@@ -38,6 +38,10 @@ CPU_FASTEST_FIRST = ("int8", "fp16w")
 # GPU itself. fp16 on a GPU has not been measured: no GPU has been lent to this project yet.
 GUARD_PASSES = {"fp32": True, "fp16w": True, "int8": False, "bf16": False, "fp16": True}
 GUARD_NOTE = "cpu_realtime.py, real-shape random model, 500 steps"
+# The codec's bf16 autocast against the 40 dB SNR guard (fidelity.MIN_CODEC_SNR_DB), full-size
+# random NanoCodec, exact streaming in 10-frame pushes: 42.2 dB, 1.5x faster on one thread of an
+# AVX-512/AMX Xeon (issue 34); it is only fast with native bf16 math (50x slower on AVX2 alone).
+CODEC_GUARD_PASSES = {"fp32": True, "bf16": True}
 
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
@@ -122,8 +126,9 @@ def precision_for(device: str, precision: str = "auto") -> str:
     return precision
 
 
-def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_model: bool = False) -> SpeedSettings:
-    """The fastest passing path for `hw`; `precision` (not "auto") and `threads` (> 0) override.
+def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_model: bool = False,
+               codec: str = "auto") -> SpeedSettings:
+    """The fastest passing path for `hw`; `precision`, `codec` (not "auto") and `threads` (> 0) override.
 
     small_model: the tiny random checkpoint, where a step is all per-op overhead: fp32 on one
     thread, no pipeline (facts §8: one thread is fastest and steadiest there).
@@ -142,7 +147,8 @@ def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_mo
         return SpeedSettings(hw.device, chosen, threads, False, reason + "; heads and embeddings fp32").validate()
     if small_model:
         chosen = "fp32" if precision == "auto" else precision
-        return SpeedSettings("cpu", chosen, threads or 1, False, "tiny model: one fp32 thread is fastest" if precision == "auto" else "asked for").validate()
+        return SpeedSettings("cpu", chosen, threads or 1, False, "tiny model: one fp32 thread is fastest" if precision == "auto" else "asked for",
+                             "fp32" if codec == "auto" else codec).validate()
     if precision == "auto":
         passing = [p for p in CPU_FASTEST_FIRST if GUARD_PASSES[p]]
         if hw.int8_kernels and passing:
@@ -161,7 +167,14 @@ def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_mo
     # torch's thread count is one per process: with the pipeline each stage gets half the cores
     # (measured on 2 cores: 1+1 beats 2+2, which oversubscribes and spins).
     n = threads or (max(1, hw.cores // 2) if pipelined else hw.cores)
-    return SpeedSettings("cpu", chosen, n, pipelined, reason).validate()
+    codec_choice = codec
+    if codec == "auto":
+        codec_choice = "bf16" if hw.native_bf16 and CODEC_GUARD_PASSES["bf16"] else "fp32"
+        if codec_choice == "bf16":
+            reason += "; codec in bf16 autocast (native bf16 math here, 42 dB against fp32)"
+    elif codec == "bf16" and not hw.native_bf16:
+        reason += " (a bf16 codec on a CPU without native bf16 math: expect it much slower)"
+    return SpeedSettings("cpu", chosen, n, pipelined, reason, codec_choice).validate()
 
 
 LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "float32", "fp16w": "float32"}
@@ -175,6 +188,14 @@ def load_dtype(device: str, precision: str) -> str:
     if device.startswith("cuda"):
         return LOAD_DTYPES[chosen]
     return "float32"
+
+
+def apply_codec_speed(codec: Any, speed: SpeedSettings) -> Any:
+    """The codec with `speed.codec` applied (a NativeCodec's decoder; a NeMo one stays as it is)."""
+    decoder = getattr(codec, "decoder", None)
+    if decoder is not None and hasattr(decoder, "cpu_bf16"):
+        decoder.cpu_bf16 = speed.codec == "bf16"
+    return codec
 
 
 def apply_speed(engine: Any, speed: SpeedSettings) -> Any:

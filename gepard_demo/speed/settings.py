@@ -13,6 +13,8 @@ from dataclasses import dataclass
 # fp16: the talker in float16, on a GPU only.
 PRECISIONS = ("fp32", "bf16", "fp16w", "int8", "fp16")
 CPU_ONLY = ("fp16w", "int8")
+# The codec: fp32, or (CPU only) its convolutions under bf16 autocast where the CPU has native bf16.
+CODEC_PRECISIONS = ("fp32", "bf16")
 
 
 class SpeedError(ValueError):
@@ -27,6 +29,7 @@ class SpeedSettings:
     pipelined: the talker runs on its own thread, ahead of the codec (a frame then costs the
         slower of the two instead of their sum).
     reason: why this was picked (printed at start-up, shown in the banner).
+    codec: the codec's precision, one of CODEC_PRECISIONS (codec/hifigan.py's cpu_bf16).
     """
 
     device: str = "cpu"
@@ -34,6 +37,7 @@ class SpeedSettings:
     threads: int = 0
     pipelined: bool = False
     reason: str = ""
+    codec: str = "fp32"
 
     def validate(self) -> "SpeedSettings":
         if self.precision not in PRECISIONS:
@@ -44,6 +48,10 @@ class SpeedSettings:
             raise SpeedError(f"{self.precision} (fbgemm quantized linear layers) runs on the CPU only")
         if self.precision == "fp16" and self.device.startswith("cpu"):
             raise SpeedError("fp16 runs on a GPU only (CPUs have no fast float16 math)")
+        if self.codec not in CODEC_PRECISIONS:
+            raise SpeedError(f"codec precision must be one of {CODEC_PRECISIONS}, got {self.codec!r}")
+        if self.codec == "bf16" and not self.device.startswith("cpu"):
+            raise SpeedError("a bf16 codec is a CPU path; on a GPU the codec decodes in fp32 (exact streaming)")
         return self
 
     def describe(self) -> str:
@@ -53,4 +61,6 @@ class SpeedSettings:
         if self.threads:
             parts.append(f"{self.threads} thread{'s' if self.threads != 1 else ''}")
         parts.append("talker ahead of codec" if self.pipelined else "talker then codec")
+        if self.codec != "fp32":
+            parts.append(f"{self.codec} codec")
         return " · ".join(parts)
