@@ -171,7 +171,8 @@ def test_a_2000_character_generate_takes_two_calls_of_three_segments_asked_by_ha
     10 + 876 x 0.045 + 4 x 876 x 0.004 = 63.4 s, over 60; three ask 10 + 876 x 0.030 x 1.396 +
     3 x 876 x 0.004 = 57.2 -> 58 s. The next three: 449 steps at three rows and 427 at two,
     10 + 0.030 x (449 x 1.396 + 427 x 1.25) + 2201 x 0.004 = 53.6 -> 54 s. In all 112 s in two
-    calls, where one call a segment asked 5 x 40 + 26 = 226 s in six."""
+    calls, where one call a segment asked 5 x 40 + 26 = 226 s in six. Three rows is also the
+    default's most (max_rows), and allowing four changes nothing here."""
     text = _paragraph(MAX_TEXT_CHARS)
     segments = split_text(text)
     assert [len(seg.split()) for seg in segments] == [66] * 5 + [33]
@@ -186,10 +187,11 @@ def test_a_2000_character_generate_takes_two_calls_of_three_segments_asked_by_ha
     first = math.ceil(10 + 876 * step(3) + 3 * 876 * 0.004)
     second = math.ceil(10 + 449 * step(3) + 427 * step(2) + (876 + 876 + 449) * 0.004)
     assert (first, second) == (58, 54)
-    session = GpuSession(None, text, SamplingSettings(), STREAM, sample_rate=22050)
-    request = session.request()
-    assert request.plan.segments == range(0, 3) and request.plan.frames == (876, 876, 876)
-    assert request.ask_s == first
+    for rows in (3, 4):
+        session = GpuSession(None, text, SamplingSettings(), STREAM, sample_rate=22050, budget=GpuBudget(max_rows=rows))
+        request = session.request()
+        assert request.plan.segments == range(0, 3) and request.plan.frames == (876, 876, 876)
+        assert request.ask_s == first
     # The first three ended in that call; the session handed over where the fourth begins.
     request = session.request(_carry_at(3))
     assert request.plan.segments == range(3, 6) and request.plan.frames == (876, 876, 449)
@@ -210,10 +212,13 @@ def test_a_call_counts_what_each_segment_already_has():
     this call, not made again: no row); the fourth has none. Rows get min(876, what the budget
     leaves): 500, 700, -, 876; steps: 500 at three rows, 200 at two, 176 at one; decoded: those
     frames and the 700 carried ones. 10 + 0.030 x (500 x 1.396 + 200 x 1.25 + 176) + 0.004 x 2776
-    = 54.8 -> 55 s; a fifth segment as a fourth row would ask 62.1 s, so the call stops there."""
+    = 54.8 -> 55 s; a fifth segment as a fourth row (four allowed here) would ask 62.1 s, so the
+    call stops there."""
     text = _paragraph(MAX_TEXT_CHARS)
     ahead = {1: _made_ahead(300), 2: _made_ahead(400, "stop")}
-    request = GpuSession(None, text, SamplingSettings(), STREAM, sample_rate=22050).request(_carry_at(0, 500, ahead))
+    four = GpuBudget(max_rows=4)
+    request = GpuSession(None, text, SamplingSettings(), STREAM, sample_rate=22050,
+                         budget=four).request(_carry_at(0, 500, ahead))
     assert request.plan.segments == range(0, 4) and request.plan.frames == (500, 700, 0, 876)
 
     def rows(r):
@@ -223,7 +228,7 @@ def test_a_call_counts_what_each_segment_already_has():
     assert 10 + 0.030 * (500 * rows(4) + 200 * rows(3) + 176 * rows(2)) + 0.004 * (2776 + 876) > 60
     # Guided on every frame, each guidance row adds 0.3 of its segment's share of a step: with the
     # fourth row 10 + 0.039 x 1124.1 + 11.1 = 64.9 s, over 60; without it 49.8 -> 50 s.
-    guided = GpuSession(None, text, SamplingSettings(cfg_scale=2.5), STREAM, sample_rate=22050)
+    guided = GpuSession(None, text, SamplingSettings(cfg_scale=2.5), STREAM, sample_rate=22050, budget=four)
     request = guided.request(_carry_at(0, 500, ahead))
     assert request.plan.frames == (500, 700, 0)  # the fourth segment's row no longer fits
     assert request.ask_s == math.ceil(10 + 0.030 * 1.3 * (500 * rows(2) + 200) + 0.004 * 1900) == 50
@@ -251,11 +256,11 @@ def test_no_row_of_a_batched_call_asks_past_its_segments_force_stop():
     text = _paragraph(MAX_TEXT_CHARS)
     s = SamplingSettings(force_stop_frames=30)
     session = GpuSession(None, text, s, STREAM, sample_rate=22050)
-    assert session.request().plan.frames == (30, 30, 30, 30)  # 4 rows (max_rows), each to its force stop
+    assert session.request().plan.frames == (30, 30, 30)  # 3 rows (max_rows), each to its force stop
     request = session.request(_carry_at(0, 20, {1: _made_ahead(25), 2: _made_ahead(30, "force_stop")}))
-    assert request.plan.frames == (10, 5, 0, 30, 30)
-    # 10 + 0.030 x (5 x rows(4) + 5 x rows(3) + 20 x rows(2)) + 0.004 x (75 + 55 carried)
-    assert request.ask_s == math.ceil(10 + 0.030 * (5 * 1.5 + 5 * (1 + math.log2(3) / 4) + 20 * 1.25) + 0.004 * 130)
+    assert request.plan.frames == (10, 5, 0, 30)  # the one that was force-stopped ahead is only decoded
+    # 10 + 0.030 x (5 x rows(3) + 5 x rows(2) + 20 x rows(1)) + 0.004 x (45 + 55 carried)
+    assert request.ask_s == math.ceil(10 + 0.030 * (5 * (1 + math.log2(3) / 4) + 5 * 1.25 + 20) + 0.004 * 100)
 
 
 def _in_process(reference, text, sampling, look_ahead=0):

@@ -83,7 +83,7 @@ class GpuBudget:
     start_s: float = 10.0  # a cold start, until one is measured here (StartTimes)
     encoder_s_per_audio_s: float = 0.3  # a reference voice through the codec encoder + compressor
     margin: float = 1.5  # a call gives a segment this many times its expected frames
-    max_rows: int = 4  # segments one call makes together (rows of its batch; docs/DESIGN.md says why 4)
+    max_rows: int = 3  # segments one call makes together (rows of its batch; docs/DESIGN.md says why 3)
     min_call_frames: int = 43  # at least 2 s of speech a call
     max_call_s: float = 60.0  # the most one call of a Generate asks for
     max_s: float = 240.0  # the most any call (a reference voice, an eval batch) may ask for
