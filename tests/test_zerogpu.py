@@ -101,6 +101,53 @@ def test_stop_ends_the_call_within_a_frame(forked):
     assert _session(forked, max_frames=5).run().size == 5 * 1024  # the worker is free again
 
 
+LONG = " ".join(f"Sentence number {k} says a few more words about the weather." for k in range(1, 15))
+
+
+def test_stop_ends_a_batched_call_and_frees_every_row(forked, reference, monkeypatch):
+    """Three segments in one call, as three rows of its batch, the first never ending by itself
+    (so the Generate would go on call after call): Stop after the first chunk ends the call at its
+    next step, drops every row and makes no further call, through the forked worker and in this
+    process, where the call's batch can be watched."""
+    from gepard_demo.zerogpu import batched
+
+    sampling = dict(seed=ENDLESS_SEED, max_frames=1000, stop_threshold=0.999)
+    session = _session(forked, text=LONG, **sampling)
+    assert len(session.segments) == 3 and session.request().plan.rows == 3
+    it = iter(session)
+    next(it)
+    session.cancel()
+    assert list(it) == []
+    st = session.stats
+    assert st.cancelled and len(st.gpu_asks_s) == 1 and st.frames <= STREAM.first_chunk_frames + 2
+    assert _session(forked, max_frames=5).run().size == 5 * 1024  # the worker is free again
+
+    calls = []
+
+    class Watched(batched.CallBatch):
+        steps = 0
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            calls.append(self)
+
+        def step(self):
+            self.steps += 1
+            super().step()
+
+    monkeypatch.setattr(tasks, "CallBatch", Watched)
+    session = _session(InProcess(Resident.place(*reference, guarded=False)), text=LONG, **sampling)
+    it = iter(session)
+    next(it)
+    (call,) = calls
+    assert len(call.batch) == 3  # every segment of the call is a live row
+    at_stop = call.steps
+    session.cancel()
+    assert list(it) == []
+    assert call.closed and call.batch is None  # every row dropped
+    assert call.steps <= at_stop + 1 and len(session.stats.gpu_asks_s) == 1 and session.stats.cancelled
+
+
 def test_arguments_and_results_are_pickled(forked):
     with pytest.raises(Exception, match="pickle|Pickl"):
         forked.call(_write_in_worker, lambda: None, duration_s=5)

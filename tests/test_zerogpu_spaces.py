@@ -1,7 +1,7 @@
 """The app on ZeroGPU's real runtime: the `spaces` package itself (0.51), SPACES_ZERO_GPU=true, a
 device API on loopback that answers as ZeroGPU does (tests/zerogpu_device.py), and a CPU build of
 torch let through spaces' two CUDA steps by tests/app_child.py alone. Through it, in headless
-Chromium and through the API: gapless streaming, Stop within a frame, while queued for a GPU and
+Chromium and through the API: gapless streaming, a long text's segments made in one call, Stop within a frame, while queued for a GPU and
 during a cold start, a closed tab while queued, a reference voice, an Eval batch and a re-cut,
 the visitor's X-IP-Token on every schedule, asks that fit a free quota, ZeroGPU's refusals as one
 line each, several visitors' calls at once, no CUDA in the main process, spaces' auto-wrap off.
@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pytest
+import soundfile as sf
 from app_fixtures import ARTIFACTS, PLAYER_ENDED, browser, fixed_seed, free_port, set_number, start_process, stop_process  # noqa: F401
 from hold_fixtures import BOUND_S, ENDLESS_SEED
 from zerogpu_device import ILLEGAL, NO_GPU, QUEUE_TIMEOUT, QUOTA, DeviceApi, spaces_app_command, spaces_env, wait_until
@@ -201,6 +202,25 @@ def test_an_eval_batch_runs_in_a_gpu_call(page):
     page.click("#eval-run")
     page.wait_for_function("() => /corpus WER/i.test(document.querySelector('#eval-summary')?.innerText || '')",
                            timeout=180_000)
+
+
+def test_a_long_text_is_one_call_making_its_segments_together(spaces_app, device_api):
+    """Three text segments of 50 frames each: one GPU call (three, one a segment, before issue 34)
+    through spaces' worker, its segments rows of one batch, asking for that batch."""
+    text = " ".join(f"Sentence number {k} says a few more words about the weather." for k in range(1, 15))
+    before = len(device_api.schedules())
+    client = api_client(spaces_app[0])
+    try:
+        result = client.predict(*api_args(text, seed=5, max_frames=50), api_name="/generate")
+    finally:
+        client.close()
+    schedules = device_api.schedules()[before:]
+    assert len(schedules) == 1 and schedules[0]["token"] == TOKEN, schedules
+    assert result[0].startswith("Done"), result[0]
+    assert "| frames | 150 (budget 50 per text segment, 3 segments) |" in result[2]
+    assert f"| GPU calls | 1 ({int(schedules[0]['durationSeconds'])} s asked;" in result[2]
+    audio, _ = sf.read(result[1], dtype="float32")
+    assert len(audio) == 150 * 1024  # every segment's frames, each once
 
 
 REFUSALS = [

@@ -26,7 +26,9 @@ that many frames, and `one_segment` at the end of its segment when more follow; 
 `SessionCarry` in `.carry`, and a session made with `resume=carry` (in another process, the next
 GPU call: gepard_demo/zerogpu) goes on from there. Its talker resumes the segment from the frames
 it already has (engine.stream_frames(resume=...)), its codec stream from the carried state
-(decoding.py), so the chunks of all the calls join into one stream.
+(decoding.py), so the chunks of all the calls join into one stream. A frame source may also end
+a call itself: one whose iterator ends with `paused` set has made all this call may make of its
+segment (zerogpu/batched.py), and the session hands over there, mid-chunk if need be.
 """
 
 from __future__ import annotations
@@ -250,6 +252,13 @@ class SynthesisSession(OnceIterableSession):
                         step = next(frames_iter, None)
                         stats.gen_time_s += time.perf_counter() - t
                         self._sources.read += step is not None and step.codes is not None
+                    if step is None and getattr(frames_iter, "paused", False) and not self._cancel.is_set():
+                        # The call made all it may of this segment (zerogpu's batched call): the
+                        # next one goes on, its frames not yet decoded carried with the codec's state.
+                        with self._lock:
+                            self._sources.close()
+                        hand_over(seg_no, seg_codes)
+                        return
                     if step is None:  # ended without saying why: cancelled from outside, else the budget
                         seg_end = "cancel" if self._cancel.is_set() else "budget"
                         break

@@ -66,9 +66,9 @@ class GpuHost(EngineFacts):
             raise ValueError(f"GPU boundary must be one of {MODES}, got {mode!r}")
         resident = Resident.place(host.engine, host.codec, guarded=True)
         gpu = ZeroGpu(resident) if mode == "zerogpu" else Forked(resident, concurrency, start_delay_s)
-        what = ("ZeroGPU: each Generate is one GPU call per text segment, each asking for what its part is "
-                "expected to take; each reference voice and evaluation batch is one call (a worker process holds "
-                "the GPU only for that call)." if mode == "zerogpu" else
+        what = ("ZeroGPU: a Generate is a few GPU calls, each making the text segment that plays and the next "
+                "ones together and asking for what they are expected to take; each reference voice and evaluation "
+                "batch is one call (a worker process holds the GPU only for that call)." if mode == "zerogpu" else
                 "GPU calls run in forked worker processes, as on ZeroGPU (`--zerogpu emulate`).")
         return cls(gpu, resident, budget, host.requested, host.fallback_reason, [*getattr(host, "notices", []), what],
                    concurrency=concurrency)

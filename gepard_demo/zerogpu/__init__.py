@@ -12,8 +12,10 @@ everything back as values:
                final stats), `speaker_prefix` (a reference voice), `call` (any picklable function
                of the resident, such as an eval batch); failures come back as values
 - session.py   `GpuSession`: the main process's SynthesisSession look-alike over `stream`
-- budget.py    `GpuBudget`: each call's ZeroGPU duration from its request (frames, CFG rows,
-               reference length)
+- batched.py   `CallBatch`: inside a call, the playing segment and the next ones as rows of one
+               batch, and what the next call goes on from
+- budget.py    `GpuBudget`: how many segments each call makes and its ZeroGPU duration (frames,
+               rows, CFG rows, reference length)
 - runners.py   how a call crosses: `InProcess` (no boundary), `ZeroGpu` (`spaces.GPU`), and
                `Forked` (a forked worker process on any machine: the CPU test of the boundary)
 - startup.py   ZeroGPU detection and its start-up report (this app never calls gr.Blocks.launch)

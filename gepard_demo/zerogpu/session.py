@@ -4,10 +4,11 @@ line and Stop work as they do in-process.
 
 The request is checked here, in the main process, before anything is scheduled: the text, the
 settings, the seed (fixed now, so the page can show it while the GPU works). Then the utterance
-is made call by call (budget.py): one call per text segment, each asking ZeroGPU for what its part
-is expected to take; a segment that outlasts its call goes on in the next one from the carry the
-call handed back (the talker's frames, the codec's state), so the chunks join without a seam.
-Every call's ask is in `stats.gpu_asks_s`.
+is made call by call (budget.py): each call makes the segment that plays and the next ones
+together, as rows of one batch (batched.py), and asks ZeroGPU for what that batch is expected to
+take; what a call did not finish goes on in the next one from the carry it handed back (the
+playing segment's frames and the codec's state, the later segments' frames made ahead), so the
+chunks join without a seam. Every call's ask is in `stats.gpu_asks_s`.
 
 The calls' per-step events keep `stats.frames` and `stats.p_stop` current and give a Stop its
 chance: the consumer closes the call's iterator at the next event, within a frame, which ends
@@ -28,7 +29,7 @@ from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SessionCarry, StepEvent, SynthesisStats
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, clean_text, split_text
 
-from .budget import GpuBudget, StartTimes
+from .budget import GpuBudget, Made, StartTimes
 from .tasks import CallStart, Failure, FrameCodes, StreamRequest
 
 # What the worker's own stats say that the main process cannot see for itself.
@@ -74,13 +75,15 @@ class GpuSession(OnceIterableSession):
         return None
 
     def request(self, carry: SessionCarry | None = None) -> StreamRequest:
-        """The next call's part: from `carry` to its segment's end or its frame allotment."""
-        segment = 0 if carry is None else carry.segment
-        done = 0 if carry is None or carry.segment_codes is None else len(carry.segment_codes)
-        start = self.starts.estimate()
-        frames = self.budget.call_frames(self.segments[segment], done, self.sampling, start)
-        return StreamRequest(self.text, self.sampling, self.stream, self.speaker, carry, frames,
-                             self.budget.ask_s(frames, self.sampling, done, start))
+        """The next call's part: from `carry`, the segments its plan covers (budget.GpuBudget.plan)."""
+        first = 0 if carry is None else carry.segment
+        made: dict[int, Made] = {}
+        if carry is not None:
+            made = {j: Made(len(f.codes), f.ended is not None) for j, f in carry.ahead.items()}
+            if carry.segment_codes is not None:  # the playing segment: what it has is decoded already
+                made[first] = Made(len(carry.segment_codes), False, len(carry.segment_codes))
+        plan = self.budget.plan(self.segments, self.sampling, first, made, self.starts.estimate())
+        return StreamRequest(self.text, self.sampling, self.stream, self.speaker, carry, plan, plan.ask_s)
 
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()

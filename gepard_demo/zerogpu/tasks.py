@@ -21,7 +21,10 @@ import numpy as np
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import AudioChunk, SessionCarry, StepEvent, SynthesisSession, SynthesisStats
+from gepard_demo.streaming.text_input import clean_text, split_text
 
+from .batched import CallBatch
+from .budget import CallPlan
 from .resident import Resident
 
 
@@ -46,15 +49,15 @@ class Failure:
 @dataclass(frozen=True)
 class StreamRequest:
     """One call's part of an utterance, as the main process checked it (the text already cleaned,
-    the seed fixed): from `carry` (None: the start) through the end of that segment, or until
-    `call_frames` frames are made, whichever comes first (budget.py)."""
+    the seed fixed): from `carry` (None: the start), the segments `plan` covers, made together as
+    rows of one batch, each up to the frames the plan gives it (budget.py, batched.py)."""
 
     text: str
     sampling: SamplingSettings
     stream: StreamSettings
     speaker: Any = None  # a (K, hidden) CPU tensor: a reference voice's prefix; None = the default voice
     carry: SessionCarry | None = None  # where the previous call stopped
-    call_frames: int | None = None  # None: the whole utterance in this call (one segment at a time)
+    plan: CallPlan | None = None  # None: the whole utterance in this call (one segment at a time)
     ask_s: int | None = None  # what this call asks ZeroGPU for (budget.py), decided before it is scheduled
 
 
@@ -90,26 +93,35 @@ StreamItem = CallStart | AudioChunk | StepEvent | FrameCodes | SynthesisStats | 
 
 
 def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
-    """A CallStart, then the chunks with a StepEvent after each decode step, then either the
-    SessionCarry the next call goes on from, or the utterance's codes and SynthesisStats (or a
-    Failure). A step event every frame is what lets Stop end the call within a frame: ZeroGPU
-    (and the forked emulation) check for a stop between two yields."""
+    """A CallStart, then the chunks with a StepEvent after each step of the playing segment, then
+    either the SessionCarry the next call goes on from (with what the later segments have), or the
+    utterance's codes and SynthesisStats (or a Failure). A step event every frame is what lets
+    Stop end the call within a step: ZeroGPU (and the forked emulation) check for a stop between
+    two yields, and the batch steps only when the session asks for a frame."""
     yield CallStart(os.getpid(), None if resident.calls else process_age_s())
     resident.calls += 1
+    frames = None
     try:
         voice = {} if request.speaker is None else {"speaker": request.speaker.to(resident.engine.device)}
-        session = SynthesisSession(resident.engine, resident.codec, request.text, request.sampling, request.stream,
-                                   resume=request.carry, call_frames=request.call_frames,
-                                   one_segment=request.call_frames is not None, **voice)
+        engine, ahead = resident.engine, 0
+        if request.plan is not None:  # the plan's segments, as rows of one batch (batched.py)
+            engine = frames = CallBatch(resident.engine, split_text(clean_text(request.text)), request.sampling,
+                                        voice.get("speaker"), request.carry, request.plan.allotted())
+            ahead = len(request.plan.frames) - 1
+        session = SynthesisSession(engine, resident.codec, request.text, request.sampling, request.stream,
+                                   resume=request.carry, look_ahead=ahead, **voice)
         for event in session.events():
             yield event
         if session.carry is not None:
-            yield session.carry
+            yield session.carry if frames is None else frames.carry(session.carry)
             return
         yield FrameCodes(session.codes())
         yield session.stats
     except Exception as exc:  # noqa: BLE001  handed back as a value (module docstring)
         yield Failure.of(exc)
+    finally:
+        if frames is not None:
+            frames.close()  # a Stop, too: every row of the call's batch leaves
 
 
 def process_age_s() -> float | None:
