@@ -20,7 +20,7 @@ from eval.scoring.asr import ASRSettings, Transcriber
 from eval.scoring.audio import read_mono
 from eval.scoring.metrics import word_errors
 from eval.scoring.normalize import normalize
-from eval.scoring.whisper_assets import DEFAULT_CACHE
+from gepard_demo.alignment.weights import DEFAULT_CACHE
 
 
 def asr_tag(s: ASRSettings) -> str:

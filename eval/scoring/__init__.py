@@ -2,7 +2,8 @@
 
 - audio.py              WAV in and out, 16 kHz resampling for ASR, VAD trimming
 - asr.py                `Transcriber` (faster-whisper / openai-whisper), `ASRSettings`
-- whisper_assets.py     offline Whisper weights from pip bundles; ct2_convert.py: CTranslate2 -> openai-whisper
+- (offline Whisper weights and the CTranslate2 -> openai-whisper converter: gepard_demo/alignment,
+  shared with the page's and the server's word aligner)
 - transcript_cache.py   `CachedTranscriber`: each distinct audio transcribed once
 - normalize.py          the text normalisation both sides of a WER get
 - metrics.py            word errors, end deletions / insertions, length and stop-head figures

@@ -77,7 +77,7 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
     """Create the Eval tab's components in the current Gradio context (see the module doc)."""
     import gradio as gr
 
-    from eval.scoring.whisper_assets import bundled_sizes
+    from gepard_demo.alignment.weights import bundled_sizes
 
     runs_dir = str(runs_dir)
     gr.Markdown("Evaluate a whole test set: synthesize, transcribe with Whisper, and score. "
