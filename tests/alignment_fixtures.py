@@ -90,3 +90,34 @@ def aligner(tmp_path_factory):
     from gepard_demo.alignment.settings import AlignmentSettings
 
     return Aligner(AlignmentSettings(cache_dir=str(tmp_path_factory.mktemp("whisper-align")))).load()
+
+
+class PiperCodec:
+    """A codec with the tiny codec's shape whose audio is a fixed Piper recording: frame i decodes
+    to its samples [i * 1024, (i + 1) * 1024) (zeros past its end). A session on the tiny engine
+    with this codec, run to a budget of `frames` (stop threshold 0.99), streams that recording
+    through the real server or page: real words where the random weights make only noise."""
+
+    sample_rate = RATE
+    samples_per_frame = 1024
+
+    def __init__(self, audio: np.ndarray):
+        self.frames = -(-len(audio) // self.samples_per_frame)
+        self.audio = np.zeros(self.frames * self.samples_per_frame, np.float32)
+        self.audio[: len(audio)] = audio
+
+    def streamer(self, mode: str = "exact", lookback: int = 8) -> "_PiperStream":
+        return _PiperStream(self)
+
+
+class _PiperStream:
+    def __init__(self, codec: PiperCodec):
+        self.codec, self.at = codec, 0
+
+    def push(self, codes) -> np.ndarray:
+        n = len(codes) * self.codec.samples_per_frame
+        out = np.zeros(n, np.float32)
+        piece = self.codec.audio[self.at: self.at + n]
+        out[: len(piece)] = piece
+        self.at += n
+        return out
