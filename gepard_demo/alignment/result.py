@@ -125,3 +125,22 @@ def timestamp_headers(alignment: Alignment) -> dict[str, str]:
     if alignment.note:
         headers["X-Gepard-Word-Timestamps-Note"] = alignment.note.encode("ascii", "replace").decode("ascii")
     return headers
+
+
+def from_wire(timestamps: list[dict] | None, confidence: list | None, note: str | None,
+              low_confidence: float) -> Alignment:
+    """A server's words back into an Alignment (the page in front of our server): a null
+    confidence is an unaligned word, one under low_confidence a low one. timestamps None: the
+    server's alignment failed."""
+    if timestamps is None:
+        return Alignment(note=note or "the server's alignment failed")
+    confidence = confidence or [1.0] * len(timestamps)
+    words = []
+    for t, c in zip(timestamps, confidence):
+        if c is None:
+            words.append(AlignedWord(t["word"], t["word"], None, None, 0.0, 0.0, "unaligned", "the server found no place for it"))
+        else:
+            state = "low" if c < low_confidence else "aligned"
+            words.append(AlignedWord(t["word"], t["word"], t["start_ms"] / 1000, t["end_ms"] / 1000, float(c), 0.0, state,
+                                     "the server's confidence is low" if state == "low" else ""))
+    return Alignment(tuple(words), note=note or "", weights="server")

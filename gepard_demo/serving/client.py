@@ -76,12 +76,15 @@ class ServedFeatures:
     guardrails: bool = False  # our `repetition_penalty` / `repetition_window` / `force_stop_frames`
     probe: bool = False  # the SSE done event carries the onset-entropy probe and how the run ended
     word_timestamps: bool = False  # vLLM-Omni's field, served (ours with --word-timestamps; serving/timestamps.py)
+    low_confidence: float = 0.7  # below it the server's word confidence is low (its /v1/models says)
 
     @classmethod
     def of(cls, entry: dict) -> "ServedFeatures":
+        low = (entry.get("word_alignment") or {}).get("low_confidence")
         return cls(voice_cloning=entry.get("voice_cloning") is True, guidance=entry.get("guidance") is True,
                    guardrails=entry.get("guardrails") is True, probe=entry.get("probe") is True,
-                   word_timestamps=entry.get("word_timestamps") is True)
+                   word_timestamps=entry.get("word_timestamps") is True,
+                   low_confidence=float(low) if isinstance(low, (int, float)) else 0.7)
 
     def check_word_timestamps(self, url: str) -> None:
         """Before the first request: a server that does not list word_timestamps would refuse the
