@@ -114,3 +114,20 @@ def test_one_window_takes_what_whisper_can_read(aligner):
     from gepard_demo.alignment.whisper_align import max_text_tokens
 
     assert max_text_tokens(model, tokenizer) == 448 - len(tokenizer.sot_sequence) - 2
+
+
+def test_subtitles_cue_by_sentence_and_pause_and_leave_out_what_no_word_times():
+    from gepard_demo.alignment.result import AlignedWord, Alignment
+    from gepard_demo.alignment.subtitles import to_srt, to_vtt
+
+    def w(text, s=None, e=None):
+        return AlignedWord(text.strip(".,"), text, s, e, 1.0 if s is not None else 0.0, 1.0,
+                           "aligned" if s is not None else "unaligned")
+
+    a = Alignment((w("Hello", 0.5, 0.9), w("there.", 0.95, 1.4), w("Wait", 3.0, 3.3), w("for", 3.35, 3.5),
+                   w("it", 3.55, 3.7), w("now", 4.8, 5.1), w("lost"), w("words.")))
+    assert to_srt(a) == ("1\n00:00:00,500 --> 00:00:01,400\nHello there.\n\n"  # closed by the full stop
+                         "2\n00:00:03,000 --> 00:00:03,700\nWait for it\n\n"  # closed by the 1.1 s pause before "now"
+                         "3\n00:00:04,800 --> 00:00:05,100\nnow lost words.\n")  # unaligned words ride along, untimed
+    assert to_vtt(Alignment((w("Hello", 0.5, 0.9), w("lost."), w("Gone"), w("too.")))) == (
+        "WEBVTT\n\nNOTE not in the audio (unaligned): Gone too.\n\n00:00:00.500 --> 00:00:00.900\nHello lost.\n")
