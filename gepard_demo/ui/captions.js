@@ -6,7 +6,7 @@
 // container whose data-audio-from names a Gradio Audio (the Eval tab's coloured words).
 //
 // window.gepardCaptions.stats is what the tests read: polls, the last answer, highlights
-// ([seconds, word index] each time the highlighted word changed), plays ([seconds, url]).
+// ([clock seconds, word index, performance.now()] each time the lit word changed), plays ([seconds, url]).
 (function () {
   const CFG = window.GEPARD_CAPTIONS_CONFIG || {};
   const PREFIX = CFG.wordsPrefix || 'gepard/words/';
@@ -128,7 +128,7 @@
       const el = at >= 0 && box ? box.querySelector(`.gepard-w[data-i="${at}"]`) : null;
       if (el) el.classList.add('gepard-now');
       this.active = at;
-      if (at >= 0 && this.stats.highlights.length < 2000) this.stats.highlights.push([t, at]);
+      if (at >= 0 && this.stats.highlights.length < 2000) this.stats.highlights.push([t, at, performance.now()]);
     }
 
     // A click on a timed word: the full audio from there (the live stream cannot seek).
