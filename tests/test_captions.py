@@ -148,7 +148,7 @@ def test_in_front_of_a_server_that_does_not_list_it_captions_are_off_and_say_whi
     with serve_in_thread(app, "speech-no-words") as port:
         host = load_served_host(f"http://127.0.0.1:{port}")
     desk = caption_desk(host, None)
-    assert not desk.on and desk.words("x")["note"].startswith("no captions: word_timestamps is not listed")
+    assert not desk.on and desk.words("x")["note"].startswith("no captions: word_timestamps: the speech server at ")
     assert not host.new_session("Hello.", tiny_engine.default_sampling(), StreamSettings()).word_timestamps
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from gepard_demo.alignment.result import Alignment, merge
 
-QUEUE = 32  # segments waiting for the aligner, all jobs together
+QUEUE = 8  # segments waiting for the aligner, all jobs together (a segment's audio is up to 17 MB)
 KEEP_JOBS = 256  # jobs whose words are kept (the newest)
 SAMPLES_PER_FRAME = 1024
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

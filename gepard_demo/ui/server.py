@@ -83,10 +83,13 @@ def caption_desk(host: Any, settings: AlignmentSettings | None) -> CaptionDesk:
     when its /v1/models lists them: never asked for otherwise); else our aligner, on this CPU."""
     features = getattr(host, "features", None)
     if features is not None:  # a served host
-        if features.word_timestamps:
-            return CaptionDesk(served=True)
-        return CaptionDesk(off_reason=f"no captions: word_timestamps is not listed by the speech server at {host.url} "
-                                      "(GET /v1/models), so it is never asked for")
+        from gepard_demo.serving.client import SpeechServerError
+
+        try:
+            features.check_word_timestamps(host.url)  # refused here, before any request asks for it
+        except SpeechServerError as exc:
+            return CaptionDesk(off_reason=f"no captions: {exc}")
+        return CaptionDesk(served=True)
     if settings is None:
         return CaptionDesk(off_reason="captions are off on this page (app.py --no-captions)")
     return load_in_background(settings)
