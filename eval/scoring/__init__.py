@@ -12,5 +12,6 @@
 - rates.py              counts k/n of rare events with Wilson 95% intervals
 - timing.py             VAD speech, silences, pauses, speaking rate, F0 (SwiftF0) of one utterance
 - loops.py              loop detectors: repeated transcript n-grams, end insertions, repeating codec frames
+- word_alignment.py     the WER's edit ops, each placed in time on the heard words
 - naturalness.py        DNSMOS P.835 / P.808 (speechmos), guarded against empty and silent clips
 """
