@@ -31,12 +31,10 @@ def page_url(tiny_engine, aligner, tmp_path_factory):  # noqa: F811
         yield f"http://127.0.0.1:{port}"
 
 
-def _owner(t: float, slack: float = SLACK_S) -> int | None:
-    """The word whose samples are playing at t (None in a silence), from where they were put."""
-    for i, (start, end) in enumerate(SPEECH.edges):
-        if start - slack <= t <= end + slack:
-            return i
-    return None
+def _owners(t: float, slack: float = SLACK_S) -> set[int]:
+    """The words whose samples are playing at t, give or take `slack` (empty in a silence), from
+    where they were put (two, near the gap between them)."""
+    return {i for i, (start, end) in enumerate(SPEECH.edges) if start - slack <= t <= end + slack}
 
 
 def test_words_follow_the_voice_and_a_click_plays_from_a_word(browser, page_url):
@@ -63,7 +61,7 @@ def test_words_follow_the_voice_and_a_click_plays_from_a_word(browser, page_url)
     # player's firstPlayAt, from the worklet's frame clock; no gap, so no pause in between).
     assert played["underruns"] == 0, played
     heard = [((now - played["firstPlayAt"]) / 1000, i) for _, i, now in live]
-    assert all(_owner(t, SLACK_S + 0.1) == i for t, i in heard), [(t, i, _owner(t)) for t, i in heard]
+    assert all(i in _owners(t, SLACK_S + 0.1) for t, i in heard), [(t, i) for t, i in heard if i not in _owners(t, SLACK_S + 0.1)]
     assert page.inner_text("#gepard-captions").split() [:8] == WORDS
     assert "8 of 8 words aligned" in page.inner_text("#gepard-captions .gepard-words-note")
     # The finished audio: a click on "nine" plays the full WAV from where "nine" is said.
@@ -77,7 +75,7 @@ def test_words_follow_the_voice_and_a_click_plays_from_a_word(browser, page_url)
     assert abs(seconds - SPEECH.edges[4][0]) <= SLACK_S and job_id in url
     page.wait_for_function("() => window.gepardCaptions.stats.highlights.some(([t, i]) => i >= 5)", timeout=20_000)
     after = page.evaluate("window.gepardCaptions.stats.highlights")[len(live):]
-    assert after and after[0][1] == 4 and all(_owner(t) == i for t, i, _ in after), after
+    assert after and after[0][1] == 4 and all(i in _owners(t) for t, i, _ in after), after
     # The take: its WAV, SRT and VTT side by side.
     page.wait_for_function("() => document.querySelector('#gepard-take-files')?.innerText.includes('.vtt')",
                            timeout=30_000)
