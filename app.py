@@ -88,6 +88,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-text-chars", type=int, default=None,
                    help=f"the longest text a Generate takes (default: {MAX_TEXT_CHARS} on a public page, where it must "
                         f"fit a visitor's GPU quota and share the engine; else a chapter, {CHAPTER_CHARS})")
+    p.add_argument("--captions", action=argparse.BooleanOptionalAction, default=True,
+                   help="the words under the player, timed by the aligner on this CPU off the stream's path "
+                        "(in front of a server: the server's word_timestamps, when it lists them)")
+    p.add_argument("--caption-weights", default="tiny.en",
+                   help="Whisper weights the captions align with: tiny.en (default), base, or a path")
     p.add_argument("--server-url", default=None,
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
                         "instead of loading one here; the controls the server fixes are disabled")
@@ -102,6 +107,15 @@ def traffic_from_args(args: argparse.Namespace, places: int) -> TrafficSettings:
     if args.per_client is not None:
         changes["per_client"] = args.per_client
     return TrafficSettings.for_batch(places, **changes)
+
+
+def caption_settings(args: argparse.Namespace) -> Any:
+    """The captions' aligner settings (None: --no-captions)."""
+    if not args.captions:
+        return None
+    from gepard_demo.alignment.settings import AlignmentSettings
+
+    return AlignmentSettings(weights=args.caption_weights)
 
 
 def main_served(args: argparse.Namespace) -> None:
@@ -199,7 +213,8 @@ def main(argv: list[str] | None = None) -> None:
         from eval.ui.common import EvalLimits
 
         eval_tab = functools.partial(eval_tab, limits=EvalLimits.public())
-    demo = build_app(host, stream=DEMO_STREAM, eval_tab=eval_tab, eval_tab_error=eval_tab_error, traffic=traffic)
+    demo = build_app(host, stream=DEMO_STREAM, eval_tab=eval_tab, eval_tab_error=eval_tab_error, traffic=traffic,
+                     captions=caption_settings(args))
     if boundary == "zerogpu":
         from gepard_demo.zerogpu.startup import report_startup
 

@@ -33,7 +33,7 @@ from eval.runs.seeds import utterance_seed  # noqa: E402
 from eval.runs.sets import load_set  # noqa: E402
 from eval.scoring.asr import ASRSettings, Transcriber  # noqa: E402
 from eval.scoring.audio import read_mono  # noqa: E402
-from eval.scoring.whisper_assets import bundled_sizes  # noqa: E402
+from gepard_demo.alignment.weights import bundled_sizes  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
 
 

@@ -38,7 +38,7 @@ def asr_settings(args):
 
 
 def _cache(args) -> Path:
-    from eval.scoring.whisper_assets import DEFAULT_CACHE
+    from gepard_demo.alignment.weights import DEFAULT_CACHE
 
     return Path(args.cache) if args.cache else DEFAULT_CACHE
 
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     from eval.runs.run import RunError
     from eval.runs.sets import SetError
     from eval.scoring.derail import DerailRuleError
-    from eval.scoring.whisper_assets import WeightsNotFound
+    from gepard_demo.alignment.weights import WeightsNotFound
     from gepard_demo.codec import CodecLoadError
     from gepard_demo.model.source import ModelNotFoundError
 

@@ -148,7 +148,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
     except (RuntimeError, ValueError, OSError) as exc:  # CompressorError, CodecLoadError
         print(f"voice cloning off ({exc}): ref_audio requests get a 400", file=sys.stderr, flush=True)
-    app = build_speech_app(engine, codec, sampling, stream, prefixer=prefixer, batching=batching_from_args(args))
+    aligner = None
+    if args.word_timestamps:  # vLLM-Omni's --forced-aligner: the field is served only when asked for
+        from gepard_demo.alignment.aligner import Aligner
+        from gepard_demo.alignment.settings import AlignmentSettings
+
+        aligner = Aligner(AlignmentSettings(weights=args.word_timestamps)).load()
+        print(f"word_timestamps on ({args.word_timestamps})", file=sys.stderr, flush=True)
+    app = build_speech_app(engine, codec, sampling, stream, prefixer=prefixer, batching=batching_from_args(args),
+                           aligner=aligner)
     print(f"serving {engine.model_info.name} on http://{args.host}:{args.port}/v1/audio/speech", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
@@ -187,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     add_settings_flags(serve)  # --max-frames: the default max_new_tokens
     add_batching_flags(serve)
     serve.add_argument("--seed", type=int, default=None, help="seed for requests that send none (default: a fresh one each)")
+    serve.add_argument("--word-timestamps", nargs="?", const="tiny.en", default=None, metavar="WEIGHTS",
+                       help="serve vLLM-Omni's word_timestamps field with our aligner (Whisper weights: tiny.en when "
+                            "no value, base, or a path); off by default, as vLLM-Omni without --forced-aligner")
     serve.set_defaults(func=cmd_serve)
 
     args = parser.parse_args(argv)

@@ -15,9 +15,9 @@ from eval.runs.score import score
 from eval.runs.sets import load_set
 from eval.scoring.asr import ASRSettings, Transcriber
 from eval.scoring.audio import read_mono, to_16k
-from eval.scoring.ct2_convert import read_model_bin
+from gepard_demo.alignment.ct2_convert import read_model_bin
 from eval.scoring.normalize import normalize
-from eval.scoring.whisper_assets import ct2_dir
+from gepard_demo.alignment.weights import ct2_dir
 
 pytestmark = pytest.mark.slow
 

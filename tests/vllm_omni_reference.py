@@ -93,9 +93,12 @@ def unsupported_fields() -> tuple[str, ...]:
     return tuple(f for _, f in gepard_adapter()[2]["_UNSUPPORTED_OPTIONAL_FIELDS"])
 
 
-def decide(body: dict, served_model: str) -> tuple[bool, str | None]:
+def decide(body: dict, served_model: str, forced_aligner: bool = False) -> tuple[bool, str | None]:
     """(accepted, stream mode "none" / "raw" / "sse" or None when refused), as vLLM-Omni serving
-    Gepard decides a JSON body (no forced aligner, no uploaded voices)."""
+    Gepard decides a JSON body (no uploaded voices). forced_aligner: as its serving layer decides
+    with `--forced-aligner` (create_speech: word_timestamps refused on any stream, allowed on a
+    whole response), its Gepard adapter's own refusal of the field set aside (it refuses it
+    because Gepard's pipeline has no aligner stage: the one thing our server adds)."""
     from pydantic import ValidationError
 
     try:
@@ -107,8 +110,10 @@ def decide(body: dict, served_model: str) -> tuple[bool, str | None]:
         return False, None
     if req.model and req.model != served_model:  # _check_model: 404 (vLLM's _is_model_supported: "" is any)
         return False, None
-    if req.word_timestamps:  # streaming or not, without --forced-aligner it is refused
+    if req.word_timestamps and (req.is_streaming() or not forced_aligner):
         return False, None
+    if forced_aligner:
+        req = req.model_copy(update={"word_timestamps": False})
     if req.is_streaming():
         if (req.response_format or "wav").lower() not in ("pcm", "wav"):
             return False, None
@@ -117,3 +122,20 @@ def decide(body: dict, served_model: str) -> tuple[bool, str | None]:
     if validate(adapter, req) is not None:
         return False, None
     return True, "raw" if req.is_raw_audio_stream() else "sse" if req.is_sse_stream() else "none"
+
+
+@lru_cache(maxsize=1)
+def aligner_words():
+    """vLLM-Omni's word segmentation for word_timestamps (utils/qwen3_force_align_processor.py,
+    `_tokenize_space_lang`: its path without qwen_asr), loaded by file path (it needs only the
+    standard library)."""
+    path = wheel_root() / "utils/qwen3_force_align_processor.py"
+    spec = importlib.util.spec_from_file_location("vllm_omni_align_words", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._tokenize_space_lang
+
+
+def serving_source() -> str:
+    """serving_speech.py's text: the header names, the 4 KB limit and how the list is written."""
+    return (wheel_root() / "entrypoints/openai/serving_speech.py").read_text()

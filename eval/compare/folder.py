@@ -3,7 +3,8 @@
 - compare.md: per run, the notes (what was left out and why), the gate's verdict and each breach,
   every measure overall (base, new, delta and its 95% interval; McNemar's counts for the failure
   entries), the per-category table of the gated (or headline) measures, and the utterances that
-  got worse, worst first, each with both WAVs linked; with several runs, first one table of every
+  got worse, worst first, each with both WAVs linked and both runs' words (word_diff.py); with
+  several runs, first one table of every
   measure side by side against the base;
 - compare.json: all of it, and every measure's definition;
 - forest.png / .csv: per category, the corpus WER delta and its interval (one row per category,
@@ -22,6 +23,7 @@ from eval.jsonio import write_bytes_atomic, write_json_atomic
 
 from .gate import Breach, Gate, check
 from .table import ALL, MEASURES, Comparison, fmt
+from .word_diff import word_diff_lines
 
 # The failure-table entries (higher is worse); the clean-rollout rate, a rate where lower is worse, is not one.
 FAILURES = [name for name, m in MEASURES.items() if m.kind == "rate" and m.worse > 0]
@@ -113,6 +115,7 @@ def _one(c: Comparison, breaches: list[Breach], gate: Gate | None, out: Path) ->
             link = lambda p: f"[wav]({os.path.relpath(p, out)})"  # noqa: E731
             lines.append(f"| {w['id']} | {w['category']} | {w['wer_base']:.2f} -> {w['wer_new']:.2f} | "
                          f"{', '.join(w['new_failures']) or '–'} | {link(w['wav_base'])} | {link(w['wav_new'])} |")
+        lines += word_diff_lines(c)  # base's and new's words of each, every error placed in time
     return lines + [""]
 
 

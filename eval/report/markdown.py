@@ -126,6 +126,20 @@ def _failure_lines(o: dict) -> list[str]:
     for name, c in o.get("failures", {}).items():
         rate = "n/a" if not c["n"] else f"{_pct(c['rate'])} [{_pct(c['ci_low'])}, {_pct(c['ci_high'])}]"
         lines.append(f"| {name.replace('_', ' ')} | {c['k']} / {c['n']} | {rate} | {_wav_links(c['ids']) or '-'} |")
+    return lines + _where_lines(o)
+
+
+def _where_lines(o: dict, most: int = 12) -> list[str]:
+    """Where in time each listed failure happened (eval/report/where.py), from the word alignment."""
+    where = o.get("where") or {}
+    if not where:
+        return []
+    lines = ["", "Where (from each utterance's word alignment: the words heard, timed in its audio):", ""]
+    for name, by_id in where.items():
+        for uid, line in list(by_id.items())[:most]:
+            lines.append(f"- {name.replace('_', ' ')}, [{uid}](wav/{uid}.wav): {line}")
+        if len(by_id) > most:
+            lines.append(f"- {name.replace('_', ' ')}: and {len(by_id) - most} more (summary.json, `where`)")
     return lines
 
 

@@ -18,8 +18,10 @@ from eval.jsonio import read_jsonl, replace_atomic, write_json_atomic
 from eval.report.failures import DEFINITIONS as FAILURE_DEFINITIONS
 from eval.report.columns import probe_columns, reward_columns
 from eval.report.failures import failure_table
+from eval.report.where import where_in_time
 from eval.runs.run import RunError, synthesized_rows
 from eval.runs.score import scored_tags
+from eval.runs.words import load_words
 from eval.scoring.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, mean_ci, ratio_ci
 from eval.scoring.metrics import CATASTROPHIC_WER, length_figures
 from eval.scoring.derail import DerailRule
@@ -55,6 +57,7 @@ DEFINITIONS = {
     "asr_rtf": "ASR wall seconds / audio seconds",
     "speaker_sim": "voice cloning: mean cosine of Resemblyzer GE2E speaker embeddings of the reference recording and the output (eval.scoring.speaker_similarity), rows with a reference",
     "failures": "the failure table: each entry k of n utterances with a Wilson 95% interval and the ids (eval/report/failures.py defines every entry)",
+    "where": "per failure entry and utterance, where in time it happened, from the row's word alignment (eval/report/where.py)",
     "naturalness": "DNSMOS P.835 SIG / BAK / OVRL and P.808 (speechmos) on the speech, 16 kHz, peak-normalised; mean with bootstrap CI; never used to rank (eval/scoring/naturalness.py)",
     "timing": "Silero VAD speech and pauses, speaking rate = words / speech seconds, F0 median and 5-95% range in semitones from SwiftF0 (eval/scoring/timing.py); medians over utterances",
     "stop_lag_ms": "stop time (frames committed x 1024 / 22050 s) - the VAD's end of speech, ms, rows where the stop head fired: > 0 the stop came after the speech, < 0 it cut into it (median, p10, p90)",
@@ -247,6 +250,7 @@ def write_outputs(run_dir: str | Path, tag: str | None = None, replicates: int =
     df, tag = load_table(run_dir, tag, derail)
     cfg = json.loads((run_dir / "config.json").read_text())
     summary = summarize(df, tag, cfg, replicates, seed, derail)
+    summary["overall"]["where"] = where_in_time(df, load_words(run_dir, tag))  # each failure placed in time
     replace_atomic(run_dir / "table.csv", lambda tmp: df.to_csv(tmp, index=False))
     replace_atomic(run_dir / "table.parquet", lambda tmp: df.to_parquet(tmp, index=False))
     write_json_atomic(run_dir / "summary.json", summary)

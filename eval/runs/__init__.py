@@ -2,6 +2,7 @@
 
 - run.py          `RunConfig`, `run()` (synthesize a set into a folder, resumable), the folder's rows
 - score.py        `score()`: ASR over a run folder's WAVs, resumable; `asr_tag`
+- words.py          `align_words()`: each scored row's word alignment (every error placed in time), resumable
 - measure.py      `measure()`: timing, loops and DNSMOS over a run folder's audio, resumable
 - checks.py       what a run refuses before synthesis (to errors.jsonl, or the whole run)
 - sets.py         built-in (eval/sets/) and user test sets; `Utterance`

@@ -20,7 +20,7 @@ from eval.scoring.asr import ASRSettings, Transcriber
 from eval.scoring.audio import read_mono
 from eval.scoring.metrics import word_errors
 from eval.scoring.normalize import normalize
-from eval.scoring.whisper_assets import DEFAULT_CACHE
+from gepard_demo.alignment.weights import DEFAULT_CACHE
 
 
 def asr_tag(s: ASRSettings) -> str:
@@ -48,8 +48,9 @@ def score_row(row: dict, hyp: str) -> dict:
 
 
 def score(run_dir: str | Path, settings: ASRSettings, transcriber: Transcriber | None = None,
-          cache: Path = DEFAULT_CACHE, progress=None, log=print) -> str:
-    """Score every unscored row; returns the ASR tag (the folder under <run>/asr/)."""
+          cache: Path = DEFAULT_CACHE, progress=None, log=print, words: bool = True) -> str:
+    """Score every unscored row; returns the ASR tag (the folder under <run>/asr/). words: then
+    align each scored row's words in time (eval/runs/words.py), the rows without them."""
     run_dir = Path(run_dir)
     rows = synthesized_rows(run_dir)
     settings.validate()
@@ -78,4 +79,8 @@ def score(run_dir: str | Path, settings: ASRSettings, transcriber: Transcriber |
         if progress:
             progress(len(have) + i + 1, len(rows))
     bar.close()
+    if words:
+        from eval.runs.words import align_words
+
+        align_words(run_dir, tag, cache=cache, log=log)
     return tag

@@ -3,7 +3,7 @@
 Both decode the same way so their transcripts are comparable: English, greedy (beam 1) at
 temperature 0 with no fallback (greedy retries on noise can take minutes, facts §7), no
 conditioning on previous text, no timestamps. Input: 16 kHz mono float32 (eval.scoring.audio).
-Weights come from eval.scoring.whisper_assets (offline).
+Weights come from gepard_demo.alignment.weights (offline).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.scoring.audio import ASR_RATE, to_16k, vad_trim
-from eval.scoring.whisper_assets import DEFAULT_CACHE, ct2_dir, openai_checkpoint
+from gepard_demo.alignment.weights import DEFAULT_CACHE, ct2_dir, openai_checkpoint
 
 BACKENDS = ("faster-whisper", "openai-whisper")
 

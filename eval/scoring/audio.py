@@ -1,4 +1,4 @@
-"""Audio in and out: WAV files, 16 kHz resampling for ASR, VAD trimming."""
+"""Audio in and out: WAV files, 16 kHz resampling for ASR (gepard_demo/alignment/speech.py), VAD trimming."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-import soxr
 
-ASR_RATE = 16000
+# Resampling and the VAD are the aligner's too (gepard_demo never imports eval): defined there.
+from gepard_demo.alignment.speech import ASR_RATE, speech_spans, to_16k
+
+__all__ = ["ASR_RATE", "read_mono", "speech_spans", "to_16k", "vad_trim", "write_wav_atomic"]
 
 
 def write_wav_atomic(path: str | Path, audio: np.ndarray, sample_rate: int) -> None:
@@ -31,28 +33,6 @@ def write_wav_atomic(path: str | Path, audio: np.ndarray, sample_rate: int) -> N
 def read_mono(path: str | Path) -> tuple[np.ndarray, int]:
     audio, sr = sf.read(str(path), dtype="float32", always_2d=True)
     return audio.mean(axis=1), sr
-
-
-def to_16k(audio: np.ndarray, sample_rate: int) -> np.ndarray:
-    """Mono float32 at 16 kHz; soxr "HQ" (high quality), the make-speech-benchmark choice."""
-    audio = np.asarray(audio, np.float32)
-    if sample_rate == ASR_RATE:
-        return audio
-    return soxr.resample(audio, sample_rate, ASR_RATE, quality="HQ").astype(np.float32)
-
-
-def speech_spans(audio16k: np.ndarray, threshold: float = 0.5, pad_ms: int = 200,
-                 min_silence_ms: int = 2000) -> list[tuple[int, int]]:
-    """(start, end) sample indices of the speech Silero VAD finds (the ONNX model shipped inside
-    faster-whisper): silences shorter than min_silence_ms stay inside a span, each span is
-    widened by pad_ms on both sides."""
-    from faster_whisper.vad import VadOptions, get_speech_timestamps
-
-    if len(audio16k) == 0:
-        return []
-    options = VadOptions(threshold=threshold, speech_pad_ms=pad_ms, min_silence_duration_ms=min_silence_ms)
-    return [(s["start"], s["end"]) for s in get_speech_timestamps(np.asarray(audio16k, np.float32), options,
-                                                                  sampling_rate=ASR_RATE)]
 
 
 def vad_trim(audio16k: np.ndarray, threshold: float = 0.5, pad_ms: int = 200) -> np.ndarray:

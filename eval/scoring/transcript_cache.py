@@ -44,7 +44,7 @@ class CachedTranscriber:
         """The weights' path, found without loading Whisper."""
         if self._inner is not None:
             return self._inner.model_path
-        from eval.scoring.whisper_assets import DEFAULT_CACHE, ct2_dir, openai_checkpoint
+        from gepard_demo.alignment.weights import DEFAULT_CACHE, ct2_dir, openai_checkpoint
 
         find = ct2_dir if self.settings.backend == "faster-whisper" else openai_checkpoint
         return find(self.settings.model, self._weights_cache or DEFAULT_CACHE)

@@ -2,6 +2,7 @@
 
 - tab.py                `build_eval_tab`: run, score and report a set; play any row; reopen runs
 - runs_view.py          what the tab reads back from run folders (runs, reports, rows, audio)
+- word_view.py          a row's words coloured by error, each a click away from its moment
 - compare_section.py    a base against one or more runs: table, forest plot, gate, regressions side by side
 - listening_section.py  the blind A / B / same listening test
 - sweep_section.py      the tab's sweep section

@@ -36,7 +36,8 @@ from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, 
 from eval.ui.compare_section import build_compare_section
 from eval.ui.demo_link import wire_open
 from eval.ui.listening_section import build_listening_section
-from eval.ui.runs_view import TABLE_COLUMNS, list_runs, row_audio, row_choices, view_run
+from eval.ui.runs_view import TABLE_COLUMNS, list_runs, row_audio, row_choices, run_folder, view_run
+from eval.ui.word_view import row_words as row_words_view
 from eval.ui.sweep_section import build_sweep_section
 from gepard_demo.settings import SamplingSettings, StreamSettings
 
@@ -81,7 +82,7 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
     """Create the Eval tab's components in the current Gradio context (see the module doc)."""
     import gradio as gr
 
-    from eval.scoring.whisper_assets import bundled_sizes
+    from gepard_demo.alignment.weights import bundled_sizes
 
     runs_dir = str(runs_dir)
     gr.Markdown("Evaluate a whole test set: synthesize, transcribe with Whisper, and score. "
@@ -120,8 +121,10 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
     summary = gr.Markdown(elem_id="eval-summary")
     with gr.Row():
         failed = gr.Dropdown([], label="Play an utterance (the failure table's first)", elem_id="eval-failed")
-        failed_audio = gr.Audio(type="numpy", interactive=False, label="Its audio", elem_id="eval-failed-audio")
+        failed_audio = gr.Audio(type="numpy", interactive=False, label="Its audio", elem_id="eval-failed-audio",
+                                buttons=["download"])
         open_row = gr.Button("Open in the demo", elem_id="eval-open-row")
+    row_words = gr.HTML(elem_id="eval-row-words")  # its words coloured by error (word_view.py)
     open_note = gr.Markdown()
     charts = gr.Gallery(label="Charts", columns=2, height="auto")
     table = gr.Dataframe(value=pd.DataFrame(columns=TABLE_COLUMNS), headers=TABLE_COLUMNS, label="Per utterance", wrap=True)
@@ -160,7 +163,8 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
 
     def _play(name, utt_id):
         try:
-            return row_audio(runs_dir, name, utt_id)
+            words = row_words_view(run_folder(runs_dir, name), utt_id) if name and utt_id else ""
+            return row_audio(runs_dir, name, utt_id), words
         except Exception as e:
             raise tab_error(e) from e
 
@@ -170,5 +174,5 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
                   outputs=[summary, table, charts, *pickers, failed], concurrency_limit=1)
     refresh.click(_refresh, None, pickers)
     open_btn.click(_open, [pick], [summary, table, charts, failed], api_name="eval_open")
-    failed.change(_play, [pick, failed], [failed_audio], api_name="eval_play_failed")
+    failed.change(_play, [pick, failed], [failed_audio, row_words], api_name="eval_play_failed")
     wire_open(open_row, [pick, failed], lambda name, uid: (name, uid), speak, open_note, runs_dir)

@@ -3,5 +3,6 @@
 - protocol.py  request model and field rules, stream modes, int16 PCM, SSE, error shape
 - server.py    `build_speech_app`: that protocol on our engine (`python -m gepard_demo serve`)
 - cloning.py   the server's `ref_audio` / `ref_text` / `task_type` / `cfg_scale` / `cfg_frames` fields
+- timestamps.py  `word_timestamps` (vLLM-Omni's field) served by gepard_demo/alignment
 - client.py    `SpeechClient`: eval's served engine and the app's served mode
 """

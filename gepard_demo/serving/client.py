@@ -75,11 +75,24 @@ class ServedFeatures:
     guidance: bool = False  # our `cfg_scale` / `cfg_frames` extension fields
     guardrails: bool = False  # our `repetition_penalty` / `repetition_window` / `force_stop_frames`
     probe: bool = False  # the SSE done event carries the onset-entropy probe and how the run ended
+    word_timestamps: bool = False  # vLLM-Omni's field, served (ours with --word-timestamps; serving/timestamps.py)
+    low_confidence: float = 0.7  # below it the server's word confidence is low (its /v1/models says)
 
     @classmethod
     def of(cls, entry: dict) -> "ServedFeatures":
+        low = (entry.get("word_alignment") or {}).get("low_confidence")
         return cls(voice_cloning=entry.get("voice_cloning") is True, guidance=entry.get("guidance") is True,
-                   guardrails=entry.get("guardrails") is True, probe=entry.get("probe") is True)
+                   guardrails=entry.get("guardrails") is True, probe=entry.get("probe") is True,
+                   word_timestamps=entry.get("word_timestamps") is True,
+                   low_confidence=float(low) if isinstance(low, (int, float)) else 0.7)
+
+    def check_word_timestamps(self, url: str) -> None:
+        """Before the first request: a server that does not list word_timestamps would refuse the
+        field (vLLM-Omni without --forced-aligner, its Gepard always): refused here, naming it."""
+        if not self.word_timestamps:
+            raise SpeechServerError(f"word_timestamps: the speech server at {url} does not list it in GET /v1/models "
+                                    "(vLLM-Omni's Gepard refuses the field; start ours with `serve --word-timestamps`)",
+                                    "refused")
 
 
 def guidance_fields(cfg_scale: float, cfg_frames: int | None) -> dict:
@@ -104,7 +117,7 @@ def guardrail_fields(repetition_penalty: float = 1.0, repetition_window: int = 3
 
 def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
                  mode: StreamMode = "raw", response_format: str = "pcm", ref_audio: str | None = None,
-                 guidance: dict | None = None) -> dict:
+                 guidance: dict | None = None, word_timestamps: bool = False) -> dict:
     """The JSON body for one utterance; mode "raw" = stream_format "audio" (raw bytes),
     "sse" = speech.audio.delta events, "none" = one whole response. ref_audio: a reference
     voice as `audio_data_url` makes it (vLLM-Omni's cloning field). guidance: `guidance_fields` and
@@ -113,6 +126,8 @@ def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | No
     if ref_audio is not None:
         body["ref_audio"] = ref_audio
     body.update(guidance or {})
+    if word_timestamps:  # vLLM-Omni's field: only where ServedFeatures.word_timestamps says it is served
+        body["word_timestamps"] = True
     if mode != "none":
         body.update(stream=True, stream_format="audio" if mode == "raw" else "sse")
     if max_new_tokens is not None:
@@ -183,15 +198,17 @@ class SpeechClient:
     def stream(self, text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
                mode: StreamMode = "raw", result: StreamResult | None = None,
                cancel: threading.Event | None = None, done: dict | None = None,
-               ref_audio: str | None = None, guidance: dict | None = None) -> Iterator[np.ndarray]:
+               ref_audio: str | None = None, guidance: dict | None = None,
+               word_timestamps: bool = False) -> Iterator[np.ndarray]:
         """int16 sample arrays of one utterance as they arrive (s16le pcm, 22050 Hz mono).
         `ref_audio`: speak in this voice (an `audio_data_url`); `guidance`: `guidance_fields`.
         `cancel` set: the connection is closed at the next chunk (the server frees its engine).
-        `done` (SSE): receives the `speech.audio.done` event (ours carries frames / stop / seed)."""
+        `done` (SSE): receives the `speech.audio.done` event (ours carries frames / stop / seed), and
+        with `word_timestamps` (SSE only) our `speech.audio.word_timestamps` event under that key."""
         import httpx
 
         body = request_body(text, seed=seed, max_new_tokens=max_new_tokens, mode=mode, response_format="pcm",
-                            ref_audio=ref_audio, guidance=guidance)
+                            ref_audio=ref_audio, guidance=guidance, word_timestamps=word_timestamps)
         result = result if result is not None else StreamResult()
         reader = Pcm16Reader()
         t0 = time.perf_counter()
@@ -239,7 +256,9 @@ class SpeechClient:
         for event in iter_sse_events(response.iter_lines()):
             data = sse_audio(event)
             if data is None:
-                if done is not None:
+                if done is not None and event.get("type") == "speech.audio.word_timestamps":
+                    done["word_timestamps"] = event
+                elif done is not None:
                     done.update(event)
                 continue
             yield data

@@ -170,6 +170,7 @@ class SpeechRequest:
     mode: StreamMode
     max_new_tokens: int | None  # None: the server's default budget
     seed: int | None  # None: the server's default seed, else a fresh one
+    word_timestamps: bool = False  # only where the rules let it through (serving/timestamps.py)
 
 
 def parse_speech_request(body: Any, model_id: str, rules: Iterable[FieldRule] = GEPARD_RULES) -> SpeechRequest:
@@ -192,7 +193,7 @@ def parse_speech_request(body: Any, model_id: str, rules: Iterable[FieldRule] = 
         if rule.refuses(req):
             raise RequestError(rule.message, rule.field)
     return SpeechRequest(req.input, req.response_format, stream_mode(req.stream, req.stream_format),
-                         req.max_new_tokens, req.seed)
+                         req.max_new_tokens, req.seed, req.word_timestamps)
 
 
 # -- audio bytes --------------------------------------------------------------------------------
@@ -281,11 +282,12 @@ def iter_sse_events(lines: Iterable[str]) -> Iterator[dict]:
 
 
 def sse_audio(event: dict) -> bytes | None:
-    """The audio bytes of a delta event; None for `speech.audio.done`; an error event raises."""
+    """The audio bytes of a delta event; None for `speech.audio.done` and our
+    `speech.audio.word_timestamps` (serving/timestamps.py); an error event raises."""
     kind = event.get("type")
     if kind == "speech.audio.delta":
         return base64.b64decode(event["audio"])
-    if kind == "speech.audio.done":
+    if kind in ("speech.audio.done", "speech.audio.word_timestamps"):
         return None
     if kind in ("speech.audio.error", "error"):
         err = event.get("error") or {}

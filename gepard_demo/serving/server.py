@@ -21,6 +21,9 @@ is decided by `protocol.py` (vLLM-Omni's request model + its Gepard adapter's ru
   event, with the per-step entropy and per-frame NLL traces (too long for a header). A raw stream
   has no place for them.
   Without a prefixer the cloning fields are refused as vLLM-Omni refuses them.
+- `word_timestamps` (vLLM-Omni's field) with an aligner (`serve --word-timestamps`): vLLM-Omni's
+  `X-Word-Timestamps` header (4 KB rule) on a whole response, a `speech.audio.word_timestamps`
+  event after the audio on SSE, refused on a raw stream (timestamps.py says why).
 - Temperature, top-k, greedy, stop threshold and the chunking / fade / silence are fixed per
   server (chosen at start, as vLLM-Omni reads them from gepard_config.json and env vars).
 
@@ -53,7 +56,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
-from gepard_demo.serving import cloning
+from gepard_demo.serving import cloning, timestamps
 from gepard_demo.serving.protocol import (
     MODELS_PATH,
     SAMPLE_RATE,
@@ -68,6 +71,7 @@ from gepard_demo.serving.protocol import (
     sse_event,
     streaming_wav_header,
 )
+from gepard_demo.alignment.result import timestamp_headers
 from gepard_demo.settings import BatchingSettings, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
@@ -151,7 +155,7 @@ async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
 
 def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream: StreamSettings,
                      max_body_bytes: int = MAX_BODY_BYTES, prefixer: Any = None,
-                     batching: BatchingSettings = BatchingSettings()) -> FastAPI:
+                     batching: BatchingSettings = BatchingSettings(), aligner: Any = None) -> FastAPI:
     """The FastAPI app for one loaded engine + codec (`app.state.scheduler` drives the engine;
     close it to end every request).
 
@@ -160,6 +164,8 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
     stream: the server's fixed chunking, decode mode, fade and silence.
     prefixer: a SpeakerPrefixer for `ref_audio` requests (None: cloning fields are refused).
     batching: how many requests decode together and when a newcomer may join.
+    aligner: a gepard_demo.alignment Aligner for `word_timestamps` (None: the field is refused, as
+        vLLM-Omni refuses it without --forced-aligner; serving/timestamps.py).
     """
     sampling.validate()
     stream.validate()
@@ -173,7 +179,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
     app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
     app.state.scheduler = scheduler
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
-    rules = cloning.request_rules(prefixer is not None)
+    rules = timestamps.request_rules(cloning.request_rules(prefixer is not None), aligner is not None)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -203,7 +209,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             # What a client may send beyond vLLM-Omni's protocol (client.ServedFeatures).
             "voice_cloning": prefixer is not None, "guidance": True, "guardrails": True, "probe": True,
             "extension_fields": list(cloning.EXTENSION_FIELDS),
-            "batching": asdict(batching), "load": scheduler.load(),
+            "batching": asdict(batching), "load": scheduler.load(), **timestamps.models_entry(aligner),
         }]}
 
     @app.post(SPEECH_PATH)
@@ -237,7 +243,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             headers["X-Gepard-Ref-Text"] = "ignored"
         if req.mode != "none":
             media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
-            return SessionStream(session, _stream_body(session, req), media_type=media,
+            return SessionStream(session, _stream_body(session, req, aligner), media_type=media,
                                  headers={**headers, "X-Accel-Buffering": "no"})
         watcher = asyncio.create_task(_wait_for_hangup(request, session))
         try:
@@ -255,6 +261,9 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
                         "X-Gepard-Force-Stopped": str(st.force_stopped).lower()})
         headers.update({f"X-Gepard-{k.replace('_', '-').title()}": "" if v is None else f"{v:.4f}"
                         for k, v in st.probe().items()})
+        if req.word_timestamps:  # after the audio is made: nothing a Stop or hang-up waits on
+            alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, session)
+            headers.update(timestamp_headers(alignment) if alignment is not None else timestamps.failed_headers())
         data, media = encode_audio(audio, req.response_format)
         return Response(data, media_type=media, headers=headers)
 
@@ -268,7 +277,7 @@ def _json_floats(values: list[float]) -> list[float | None]:
     return [round(x, 4) if math.isfinite(x) else None for x in values]
 
 
-async def _stream_body(session: SynthesisSession, req: SpeechRequest):
+async def _stream_body(session: SynthesisSession, req: SpeechRequest, aligner: Any = None):
     """Chunks as the session makes them: raw bytes or SSE events; a streamed WAV starts with
     a header whose sizes are unknown. The session starts only once the body is iterated, so a
     response that is never sent takes no place in the batch."""
@@ -290,6 +299,9 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest):
                 yield out(streaming_wav_header())
             first = False
             yield out(pcm16(chunk.samples))
+        if sse and req.word_timestamps and session.stats.complete:  # after every audio delta
+            alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, session)
+            yield timestamps.timestamps_event(alignment)
         if sse:
             st = session.stats
             yield sse_event("speech.audio.done", {"gepard": {

@@ -32,6 +32,7 @@ from gepard_demo.streaming.text_input import TextError, read_text_file
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 from .audio_route import client_of
+from .captions import CaptionDesk
 from .controls import CONTROL_NAMES, parse_controls
 from .jobs import JobError, JobRegistry
 from .model_host import ModelHost
@@ -49,8 +50,11 @@ log = logging.getLogger("gepard_demo.ui")
 class DemoController:
     """Generate/Stop handlers bound to one model host, job registry and WAV folder."""
 
-    def __init__(self, host: ModelHost, registry: JobRegistry, wav_dir: Path, keep_wavs: int = 50):
+    def __init__(self, host: ModelHost, registry: JobRegistry, wav_dir: Path, keep_wavs: int = 50,
+                 captions: CaptionDesk | None = None):
+        """captions: where each segment's audio goes to be aligned, off the stream's path (captions.py)."""
         self.host = host
+        self.captions = captions or CaptionDesk()
         self.registry = registry
         self.wav_dir = Path(wav_dir)
         self.wav_dir.mkdir(parents=True, exist_ok=True)
@@ -149,12 +153,16 @@ class DemoController:
         sink = self._wav_sink(job.job_id, session.sample_rate)
         session.keep_audio = False
 
+        def play(chunk) -> None:
+            job.put(chunk.samples)
+            sink.write(chunk.samples)
+            self.captions.feed(job.job_id, session, chunk.samples)  # hands over, never waits
+
         def work() -> None:
             try:
                 if own_turn:
                     for chunk in session:
-                        job.put(chunk.samples)
-                        sink.write(chunk.samples)
+                        play(chunk)
                     return
                 # The Eval tab may hold the engine: wait in line (it gives the engine back
                 # between its batches), but stay stoppable.
@@ -166,14 +174,17 @@ class DemoController:
                 waiting.clear()
                 try:
                     for chunk in session:
-                        job.put(chunk.samples)
-                        sink.write(chunk.samples)
+                        play(chunk)
                 finally:
                     self.host.lock.release()
             except BaseException as exc:  # shown to the user below; the server keeps going
                 failure.append(exc)
             finally:
                 self._close_wav(sink)
+                try:
+                    self.captions.finish(job.job_id, session)
+                except Exception:  # noqa: BLE001  captions never hold the job
+                    log.exception("captions: the session's end was not handed over")
                 job.finish(error=repr(failure[0]) if failure else None)
 
         # In the handler's context: a ZeroGPU call reads the visitor's request (their quota) from it.
@@ -227,10 +238,10 @@ class DemoController:
             f"{state}: {stats.audio_s:.2f} s of audio, first audio after "
             f"{(stats.ttfa_s or 0) * 1000:.0f} ms, seed `{stats.seed}`{queued}"
         ) + (f" ({winding_down})" if winding_down else "")
-        take = self._take(session, values or {}, wav)
+        take = self._take(session, values or {}, wav, job.job_id)
         yield (status, wav, stats_markdown(stats, sampling), final_plot(stats, sampling), take)
 
-    def _take(self, session, values: dict, wav: str | None) -> Take:
+    def _take(self, session, values: dict, wav: str | None, job_id: str = "") -> Take:
         """The finished run as a take: the controls as they ran (the seed used, not "random")."""
         stats = session.stats
         controls = dict(values, seed=stats.seed, random_seed=False)
@@ -239,7 +250,8 @@ class DemoController:
         model = getattr(info, "name", "") or getattr(self.host, "requested", "")
         stream = getattr(session, "stream", None) or parse_controls(values)[1]  # a served session has none
         return Take(0, session.text, controls, session.sampling, stream,
-                    stats.as_dict(), codes if codes is not None and len(codes) else None, wav, str(model or ""))
+                    stats.as_dict(), codes if codes is not None and len(codes) else None, wav, str(model or ""),
+                    job_id=job_id)
 
     def _wav_sink(self, job_id: str, sample_rate: int) -> WavSink:
         # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).

@@ -22,6 +22,7 @@ from .guardrails import build_guardrail_controls
 from .model_host import ModelHost
 from .served import lock_controls
 from .speak_link import SPEAK_TAB_ID, SpeakLink
+from .words_route import WORDS_PREFIX
 from .take_panel import TakeHandlers, build_takes_panel, wire_takes
 from .voice import VOICE_CONTROL_NAMES, build_voice_group, wire_voice_events
 
@@ -52,6 +53,17 @@ body.gepard-playing #gepard-status { display: none; }
 .gepard-pstop { font-size: 0.85em; touch-action: none; }
 .gepard-pstop-title { margin-bottom: 2px; }
 .gepard-pstop-readout { min-height: 1.3em; opacity: 0.85; font-variant-numeric: tabular-nums; }
+/* Captions (captions.js): the word being spoken lit; low confidence dotted; unaligned greyed. */
+.gepard-words { line-height: 1.8; }
+.gepard-w { padding: 1px 2px; border-radius: 3px; }
+.gepard-w[data-seek] { cursor: pointer; }
+.gepard-w[data-state=low] { text-decoration: underline dotted; }
+.gepard-w[data-state=unaligned] { opacity: 0.4; }
+.gepard-w.gepard-now { background: #ffd54f; color: #111; }
+.gepard-words-note { font-size: 0.85em; opacity: 0.75; }
+.gepard-w[data-op=sub] { background: rgba(255, 152, 0, 0.35); }
+.gepard-w[data-op=del] { background: rgba(214, 39, 40, 0.3); text-decoration: line-through; }
+.gepard-w[data-op=ins] { background: rgba(31, 119, 180, 0.3); }
 """
 
 
@@ -64,10 +76,13 @@ def page_head(sample_rate: int, gain: float = 1.0, max_chars: int = MAX_TEXT_CHA
     player_js = (here / "player.js").read_text(encoding="utf-8")
     page_js = (here / "page.js").read_text(encoding="utf-8")
     pstop_js = (here / "pstop.js").read_text(encoding="utf-8")
+    captions_js = (here / "captions.js").read_text(encoding="utf-8")
     return (
         f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(config)};\n"
-        f"window.GEPARD_PAGE_CONFIG = {json.dumps({'maxChars': max_chars})};</script>\n"
-        f"<script>\n{player_js}\n</script>\n<script>\n{page_js}\n</script>\n<script>\n{pstop_js}\n</script>"
+        f"window.GEPARD_PAGE_CONFIG = {json.dumps({'maxChars': max_chars})};\n"
+        f"window.GEPARD_CAPTIONS_CONFIG = {json.dumps({'wordsPrefix': WORDS_PREFIX.lstrip('/')})};</script>\n"
+        f"<script>\n{player_js}\n</script>\n<script>\n{page_js}\n</script>\n<script>\n{pstop_js}\n</script>\n"
+        f"<script>\n{captions_js}\n</script>"
     )
 
 
@@ -144,6 +159,8 @@ def result_panel() -> Results:
     status = gr.Markdown("", elem_id="gepard-status")
     audio = gr.Audio(label="Full audio (WAV; playable when the live playback ends)", type="filepath",
                      interactive=False, buttons=["download"], elem_id="gepard-audio")
+    # The words, filled by captions.js from /gepard/words/{job} (ui/captions.py); SRT and VTT links with them.
+    gr.HTML('<div id="gepard-captions" aria-live="polite"></div>', elem_id="gepard-captions-box")
     stats = gr.Markdown("", elem_id="gepard-stats")
     plot = gr.HTML("", elem_id="gepard-plot")  # pstop_plot.py's SVG: live while generating, then interactive
     return Results(status, audio, stats, plot)

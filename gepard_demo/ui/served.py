@@ -83,6 +83,10 @@ class ServedSession(OnceIterableSession):
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed)
         self._request_start = request_start
         self._result = StreamResult()
+        # vLLM-Omni's word_timestamps, only to a server that lists it (ServedFeatures): its words, after the audio
+        self.word_timestamps = features.word_timestamps
+        self.low_confidence = features.low_confidence
+        self.word_alignment: Any = None
         super().__init__()
 
     def _extensions(self) -> dict:
@@ -105,7 +109,8 @@ class ServedSession(OnceIterableSession):
         try:
             for pcm in self.client.stream(self.text, seed=self.sampling.seed, max_new_tokens=self.sampling.max_frames,
                                           mode="sse", result=result, cancel=self._cancel, done=done_info,
-                                          ref_audio=self.ref_audio, guidance=self._extensions()):
+                                          ref_audio=self.ref_audio, guidance=self._extensions(),
+                                          word_timestamps=self.word_timestamps):
                 samples = pcm16_to_float(pcm)
                 now = time.perf_counter() - t0
                 if st.ttfa_s is None:
@@ -133,6 +138,12 @@ class ServedSession(OnceIterableSession):
                 st.stop_fired = not st.runaway
             st.stop_frame = st.frames if st.stop_fired else None
             st.complete = not st.cancelled
+            if "word_timestamps" in done_info:
+                from gepard_demo.alignment.result import from_wire
+
+                ev = done_info["word_timestamps"]
+                self.word_alignment = from_wire(ev.get("timestamps"), ev.get("confidence"), ev.get("note"),
+                                                self.low_confidence)
 
 
 @dataclass

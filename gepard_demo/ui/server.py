@@ -10,15 +10,18 @@ from typing import Any, Callable
 import gradio as gr
 from fastapi import FastAPI
 
+from gepard_demo.alignment.settings import AlignmentSettings
 from gepard_demo.settings import LOOPBACK_PROXIES, SamplingSettings, StreamSettings, TrafficSettings
 
 from .audio_route import make_audio_router
+from .captions import CaptionDesk, load_in_background
 from .banner import RANDOM_WEIGHTS_GAIN, RANDOM_WEIGHTS_MAX_FRAMES
 from .controller import DemoController
 from .jobs import JobRegistry
 from .layout import CSS, build_demo, page_head
 from .link_preview import LinkPreview, LinkPreviewMiddleware
 from .model_host import ModelHost
+from .words_route import make_words_router
 
 
 @dataclass
@@ -41,12 +44,15 @@ def build_app(
     eval_tab: Callable[[Any], Any] | None = None,
     eval_tab_error: str | None = None,
     traffic: TrafficSettings | None = None,
+    captions: AlignmentSettings | None = None,
 ) -> DemoApp:
     """The page and its routes around `host`. eval_tab: a builder of the Eval tab, called as
     eval_tab(host, speak=SpeakLink) inside it (app.py passes eval.ui.tab.build_eval_tab: gepard_demo
     never imports eval; the SpeakLink is its way into the Speak tab), or eval_tab_error, why there is
     none; the page then says so instead of silently hiding the tab. traffic: how visitors share the
-    page (app.py passes its flags'; unset: TrafficSettings.for_batch of the host's concurrency)."""
+    page (app.py passes its flags'; unset: TrafficSettings.for_batch of the host's concurrency).
+    captions: the aligner's settings for the words under the player (None: off; in front of a
+    server, its own word_timestamps are used when it lists them: captions.py)."""
     if sampling is None:
         sampling = host.engine.default_sampling()
         if host.info.random_weights:  # noise: short by default (the banner says so)
@@ -56,19 +62,38 @@ def build_app(
     registry = JobRegistry(traffic or TrafficSettings.for_batch(getattr(host, "concurrency", 1)))
     max_chars = registry.traffic.max_text_chars
     wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
-    controller = DemoController(host, registry, wav_dir)
+    desk = caption_desk(host, captions)
+    controller = DemoController(host, registry, wav_dir, captions=desk)
     blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_tab_error, max_chars=max_chars)
     blocks.queue(default_concurrency_limit=1)
     api = FastAPI()
     # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.
     api.include_router(make_audio_router(registry, host.sample_rate, controller.queue_status,
                                          getattr(controller, "rate_hint", None)))
+    api.include_router(make_words_router(desk))
     api = gr.mount_gradio_app(
         api, blocks, path="/", head=page_head(host.sample_rate, gain, max_chars), css=CSS,
         allowed_paths=[str(wav_dir)], footer_links=["api", "gradio"],
     )
     api.add_middleware(LinkPreviewMiddleware, preview=link_preview(host))
     return DemoApp(host, registry, controller, blocks, api)
+
+
+def caption_desk(host: Any, settings: AlignmentSettings | None) -> CaptionDesk:
+    """Where the page's words come from: in front of a server, the server's word_timestamps (only
+    when its /v1/models lists them: never asked for otherwise); else our aligner, on this CPU."""
+    features = getattr(host, "features", None)
+    if features is not None:  # a served host
+        from gepard_demo.serving.client import SpeechServerError
+
+        try:
+            features.check_word_timestamps(host.url)  # refused here, before any request asks for it
+        except SpeechServerError as exc:
+            return CaptionDesk(off_reason=f"no captions: {exc}")
+        return CaptionDesk(served=True)
+    if settings is None:
+        return CaptionDesk(off_reason="captions are off on this page (app.py --no-captions)")
+    return load_in_background(settings)
 
 
 def link_preview(host: ModelHost) -> LinkPreview:

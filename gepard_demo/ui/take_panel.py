@@ -19,6 +19,7 @@ import soundfile as sf
 
 from gepard_demo.settings import FRAME_RATE_HZ
 
+from .captions import subtitle_files
 from .controls import CONTROL_NAMES
 from .guardrails import control_values
 from .pstop_plot import Trace, pstop_svg
@@ -226,10 +227,13 @@ class TakeHandlers:
         old = sorted(folder.glob("take-*.json"), key=lambda q: q.stat().st_mtime)
         for stale in old[: max(0, len(old) - KEEP_JSON)]:  # one a take: keep the folder bounded
             stale.unlink(missing_ok=True)
-            stale.with_suffix(".codes.npy").unlink(missing_ok=True)
+            for kind in (".codes.npy", ".srt", ".vtt"):
+                stale.with_suffix(kind).unlink(missing_ok=True)
         ref = take.controls.get("ref_audio")
         ref = str(ref) if ref and Path(str(ref)).exists() else None  # the synth line's --ref-audio
-        return [p for p in (_playable(take), str(json_path), codes_path and str(codes_path), ref) if p]
+        # Its words as subtitles beside its WAV (captions.py; none while captions are off).
+        subtitles = subtitle_files(getattr(self.controller, "captions", None), take.job_id, folder, json_path.stem)
+        return [p for p in (_playable(take), *subtitles, str(json_path), codes_path and str(codes_path), ref) if p]
 
 
 def _playable(take: Take | None) -> str | None:

@@ -44,6 +44,7 @@ class Take:
     wav: str | None = None
     model: str = ""
     made_at: float = field(default_factory=time.time)
+    job_id: str = ""  # the Generate's: its words (ui/captions.py) give the take's SRT and VTT
 
     @property
     def p_stop(self) -> list[float]:

@@ -7,7 +7,7 @@ Named sizes resolve to pip-installed bundles:
 Any other size is taken from a cache that already holds it (faster-whisper's Hugging Face
 cache, openai-whisper's ~/.cache/whisper/<size>.pt), or given as a local path: a
 CTranslate2 folder (with model.bin) or, for openai-whisper, a .pt checkpoint. For openai-whisper, a CTranslate2 folder is converted
-(eval.scoring.ct2_convert) once into `<cache>/openai-whisper/<name>.pt`.
+(gepard_demo.alignment.ct2_convert) once into `<cache>/openai-whisper/<name>.pt`.
 Nothing here downloads.
 """
 
@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+# The folder name predates the page's aligner (eval converted first); kept so existing caches stay used.
 DEFAULT_CACHE = Path.home() / ".cache" / "gepard-eval"
 
 
@@ -116,7 +117,7 @@ def openai_checkpoint(model: str, cache: Path = DEFAULT_CACHE) -> Path:
     name = model if not p.is_dir() else p.name
     out = Path(cache) / "openai-whisper" / f"{name}-{digest}.pt"
     if not out.is_file():
-        from eval.scoring.ct2_convert import convert
+        from gepard_demo.alignment.ct2_convert import convert
 
         convert(src, out)
     return out

@@ -1,0 +1,124 @@
+"""What the word aligner costs per audio second, and how close its word edges come, per weights.
+
+Cost: CPU seconds (process time: every thread) per audio second of `Aligner.align` (VAD, Whisper's
+forced alignment, the edges and confidences), on Piper speech of a few lengths (one sentence to
+past one 30 s Whisper window), after one warm call; the median of --rounds calls. Configurations
+are interleaved round by round so drift hits all alike. The target (issue 35): at most 0.2 CPU-s
+per audio-s with the default weights on 2 vCPU (--threads 2).
+
+Boundary error: Piper pieces spoken one by one with silences of known length between them
+(tests/alignment_fixtures.py: each piece's own silence cut at -40 dBFS, so its true start and end
+are where its samples were put); the error of the first word's start and the last word's end of
+each piece: 12 sentences of the core set with 0.3-1.0 s between them, and 8 words spoken alone with
+0.25-0.5 s between them. Mean, median, p90, max in ms, and how many of the pieces' words came out
+aligned.
+
+Run: .venv/bin/python benchmarks/alignment_cost.py [--threads 2] [--rounds 5] [--quick]
+Measure on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from alignment_fixtures import RATE, WORD_GAPS, WORDS, boundary_errors, say, spoken  # noqa: E402
+
+from gepard_demo.alignment.aligner import Aligner  # noqa: E402
+from gepard_demo.alignment.settings import AlignmentSettings  # noqa: E402
+
+CONFIGS = [("tiny.en", True), ("base", True), ("tiny.en", False)]  # (weights, trimmed encoder context)
+
+
+def core_sentences(n: int) -> list[str]:
+    rows = [json.loads(line) for line in (ROOT / "eval/sets/core.jsonl").read_text().splitlines()]
+    return [r["text"] for r in rows if 5 <= len(r["text"].split()) <= 16][:n]
+
+
+def lengths(quick: bool) -> list[tuple[str, np.ndarray, str]]:
+    """(label, audio, text): one sentence, a few, past a 30 s window."""
+    sents = core_sentences(12)
+    cases = [("1 sentence", 1), ("4 sentences", 4)] + ([] if quick else [("12 sentences", 12)])
+    out = []
+    for label, k in cases:
+        sp = spoken(sents[:k], [0.4] * k)
+        out.append((f"{label} ({len(sp.audio) / RATE:.1f} s)", sp.audio, sp.text))
+    return out
+
+
+def cost(aligner: Aligner, audio: np.ndarray, text: str, rounds: int) -> float:
+    aligner.align(audio, RATE, text)  # warm
+    per = []
+    for _ in range(rounds):
+        t = time.process_time()
+        aligner.align(audio, RATE, text)
+        per.append((time.process_time() - t) / (len(audio) / RATE))
+    return statistics.median(per)
+
+
+def edges(aligner: Aligner, quick: bool) -> dict:
+    sents = core_sentences(6 if quick else 12)
+    gaps = [0.3, 0.6, 1.0, 0.45]
+    cases = [spoken(sents[i: i + 3], [gaps[(i + j) % 4] for j in range(3)]) for i in range(0, len(sents), 3)]
+    cases.append(spoken(WORDS, WORD_GAPS))
+    errors, aligned, words = [], 0, 0
+    for sp in cases:
+        a = aligner.align(sp.audio, RATE, sp.text)
+        aligned += a.counts["aligned"]
+        words += len(a.words)
+        if all(w.timed for w in a.words):
+            errors += boundary_errors(a, sp)
+    e = np.abs(np.array(errors)) * 1000
+    return {"edges": len(e), "mean_ms": float(e.mean()), "median_ms": float(np.median(e)),
+            "p90_ms": float(np.quantile(e, 0.9)), "max_ms": float(e.max()), "aligned": f"{aligned}/{words}"}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--quick", action="store_true", help="fewer lengths and sentences (a check that it runs)")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    cache = tempfile.mkdtemp(prefix="align-bench-")
+    say("Warm up Piper.")
+    aligners = {c: Aligner(AlignmentSettings(weights=c[0], trim_context=c[1], cache_dir=cache)).load() for c in CONFIGS}
+    cases = lengths(args.quick)
+    costs: dict = {c: {label: [] for label, _, _ in cases} for c in CONFIGS}
+    for _ in range(1 if args.quick else 1):  # cost() itself takes the median of --rounds
+        for label, audio, text in cases:
+            for c in CONFIGS:
+                costs[c][label].append(cost(aligners[c], audio, text, 2 if args.quick else args.rounds))
+    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in Path("/proc/cpuinfo").read_text()]
+    print(f"# Word aligner: cost and edge error ({args.threads} torch threads; CPU flags: {', '.join(flags)})\n")
+    names = [f"{w}{'' if trim else ' (30 s window)'}" for w, trim in CONFIGS]
+    print("| CPU-s per audio-s | " + " | ".join(names) + " |")
+    print("| --- | " + " | ".join("---" for _ in CONFIGS) + " |")
+    for label, _, _ in cases:
+        print(f"| {label} | " + " | ".join(f"{statistics.median(costs[c][label]):.3f}" for c in CONFIGS) + " |")
+    print("\n| edge error (known silences) | " + " | ".join(names) + " |")
+    print("| --- | " + " | ".join("---" for _ in CONFIGS) + " |")
+    found = {c: edges(aligners[c], args.quick) for c in CONFIGS}
+    for key in ("edges", "mean_ms", "median_ms", "p90_ms", "max_ms", "aligned"):
+        cells = [found[c][key] for c in CONFIGS]
+        print(f"| {key} | " + " | ".join(f"{v:.0f}" if isinstance(v, float) else str(v) for v in cells) + " |")
+    default = statistics.median(statistics.median(v) for v in costs[CONFIGS[0]].values())
+    print(f"\nDefault weights (tiny.en, trimmed): {default:.3f} CPU-s per audio-s (target <= 0.2): "
+          f"{'met' if default <= 0.2 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

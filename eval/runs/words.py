@@ -1,0 +1,64 @@
+"""Each scored row's word alignment, beside its ASR scores and, like them, resumable.
+
+<run>/asr/<tag>/words.jsonl: one row per scored utterance, {"id", "ops", "note", "align_s"}:
+the reference words against what was heard, every deletion, insertion and substitution placed at
+its time (eval.scoring.word_alignment), and the CPU seconds it took. Written by `score` after the
+transcripts; a run scored before this existed gets its words on its next `score`.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from pathlib import Path
+
+from eval.jsonio import append_jsonl, read_jsonl
+from eval.runs.run import synthesized_rows
+from eval.scoring.audio import read_mono
+from eval.scoring.word_alignment import word_alignment
+from gepard_demo.alignment.weights import DEFAULT_CACHE
+
+WORDS_FILE = "words.jsonl"
+
+
+@lru_cache(maxsize=2)
+def shared_aligner(weights: str = "tiny.en", cache: str = str(DEFAULT_CACHE)):
+    """One aligner per process and weights (a sweep scores many runs); it loads on its first
+    utterance with speech."""
+    from gepard_demo.alignment.aligner import Aligner
+    from gepard_demo.alignment.settings import AlignmentSettings
+
+    return Aligner(AlignmentSettings(weights=weights, cache_dir=cache))
+
+
+def align_words(run_dir: str | Path, tag: str, aligner=None, cache: Path = DEFAULT_CACHE, log=print) -> int:
+    """Align every scored row of `tag` that has no words yet; returns how many were aligned."""
+    run_dir = Path(run_dir)
+    out = run_dir / "asr" / tag
+    scores = read_jsonl(out / "scores.jsonl", repair=True)
+    have = {r["id"] for r in read_jsonl(out / WORDS_FILE, repair=True)}
+    todo = [s for s in scores if s["id"] not in have]
+    if not todo:
+        return 0
+    rows = {r["id"]: r for r in synthesized_rows(run_dir)}
+    aligner = aligner or shared_aligner(cache=str(cache))
+    cpu = audio_s = 0.0
+    for s in todo:
+        row = rows.get(s["id"])
+        if row is None or not row.get("wav"):
+            continue
+        audio, sr = read_mono(run_dir / row["wav"])
+        t0 = time.process_time()
+        words = word_alignment(aligner, audio, sr, s["ref_norm"], s["hyp_norm"])
+        spent = time.process_time() - t0
+        append_jsonl(out / WORDS_FILE, {"id": s["id"], **words, "align_s": spent})
+        cpu, audio_s = cpu + spent, audio_s + len(audio) / sr
+    log(f"word alignment: {len(todo)} utterances, {cpu / max(audio_s, 1e-9):.3f} CPU-s per audio-s")
+    return len(todo)
+
+
+def load_words(run_dir: str | Path, tag: str | None) -> dict[str, dict]:
+    """id -> {"ops", "note"} of a run's ASR tag (empty when it has none)."""
+    if not tag:
+        return {}
+    return {r["id"]: r for r in read_jsonl(Path(run_dir) / "asr" / tag / WORDS_FILE, repair=True)}

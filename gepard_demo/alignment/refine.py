@@ -1,0 +1,118 @@
+"""From the DTW's spans to words with edges, confidences and states.
+
+The DTW path hands every frame to some word, so a silence goes to a word beside it (the measured
+edge then misses by up to 0.3 s). Two steps take the silence back, using Silero VAD's speech
+(pauses of 100 ms or more):
+1. snap: where two words meet within SNAP_S of a pause, the first ends where the pause starts and
+   the second begins where it ends (never shrinking a word below one DTW frame);
+2. trim: each word starts and ends in speech (its leading or trailing silence is cut off).
+
+Then each word's confidence (DESIGN, "When each word is spoken"): p x s x q, where
+- p: Whisper's probability of the word, given the audio and the words before it;
+- s: the share of its span that is speech;
+- q: min(1, L / its seconds), L = STRETCH x pace x letters + SLACK_S, the longest a word of its
+  length lasts at this utterance's pace (the median seconds per letter of its words): a word whose
+  span also holds a repeat, or any sound that is not it, is longer than L.
+A word is "unaligned" when the path gave it no frame or no speech lies under it, "low" when its
+confidence is under the settings' threshold or it is longer than L, else "aligned".
+"""
+
+from __future__ import annotations
+
+from .result import AlignedWord
+from .whisper_align import FRAME_S
+from .words import TextWord, spoken_letters
+
+SNAP_S = 0.25  # a meeting point this close to a pause moves into it
+STRETCH = 1.5  # with SLACK_S and LOW_CONFIDENCE: calibrated on Piper speech, see alignment/settings.py
+SLACK_S = 0.15  # short words vary most (a final "a" held, a pause the VAD does not split)
+SHORT = 0.33  # a span under a third of its letters' time at this pace is too short to hold the word
+HEARD = 0.5  # Whisper's probability above which a word with no frame is squeezed, not lost
+
+
+def _overlap(a: float, b: float, spans: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, e) - max(a, s)) for s, e in spans)
+
+
+def _speech_at(t: float, spans: list[tuple[float, float]]) -> bool:
+    return any(s <= t <= e for s, e in spans)
+
+
+def _distance(b: float, gap: tuple[float, float]) -> float:
+    return 0.0 if gap[0] <= b <= gap[1] else min(abs(b - gap[0]), abs(b - gap[1]))
+
+
+def _snap(edges: list[list[float]], present: list[bool], speech: list[tuple[float, float]]) -> None:
+    """Step 1, in place: a meeting point of two words with frames moves into a pause within SNAP_S,
+    each pause going to the meeting point nearest it (so a word ending just before a pause does
+    not lose the pause to the meeting point before it)."""
+    gaps = [(a[1], b[0]) for a, b in zip(speech, speech[1:])]
+    meets = [k for k in range(len(edges) - 1) if present[k] and present[k + 1]]
+    claims: dict[int, tuple[float, int]] = {}  # gap -> (distance, meeting point) of its nearest
+    for k in meets:
+        for g, gap in enumerate(gaps):
+            d = _distance(edges[k][1], gap)
+            if d <= SNAP_S and (g not in claims or d < claims[g][0]):
+                claims[g] = (d, k)
+    best: dict[int, tuple[float, int]] = {}  # meeting point -> (distance, gap) of its nearest claimed pause
+    for g, (d, k) in claims.items():
+        if k not in best or d < best[k][0]:
+            best[k] = (d, g)
+    for k, (_, g) in best.items():
+        g0, g1 = gaps[g]
+        if g0 - edges[k][0] >= FRAME_S and edges[k + 1][1] - g1 >= FRAME_S:
+            edges[k][1], edges[k + 1][0] = g0, g1
+
+
+def _trim(a: float, b: float, speech: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """Step 2: the span cut to the speech inside it; None when there is none."""
+    inside = [(max(a, s), min(b, e)) for s, e in speech if min(b, e) > max(a, s)]
+    if not inside:
+        return None
+    return inside[0][0], inside[-1][1]
+
+
+def refine(words: list[TextWord], raw: list[tuple[float, float, float]], speech: list[tuple[float, float]],
+           low_confidence: float) -> list[AlignedWord]:
+    """raw: per word (start, end, probability) from the DTW, seconds into the audio; speech: the
+    VAD's (start, end) seconds."""
+    edges = [[s, e] for s, e, _ in raw]
+    present = [e - s >= FRAME_S / 2 for s, e, _ in raw]
+    # A word the path gave no frame is lost when Whisper does not hear it there either; one it
+    # does hear (a short word squeezed between two others, ~0.5% of clean words) keeps its point.
+    squeezed = [not has and p >= HEARD for has, (_, _, p) in zip(present, raw)]
+    _snap(edges, present, speech)
+    spans: list[tuple[float, float] | None] = []
+    for (a, b), has in zip(edges, present):
+        spans.append(_trim(a, b, speech) if has else None)
+    rates = sorted((sp[1] - sp[0]) / spoken_letters(w.word) for w, sp in zip(words, spans) if sp and sp[1] > sp[0])
+    pace = rates[len(rates) // 2] if rates else 0.07
+    out = []
+    for k, (w, (_, _, p), has, sp, squeezed_here) in enumerate(zip(words, raw, present, spans, squeezed)):
+        if squeezed_here:
+            t = round(edges[k][0], 3)
+            out.append(AlignedWord(w.word, w.written, t, t, 0.0, p, "low",
+                                   "too short for the aligner to time (Whisper hears it about here)"))
+            continue
+        if not has:
+            out.append(AlignedWord(w.word, w.written, None, None, 0.0, p, "unaligned",
+                                   "the audio has no place for it (lost, or cut off)"))
+            continue
+        if sp is None:
+            out.append(AlignedWord(w.word, w.written, None, None, 0.0, p, "unaligned", "no speech under it"))
+            continue
+        a, b = sp
+        d = b - a
+        s = _overlap(a, b, speech) / d if d > 0 else float(_speech_at(a, speech))
+        longest = STRETCH * pace * spoken_letters(w.word) + SLACK_S
+        shortest = SHORT * pace * spoken_letters(w.word)
+        q = min(1.0, longest / d, d / shortest) if d > 0 else 1.0
+        conf = max(0.0, min(1.0, s * q))
+        why, state = "", "aligned"
+        if conf < low_confidence:
+            state = "low"
+            why = (f"only {s:.0%} of its span is speech" if s < low_confidence
+                   else f"{d:.2f} s, longer than it takes at this pace: something else is in its span" if d > longest
+                   else f"{d:.2f} s, too short to hold it at this pace")
+        out.append(AlignedWord(w.word, w.written, round(float(a), 3), round(float(b), 3), float(conf), float(p), state, why))
+    return out

@@ -1,0 +1,38 @@
+"""What the aligner runs with: one frozen dataclass, made by an entry point and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gepard_demo.settings import SettingsError
+
+# A word below this confidence is "low": shown greyed, never highlighted (DESIGN: "When each
+# word is spoken"). With refine.py's STRETCH 1.5, SLACK_S 0.15 s and SHORT 0.33, calibrated on
+# Piper speech (tiny.en): of 697 words of 70 clean sentences of the core set, 9 (1.3%) come out low
+# or unaligned; in each of four loops (a phrase or a word said two to four times, the text saying
+# it once) the words whose spans hold the repeat come out low.
+LOW_CONFIDENCE = 0.7
+
+
+@dataclass(frozen=True)
+class AlignmentSettings:
+    """weights: Whisper weights, a size ("tiny.en", the default: 0.03 CPU-s per audio-s and the
+        smaller boundary error, docs/PERFORMANCE.md §10; "base") or a local path (alignment/weights.py).
+    cache_dir: where converted weights are kept (None: ~/.cache/gepard-eval).
+    low_confidence: a word under this confidence is "low" (see LOW_CONFIDENCE).
+    trim_context: run Whisper's encoder on the audio's own length instead of a 30 s window (what
+        whisper.cpp calls audio_ctx): 8-10x cheaper, the same boundaries on Piper speech (the
+        benchmark prints both).
+    """
+
+    weights: str = "tiny.en"
+    cache_dir: str | None = None
+    low_confidence: float = LOW_CONFIDENCE
+    trim_context: bool = True
+
+    def validate(self) -> "AlignmentSettings":
+        if not isinstance(self.weights, str) or not self.weights.strip():
+            raise SettingsError("weights must name Whisper weights (a size such as 'tiny.en', or a path)")
+        if not 0.0 <= self.low_confidence <= 1.0:
+            raise SettingsError(f"low_confidence must be in [0, 1], got {self.low_confidence}")
+        return self

@@ -1,0 +1,57 @@
+"""Where the speech is: 16 kHz resampling and Silero VAD spans (the ONNX model inside
+faster-whisper). The aligner asks it first (no speech: no Whisper at all, facts §7) and snaps word
+edges to its silences; eval's timing, naturalness and ASR trimming use the same two functions
+(eval/scoring/audio.py takes them from here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import soxr
+
+ASR_RATE = 16000  # Whisper's and Silero's rate
+
+
+def to_16k(audio: np.ndarray, sample_rate: int) -> np.ndarray:
+    """Mono float32 at 16 kHz; soxr "HQ" (high quality), the make-speech-benchmark choice."""
+    audio = np.asarray(audio, np.float32)
+    if sample_rate == ASR_RATE:
+        return audio
+    return soxr.resample(audio, sample_rate, ASR_RATE, quality="HQ").astype(np.float32)
+
+
+def speech_spans(audio16k: np.ndarray, threshold: float = 0.5, pad_ms: int = 200,
+                 min_silence_ms: int = 2000) -> list[tuple[int, int]]:
+    """(start, end) sample indices of the speech Silero VAD finds: silences shorter than
+    min_silence_ms stay inside a span, each span is widened by pad_ms on both sides."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    if len(audio16k) == 0:
+        return []
+    options = VadOptions(threshold=threshold, speech_pad_ms=pad_ms, min_silence_duration_ms=min_silence_ms)
+    return [(s["start"], s["end"]) for s in get_speech_timestamps(np.asarray(audio16k, np.float32), options,
+                                                                  sampling_rate=ASR_RATE)]
+
+
+LEVEL_WINDOW = 160  # 10 ms
+QUIET_DB = 35.0  # a 10 ms window this far below the loudest one is not speech
+
+
+def speech_seconds(audio16k: np.ndarray) -> list[tuple[float, float]]:
+    """The speech as (start, end) seconds at the aligner's resolution: Silero's spans (no padding,
+    pauses of 100 ms or more are gaps, a word edge snaps to them), each tightened to its first and
+    last 10 ms window within QUIET_DB of the loudest: Silero decides on 32 ms windows and holds a
+    span open after the speech (measured on Piper: 30-80 ms past a word's end), which would give
+    the next word, lost in a truncation, a place in the audio."""
+    x = np.asarray(audio16k, np.float32)
+    n = len(x) // LEVEL_WINDOW
+    if n == 0:
+        return []
+    level = 10 * np.log10((x[: n * LEVEL_WINDOW].reshape(n, LEVEL_WINDOW) ** 2).mean(axis=1) + 1e-12)
+    loud = level >= level.max() - QUIET_DB
+    out = []
+    for a, b in speech_spans(x, pad_ms=0, min_silence_ms=100):
+        i, j = a // LEVEL_WINDOW, min(n, -(-b // LEVEL_WINDOW))
+        hits = np.nonzero(loud[i:j])[0]
+        if len(hits):
+            out.append((float(i + hits[0]) * LEVEL_WINDOW / ASR_RATE, float(i + hits[-1] + 1) * LEVEL_WINDOW / ASR_RATE))
+    return out

