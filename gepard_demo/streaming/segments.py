@@ -9,10 +9,13 @@ turn beside the one playing, alone or beside other visitors' rows (up to what ba
 in the last bits of the logits; docs/DESIGN.md, "What is exact, on every CPU").
 
 On an engine that takes look-ahead (the BatchScheduler: the app, our server, `synth` on long text)
-`SegmentSources` opens the segments after the playing one as look-ahead requests, up to
-`look_ahead` of them: they decode in the running batch while the first one plays, their frames
-waiting in their iterator (TicketFrames keeps them) until their turn; a segment's request is
-promoted to a listened stream when its turn comes. On any other engine the segments run one after
+`SegmentSources` keeps up to `look_ahead` of the segments after the playing one generating at
+once, as look-ahead requests in the running batch, and opens the next as each finishes (`refill`,
+at every step the session reads): counting the ones in flight, not a window behind the playing
+one, keeps the batch full while the codec works through what is made (a window trickled rows in
+one at a time as decoding passed each segment, measured in benchmarks/long_text.py). Their frames
+wait in their iterator (TicketFrames keeps them: 64 bytes a frame of codes, a few MB an hour)
+until their turn; a segment's request is promoted to a listened stream when its turn comes. On any other engine the segments run one after
 another. `close()` ends every one of them at once (Stop, a closed tab, a hang-up).
 """
 
@@ -73,16 +76,31 @@ class SegmentSources:
             voice = {} if self.speaker is None else {"speaker": self.speaker}
             if resume is not None:
                 voice["resume"] = resume
+            if self.look_ahead:  # the playing segment is of this text too: its own look-ahead must not wait for it
+                voice["group"] = self.group
             src = iter(self.engine.stream_frames(self.segments[index], segment_sampling(self.sampling, index), **voice))
         else:
             src.promote()
         self.current, self.index, self.read = src, index, 0
-        for j in range(index + 1, min(len(self.segments), index + 1 + self.look_ahead)):
-            if j not in self._ahead:
-                self._ahead[j] = self.engine.stream_frames(
-                    self.segments[j], segment_sampling(self.sampling, j),
-                    **({} if self.speaker is None else {"speaker": self.speaker}), look_ahead=True, group=self.group)
+        self._refill()
         return src
+
+    def refill(self) -> None:
+        """Open the next segments while fewer than `look_ahead` ahead are still generating."""
+        with self._lock:
+            if not self.cancelled:
+                self._refill()
+
+    def _refill(self) -> None:  # holds self._lock
+        if not self.look_ahead or self.index is None:
+            return
+        generating = sum(1 for src in self._ahead.values() if not src.finished)
+        j = max([self.index, *self._ahead]) + 1
+        while generating < self.look_ahead and j < len(self.segments):
+            self._ahead[j] = self.engine.stream_frames(
+                self.segments[j], segment_sampling(self.sampling, j),
+                **({} if self.speaker is None else {"speaker": self.speaker}), look_ahead=True, group=self.group)
+            generating, j = generating + 1, j + 1
 
     def all(self) -> list[Any]:
         return [s for s in (self.current, *list(self._ahead.values())) if s is not None]

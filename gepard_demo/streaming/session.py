@@ -244,6 +244,7 @@ class SynthesisSession(OnceIterableSession):
                 seg_end = None
                 while True:
                     self._hold_back(dec, t0)
+                    self._sources.refill()  # a segment ahead finished: the next one joins the batch
                     with self._lock:
                         if self._cancel.is_set():
                             seg_end = "cancel"
