@@ -120,6 +120,13 @@ class TicketFrames:
         """Frames generated so far (read or not)."""
         return self.ticket.frames
 
+    def pace(self) -> float | None:
+        """Audio seconds it makes per wall second (its frames since its first one), or None yet."""
+        t = self.ticket
+        if t.first_frame_at is None or t.frames < 2:
+            return None
+        return t.frames / FRAME_RATE_HZ / max(time.perf_counter() - t.first_frame_at, 1e-3)
+
     @property
     def finished(self) -> bool:
         """Every frame of it is generated (it may not all be read yet)."""

@@ -217,6 +217,8 @@ class SynthesisSession(OnceIterableSession):
         def emit(samples: np.ndarray, frame_start: int, frame_end: int, final: bool) -> AudioChunk:
             chunk = dec.chunk(samples, frame_start, frame_end, final, time.perf_counter() - t0)
             self._keep(samples)
+            if stats.ttfa_s is not None and not self._sources.released:
+                self._sources.refill(released=True)  # the first audio is out: the next segments may start
             return chunk
 
         def finish() -> None:
@@ -244,7 +246,8 @@ class SynthesisSession(OnceIterableSession):
                 seg_end = None
                 while True:
                     self._hold_back(dec, t0)
-                    self._sources.refill()  # a segment ahead finished: the next one joins the batch
+                    # Once the first chunk is out, the next segments join the batch as others finish.
+                    self._sources.refill(released=stats.ttfa_s is not None)
                     with self._lock:
                         if self._cancel.is_set():
                             seg_end = "cancel"

@@ -218,11 +218,11 @@
       if (a.pushes === 1) a.firstChunkS = got;
       const since = (performance.now() - s.firstByteAt) / 1000;
       const measured = a.pushes >= 2 && since >= 0.1 ? (got - a.firstChunkS) / since : null;
-      // A long text's later segments are made beside the first: the whole text arrives at the
-      // rate of all its rows together (text.rate), and the audio made in order beyond what was sent
-      // (text.ahead_s) arrives as fast as the codec decodes it: A + G >= T (1 - R).
+      // A long text's later segments are made beside the one playing. The audio plays in order: what
+      // was made in order beyond what was sent (text.ahead_s) comes as fast as the codec decodes it,
+      // the rest at the pace of the earliest segment still being made (text.rate): A + G >= T (1 - R).
       const text = s.longText;
-      const rate = text && text.rate ? Math.max(text.rate, measured || 0) : (measured !== null ? measured : a.hint);
+      const rate = text && text.rate ? text.rate : (measured !== null ? measured : a.hint);
       const ready = text ? text.ahead_s : 0;
       a.rate = rate;
       a.expectedS = Math.max(a.expectedS, got + 0.5);
