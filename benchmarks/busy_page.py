@@ -74,8 +74,10 @@ def cause(message: str) -> str:
     return next((name for text, name in CAUSES.items() if text in message), f"other: {message[:120]}")
 
 
-def drive(url: str, generates: int, clients: int, max_frames: int) -> tuple[int, Counter, float]:
-    """Each visitor makes its share one after another; (answered, refusals by cause, wall s)."""
+def drive(url: str, generates: int, clients: int, max_frames: int,
+          on_answer=lambda n: None) -> tuple[int, Counter, float]:
+    """Each visitor makes its share one after another; (answered, refusals by cause, wall s).
+    `on_answer(n)` is called with the running count after each answered Generate."""
     from gradio_client.exceptions import AppError
 
     shares = [generates // clients + (1 if i < generates % clients else 0) for i in range(clients)]
@@ -91,6 +93,7 @@ def drive(url: str, generates: int, clients: int, max_frames: int) -> tuple[int,
                     with lock:
                         if status.startswith("Done"):
                             answered[0] += 1
+                            on_answer(answered[0])
                         else:
                             refused[f"other: {status[:120]}"] += 1
                 except AppError as exc:
@@ -131,7 +134,11 @@ def main() -> int:
         kept = Sampler(lambda: httpx.get(f"{url}/gepard/load", timeout=10).json()["kept_bytes"], 0.2)
         rss.start()
         kept.start()
-        answered, refused, wall = drive(url, a.generates, a.clients, a.max_frames)
+        # RSS after every tenth of the Generates: whether the process levels off once the kept
+        # jobs reach their steady state (60 s of finished Generates) or keeps growing.
+        step, trace = max(1, a.generates // 10), {}
+        on_answer = lambda n: trace.setdefault(n, rss_bytes(proc.pid)) if n % step == 0 else None  # noqa: E731
+        answered, refused, wall = drive(url, a.generates, a.clients, a.max_frames, on_answer)
         time.sleep(2.0)
         end = rss_bytes(proc.pid)
         load = httpx.get(f"{url}/gepard/load", timeout=10).json()
@@ -149,6 +156,7 @@ def main() -> int:
         "answered": answered, "refused_by_cause": dict(refused),
         "wall_s": round(wall, 1), "answered_per_min": round(60 * answered / wall, 1),
         "rss_mb": {"start": mb(start), "peak": mb(max(rss.peak, start, end)), "end": mb(end)},
+        "rss_mb_after_answered": {n: mb(v) for n, v in sorted(trace.items())},
         "kept_audio_mb": {"peak": mb(kept.peak), "end": mb(load["kept_bytes"]), "bound": mb(load["keep_bytes"])},
         "finished_jobs_kept_at_end": load["kept"], "dropped_unheard": load["dropped"],
     }, indent=2))
