@@ -18,6 +18,7 @@ Targets (issue 34, 2 vCPU, AVX-512): effective RTF at most 0.5 where one stream 
 another. Writes artifacts/long_text.json. Measure on a quiet machine.
 
     .venv/bin/python benchmarks/long_text.py [--max-frames 120] [--look-ahead 3] [--chars 2400]
+    .venv/bin/python benchmarks/long_text.py --chars 2000 --ttfa-rounds 6   # TTFA alone, interleaved
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def parse_args():
     p.add_argument("--max-batch", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--chromium", default="/usr/bin/chromium")
+    p.add_argument("--ttfa-rounds", type=int, default=0,
+                   help="instead: the first segment's TTFA only, both modes interleaved for N rounds, no browser")
     add_speed_flags(p)
     p.add_argument("--out", default=str(ROOT / "artifacts" / "long_text.json"))
     return p.parse_args()
@@ -105,6 +108,45 @@ def run_mode(engine_host, look_ahead: int, max_batch: int, text: str, args) -> d
     }
 
 
+def ttfa_rounds(base, text: str, args) -> int:
+    """The first segment's time to first audio in both modes, interleaved round by round on one
+    engine (the browser run gives one sample per mode, each on its own host, in a fixed order).
+    Each request is cancelled once its first chunk is out; the first round is a warm-up."""
+    import statistics
+    import time
+
+    from app import DEMO_STREAM
+    from gepard_demo.settings import BatchingSettings
+    from gepard_demo.ui.model_host import ModelHost
+
+    hosts = {}
+    for n in (0, args.look_ahead):
+        hosts[n] = ModelHost(base.engine, base.codec, requested=base.requested)
+        hosts[n].batch(BatchingSettings(max_batch=args.max_batch, look_ahead=n))
+    ttfa = {n: [] for n in hosts}
+    sampling = base.engine.default_sampling().replace(max_frames=args.max_frames, seed=args.seed)
+    try:
+        for r in range(args.ttfa_rounds + 1):
+            for n in (sorted(hosts) if r % 2 else sorted(hosts, reverse=True)):
+                session = hosts[n].new_session(text, sampling, DEMO_STREAM, request_start=time.perf_counter(),
+                                               max_text_chars=50_000)
+                chunks = iter(session)
+                next(chunks)
+                if r:
+                    ttfa[n].append(session.stats.ttfa_s * 1000)
+                session.cancel()
+                for _ in chunks:  # drains at once: every segment's request was let go
+                    pass
+                time.sleep(0.5)
+    finally:
+        for host in hosts.values():
+            host.scheduler.close()
+    for n, values in ttfa.items():
+        name = "one after another" if n == 0 else f"ahead ({n})"
+        print(f"{name:>20} TTFA ms median {statistics.median(values):.0f}  rounds {[round(v) for v in values]}")
+    return 0
+
+
 def main() -> int:
     args = parse_args()
     from gepard_demo.speed.flags import speed_for
@@ -121,6 +163,8 @@ def main() -> int:
     base.codec = apply_codec_speed(base.codec, speed)
     print(f"{len(text)} characters, {len(split_text(text))} segments, {args.max_frames} frames each; "
           f"speed: {base.engine.model_info.speed}", flush=True)
+    if args.ttfa_rounds:
+        return ttfa_rounds(base, text, args)
     rows = [run_mode(base, n, args.max_batch, text, args) for n in (0, args.look_ahead)]
     seq, ahead = rows
     result = {"cpu": _flags(), "speed": base.engine.model_info.speed, "one_after_another": seq, "ahead": ahead,
