@@ -223,6 +223,13 @@ def test_a_long_text_is_one_call_making_its_segments_together(spaces_app, device
     assert len(audio) == 150 * 1024  # every segment's frames, each once
 
 
+def ended_how(job) -> str:
+    try:
+        return f"answered {job.result(timeout=5)!r:.300}"
+    except Exception as e:  # noqa: BLE001 - the refusal or failure is what the message reports
+        return f"raised {e!r:.500}"
+
+
 REFUSALS = [
     (QUOTA, TOKEN, "Your ZeroGPU quota for today is used up ("),
     (QUOTA, None, "No GPU for visitors who are not logged in right now"),
@@ -250,12 +257,34 @@ def test_refusals_are_one_clear_line(spaces_app, device_api, answer, token, line
         assert "12 s left today" in message
 
 
+def registry_load(url: str) -> dict:
+    """What the page's job registry holds (GET /gepard/load): Generates running, finished kept."""
+    import httpx
+
+    return httpx.get(url + "/gepard/load", timeout=10).json()
+
+
 def test_several_visitors_calls_run_at_once(spaces_app, device_api):
+    # Both visitors come from 127.0.0.1, as every earlier test's did: a Generate of theirs still
+    # counted as running would take one of this address's two places and refuse a visitor here.
+    # Every earlier Generate has ended or been stopped; one still running is a leak, said as one.
+    wait_until(lambda: registry_load(spaces_app[0])["running"] == 0, 30, "the earlier tests' Generates ending")
     clients = [api_client(spaces_app[0]) for _ in range(2)]
     jobs = [c.submit(*api_args("Two visitors at once.", seed=ENDLESS_SEED, max_frames=4096), api_name="/generate")
             for c in clients]
+
+    def both_running() -> bool:
+        for j in jobs:  # one that ended (refused, failed) will never hold a call: say how it ended
+            assert not j.done(), f"a visitor's Generate ended before both calls ran: {ended_how(j)}"
+        return len(device_api.active) >= 2
+
     try:
-        wait_until(lambda: len(device_api.active) >= 2, 90, "both visitors' GPU calls")
+        try:
+            wait_until(both_running, 90, "both visitors' GPU calls")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; calls active: {len(device_api.active)}; registry: "
+                                 f"{registry_load(spaces_app[0])}; the app's log ends:\n"
+                                 f"{spaces_app[1].read_text()[-3000:]}") from None
         assert device_api.peak_active >= 2  # each its own call, at the same time
     finally:
         for c, j in zip(clients, jobs):
