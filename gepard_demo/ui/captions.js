@@ -6,7 +6,9 @@
 // container whose data-audio-from names a Gradio Audio (the Eval tab's coloured words).
 //
 // window.gepardCaptions.stats is what the tests read: polls, the last answer, highlights
-// ([clock seconds, word index, performance.now()] each time the lit word changed), plays ([seconds, url]).
+// ([clock seconds, word index, performance.now()] each time the lit word changed), arrivals
+// ([performance.now(), words known] each time more words came: a word can be lit only after its
+// segment's words have arrived), plays ([seconds, url]).
 (function () {
   const CFG = window.GEPARD_CAPTIONS_CONFIG || {};
   const PREFIX = CFG.wordsPrefix || 'gepard/words/';
@@ -35,7 +37,7 @@
       this.data = null;
       this.audio = null;  // the element a click plays from
       this.active = -1;
-      this.stats = {polls: 0, answer: null, highlights: [], plays: [], note: null};
+      this.stats = {polls: 0, answer: null, highlights: [], arrivals: [], plays: [], note: null};
       this.loop = this.loop.bind(this);
       requestAnimationFrame(this.loop);
     }
@@ -47,7 +49,7 @@
       this.jobId = jobId;
       this.data = null;
       this.active = -1;
-      this.stats = {polls: 0, answer: null, highlights: [], plays: [], note: null};
+      this.stats = {polls: 0, answer: null, highlights: [], arrivals: [], plays: [], note: null};
       this.render();
       this.poll(jobId);
     }
@@ -63,6 +65,9 @@
             this.stats.polls += 1;
             this.stats.answer = d;
             const grew = !this.data || (d.words || []).length !== (this.data.words || []).length || d.state !== this.data.state;
+            if ((d.words || []).length > ((this.data && this.data.words) || []).length) {
+              this.stats.arrivals.push([performance.now(), d.words.length]);
+            }
             this.data = d;
             if (grew) this.render();
             if (d.state === 'done' || d.state === 'off') return;
