@@ -18,6 +18,8 @@
 
   // The authors' scorer's expected length of an utterance: 0.7 s + 0.4 s per word.
   function expectedSeconds(words) { return 0.7 + 0.4 * words; }
+  const MEASURE_S = 0.25;  // the automatic start buffer measures a stream's pace over this long at least
+  const PACE_MARGIN = 1.25;  // ... and plans for a pace this much slower (autoBuffer)
 
   function newJobId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -206,18 +208,21 @@
 
     // The automatic start buffer. A stream that arrives at r audio seconds per second (r < 1)
     // and lasts T seconds plays without a gap from the moment A seconds have arrived, where
-    // A >= T (1 - r): until then the player holds. r is measured on this stream from its second
-    // chunk on (audio after the first chunk / time since it), before that the server's hint
-    // (X-Gepard-Speed); T is
-    // the text's expected length (0.7 + 0.4 s per word, the authors' scorer), raised when more
-    // has already arrived. 10% and 0.2 s of margin. r >= 1.1 (faster than real time): start now.
+    // A >= T (1 - r): until then the player holds. r is measured on this stream once it has come
+    // for MEASURE_S over at least three chunks (audio after the first chunk / time since it: the
+    // first chunks can be a backlog that arrives in one burst, measured at 3x the pace that
+    // followed), before that the server's hint (X-Gepard-Speed); T is the text's expected length
+    // (0.7 + 0.4 s per word, the authors' scorer), raised when more has already arrived. The pace
+    // may fall after the start (another visitor's stream joins the batch, the CPU is shared): r
+    // counts as r / PACE_MARGIN; then 10% and 0.2 s of margin. All of T in hand, or r / PACE_MARGIN
+    // >= 1.1 (well faster than real time): start now.
     autoBuffer(jobId) {
       const s = this.stats, a = s.auto;
       const got = s.samplesReceived / SAMPLE_RATE;
       a.pushes += 1;
       if (a.pushes === 1) a.firstChunkS = got;
       const since = (performance.now() - s.firstByteAt) / 1000;
-      const measured = a.pushes >= 2 && since >= 0.1 ? (got - a.firstChunkS) / since : null;
+      const measured = a.pushes >= 3 && since >= MEASURE_S ? (got - a.firstChunkS) / since : null;
       // A long text's later segments are made beside the one playing. The audio plays in order: what
       // was made in order beyond what was sent (text.ahead_s) comes as fast as the codec decodes it,
       // the rest at the pace of the earliest segment still being made (text.rate): A + G >= T (1 - R).
@@ -225,11 +230,13 @@
       const rate = text && text.rate ? text.rate : (measured !== null ? measured : a.hint);
       const ready = text ? text.ahead_s : 0;
       a.rate = rate;
+      const expected = a.expectedS;
       a.expectedS = Math.max(a.expectedS, got + 0.5);
       let need;
-      if (rate !== null && rate >= 1.1) need = 0;
+      if (!text && got >= expected) need = 0;  // all it is expected to say is here
+      else if (rate !== null && rate / PACE_MARGIN >= 1.1) need = 0;  // well ahead of real time: start now
       else if (rate === null) need = null;  // no hint and not measured yet: keep holding
-      else need = Math.max(0, a.expectedS * Math.max(0, 1 - rate) * 1.1 + 0.2 - ready);
+      else need = Math.max(0, a.expectedS * Math.max(0, 1 - rate / PACE_MARGIN) * 1.1 + 0.2 - ready);
       a.needS = need;
       if (need !== null) {
         this.node.port.postMessage({type: 'prebuffer', jobId, prebuffer: Math.max(1, Math.round(need * SAMPLE_RATE))});
