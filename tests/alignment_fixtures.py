@@ -64,6 +64,44 @@ def spoken(pieces: list[str], gaps_s: list[float], lead_s: float = 0.3, tail_s: 
     return Spoken(np.concatenate(out), " ".join(pieces), edges, pieces)
 
 
+def core_sentences(n: int, least: int = 6, most: int = 16) -> list[str]:
+    """The first n sentences of eval's core set with least to most words."""
+    import json
+    from pathlib import Path
+
+    rows = (Path(__file__).resolve().parents[1] / "eval/sets/core.jsonl").read_text().splitlines()
+    return [t for t in (json.loads(r)["text"] for r in rows) if least <= len(t.split()) <= most][:n]
+
+
+def thirds(sentence: str) -> list[str]:
+    """A sentence cut at two word boundaries into three pieces."""
+    w = sentence.split()
+    cuts = [0, len(w) // 3, 2 * len(w) // 3, len(w)]
+    return [" ".join(w[a:b]) for a, b in zip(cuts, cuts[1:])]
+
+
+def joined(pieces: list[str], lead_s: float = 0.3, tail_s: float = 0.3) -> Spoken:
+    """The pieces spoken apart and joined with no gap: each join is a word edge inside connected
+    speech that no pause marks (its true place: where the piece before it ends). Each piece is cut
+    to its sound, so a join has the dip of two cut edges: a signal-based remedy reads it more easily
+    than an edge inside one utterance, and the figures measured on joins are a lower bound."""
+    return spoken(pieces, [0.0] * (len(pieces) - 1), lead_s, tail_s)
+
+
+def join_errors(alignment, sp: Spoken) -> list[float]:
+    """Signed errors (aligned - true, seconds) of the two words' edges at each join."""
+    errors, k = [], 0
+    for (_, end), piece in zip(sp.edges[:-1], sp.pieces[:-1]):
+        k += len(piece.split())
+        errors += [alignment.words[k - 1].end - end, alignment.words[k].start - end]
+    return errors
+
+
+def utterance_errors(alignment, sp: Spoken) -> tuple[float, float]:
+    """Signed errors (aligned - true, seconds) of the first word's start and the last word's end."""
+    return alignment.words[0].start - sp.edges[0][0], alignment.words[-1].end - sp.edges[-1][1]
+
+
 # Three sentences with pauses between them; eight words each spoken alone with pauses between.
 SENTENCES = ["The quick brown fox jumps over the lazy dog.", "Then it runs into the park and hides.",
              "Nobody saw where it went."]

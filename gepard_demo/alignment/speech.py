@@ -36,22 +36,39 @@ LEVEL_WINDOW = 160  # 10 ms
 QUIET_DB = 35.0  # a 10 ms window this far below the loudest one is not speech
 
 
-def speech_seconds(audio16k: np.ndarray) -> list[tuple[float, float]]:
-    """The speech as (start, end) seconds at the aligner's resolution: Silero's spans (no padding,
-    pauses of 100 ms or more are gaps, a word edge snaps to them), each tightened to its first and
-    last 10 ms window within QUIET_DB of the loudest: Silero decides on 32 ms windows and holds a
-    span open after the speech (measured on Piper: 30-80 ms past a word's end), which would give
-    the next word, lost in a truncation, a place in the audio."""
+def levels(audio16k: np.ndarray) -> np.ndarray:
+    """The level of each whole LEVEL_WINDOW (10 ms) of the audio, in dB (mean square)."""
     x = np.asarray(audio16k, np.float32)
     n = len(x) // LEVEL_WINDOW
+    return 10 * np.log10((x[: n * LEVEL_WINDOW].reshape(n, LEVEL_WINDOW).astype(np.float64) ** 2).mean(axis=1) + 1e-12)
+
+
+def speech_seconds(audio16k: np.ndarray) -> list[tuple[float, float]]:
+    """The speech as (start, end) seconds at the aligner's resolution: Silero's spans (no padding,
+    pauses of 100 ms or more are gaps, a word edge snaps to them), each fitted to the 10 ms windows
+    within QUIET_DB of the loudest. Silero decides on 32 ms windows, so its edges are off both
+    ways: it holds a span open after the speech (measured on Piper: 30-80 ms past a word's end),
+    which would give the next word, lost in a truncation, a place in the audio, so a span is
+    tightened to its first and last loud window; and it opens a span late, on a soft onset ("h",
+    "f", a breathy vowel: 20-50 ms after the sound starts, every one of 12 sentences), so a span
+    is widened while the windows just outside it are loud too, never into the span before or after."""
+    x = np.asarray(audio16k, np.float32)
+    level = levels(x)
+    n = len(level)
     if n == 0:
         return []
-    level = 10 * np.log10((x[: n * LEVEL_WINDOW].reshape(n, LEVEL_WINDOW) ** 2).mean(axis=1) + 1e-12)
     loud = level >= level.max() - QUIET_DB
-    out = []
+    windows = []
     for a, b in speech_spans(x, pad_ms=0, min_silence_ms=100):
         i, j = a // LEVEL_WINDOW, min(n, -(-b // LEVEL_WINDOW))
         hits = np.nonzero(loud[i:j])[0]
         if len(hits):
-            out.append((float(i + hits[0]) * LEVEL_WINDOW / ASR_RATE, float(i + hits[-1] + 1) * LEVEL_WINDOW / ASR_RATE))
-    return out
+            windows.append([i + hits[0], i + hits[-1] + 1])
+    for k, w in enumerate(windows):
+        floor = windows[k - 1][1] if k else 0
+        while w[0] > floor and loud[w[0] - 1]:
+            w[0] -= 1
+        ceiling = windows[k + 1][0] if k + 1 < len(windows) else n
+        while w[1] < ceiling and loud[w[1]]:
+            w[1] += 1
+    return [(float(a) * LEVEL_WINDOW / ASR_RATE, float(b) * LEVEL_WINDOW / ASR_RATE) for a, b in windows]
