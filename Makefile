@@ -2,6 +2,8 @@
 # make test: install the system packages the tests need (.ci/apt-packages.txt: as root or with
 #            passwordless sudo, else it stops and prints the command), set up .venv (+ test
 #            extras) and run the whole test suite
+# make test-slowed: the whole suite with a busy loop pinned on each core (.ci/slowed.sh), as the
+#            pool's slowest host runs it: the check before a submission that no test assumes speed
 # make test-isa: the numerics-sensitive tests again under the pool's other CPU kinds' instruction
 #            sets (AVX2 only; AVX-512 with BF16, no AMX): .ci/test-isa.sh
 PYTHON ?= python3
@@ -9,7 +11,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo test test-isa setup setup-test system-packages bench clean
+.PHONY: demo test test-slowed test-isa setup setup-test system-packages bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +41,9 @@ demo: setup
 
 test: system-packages setup-test
 	$(PY) -m pytest
+
+test-slowed: system-packages setup-test
+	.ci/slowed.sh $(PY) -m pytest
 
 test-isa: setup-test
 	PY=$(PY) .ci/test-isa.sh
