@@ -6,12 +6,18 @@ past one 30 s Whisper window), after one warm call; the median of --rounds calls
 are interleaved round by round so drift hits all alike. The target (issue 35): at most 0.2 CPU-s
 per audio-s with the default weights on 2 vCPU (--threads 2).
 
-Boundary error: Piper pieces spoken one by one with silences of known length between them
-(tests/alignment_fixtures.py: each piece's own silence cut at -40 dBFS, so its true start and end
-are where its samples were put); the error of the first word's start and the last word's end of
-each piece: 12 sentences of the core set with 0.3-1.0 s between them, and 8 words spoken alone with
-0.25-0.5 s between them. Mean, median, p90, max in ms, and how many of the pieces' words came out
-aligned.
+Boundary error, on Piper pieces each spoken alone and cut to its own sound at -40 dBFS
+(tests/alignment_fixtures.py), so a piece's true start and end are where its samples were put:
+- next to silences: pieces with silences of known length between them; the error of the first
+  word's start and the last word's end of each piece: 12 sentences of the core set with 0.3-1.0 s
+  between them, and 8 words spoken alone with 0.25-0.5 s between them;
+- at joins: 30 core-set sentences of 8-20 words, each cut into three pieces at word boundaries,
+  spoken apart and joined with no gap: the two words' edges at each join (60 joins, 120 edges), an
+  edge inside connected speech that no pause marks (each piece cut to its sound, so a join has a
+  dip: a lower bound for an edge inside one utterance);
+- at the utterance's start and end: the first word's start and the last word's end of 12 core-set
+  sentences of 6-16 words, joined as above, with no silence around them and with 0.3 s.
+Mean, median, p90, max in ms, and how many of the words came out aligned.
 
 Run: .venv/bin/python benchmarks/alignment_cost.py [--threads 2] [--rounds 5] [--quick]
 Measure on a quiet machine.
@@ -34,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from alignment_fixtures import RATE, WORD_GAPS, WORDS, boundary_errors, say, spoken  # noqa: E402
+from alignment_fixtures import (RATE, WORD_GAPS, WORDS, boundary_errors, core_sentences, join_errors,  # noqa: E402
+                                joined, say, spoken, thirds, utterance_errors)
 
 from gepard_demo.alignment.aligner import Aligner  # noqa: E402
 from gepard_demo.alignment.settings import AlignmentSettings  # noqa: E402
@@ -42,14 +49,9 @@ from gepard_demo.alignment.settings import AlignmentSettings  # noqa: E402
 CONFIGS = [("tiny.en", True), ("base", True), ("tiny.en", False)]  # (weights, trimmed encoder context)
 
 
-def core_sentences(n: int) -> list[str]:
-    rows = [json.loads(line) for line in (ROOT / "eval/sets/core.jsonl").read_text().splitlines()]
-    return [r["text"] for r in rows if 5 <= len(r["text"].split()) <= 16][:n]
-
-
 def lengths(quick: bool) -> list[tuple[str, np.ndarray, str]]:
     """(label, audio, text): one sentence, a few, past a 30 s window."""
-    sents = core_sentences(12)
+    sents = core_sentences(12, least=5)
     cases = [("1 sentence", 1), ("4 sentences", 4)] + ([] if quick else [("12 sentences", 12)])
     out = []
     for label, k in cases:
@@ -68,21 +70,36 @@ def cost(aligner: Aligner, audio: np.ndarray, text: str, rounds: int) -> float:
     return statistics.median(per)
 
 
-def edges(aligner: Aligner, quick: bool) -> dict:
-    sents = core_sentences(6 if quick else 12)
-    gaps = [0.3, 0.6, 1.0, 0.45]
-    cases = [spoken(sents[i: i + 3], [gaps[(i + j) % 4] for j in range(3)]) for i in range(0, len(sents), 3)]
-    cases.append(spoken(WORDS, WORD_GAPS))
-    errors, aligned, words = [], 0, 0
-    for sp in cases:
-        a = aligner.align(sp.audio, RATE, sp.text)
-        aligned += a.counts["aligned"]
-        words += len(a.words)
-        if all(w.timed for w in a.words):
-            errors += boundary_errors(a, sp)
+def _summary(errors: list[float], aligned: int, words: int) -> dict:
     e = np.abs(np.array(errors)) * 1000
     return {"edges": len(e), "mean_ms": float(e.mean()), "median_ms": float(np.median(e)),
             "p90_ms": float(np.quantile(e, 0.9)), "max_ms": float(e.max()), "aligned": f"{aligned}/{words}"}
+
+
+def edges(aligner: Aligner, quick: bool) -> dict:
+    """{place: summary} for the three kinds of known edge (module doc)."""
+    sents = core_sentences(6 if quick else 12, least=5)
+    gaps = [0.3, 0.6, 1.0, 0.45]
+    cases = [spoken(sents[i: i + 3], [gaps[(i + j) % 4] for j in range(3)]) for i in range(0, len(sents), 3)]
+    cases.append(spoken(WORDS, WORD_GAPS))
+    found = {}
+    for place, build, measure in (
+        ("next to silences", lambda: cases, boundary_errors),
+        ("at joins", lambda: [joined(thirds(t)) for t in core_sentences(10 if quick else 30, least=8, most=20)], join_errors),
+        ("utterance start", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],
+         lambda a, sp: [utterance_errors(a, sp)[0]]),
+        ("utterance end", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],
+         lambda a, sp: [utterance_errors(a, sp)[1]]),
+    ):
+        errors, aligned, words = [], 0, 0
+        for sp in build():
+            a = aligner.align(sp.audio, RATE, sp.text)
+            aligned += a.counts["aligned"]
+            words += len(a.words)
+            if all(w.timed for w in a.words):
+                errors += measure(a, sp)
+        found[place] = _summary(errors, aligned, words)
+    return found
 
 
 def main() -> int:
@@ -108,12 +125,13 @@ def main() -> int:
     print("| --- | " + " | ".join("---" for _ in CONFIGS) + " |")
     for label, _, _ in cases:
         print(f"| {label} | " + " | ".join(f"{statistics.median(costs[c][label]):.3f}" for c in CONFIGS) + " |")
-    print("\n| edge error (known silences) | " + " | ".join(names) + " |")
-    print("| --- | " + " | ".join("---" for _ in CONFIGS) + " |")
     found = {c: edges(aligners[c], args.quick) for c in CONFIGS}
-    for key in ("edges", "mean_ms", "median_ms", "p90_ms", "max_ms", "aligned"):
-        cells = [found[c][key] for c in CONFIGS]
-        print(f"| {key} | " + " | ".join(f"{v:.0f}" if isinstance(v, float) else str(v) for v in cells) + " |")
+    for place in found[CONFIGS[0]]:
+        print(f"\n| edge error, {place} | " + " | ".join(names) + " |")
+        print("| --- | " + " | ".join("---" for _ in CONFIGS) + " |")
+        for key in ("edges", "mean_ms", "median_ms", "p90_ms", "max_ms", "aligned"):
+            cells = [found[c][place][key] for c in CONFIGS]
+            print(f"| {key} | " + " | ".join(f"{v:.0f}" if isinstance(v, float) else str(v) for v in cells) + " |")
     default = statistics.median(statistics.median(v) for v in costs[CONFIGS[0]].values())
     print(f"\nDefault weights (tiny.en, trimmed): {default:.3f} CPU-s per audio-s (target <= 0.2): "
           f"{'met' if default <= 0.2 else 'NOT met'}")
