@@ -214,8 +214,8 @@
     // followed), before that the server's hint (X-Gepard-Speed); T is the text's expected length
     // (0.7 + 0.4 s per word, the authors' scorer), raised when more has already arrived. The pace
     // may fall after the start (another visitor's stream joins the batch, the CPU is shared): r
-    // counts as r / PACE_MARGIN; then 10% and 0.2 s of margin. All of T in hand, or r / PACE_MARGIN
-    // >= 1.1 (well faster than real time): start now.
+    // counts as r / PACE_MARGIN; then 10% and 0.2 s of margin. r / PACE_MARGIN >= 1.1 (well
+    // faster than real time): start now.
     autoBuffer(jobId) {
       const s = this.stats, a = s.auto;
       const got = s.samplesReceived / SAMPLE_RATE;
@@ -230,11 +230,9 @@
       const rate = text && text.rate ? text.rate : (measured !== null ? measured : a.hint);
       const ready = text ? text.ahead_s : 0;
       a.rate = rate;
-      const expected = a.expectedS;
       a.expectedS = Math.max(a.expectedS, got + 0.5);
       let need;
-      if (!text && got >= expected) need = 0;  // all it is expected to say is here
-      else if (rate !== null && rate / PACE_MARGIN >= 1.1) need = 0;  // well ahead of real time: start now
+      if (rate !== null && rate / PACE_MARGIN >= 1.1) need = 0;  // well ahead of real time: start now
       else if (rate === null) need = null;  // no hint and not measured yet: keep holding
       else need = Math.max(0, a.expectedS * Math.max(0, 1 - rate / PACE_MARGIN) * 1.1 + 0.2 - ready);
       a.needS = need;
