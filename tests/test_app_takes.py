@@ -244,10 +244,16 @@ def test_live_plot_and_gapless_playback_slower_than_real_time(browser, slow_demo
         stats = page.wait_for_function(ENDED, arg=job, timeout=60_000).json_value()
         assert stats["state"] == "ended" and stats["underruns"] == 0, stats
         assert stats["auto"]["rate"] < 1.0 and stats["startBufferMs"] > 500
-        # ...and did not wait for the whole utterance (benchmarks/demo_latency.py measures the wait against
-        # the smallest gapless start buffer of the run itself).
-        total = stats["samplesReceived"] / 22050
-        assert stats["startBufferMs"] / 1000 < 0.8 * total
+        # ...and held what the pace it met asks (player.js autoBuffer, computed here again), to within
+        # the chunk that crossed it, whatever that pace is on this host; so, at this engine's pace,
+        # not the whole utterance (benchmarks/demo_latency.py measures the wait against the smallest
+        # gapless start buffer of the run itself).
+        a, total = stats["auto"], stats["samplesReceived"] / 22050
+        need = max(0.0, a["expectedS"] * (1 - a["rate"] / 1.25) * 1.1 + 0.2)
+        assert a["needS"] == pytest.approx(need, abs=1e-6), a
+        assert stats["startBufferMs"] / 1000 <= need + 10 * 1024 / 22050 + 0.001, (stats["startBufferMs"], a)
+        if need < total - 10 * 1024 / 22050:
+            assert stats["startBufferMs"] / 1000 < total, (stats["startBufferMs"], total, a)
         page.wait_for_selector("#gepard-plot .gepard-pstop[data-live='0']", timeout=30_000)
     finally:
         ctx.close()
