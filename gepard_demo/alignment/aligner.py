@@ -95,7 +95,8 @@ class Aligner:
         words = text_words(text)
         if not words:
             return done(note=NO_WORDS)
-        speech = speech_seconds(x)
+        level = levels(x)
+        speech = speech_seconds(x, level)
         if sum(e - s for s, e in speech) < MIN_SPEECH_S:
             return done(note=NO_SPEECH)
         with self._lock, _no_denormals():
@@ -103,7 +104,7 @@ class Aligner:
             raw = self._raw_spans(x, words)
         from .refine import refine
 
-        return done(refine(words, raw, speech, self.settings.low_confidence, levels(x), LEVEL_WINDOW / ASR_RATE))
+        return done(refine(words, raw, speech, self.settings.low_confidence, level, LEVEL_WINDOW / ASR_RATE))
 
     def _raw_spans(self, x: np.ndarray, words: list[TextWord]) -> list[tuple[float, float, float]]:
         """Each word's DTW span (seconds) and probability, window by window (module doc, step 3)."""

@@ -43,7 +43,7 @@ def levels(audio16k: np.ndarray) -> np.ndarray:
     return 10 * np.log10((x[: n * LEVEL_WINDOW].reshape(n, LEVEL_WINDOW).astype(np.float64) ** 2).mean(axis=1) + 1e-12)
 
 
-def speech_seconds(audio16k: np.ndarray) -> list[tuple[float, float]]:
+def speech_seconds(audio16k: np.ndarray, level: np.ndarray | None = None) -> list[tuple[float, float]]:
     """The speech as (start, end) seconds at the aligner's resolution: Silero's spans (no padding,
     pauses of 100 ms or more are gaps, a word edge snaps to them), each fitted to the 10 ms windows
     within QUIET_DB of the loudest. Silero decides on 32 ms windows, so its edges are off both
@@ -51,9 +51,10 @@ def speech_seconds(audio16k: np.ndarray) -> list[tuple[float, float]]:
     which would give the next word, lost in a truncation, a place in the audio, so a span is
     tightened to its first and last loud window; and it opens a span late, on a soft onset ("h",
     "f", a breathy vowel: 20-50 ms after the sound starts, every one of 12 sentences), so a span
-    is widened while the windows just outside it are loud too, never into the span before or after."""
+    is widened while the windows just outside it are loud too, never into the span before or after.
+    level: the audio's levels() when the caller has them already."""
     x = np.asarray(audio16k, np.float32)
-    level = levels(x)
+    level = levels(x) if level is None else level
     n = len(level)
     if n == 0:
         return []
