@@ -30,7 +30,7 @@ import numpy as np
 
 from .result import Alignment
 from .settings import AlignmentSettings
-from .speech import ASR_RATE, LEVEL_WINDOW, levels, speech_seconds, to_16k
+from .speech import ASR_RATE, levels, speech_seconds, to_16k
 from .words import TextWord, text_words, whisper_text
 
 MARGIN_S = 2.0  # a window's words ending this close to its end wait for the next window
@@ -104,7 +104,7 @@ class Aligner:
             raw = self._raw_spans(x, words)
         from .refine import refine
 
-        return done(refine(words, raw, speech, self.settings.low_confidence, level, LEVEL_WINDOW / ASR_RATE))
+        return done(refine(words, raw, speech, self.settings.low_confidence, level))
 
     def _raw_spans(self, x: np.ndarray, words: list[TextWord]) -> list[tuple[float, float, float]]:
         """Each word's DTW span (seconds) and probability, window by window (module doc, step 3)."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .result import AlignedWord
+from .speech import ASR_RATE, LEVEL_WINDOW
 from .whisper_align import FRAME_S
 from .words import TextWord, spoken_letters
 
@@ -79,10 +80,10 @@ def _snap(edges: list[list[float]], present: list[bool], speech: list[tuple[floa
             edges[k][1], edges[k + 1][0] = g0, g1
 
 
-def _dip(edges: list[list[float]], present: list[bool], level, window_s: float) -> None:
+def _dip(edges: list[list[float]], present: list[bool], level: np.ndarray) -> None:
     """Step 2, in place: a meeting point left inside speech (no pause near it) moves to the
     quietest 10 ms within DIP_S of it when that is a dip DIP_DB below the loudest on each side."""
-    n = len(level)
+    n, window_s = len(level), LEVEL_WINDOW / ASR_RATE
     for k in range(len(edges) - 1):
         if not (present[k] and present[k + 1]) or edges[k][1] != edges[k + 1][0]:
             continue  # no frames, or already split by a pause
@@ -119,18 +120,16 @@ def _trim(a: float, b: float, speech: list[tuple[float, float]]) -> tuple[float,
 
 
 def refine(words: list[TextWord], raw: list[tuple[float, float, float]], speech: list[tuple[float, float]],
-           low_confidence: float, level=None, window_s: float = 0.01) -> list[AlignedWord]:
+           low_confidence: float, level: np.ndarray) -> list[AlignedWord]:
     """raw: per word (start, end, probability) from the DTW, seconds into the audio; speech: the
-    VAD's (start, end) seconds; level: the audio's level in dB per window_s (speech.levels), for
-    the dip step (None: no dip step)."""
+    VAD's (start, end) seconds; level: the audio's speech.levels (dB per 10 ms), for the dip step."""
     edges = [[s, e] for s, e, _ in raw]
     present = [e - s >= FRAME_S / 2 for s, e, _ in raw]
     # A word the path gave no frame is lost when Whisper does not hear it there either; one it
     # does hear (a short word squeezed between two others, ~0.5% of clean words) keeps its point.
     squeezed = [not has and p >= HEARD for has, (_, _, p) in zip(present, raw)]
     _snap(edges, present, speech)
-    if level is not None:
-        _dip(edges, present, level, window_s)
+    _dip(edges, present, level)
     _reach_end(edges, present, speech)
     spans: list[tuple[float, float] | None] = []
     for (a, b), has in zip(edges, present):
