@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.streaming.text_input import split_text  # noqa: E402
-from gepard_demo.zerogpu.budget import GpuBudget, Made, expected_speech_s  # noqa: E402
+from gepard_demo.units import FRAME_RATE_HZ, expected_speech_s, word_count  # noqa: E402
+from gepard_demo.zerogpu.budget import GpuBudget, Made  # noqa: E402
 
 FREE_QUOTA_S = 210  # 3.5 min a day on a free account (hub docs, facts §12)
 SENTENCE = "The weather is sunny today, with a light breeze from the west."
@@ -47,7 +48,7 @@ def calls(budget: GpuBudget, text: str, sampling: SamplingSettings, stops: bool,
     over at the first that did not (its frames read), or where the call's segments end (what the
     next segment has was made ahead, not read)."""
     segments = split_text(text)
-    need = [sampling.max_frames if not stops else min(sampling.max_frames, math.ceil(expected_speech_s(seg) * 21.5))
+    need = [sampling.max_frames if not stops else min(sampling.max_frames, math.ceil(expected_speech_s(word_count(seg)) * FRAME_RATE_HZ))
             for seg in segments]
     made: dict[int, int] = {}
     first, read, asks = 0, 0, []

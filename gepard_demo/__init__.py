@@ -2,6 +2,8 @@
 
 The subpackages follow the data path, text -> prompt -> talker frames -> codec audio -> stream:
 
+- units.py                       the audio's units (22.05 kHz, 1024 samples a frame) and the expected length of a text
+- bounded.py                     `Bounded`: the dict that keeps its newest entries (every cache and memory)
 - settings.py, settings_flags.py  the per-request settings every layer receives (and their CLI flags)
 - model/      the talker: config, prompt layout, sampling, the decode loop, `GepardEngine`
 - codec/      NanoCodec: codes -> audio (exact / lookback streaming), end-of-speech shaping

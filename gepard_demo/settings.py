@@ -10,9 +10,7 @@ import dataclasses
 import secrets
 from dataclasses import dataclass
 
-# NanoCodec makes 1024 samples a frame at 22.05 kHz: a frame is 46.4 ms of audio, 21.53 frames a second.
-FRAME_RATE_HZ = 22050 / 1024
-# So 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
+# 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
 MAX_FRAMES_LIMIT = 4096
 # Guidance past ~5 is far outside what the authors use (2-3); 10 leaves room to explore.

@@ -105,18 +105,18 @@ def test_a_segment_is_aligned_as_soon_as_its_audio_is_complete_and_feeding_never
     slowest, first_part = 0.0, None
     for chunk in session:
         t = time.perf_counter()
-        desk.feed("job-two", session, chunk.samples)
+        desk.feed("job-number-two", session, chunk.samples)
         slowest = max(slowest, time.perf_counter() - t)
         if first_part is None and chunk.frame_start >= frames:  # the second segment is playing
             deadline = time.monotonic() + 60
-            while desk.words("job-two")["segments"]["aligned"] < 1 and time.monotonic() < deadline:
+            while desk.words("job-number-two")["segments"]["aligned"] < 1 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            first_part = desk.words("job-two")
-    desk.finish("job-two", session)
+            first_part = desk.words("job-number-two")
+    desk.finish("job-number-two", session)
     assert first_part["state"] == "pending" and first_part["segments"] == {"aligned": 1, "of": 2}
     assert [w["w"] for w in first_part["words"]] == one.split()
     assert slowest < 0.02, slowest  # a counter and a queue put: never an alignment
-    whole = desk.alignment("job-two", wait_s=60)
+    whole = desk.alignment("job-number-two", wait_s=60)
     second = whole.words[len(one.split()):]
     assert [w.written for w in second] == two.split()
     assert abs(second[0].start - (frames * 1024 / RATE + 0.0)) <= 0.3  # placed where its samples are

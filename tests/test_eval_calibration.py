@@ -13,7 +13,8 @@ import pytest
 import eval.sweeps.calibration as cal
 from eval.charts.style import RunContext
 from eval.jsonio import write_json_atomic
-from eval.scoring.metrics import TRUNCATION_RATIO, expected_duration_s
+from eval.scoring.metrics import TRUNCATION_RATIO
+from gepard_demo.units import expected_speech_s
 from eval.sweeps.calibration import (
     DEFAULT_THRESHOLD,
     END_MARGIN,
@@ -61,7 +62,7 @@ def _by_rule(threshold: float, ids) -> tuple[float, float]:
     for uid in ids:
         _, p, frames = SOURCES[uid]
         d = derive(p, frames, TOP, threshold, MAX_FRAMES)
-        prem.append(d.frames * 1024 / 22050 / expected_duration_s(WORDS) < TRUNCATION_RATIO)
+        prem.append(d.frames * 1024 / 22050 / expected_speech_s(WORDS) < TRUNCATION_RATIO)
         run.append(d.runaway)
     return float(np.mean(prem)), float(np.mean(run))
 

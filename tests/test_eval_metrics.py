@@ -11,7 +11,8 @@ from eval.jsonio import append_jsonl, read_jsonl
 from eval.runs.seeds import utterance_seed
 from eval.runs.sets import SetError, load_set
 from eval.scoring.bootstrap import mean_ci, paired_mean_diff_ci, paired_ratio_diff_ci, ratio_ci
-from eval.scoring.metrics import expected_duration_s, length_figures, word_errors
+from eval.scoring.metrics import length_figures, word_errors
+from gepard_demo.units import expected_speech_s
 from eval.scoring.normalize import normalize
 
 
@@ -58,7 +59,7 @@ def test_corpus_vs_mean_wer():
 
 
 def test_length_figures():
-    assert expected_duration_s(5) == pytest.approx(2.7)
+    assert expected_speech_s(5) == pytest.approx(2.7)
     f = length_figures(words=5, frames=20, duration_s=1.0, stop_fired=True, end_deletions=0)
     assert f["duration_ratio"] == pytest.approx(1 / 2.7)
     assert f["truncated"] and not f["overlong"] and f["premature_stop"]

@@ -21,7 +21,8 @@ from gepard_demo.streaming.chunks import SegmentFrames
 from gepard_demo.streaming.session import AudioChunk, SessionCarry, SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, split_text
 from gepard_demo.zerogpu import tasks
-from gepard_demo.zerogpu.budget import CallPlan, GpuBudget, StartTimes, expected_speech_s
+from gepard_demo.units import expected_speech_s, word_count
+from gepard_demo.zerogpu.budget import CallPlan, GpuBudget, StartTimes
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import Resident
 from gepard_demo.zerogpu.session import GpuSession
@@ -58,7 +59,7 @@ def _paragraph(chars: int) -> str:
 def test_a_default_generate_of_a_sentence_asks_for_at_most_30_s():
     b, s = GpuBudget(), SamplingSettings()  # the page's defaults: a 1000-frame budget
     frames = b.call_frames(SENTENCE, 0, s)
-    assert frames == int(np.ceil(b.margin * expected_speech_s(SENTENCE) * 21.5))  # 1.5 x (0.7 + 0.4 x 12 words)
+    assert frames == int(np.ceil(b.margin * expected_speech_s(word_count(SENTENCE)) * 21.5))  # 1.5 x (0.7 + 0.4 x 12 words)
     assert b.ask_s(frames, s, 0) <= 30
     # Guided every frame it asks for more, still within 30 s; the old whole-budget ask was 44 s.
     g = s.replace(cfg_scale=2.5)

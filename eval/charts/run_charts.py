@@ -17,9 +17,9 @@ from eval.charts.budget_chart import token_budget
 from eval.charts.probe_charts import entropy_curves, probe_prediction
 from eval.charts.style import GREY, OKABE_ITO, RunContext, finish, new_figure, save_chart
 from eval.scoring.derail import DerailRule
-from eval.scoring.metrics import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, OVERLONG_RATIO, TRUNCATION_RATIO
+from eval.scoring.metrics import OVERLONG_RATIO, TRUNCATION_RATIO
+from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, FRAME_RATE_HZ, expected_speech_s
 
-FRAME_RATE_HZ = 21.5
 
 
 def save_figure(fig, path: Path) -> Path:
@@ -105,7 +105,7 @@ def frames_vs_words(df: pd.DataFrame, path: Path, context=None) -> Path:
     ax.scatter(df["words"][~runaway], frames[~runaway], s=14, color=OKABE_ITO[0], marker="o", alpha=0.8, label="ended by itself")
     ax.scatter(df["words"][runaway], frames[runaway], s=18, color=OKABE_ITO[5], marker="x", label="frame budget or force stop hit (runaway)")
     w = np.linspace(0, max(df["words"].max(), 1), 50)
-    ax.plot(w, (EXPECTED_BASE_S + EXPECTED_PER_WORD_S * w) * FRAME_RATE_HZ, "k--", lw=1, label="expected length")
+    ax.plot(w, np.array([expected_speech_s(int(n)) for n in w]) * FRAME_RATE_HZ, "k--", lw=1, label="expected length")
     ax.set_xlabel("words in the text")
     ax.set_ylabel("frames (21.5 per second of audio)" if has_frames else "audio seconds x 21.5 (frame equivalents)")
     ax.legend(fontsize=7)

@@ -50,10 +50,10 @@ from gepard_demo.serving.client import (
     guardrail_fields,
     guidance_fields,
 )
-from gepard_demo.serving.protocol import SAMPLE_RATE, pcm16_to_float
+from gepard_demo.serving.protocol import pcm16_to_float
 from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
 
-SAMPLES_PER_FRAME = 1024
 RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
                "rerun the same command (any --server-url) to resume.")
 

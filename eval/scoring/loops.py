@@ -27,7 +27,7 @@ import jiwer
 import numpy as np
 
 from eval.scoring.metrics import trailing_edits
-from gepard_demo.settings import FRAME_RATE_HZ
+from gepard_demo.units import FRAME_RATE_HZ
 
 NGRAM_EXCESS = 2
 UNIGRAM_EXCESS = 3

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 
 import jiwer
 
-EXPECTED_BASE_S = 0.7
-EXPECTED_PER_WORD_S = 0.4
+from gepard_demo.units import expected_speech_s
+
 TRUNCATION_RATIO = 0.5
 OVERLONG_RATIO = 2.0
 CATASTROPHIC_WER = 0.5
@@ -92,16 +92,12 @@ def word_errors(ref_norm: str, hyp_norm: str) -> WordErrors:
     return WordErrors(len(ref_words), w.hits, w.substitutions, w.deletions, w.insertions, end_del, char_edits, len(ref_norm))
 
 
-def expected_duration_s(words: int) -> float:
-    return EXPECTED_BASE_S + EXPECTED_PER_WORD_S * words
-
-
 def length_figures(words: int, frames: int, duration_s: float, stop_fired: bool, end_deletions: int | None) -> dict:
     """Length and stop-head figures of one utterance (definitions in the module docstring).
 
     end_deletions is None before ASR scoring; premature_stop then uses the ratio alone.
     """
-    expected = expected_duration_s(words)
+    expected = expected_speech_s(words)
     ratio = duration_s / expected
     premature = bool(stop_fired) and (ratio < TRUNCATION_RATIO or bool(end_deletions))
     return {

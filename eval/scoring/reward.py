@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 
 import jiwer
 
-SECONDS_PER_FRAME = 1024 / 22050
+from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, FRAME_S, word_count
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ class RewardWeights:
     w_sim: float = 0.5
     dur_min_ratio: float = 0.3
     dur_max_ratio: float = 2.0
-    sec_base: float = 0.7
-    sec_per_word: float = 0.4
+    sec_base: float = EXPECTED_BASE_S
+    sec_per_word: float = EXPECTED_PER_WORD_S
     clean_max_wer: float = 0.2
 
     def as_dict(self) -> dict:
@@ -69,7 +69,7 @@ def basic_normalize(text: str) -> str:
 def speech_seconds(frames, duration_s: float, silence_ms: float = 0.0) -> float:
     """dur: frames x 1024 / 22050 when frames are known, else the audio minus the end silence."""
     if frames is not None and frames == frames:
-        return float(frames) * SECONDS_PER_FRAME
+        return float(frames) * FRAME_S
     return max(0.0, float(duration_s) - float(silence_ms or 0.0) / 1000)
 
 
@@ -83,7 +83,7 @@ def reward(text: str, hyp: str, dur: float, truncated: bool | None, sim: float |
     else:
         wer = 1.0 if empty else float(jiwer.wer(ref_n, hyp_n))
         cer = 1.0 if empty else float(jiwer.cer(ref_n, hyp_n))
-    expected = w.sec_base + w.sec_per_word * max(1, len(text.split()))
+    expected = w.sec_base + w.sec_per_word * max(1, word_count(text))
     dur_min, dur_max = expected * w.dur_min_ratio, expected * w.dur_max_ratio
     has_sim = sim is not None and sim == sim
     r = (-w.w_wer * wer - w.w_over * max(0.0, dur - dur_max) - w.w_short * (1.0 if dur < dur_min else 0.0)

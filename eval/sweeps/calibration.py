@@ -32,12 +32,12 @@ import numpy as np
 import pandas as pd
 
 from eval.charts.style import RunContext, finish, fmt_value, new_figure, save_chart, series_style
-from eval.scoring.metrics import TRUNCATION_RATIO, expected_duration_s
+from eval.scoring.metrics import TRUNCATION_RATIO
 from eval.scoring.rates import wilson
 from eval.sweeps.thresholds import derive
 from gepard_demo.settings import SamplingSettings
+from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME, expected_speech_s
 
-SAMPLES_PER_FRAME = 1024
 DEFAULT_THRESHOLD = SamplingSettings().stop_threshold  # the engine's default, marked on the charts
 WINDOW = 30  # steps before the stop shown in the aligned chart
 CURVE_POINTS = 40  # evenly spaced thresholds of the trade-off curve (derived: they cost no generation)
@@ -90,8 +90,8 @@ def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thres
                 d = derive(p, int(r["frames"]), source_threshold, float(t), max_frames,
                            force_stop=None if cap is None or pd.isna(cap) else int(cap))
                 sr = r.get("sample_rate")
-                dur = d.frames * SAMPLES_PER_FRAME / float(sr if sr and not pd.isna(sr) else 22050) + silence_ms / 1000.0
-                trunc.append(dur / expected_duration_s(int(r["words"])) < TRUNCATION_RATIO)
+                dur = d.frames * SAMPLES_PER_FRAME / float(sr if sr and not pd.isna(sr) else SAMPLE_RATE) + silence_ms / 1000.0
+                trunc.append(dur / expected_speech_s(int(r["words"])) < TRUNCATION_RATIO)
                 run.append(d.runaway)
             if not trunc:
                 continue

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from gepard_demo.model.batch import BatchRequest
 from gepard_demo.model.generation import FrameStep
-from gepard_demo.settings import FRAME_RATE_HZ
+from gepard_demo.units import FRAME_RATE_HZ
 
 _CLOSED = object()  # what cancel() puts in a stream's handoff: a consumer waiting for a frame stops waiting
 

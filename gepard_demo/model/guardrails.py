@@ -19,24 +19,18 @@ streaming session and the thin client can check "auto" against a text without lo
 
 from __future__ import annotations
 
-from gepard_demo.settings import AUTO, FRAME_RATE_HZ, SamplingSettings, SettingsError
+from gepard_demo.settings import AUTO, SamplingSettings, SettingsError
+from gepard_demo.units import FRAME_RATE_HZ, expected_speech_s, word_count
 
 # How a run can end besides the stop head; both count as runaways (the force stop is one the
 # authors' guardrail caught).
 RUNAWAY_ENDS = ("budget", "force_stop")
 
 # The authors' rollout cap (conf/dpo/sampling/default.yaml): cap_expected_multiple, cap_min_frames,
-# cap_max_frames; and their scorer's expected duration (conf/dpo/reward/default.yaml).
+# cap_max_frames. The expected duration is their scorer's (units.expected_speech_s).
 AUTO_MULTIPLE = 4.0
 AUTO_MIN_FRAMES = 80
 AUTO_MAX_FRAMES = 300
-SEC_BASE = 0.7
-SEC_PER_WORD = 0.4
-
-
-def expected_speech_s(text: str) -> float:
-    """The authors' expected duration of `text` spoken: 0.7 s + 0.4 s a word (at least one word)."""
-    return SEC_BASE + SEC_PER_WORD * max(1, len(text.split()))
 
 
 def auto_force_stop(text: str) -> int:
@@ -47,7 +41,7 @@ def auto_force_stop(text: str) -> int:
     if not any(ch.isalnum() for ch in text):
         raise SettingsError(f"force_stop_frames {AUTO!r} scales the cap to the text's words, and {text!r} has none: "
                             "give a number of frames, or leave it off")
-    cap = int(AUTO_MULTIPLE * expected_speech_s(text) * FRAME_RATE_HZ)
+    cap = int(AUTO_MULTIPLE * expected_speech_s(word_count(text)) * FRAME_RATE_HZ)
     return max(AUTO_MIN_FRAMES, min(AUTO_MAX_FRAMES, cap))
 
 

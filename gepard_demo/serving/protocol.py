@@ -30,7 +30,8 @@ import numpy as np
 import soundfile as sf
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-SAMPLE_RATE = 22050  # Gepard's native rate; the only one served (sample_rate is refused)
+from gepard_demo.units import SAMPLE_RATE  # Gepard's native rate; the only one served (sample_rate is refused)
+
 SPEECH_PATH = "/v1/audio/speech"
 MODELS_PATH = "/v1/models"
 DEFAULT_VOICE = "default"

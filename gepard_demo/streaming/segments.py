@@ -26,7 +26,8 @@ import threading
 import time
 from typing import Any
 
-from gepard_demo.settings import FRAME_RATE_HZ, SamplingSettings
+from gepard_demo.settings import SamplingSettings
+from gepard_demo.units import FRAME_RATE_HZ
 
 
 def segment_seed(seed: int, index: int) -> int:

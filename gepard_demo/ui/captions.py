@@ -17,20 +17,20 @@ from __future__ import annotations
 
 import logging
 import queue
-import re
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gepard_demo.bounded import Bounded
 from gepard_demo.alignment.result import Alignment, merge
+from gepard_demo.units import SAMPLES_PER_FRAME
+
+from .jobs import JOB_ID_RE
 
 QUEUE = 8  # segments waiting for the aligner, all jobs together (a segment's audio is up to 17 MB)
 KEEP_JOBS = 256  # jobs whose words are kept (the newest)
-SAMPLES_PER_FRAME = 1024
-_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 log = logging.getLogger("gepard_demo.ui")
 
 
@@ -55,7 +55,7 @@ class CaptionDesk:
         self.aligner = aligner
         self.served = served
         self.off_reason = off_reason
-        self._jobs: OrderedDict[str, JobWords] = OrderedDict()
+        self._jobs: Bounded[str, JobWords] = Bounded(KEEP_JOBS)
         self._lock = threading.Lock()
         self._queue: queue.Queue = queue.Queue(QUEUE)
         self._thread: threading.Thread | None = None
@@ -69,8 +69,6 @@ class CaptionDesk:
             job = self._jobs.get(job_id)
             if job is None:
                 job = self._jobs[job_id] = JobWords(list(getattr(session, "segments", None) or [session.text]))
-                while len(self._jobs) > KEEP_JOBS:
-                    self._jobs.popitem(last=False)
             return job
 
     # -- the Generate's worker thread -----------------------------------------------------------
@@ -161,7 +159,7 @@ class CaptionDesk:
         """What the player fetches: state (off / unknown / pending / done), the words, one line."""
         if not self.on:
             return {"state": "off", "note": self.off_reason}
-        if not _ID.match(job_id or ""):
+        if not JOB_ID_RE.match(job_id or ""):
             return {"state": "unknown", "note": "not a job id"}
         with self._lock:
             job = self._jobs.get(job_id)

@@ -20,12 +20,12 @@ import logging
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterator
 
 import gradio as gr
 
+from gepard_demo.bounded import Bounded
 from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import TextError, read_text_file
@@ -61,7 +61,7 @@ class DemoController:
         self.keep_wavs = keep_wavs
         self.voices = host.voices()  # VoiceCloning locally, ServedVoices in front of a server
         # The last few sessions' stats by job id, for the latency benchmark and the tests.
-        self._recent: OrderedDict[str, SynthesisStats] = OrderedDict()
+        self._recent: Bounded[str, SynthesisStats] = Bounded(32)
         self._recent_lock = threading.Lock()
         self._wav_lock = threading.Lock()
         self._open_wavs: set[Path] = set()  # WAVs still being written: never pruned  # Generates running at once write and prune one folder
@@ -70,11 +70,9 @@ class DemoController:
         with self._recent_lock:
             return self._recent.get(job_id)
 
-    def _remember(self, job_id: str, stats: SynthesisStats, keep: int = 32) -> None:
+    def _remember(self, job_id: str, stats: SynthesisStats) -> None:
         with self._recent_lock:
             self._recent[job_id] = stats
-            while len(self._recent) > keep:
-                self._recent.popitem(last=False)
 
     # -- Generate ----------------------------------------------------------------------------
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from gepard_demo.bounded import Bounded
+from gepard_demo.units import SAMPLE_RATE
 from gepard_demo.voice.reference_audio import (
     REFERENCE_WINDOW,
-    TARGET_RATE,
     ReferenceAudioError,
     page_audio,
     prepare_reference,
@@ -116,8 +116,7 @@ class GpuVoices(PageVoices):
 
     def __init__(self, host: GpuHost, cache_size: int = 32):
         self.host = host
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, tasks.Prefix] = OrderedDict()
+        self._cache: Bounded[str, tasks.Prefix] = Bounded(cache_size)
         self._lock = threading.Lock()
 
     def prefix(self, ref_audio: Any) -> tasks.Prefix | None:
@@ -128,10 +127,9 @@ class GpuVoices(PageVoices):
         samples, rate = page_audio(ref_audio)
         key = hashlib.sha256(f"{rate}|{samples.shape}|".encode() + np.ascontiguousarray(samples).tobytes()).hexdigest()
         with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
-        seconds = len(prepare_reference(samples, rate, REFERENCE_WINDOW)) / TARGET_RATE  # raises with the reason
+            if (hit := self._cache.touch(key)) is not None:
+                return hit
+        seconds = len(prepare_reference(samples, rate, REFERENCE_WINDOW)) / SAMPLE_RATE  # raises with the reason
         try:  # its own GPU call, as a Generate's: no turn to wait for
             prefix = self.host.gpu.call(tasks.speaker_prefix, samples, rate,
                                         duration_s=self.host.budget.prefix_s(seconds, self.host.starts.estimate()))
@@ -142,6 +140,4 @@ class GpuVoices(PageVoices):
             raise ReferenceAudioError(f"the GPU could not make its prefix: {line}") from exc
         with self._lock:
             self._cache[key] = prefix
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
         return prefix

@@ -16,9 +16,10 @@ import asyncio
 import re
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from typing import Any, Callable
 
+from gepard_demo.bounded import Bounded
 from gepard_demo.settings import TrafficSettings
 
 from .kept_jobs import KeptJobs
@@ -66,13 +67,12 @@ class JobRegistry:
         self.traffic = (traffic or TrafficSettings()).validate()
         self.listeners_per_client = listeners_per_client
         self.max_waiting = max_waiting
-        self.remember = remember
         self._clock = clock
         self._running: dict[str, Job] = {}  # claimed, not finished
         self._kept = KeptJobs(self.traffic.keep_audio_bytes, self.traffic.keep_s, remember)
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._waiting_since: dict[str, float] = {}  # job id -> when its first listener came
-        self._cancelled: OrderedDict[str, None] = OrderedDict()
+        self._cancelled: Bounded[str, None] = Bounded(remember)
         self._clients: Counter[str] = Counter()  # open listeners per client address
         self._lock = threading.Lock()
 
@@ -276,9 +276,6 @@ class JobRegistry:
         if self._lookup(job_id) is not None:
             return
         self._cancelled[job_id] = None
-        self._cancelled.move_to_end(job_id)
-        while len(self._cancelled) > self.remember:
-            self._cancelled.popitem(last=False)
 
     def __len__(self) -> int:
         """Jobs held: running and kept."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from typing import Any
 
+from gepard_demo.bounded import Bounded
+
 KEPT_JOB_OVERHEAD = 1024  # bytes a kept job costs beside its audio: its fields and bookkeeping
 
 
@@ -34,10 +36,9 @@ class KeptJobs:
     def __init__(self, keep_bytes: int, keep_s: float, remember: int = 4096):
         self.keep_bytes = keep_bytes
         self.keep_s = keep_s
-        self.remember = remember
         self._jobs: OrderedDict[str, tuple[Any, int, float]] = OrderedDict()  # id -> (job, cost, finished at)
         self._bytes = 0
-        self._gone: OrderedDict[str, str] = OrderedDict()  # id -> why its audio is not here
+        self._gone: Bounded[str, str] = Bounded(remember)  # id -> why its audio is not here
         self.dropped: Counter[str] = Counter()  # jobs let go unheard, by cause: "memory", "age"
 
     @property
@@ -97,6 +98,3 @@ class KeptJobs:
 
     def _remember(self, job_id: str, why: str) -> None:
         self._gone[job_id] = why
-        self._gone.move_to_end(job_id)
-        while len(self._gone) > self.remember:
-            self._gone.popitem(last=False)

@@ -20,7 +20,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from gepard_demo.settings import FRAME_RATE_HZ
+from gepard_demo.units import FRAME_RATE_HZ
 
 W, H = 640, 220  # viewBox; the element scales to its column
 LEFT, RIGHT, TOP, BOTTOM = 40, 40, 10, 28

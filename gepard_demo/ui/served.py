@@ -37,16 +37,16 @@ from gepard_demo.serving.client import (
     guardrail_fields,
     guidance_fields,
 )
-from gepard_demo.serving.protocol import SAMPLE_RATE, pcm16_to_float
+from gepard_demo.serving.protocol import pcm16_to_float
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text
+from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
 from gepard_demo.voice.reference_audio import ReferenceAudioError, page_audio, prepare_reference
 
 from .turns import FairLock
 
-SAMPLES_PER_FRAME = 1024
 # The page's controls a served model fixes, and why they are greyed out.
 FIXED_BY_SERVER = ("temperature", "top_k", "greedy", "stop_threshold", "first_chunk_frames", "chunk_frames",
                    "decode_mode", "lookback_frames", "fade_ms", "silence_ms")

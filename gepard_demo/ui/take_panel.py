@@ -17,7 +17,7 @@ import gradio as gr
 import numpy as np
 import soundfile as sf
 
-from gepard_demo.settings import FRAME_RATE_HZ
+from gepard_demo.units import FRAME_RATE_HZ
 
 from .captions import subtitle_files
 from .controls import CONTROL_NAMES

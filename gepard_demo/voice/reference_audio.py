@@ -26,7 +26,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-TARGET_RATE = 22050
+from gepard_demo.units import SAMPLE_RATE
+
 MAX_FILE_BYTES = 25 * 1024 * 1024  # a 15 s clip is ~2.6 MB even as 16-bit 44.1 kHz stereo WAV
 SILENCE_DBFS = -50.0  # a 20 ms window quieter than this counts as silence
 _WINDOW_S = 0.02
@@ -86,7 +87,7 @@ def as_float(audio: np.ndarray) -> np.ndarray:
     return a.astype(np.float32, copy=False)
 
 
-def to_mono(audio: np.ndarray, rate: int, target_rate: int = TARGET_RATE) -> np.ndarray:
+def to_mono(audio: np.ndarray, rate: int, target_rate: int = SAMPLE_RATE) -> np.ndarray:
     """(samples[, channels]) any numeric dtype -> mono float32 at target_rate (soxr, very high quality)."""
     a = as_float(audio)
     if a.ndim == 2:
@@ -117,7 +118,7 @@ def trim_silence(audio: np.ndarray, rate: int) -> np.ndarray:
 
 
 def prepare_reference(
-    audio: np.ndarray, rate: int, window: ReferenceWindow = REFERENCE_WINDOW, target_rate: int = TARGET_RATE
+    audio: np.ndarray, rate: int, window: ReferenceWindow = REFERENCE_WINDOW, target_rate: int = SAMPLE_RATE
 ) -> np.ndarray:
     """Any-rate, any-channel samples -> trimmed mono float32 at target_rate inside the window."""
     mono = to_mono(audio, rate, target_rate)

@@ -16,7 +16,6 @@ import hashlib
 import json
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
+from gepard_demo.bounded import Bounded
 from gepard_demo.codec.encoder import CodecEncoder
 from gepard_demo.voice.compressor import PREFIX, CompressorConfig, CompressorError, RefCompressor
 
@@ -81,8 +81,7 @@ class SpeakerPrefixer:
         self.encoder = encoder
         self.compressor = compressor
         self.window = window
-        self.cache_size = int(cache_size)
-        self._cache: OrderedDict[str, SpeakerPrefix] = OrderedDict()
+        self._cache: Bounded[str, SpeakerPrefix] = Bounded(cache_size)
         self._lock = threading.Lock()
         self._pending: dict[str, Future] = {}  # key -> the computation in flight
         self.hits = 0
@@ -144,9 +143,8 @@ class SpeakerPrefixer:
         # A reference being computed is computed once: a second caller (the app's Generate
         # while the upload's own computation runs) waits for it instead of starting another.
         with self._lock:
-            hit = self._cache.get(key)
+            hit = self._cache.touch(key)
             if hit is not None:
-                self._cache.move_to_end(key)
                 self.hits += 1
                 return hit
             pending = self._pending.get(key)
@@ -167,8 +165,6 @@ class SpeakerPrefixer:
             self.misses += 1
             self._cache[key] = prefix
             del self._pending[key]
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
         pending.set_result(prefix)
         return prefix
 

@@ -38,10 +38,11 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gepard_demo.model.guardrails import expected_speech_s, force_stop_for
-from gepard_demo.settings import FRAME_RATE_HZ, SamplingSettings, SettingsError
+from gepard_demo.model.guardrails import force_stop_for
+from gepard_demo.settings import SamplingSettings, SettingsError
+from gepard_demo.units import FRAME_RATE_HZ, expected_speech_s, word_count
 
-__all__ = ["CallPlan", "GpuBudget", "Made", "StartTimes", "expected_speech_s"]
+__all__ = ["CallPlan", "GpuBudget", "Made", "StartTimes"]
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class GpuBudget:
     def wanted(self, segment: str, done: int, sampling: SamplingSettings) -> int:
         """The frames a call gives `segment`, which already has `done`: margin x its expected
         frames (at least min_call_frames), no more than its budget (or its force stop) leaves."""
-        want = max(self.min_call_frames, math.ceil(self.margin * expected_speech_s(segment) * FRAME_RATE_HZ))
+        want = max(self.min_call_frames, math.ceil(self.margin * expected_speech_s(word_count(segment)) * FRAME_RATE_HZ))
         # A force stop ends the segment there whatever the stop head says: no call asks past it.
         force = force_stop_for(sampling, segment)
         end = sampling.max_frames if force is None else min(force, sampling.max_frames)
