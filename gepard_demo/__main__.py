@@ -70,9 +70,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
     import soundfile as sf
 
     from gepard_demo.serving.protocol import pcm16_array
+    from gepard_demo.streaming.report import run_report
     from gepard_demo.streaming.session import SynthesisSession
 
     from gepard_demo.streaming.text_input import CHAPTER_CHARS, clean_text, read_text_file, split_text
+    from gepard_demo.units import wire_float
 
     if (args.text is None) == (args.text_file is None):
         raise SettingsError("give the text, or --text-file FILE (a UTF-8 .txt), not both")
@@ -103,18 +105,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
         # The speech server's int16 conversion, so `synth` and `serve` give the same samples.
         sf.write(args.output, pcm16_array(audio), codec.sample_rate, subtype="PCM_16")
     row = {
-        "frames": stats.frames,
-        "stop_fired": stats.stop_fired,
-        "stop_frame": stats.stop_frame,
-        "runaway": stats.runaway,
-        "ended_by": stats.outcome,
-        "force_stopped": stats.force_stopped,
-        "duration_s": round(stats.audio_s, 4),
-        "ttfa_s": None if stats.ttfa_s is None else round(stats.ttfa_s, 4),
-        "rtf": None if stats.rtf is None else round(stats.rtf, 4),
-        "seed": stats.seed,
-        "segments": stats.segments,
-        "segment_frames": stats.segment_frames,
+        **run_report(stats),  # frames, how it ended, the seed, segments, the probe and its traces
+        "duration_s": wire_float(stats.audio_s),
+        "ttfa_s": wire_float(stats.ttfa_s),
+        "rtf": wire_float(stats.rtf),
         "model": engine.model_info.name,
         "random_weights": engine.model_info.random_weights,
         "speed": engine.model_info.speed,
@@ -123,9 +117,6 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "repetition_penalty": sampling.repetition_penalty,
         "repetition_window": sampling.repetition_window,
         "force_stop_frames": sampling.force_stop_frames,
-        **stats.probe(),  # the onset-entropy probe's summary (gepard_demo/model/probe.py)
-        "entropy": [round(x, 4) for x in stats.entropy],  # per decode step, nats
-        "nll": [round(x, 4) for x in stats.nll],  # per committed frame, nats
     }
     if speaker is not None:
         row.update(ref_audio=str(args.ref_audio), ref_audio_s=round(speaker.seconds, 3), prefix_s=round(speaker.compute_s, 3))

@@ -319,7 +319,7 @@ def test_stats_table_and_plot_say_how_it_ended():
     from gepard_demo.ui.views import stats_markdown
 
     s = SamplingSettings(stop_threshold=0.4, max_frames=50)
-    stopped = SynthesisStats(seed=9, frames=3, stop_fired=True, stop_frame=3, p_stop=[0.1, 0.2, 0.3, 0.9],
+    stopped = SynthesisStats(seed=9, frames=3, ended_by=["stop"], complete=True, stop_frame=3, p_stop=[0.1, 0.2, 0.3, 0.9],
                              ttfa_s=0.05, rtf=0.2, speech_s=0.14, audio_s=0.14)
     md = stats_markdown(stopped, s)
     assert "stop head fired after frame 3" in md and "`9`" in md and "50 ms" in md
@@ -328,7 +328,7 @@ def test_stats_table_and_plot_say_how_it_ended():
     assert data["traces"][0]["p"] == [0.1, 0.2, 0.3, 0.9] and data["threshold"] == 0.4
     assert data["traces"][0]["stop"] == 3 and svg.count("gepard-stop-mark") == 1  # where the stop fired
     assert svg.count("<polyline") == 1 and 'data-threshold="0.4"' in svg
-    runaway = SynthesisStats(seed=1, frames=50, runaway=True, p_stop=[0.0] * 50)
+    runaway = SynthesisStats(seed=1, frames=50, ended_by=["budget"], complete=True, p_stop=[0.0] * 50)
     assert "runaway" in stats_markdown(runaway, s) and "(50)" in stats_markdown(runaway, s)
     assert "gepard-stop-mark" not in final_plot(runaway, s)  # no stop line
     assert "stopped by the user" in stats_markdown(SynthesisStats(cancelled=True), s)

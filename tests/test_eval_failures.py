@@ -80,7 +80,7 @@ class Constructed:
         out = []
         for _text, seed in requests:
             a, sr = self.audio[self.case_of[seed]]
-            out.append(Synthesis(audio=a, sample_rate=sr, frames=None, stop_fired=None, stop_frame=None, runaway=None,
+            out.append(Synthesis(audio=a, sample_rate=sr, frames=None, stop_frame=None,
                                  p_stop=None, seed=seed, gen_s=0.0, decode_s=0.0, ttfa_s=0.0))
         return out
 

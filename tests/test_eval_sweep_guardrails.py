@@ -23,11 +23,11 @@ MAX_FRAMES = 120
 
 
 def test_capped_follows_the_engine_order():
-    d = Derived(30, True, 30, False, [0.1] * 31)  # stopped at step 30: 30 frames
+    d = Derived(30, 30, [0.1] * 31)  # stopped at step 30: 30 frames
     assert capped(d, None, 120) is d and capped(d, 31, 120) is d
     c = capped(d, 30, 120)  # step 30 never comes: the force stop ends it after frame 30 is committed
     assert (c.frames, c.stop_fired, c.runaway, c.ended_by, c.p_stop) == (30, False, True, "force_stop", [0.1] * 30)
-    r = Derived(120, False, None, True, [0.1] * 120, "budget")
+    r = Derived(120, None, [0.1] * 120, "budget")
     assert capped(r, 120, 120).ended_by == "budget"  # the same frame: the budget is what ended it
     assert capped(r, 12, 120).frames == 12
     auto, off, twelve = (SamplingSettings(force_stop_frames=v) for v in ("auto", None, 12))

@@ -268,7 +268,7 @@ def test_banner_and_stats_show_the_speed_path():
                            dtype="float32", speed="cpu · fp16-weight backbone · 1 thread · talker ahead of codec")
     host = SimpleNamespace(info=info, fallback_reason=None, requested="m")
     assert "**Speed path:** cpu · fp16-weight backbone" in banner_markdown(host)
-    stats = SynthesisStats(speed=info.speed, frames=3, stop_fired=True, stop_frame=3)
+    stats = SynthesisStats(speed=info.speed, frames=3, ended_by=["stop"], complete=True, stop_frame=3)
     assert f"| speed path | {info.speed} |" in stats_markdown(stats, SamplingSettings())
 
 

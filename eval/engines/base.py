@@ -20,13 +20,14 @@ Timing definitions (seconds, wall clock, on whatever else the machine is doing):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from gepard_demo.model.ending import Ended
 from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.units import wire_trace
 
 
 class EngineError(RuntimeError):
@@ -35,13 +36,11 @@ class EngineError(RuntimeError):
 
 
 @dataclass
-class Synthesis:
+class Synthesis(Ended):
     audio: np.ndarray  # float32 mono
     sample_rate: int
     frames: int | None
-    stop_fired: bool | None
     stop_frame: int | None
-    runaway: bool | None
     p_stop: list[float] | None
     seed: int | None
     gen_s: float
@@ -52,8 +51,9 @@ class Synthesis:
     error: str | None = None  # a served request the server failed (5xx): no audio, the row says why
     # How the utterance ended and the onset-entropy probe (gepard_demo/model/probe.py), where the
     # engine has them (local, local-stream, our server; None for vLLM-Omni, Piper, files):
-    ended_by: str | None = None  # "stop", "budget" or "force_stop" (a force stop is a runaway the guard caught)
-    force_stopped: bool | None = None
+    # "stop", "budget" or "force_stop" (gepard_demo/model/ending.py): stop_fired, runaway and
+    # force_stopped follow from it; None (Piper, files) leaves them None too.
+    ended_by: str | None = None
     force_stop: int | None = None  # the frame count it would be force-stopped at ("auto" resolved), None: off
     entropy: list[float] | None = None  # belief entropy per decode step (the stop step included), nats
     nll: list[float] | None = None  # the committed frame's NLL per frame, nats
@@ -70,19 +70,13 @@ class Synthesis:
         """The row's onset-entropy probe (gepard_demo/model/probe.py): the traces rounded to 4
         decimals (entropy per decode step, the stop step included; NLL per committed frame) and
         their summary (mean entropy over frames 0-9 and 40-59, and the drop); None without them."""
-        out = {"entropy": _trace(self.entropy), "nll": _trace(self.nll), "entropy_onset": None,
+        out = {"entropy": wire_trace(self.entropy), "nll": wire_trace(self.nll), "entropy_onset": None,
                "entropy_settled": None, "entropy_drop": None}
         if self.entropy:
             from gepard_demo.model.probe import summary
 
             out.update(summary([float("nan") if h is None else h for h in self.entropy]))
         return out
-
-
-def _trace(values) -> list[float | None] | None:
-    """Rounded to 4 decimals (a tenth of a millinat); a value that is not finite becomes None (JSON has no NaN)."""
-    return None if values is None else [round(float(v), 4) if v is not None and math.isfinite(v) else None
-                                        for v in values]
 
 
 class EvalEngine(Protocol):

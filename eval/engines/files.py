@@ -67,8 +67,8 @@ class AudioFiles:
         except (RuntimeError, sf.LibsndfileError) as exc:
             raise EngineError(f"{path}: not readable audio ({exc})") from None
         mono = np.ascontiguousarray(audio.mean(axis=1), dtype=np.float32)
-        return Synthesis(audio=mono, sample_rate=int(rate), frames=None, stop_fired=None, stop_frame=None,
-                         runaway=None, p_stop=None, seed=seed, gen_s=0.0, decode_s=0.0, ttfa_s=0.0)
+        return Synthesis(audio=mono, sample_rate=int(rate), frames=None, stop_frame=None,
+                         p_stop=None, seed=seed, gen_s=0.0, decode_s=0.0, ttfa_s=0.0)
 
 
 def _manifest(path: Path) -> dict[str, Path]:

@@ -103,11 +103,10 @@ class GepardLocal:
         decode_s = time.perf_counter() - t0
         return Synthesis(
             audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate,
-            frames=r.num_frames, stop_fired=r.stop_fired, stop_frame=r.stop_frame,
-            runaway=r.runaway, p_stop=[float(p) for p in r.p_stop], seed=r.seed,
+            frames=r.num_frames, stop_frame=r.stop_frame, p_stop=[float(p) for p in r.p_stop], seed=r.seed,
             gen_s=r.gen_time_s, decode_s=decode_s, ttfa_s=self.ttfa_estimate(r, stream),
             codes=r.frames.numpy().astype(np.int16), text_tokens=self.text_tokens(text),
-            ended_by=r.ended_by, force_stopped=r.force_stopped, force_stop=r.force_stop,
+            ended_by=r.ended_by, force_stop=r.force_stop,
             entropy=[float(h) for h in r.entropy], nll=[float(x) for x in r.nll],
         )
 
@@ -163,11 +162,10 @@ class GepardStreaming(GepardLocal):
         audio = session.run()
         st = session.stats
         return Synthesis(
-            audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate, frames=st.frames,
-            stop_fired=st.stop_fired, stop_frame=st.stop_frame, runaway=st.runaway,
+            audio=np.asarray(audio, np.float32), sample_rate=self.codec.sample_rate, frames=st.frames, stop_frame=st.stop_frame,
             p_stop=[float(p) for p in st.p_stop], seed=st.seed, gen_s=st.gen_time_s,
             decode_s=st.decode_time_s, ttfa_s=st.ttfa_s if st.ttfa_s is not None else st.wall_s,
             codes=session.codes(), text_tokens=self.text_tokens(text),
-            ended_by=st.outcome, force_stopped=st.force_stopped, force_stop=self._cap(sampling, text, st.segments),
+            ended_by=st.outcome, force_stop=self._cap(sampling, text, st.segments),
             entropy=[float(h) for h in st.entropy], nll=[float(x) for x in st.nll],
         )

@@ -69,7 +69,7 @@ class PiperReference:
                 from gepard_demo.codec import apply_end_of_speech
 
                 audio = apply_end_of_speech(audio, sr, stream.fade_ms, stream.silence_ms)
-            out.append(Synthesis(audio=np.asarray(audio, np.float32), sample_rate=sr, frames=None, stop_fired=None,
-                                 stop_frame=None, runaway=None, p_stop=None, seed=None, gen_s=gen_s,
+            out.append(Synthesis(audio=np.asarray(audio, np.float32), sample_rate=sr, frames=None,
+                                 stop_frame=None, p_stop=None, seed=None, gen_s=gen_s,
                                  decode_s=time.perf_counter() - t1, ttfa_s=ttfa or gen_s))
         return out

@@ -15,7 +15,7 @@ over the speech API, one server or a pool of them.
   whose entry says `"guardrails": true`, else refused before the first request. Frames, the stop,
   runaways, how the run ended (ended_by, force_stopped) and the onset-entropy probe traces come
   from our server's `speech.audio.done` extension, or, from vLLM-Omni, from the audio's length against
-  max_new_tokens (served_outcome); there is no p_stop. A request the server fails (HTTP 5xx) is
+  max_new_tokens (gepard_demo.serving.client.ServedEnd); there is no p_stop. A request the server fails (HTTP 5xx) is
   a row with `server_error` and no audio, counted in the failure table; the server stays.
 - `ServerPool`: several servers (`--server-url` repeated or `--server-urls FILE`), each with
   `concurrency` requests in flight. Each utterance's seed depends only on (base seed, id), so
@@ -42,6 +42,7 @@ import numpy as np
 
 from eval.engines.base import EngineError, Synthesis
 from gepard_demo.serving.client import (
+    ServedEnd,
     ServedFeatures,
     SpeechClient,
     SpeechServerError,
@@ -52,7 +53,7 @@ from gepard_demo.serving.client import (
 )
 from gepard_demo.serving.protocol import pcm16_to_float
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
+from gepard_demo.units import SAMPLE_RATE
 
 RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
                "rerun the same command (any --server-url) to resume.")
@@ -99,34 +100,12 @@ def guardrails_for(servers: list["GepardServer"], sampling: SamplingSettings) ->
     return fields
 
 
-def served_probe(done: dict, runaway: bool) -> dict:
-    """How a served utterance ended and its probe traces: our server's `speech.audio.done` says
-    (`ended_by`, `force_stopped`, `entropy`, `nll`); from vLLM-Omni only the end is known, from
-    the audio's length (a budget or not), and there is no probe."""
-    ours = done.get("gepard") or {}
-    if "ended_by" in ours:
-        return {"ended_by": ours["ended_by"], "force_stopped": bool(ours.get("force_stopped")),
-                "entropy": ours.get("entropy"), "nll": ours.get("nll")}
-    return {"ended_by": "budget" if runaway else "stop", "force_stopped": False, "entropy": None, "nll": None}
-
-
 def _server_error(exc: SpeechServerError) -> ServerError:
     err = ServerError(str(exc).replace("speech server at", "Gepard server at", 1) +
                       ("" if exc.kind == "refused" else ". " + RESUME_HINT))
     err.kind = exc.kind
     return err
 
-
-def served_outcome(done: dict, samples: int, max_frames: int) -> tuple[int, bool, bool]:
-    """(frames, stop fired, runaway) of a served utterance: what our server's `speech.audio.done`
-    says (its `gepard` extension), else from the audio's length: 1024 samples a frame (vLLM-Omni
-    adds no end silence by default), and a runaway when the frames reach max_new_tokens."""
-    ours = done.get("gepard") or {}
-    if "frames" in ours:
-        return int(ours["frames"]), bool(ours["stop_fired"]), bool(ours["runaway"])
-    frames = -(-samples // SAMPLES_PER_FRAME)
-    runaway = frames >= max_frames
-    return frames, not runaway, runaway
 
 
 def reference_data_urls(refs: list[str | None] | None, n: int) -> list[str | None]:
@@ -200,19 +179,19 @@ class GepardServer:
                                             ref_audio=ref_audio, guidance=guidance, done=done))
         except SpeechServerError as e:
             if (e.status or 0) >= 500:  # the server failed this request: a row that says so, not a dead server
-                return Synthesis(audio=np.zeros(0, np.float32), sample_rate=SAMPLE_RATE, frames=None, stop_fired=None,
-                                 stop_frame=None, runaway=None, p_stop=None, seed=seed,
+                return Synthesis(audio=np.zeros(0, np.float32), sample_rate=SAMPLE_RATE, frames=None,
+                                 stop_frame=None, p_stop=None, seed=seed,
                                  gen_s=time.perf_counter() - t0, decode_s=0.0, ttfa_s=time.perf_counter() - t0,
                                  error=str(e))
             raise _server_error(e) from e
         gen_s = time.perf_counter() - t0
         pcm = np.concatenate(parts) if parts else np.zeros(0, "<i2")
-        frames, stop_fired, runaway = served_outcome(done, len(pcm), max_frames)
+        end = ServedEnd.read(done, len(pcm), max_frames)
         # /32768: libsndfile's scale, so the run's 16-bit WAV holds the server's exact samples.
-        return Synthesis(audio=pcm16_to_float(pcm), sample_rate=SAMPLE_RATE, frames=frames, stop_fired=stop_fired,
-                         stop_frame=frames if stop_fired else None, runaway=runaway, p_stop=None, seed=seed,
-                         gen_s=gen_s, decode_s=0.0, ttfa_s=result.ttfa_s if result.ttfa_s is not None else gen_s,
-                         **served_probe(done, runaway))
+        return Synthesis(audio=pcm16_to_float(pcm), sample_rate=SAMPLE_RATE, frames=end.frames,
+                         stop_frame=end.stop_frame, p_stop=None, seed=seed, gen_s=gen_s, decode_s=0.0,
+                         ttfa_s=result.ttfa_s if result.ttfa_s is not None else gen_s, ended_by=end.ended_by,
+                         entropy=end.entropy, nll=end.nll)
 
 
 class ServerPool:

@@ -59,6 +59,7 @@ from eval.runs.checks import input_error
 from eval.runs.run import RunConfig, RunError, done_rows, error_rows, make_row, prepare_folder, save_audio
 from eval.runs.seeds import sample_seed
 from eval.runs.sets import expand_samples
+from gepard_demo.model.ending import BUDGET, FORCE_STOP
 from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, derive  # noqa: F401 - the rule, shared with the page's re-cut
 from gepard_demo.settings import SamplingSettings
@@ -115,8 +116,8 @@ def derived_result(trace: Trace, d: Derived, text: str, settings: SamplingSettin
     steps_src = max(len(trace.p_stop) - 1, 1)
     step_s = (trace.gen_time_s - trace.first_frame_s) / steps_src
     return GenerationResult(
-        text=text, frames=trace.codes[: d.frames], p_stop=d.p_stop, stop_fired=d.stop_fired,
-        stop_frame=d.stop_frame, runaway=d.runaway, seed=trace.seed, prompt_tokens=0,
+        text=text, frames=trace.codes[: d.frames], p_stop=d.p_stop,
+        stop_frame=d.stop_frame, ended_by=d.ended_by, seed=trace.seed, prompt_tokens=0,
         gen_time_s=trace.first_frame_s + step_s * (len(d.p_stop) - 1), first_frame_s=trace.first_frame_s,
         settings=settings)
 
@@ -182,8 +183,8 @@ def capped(d: Derived, force_stop: int | None, max_frames: int) -> Derived:
     as the budget where both fall on the same frame (the engine's order)."""
     if force_stop is None or d.frames < force_stop:
         return d
-    end = "budget" if force_stop >= max_frames else "force_stop"
-    return Derived(force_stop, False, None, True, list(d.p_stop[:force_stop]), end)
+    end = BUDGET if force_stop >= max_frames else FORCE_STOP
+    return Derived(force_stop, None, list(d.p_stop[:force_stop]), end)
 
 
 @contextlib.contextmanager
@@ -301,9 +302,9 @@ def _synthesis(local, tr: Trace, der: Derived, text: str, cfg: RunConfig, raw: n
     audio = apply_end_of_speech(raw, local.codec.sample_rate, cfg.stream.fade_ms, cfg.stream.silence_ms)
     return Synthesis(
         audio=np.asarray(audio, np.float32), sample_rate=local.codec.sample_rate, frames=der.frames,
-        stop_fired=der.stop_fired, stop_frame=der.stop_frame, runaway=der.runaway, p_stop=der.p_stop,
+        stop_frame=der.stop_frame, p_stop=der.p_stop,
         seed=tr.seed, gen_s=r.gen_time_s, decode_s=decode_s + time.perf_counter() - t0,
         ttfa_s=local.ttfa_estimate(r, cfg.stream), codes=tr.codes[: der.frames].numpy().astype(np.int16),
-        text_tokens=local.text_tokens(text), ended_by=der.ended_by, force_stopped=der.force_stopped,
+        text_tokens=local.text_tokens(text), ended_by=der.ended_by,
         force_stop=force_stop_for(cfg.sampling, text), entropy=None if tr.entropy is None else tr.entropy[:steps],
         nll=None if tr.nll is None else tr.nll[: der.frames])

@@ -4,6 +4,7 @@
 - prompt.py     `build_prompt_ids` (speaker slots, text repetition, SOS), `encode_text`, `normalize_text`
 - talker.py     `GepardTalker` (Qwen3.5 backbone + heads + frame embedding), checkpoint loading
 - sampling.py   `RowSampler`, `sample_codes`: Gumbel-max / top-k / greedy per request
+- ending.py     how a run ended: `ended_by` (stop, budget, force_stop, cancel) and the flags read from it
 - generation.py `FrameStep`, `GenerationResult`, the padded batch's masks, CFG's logit mix
 - batch.py      `DecodeBatch`: the decode loop; requests join a running batch between steps and
                 leave as they end (cache_rows.py: the cache's row surgery); `decode_batch`

@@ -43,6 +43,7 @@ import torch
 from transformers import DynamicCache
 
 from .cache_rows import append_rows, left_pad, select_rows, trim_left
+from .ending import BUDGET, FORCE_STOP, STOP
 from .generation import FrameStep, guide_logits, padding_mask
 from .penalty import History
 from .probe import belief
@@ -199,15 +200,15 @@ class DecodeBatch:
             elapsed = now - st.start
             if st.committed > 0 and p_list[k] > settings.stop_threshold:
                 st.done = True
-                events.append((h, FrameStep(st.committed, None, p_list[k], elapsed, "stop", clock, h_list[k])))
+                events.append((h, FrameStep(st.committed, None, p_list[k], elapsed, STOP, clock, h_list[k])))
                 continue
             st.committed += 1
             st.codes = codes[k]
             if st.sampler.history is not None:
                 st.sampler.history.add(codes[k])
             force = st.sampler.force_stop
-            done = ("budget" if st.committed >= settings.max_frames
-                    else "force_stop" if force is not None and st.committed >= force else None)
+            done = (BUDGET if st.committed >= settings.max_frames
+                    else FORCE_STOP if force is not None and st.committed >= force else None)
             st.done = done is not None
             events.append((h, FrameStep(st.committed - 1, codes_cpu[k], p_list[k], elapsed, done, clock,
                                         h_list[k], nll_list[k])))

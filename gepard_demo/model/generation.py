@@ -33,7 +33,7 @@ from transformers.masking_utils import create_causal_mask
 
 from gepard_demo.settings import SamplingSettings
 
-from .guardrails import RUNAWAY_ENDS
+from .ending import STOP, Ended
 from .talker import GepardTalker
 
 
@@ -52,19 +52,17 @@ class FrameStep:
 
 
 @dataclass
-class GenerationResult:
+class GenerationResult(Ended):
     text: str
     frames: torch.Tensor  # (T, 32) long
     p_stop: list[float]  # one per step: T, plus the stop step when the stop head fired
-    stop_fired: bool
     stop_frame: int | None  # frames committed when the stop head fired
-    runaway: bool  # the budget or the force stop ended it (a force stop is a runaway the guard caught)
     seed: int
     prompt_tokens: int
     gen_time_s: float = 0.0
     first_frame_s: float = 0.0
     settings: SamplingSettings = field(default_factory=SamplingSettings)
-    ended_by: str = "stop"  # "stop", "budget" or "force_stop"
+    ended_by: str = STOP  # "stop", "budget" or "force_stop" (ending.py): stop_fired, runaway and force_stopped follow
     entropy: list[float] = field(default_factory=list)  # the probe's, one per step (as p_stop)
     nll: list[float] = field(default_factory=list)  # one per committed frame
     force_stop: int | None = None  # the frame count it would be force-stopped at ("auto" resolved)
@@ -72,10 +70,6 @@ class GenerationResult:
     @property
     def num_frames(self) -> int:
         return int(self.frames.shape[0])
-
-    @property
-    def force_stopped(self) -> bool:
-        return self.ended_by == "force_stop"
 
 
 def full_attention_only(backbone_config) -> bool:
@@ -137,8 +131,7 @@ class ResultBuilder:
             raise RuntimeError(f"the request for {self.text!r} has not ended")
         return GenerationResult(
             text=self.text, frames=torch.stack(self.frames).cpu(), p_stop=self.p_stop,
-            stop_fired=end.done == "stop", stop_frame=end.index if end.done == "stop" else None,
-            runaway=end.done in RUNAWAY_ENDS, seed=self.seed, prompt_tokens=self.prompt_tokens,
+            stop_frame=end.index if end.done == STOP else None, seed=self.seed, prompt_tokens=self.prompt_tokens,
             gen_time_s=end.elapsed_s, first_frame_s=self.first or 0.0, settings=self.settings,
             ended_by=end.done, entropy=self.entropy, nll=self.nll, force_stop=self.force_stop,
         )

@@ -22,10 +22,6 @@ from __future__ import annotations
 from gepard_demo.settings import AUTO, SamplingSettings, SettingsError
 from gepard_demo.units import FRAME_RATE_HZ, expected_speech_s, word_count
 
-# How a run can end besides the stop head; both count as runaways (the force stop is one the
-# authors' guardrail caught).
-RUNAWAY_ENDS = ("budget", "force_stop")
-
 # The authors' rollout cap (conf/dpo/sampling/default.yaml): cap_expected_multiple, cap_min_frames,
 # cap_max_frames. The expected duration is their scorer's (units.expected_speech_s).
 AUTO_MULTIPLE = 4.0

@@ -22,6 +22,8 @@ import math
 
 import torch
 
+from gepard_demo.units import wire_float
+
 ONSET_FRAMES = (0, 10)  # frames [0, 10)
 SETTLED_FRAMES = (40, 60)  # frames [40, 60)
 
@@ -47,8 +49,4 @@ def summary(entropy: list[float]) -> dict[str, float | None]:
     40-59, and onset - settled; None where the trace is too short to hold the window."""
     onset, settled = _mean(entropy, ONSET_FRAMES), _mean(entropy, SETTLED_FRAMES)
     drop = onset - settled if onset is not None and settled is not None else None
-    return {"entropy_onset": _round(onset), "entropy_settled": _round(settled), "entropy_drop": _round(drop)}
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
+    return {"entropy_onset": wire_float(onset), "entropy_settled": wire_float(settled), "entropy_drop": wire_float(drop)}

@@ -18,21 +18,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .ending import BUDGET, FORCE_STOP, STOP, Ended
+
 
 @dataclass(frozen=True)
-class Derived:
+class Derived(Ended):
     """One threshold's utterance as a prefix of a source run."""
 
     frames: int  # frames committed
-    stop_fired: bool
     stop_frame: int | None
-    runaway: bool  # the budget or the force stop ended it
     p_stop: list[float]  # one per step, the stop step included (as GenerationResult.p_stop)
-    ended_by: str = "stop"  # "stop", "budget" or "force_stop"
-
-    @property
-    def force_stopped(self) -> bool:
-        return self.ended_by == "force_stop"
+    ended_by: str = STOP  # "stop", "budget" or "force_stop" (ending.py): the flags follow
 
 
 def stop_step(p_stop: list[float], threshold: float) -> int | None:
@@ -46,14 +42,14 @@ def stop_step(p_stop: list[float], threshold: float) -> int | None:
 def _cap(frames: int, max_frames: int, force_stop: int | None) -> str | None:
     """How a run that did not stop ended: "budget", "force_stop", or None (it was cut short)."""
     if frames >= max_frames:
-        return "budget"
+        return BUDGET
     if force_stop is not None and frames >= force_stop:
-        return "force_stop"
+        return FORCE_STOP
     return None
 
 
 def _ran_to(cap: str, frames: int, p_stop: list[float]) -> Derived:
-    return Derived(frames, False, None, True, list(p_stop[:frames]), cap)
+    return Derived(frames, None, list(p_stop[:frames]), cap)
 
 
 def recut_limit(p_stop: list[float], frames: int, stop_fired: bool, max_frames: int,
@@ -86,7 +82,7 @@ def derive(p_stop: list[float], frames: int, source_threshold: float, threshold:
         raise ValueError(f"a trace of {len(p_stop)} steps cannot hold {frames} committed frames")
     j = stop_step(p_stop, threshold)
     if j is not None:
-        return Derived(j, True, j, False, list(p_stop[: j + 1]))
+        return Derived(j, j, list(p_stop[: j + 1]))
     if len(p_stop) == frames + 1:  # the source's own stop step must have fired here too
         raise ValueError("the source stopped but no step is above the lower threshold: not a source run")
     cap = _cap(frames, max_frames, force_stop)
@@ -106,6 +102,6 @@ def recut(p_stop: list[float], frames: int, stop_fired: bool, max_frames: int, t
                          f"thresholds below {limit:.3f}; generate at {threshold:g} instead")
     j = stop_step(p_stop[: frames + 1] if stop_fired else p_stop[:frames], threshold)
     if j is not None:
-        return Derived(j, True, j, False, list(p_stop[: j + 1]))
+        return Derived(j, j, list(p_stop[: j + 1]))
     # Ran to its end: the budget, the force stop, or (a user's Stop) as far as it got.
-    return _ran_to(_cap(frames, max_frames, force_stop) or "budget", frames, p_stop)
+    return _ran_to(_cap(frames, max_frames, force_stop) or BUDGET, frames, p_stop)

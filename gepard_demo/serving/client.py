@@ -27,6 +27,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from gepard_demo.model.ending import BUDGET, STOP, Ended
 from gepard_demo.serving.protocol import (
     MODELS_PATH,
     SPEECH_PATH,
@@ -36,6 +37,7 @@ from gepard_demo.serving.protocol import (
     iter_sse_events,
     sse_audio,
 )
+from gepard_demo.units import SAMPLES_PER_FRAME
 
 
 class SpeechServerError(RuntimeError):
@@ -135,6 +137,31 @@ def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | No
     if seed is not None:
         body["seed"] = seed
     return body
+
+
+@dataclass(frozen=True)
+class ServedEnd(Ended):
+    """How a served utterance ended, read from its `speech.audio.done` event: the one reader of
+    our server's report (streaming/report.py) for every client. vLLM-Omni says nothing there:
+    its utterance ends on the stop head or the budget, told apart by the audio's length (1024
+    samples a frame; it adds no end silence), and it has no probe (entropy and nll None)."""
+
+    frames: int
+    ended_by: str
+    entropy: list[float | None] | None = None
+    nll: list[float | None] | None = None
+
+    @classmethod
+    def read(cls, done: dict, samples: int, max_frames: int) -> "ServedEnd":
+        ours = done.get("gepard") or {}
+        if "ended_by" in ours:
+            return cls(int(ours["frames"]), ours["ended_by"], ours.get("entropy"), ours.get("nll"))
+        frames = -(-samples // SAMPLES_PER_FRAME)
+        return cls(frames, BUDGET if frames >= max_frames else STOP)
+
+    @property
+    def stop_frame(self) -> int | None:
+        return self.frames if self.stop_fired else None
 
 
 @dataclass(eq=False)

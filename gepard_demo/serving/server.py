@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 from dataclasses import asdict
 from typing import Any
 
@@ -73,6 +72,7 @@ from gepard_demo.serving.protocol import (
 )
 from gepard_demo.alignment.result import timestamp_headers
 from gepard_demo.settings import BatchingSettings, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.streaming.report import report_headers, run_report
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.reference_audio import ReferenceAudioError
@@ -255,12 +255,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             watcher.cancel()
         if session.cancelled:  # the client is gone: nobody reads this
             return Response(status_code=499)
-        st = session.stats
-        headers.update({"X-Gepard-Frames": str(st.frames), "X-Gepard-Stop-Fired": str(st.stop_fired).lower(),
-                        "X-Gepard-Runaway": str(st.runaway).lower(), "X-Gepard-Ended-By": st.outcome,
-                        "X-Gepard-Force-Stopped": str(st.force_stopped).lower()})
-        headers.update({f"X-Gepard-{k.replace('_', '-').title()}": "" if v is None else f"{v:.4f}"
-                        for k, v in st.probe().items()})
+        headers.update(report_headers(run_report(session.stats)))
         if req.word_timestamps:  # after the audio is made: nothing a Stop or hang-up waits on
             alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, session)
             headers.update(timestamp_headers(alignment) if alignment is not None else timestamps.failed_headers())
@@ -271,10 +266,6 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
 
 
 FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}
-
-
-def _json_floats(values: list[float]) -> list[float | None]:
-    return [round(x, 4) if math.isfinite(x) else None for x in values]
 
 
 async def _stream_body(session: SynthesisSession, req: SpeechRequest, aligner: Any = None):
@@ -303,11 +294,7 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest, aligner: A
             alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, session)
             yield timestamps.timestamps_event(alignment)
         if sse:
-            st = session.stats
-            yield sse_event("speech.audio.done", {"gepard": {
-                "frames": st.frames, "stop_fired": st.stop_fired, "runaway": st.runaway, "seed": st.seed,
-                "ended_by": st.outcome, "force_stopped": st.force_stopped, **st.probe(),
-                "entropy": _json_floats(st.entropy), "nll": _json_floats(st.nll)}})
+            yield sse_event("speech.audio.done", {"gepard": run_report(session.stats)})
     except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
         log.exception("speech stream failed")
         if sse:

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from gepard_demo.model.ending import FORCE_STOP, RUNAWAY_ENDS, STOP, utterance_end
+
 
 @dataclass(frozen=True)
 class AudioChunk:
@@ -60,10 +62,11 @@ class SynthesisStats:
     """What one session did; filled in while it runs, complete once iteration ends.
 
     frames: frames committed (all segments).
-    stop_fired: every segment ended by the stop head; runaway: some segment hit max_frames or was
-        force-stopped (force_stopped: some segment was; a force stop is a runaway the guard caught).
-    ended_by: how each segment ended: "stop", "budget", "force_stop" or "cancel"; segment_frames:
-        how many frames each of them has (a take's codes split back into its segments).
+    ended_by: how each segment ended: "stop", "budget", "force_stop" or "cancel" (model/ending.py);
+        the one record of how the run ended. `outcome` is the utterance's end; once the session is
+        complete, stop_fired (every segment's stop head fired), runaway (some segment hit
+        max_frames or was force-stopped) and force_stopped follow from it. segment_frames: how
+        many frames each segment has (a take's codes split back into its segments).
     stop_frame: frames committed when the last segment's stop fired (None otherwise).
     p_stop: one value per decode step, including the stop step itself.
     entropy: the probe's belief entropy per decode step (as p_stop); nll: per committed frame
@@ -83,10 +86,7 @@ class SynthesisStats:
     text: str = ""
     seed: int | None = None
     frames: int = 0
-    stop_fired: bool = False
-    runaway: bool = False
     stop_frame: int | None = None
-    force_stopped: bool = False
     ended_by: list[str] = field(default_factory=list)
     segment_frames: list[int] = field(default_factory=list)  # frames of each segment that ended
     p_stop: list[float] = field(default_factory=list)
@@ -110,19 +110,26 @@ class SynthesisStats:
         d = dict(self.__dict__)
         for name in _LISTS:
             d[name] = list(d[name])
+        d.update(stop_fired=self.stop_fired, runaway=self.runaway, force_stopped=self.force_stopped)
         d.update(self.probe())
         return d
 
     @property
     def outcome(self) -> str:
-        """How the utterance ended: "cancel", else "force_stop" if a segment was force-stopped, else
-        "budget" if one ran to its budget, else "stop" (every segment's stop head fired)."""
-        if self.cancelled:
-            return "cancel"
-        for end in ("force_stop", "budget"):
-            if end in self.ended_by:
-                return end
-        return "stop"
+        """How the utterance ended (ending.utterance_end): "cancel", "force_stop", "budget" or "stop"."""
+        return utterance_end(self.ended_by, self.cancelled)
+
+    @property
+    def stop_fired(self) -> bool:
+        return self.complete and bool(self.ended_by) and self.outcome == STOP
+
+    @property
+    def runaway(self) -> bool:
+        return self.complete and self.outcome in RUNAWAY_ENDS
+
+    @property
+    def force_stopped(self) -> bool:
+        return self.complete and self.outcome == FORCE_STOP
 
     def probe(self) -> dict[str, float | None]:
         """The onset-entropy summary: mean entropy over frames 0-9 and 40-59 and the drop."""

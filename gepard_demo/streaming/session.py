@@ -40,7 +40,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from gepard_demo.model.guardrails import RUNAWAY_ENDS, force_stop_for
+from gepard_demo.model.ending import BUDGET, CANCEL, STOP
+from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clean_text, split_text
@@ -250,7 +251,7 @@ class SynthesisSession(OnceIterableSession):
                     self._sources.refill(released=stats.ttfa_s is not None)
                     with self._lock:
                         if self._cancel.is_set():
-                            seg_end = "cancel"
+                            seg_end = CANCEL
                             break
                         t = time.perf_counter()
                         step = next(frames_iter, None)
@@ -264,7 +265,7 @@ class SynthesisSession(OnceIterableSession):
                         hand_over(seg_no, seg_codes)
                         return
                     if step is None:  # ended without saying why: cancelled from outside, else the budget
-                        seg_end = "cancel" if self._cancel.is_set() else "budget"
+                        seg_end = CANCEL if self._cancel.is_set() else BUDGET
                         break
                     stats.p_stop.append(float(step.p_stop))
                     stats.entropy.append(float(step.entropy))
@@ -298,7 +299,7 @@ class SynthesisSession(OnceIterableSession):
                             return
                     if step.done is not None:
                         seg_end = step.done
-                        if step.done == "stop":
+                        if step.done == STOP:
                             stats.stop_frame = stats.frames
                         break
                 with self._lock:
@@ -307,7 +308,7 @@ class SynthesisSession(OnceIterableSession):
                 stats.segment_frames.append(len(seg_codes))
                 self._compact(len(seg_codes))
                 stats.ended_by = list(ended_by)
-                if seg_end == "cancel":
+                if seg_end == CANCEL:
                     break
                 if self.one_segment and not last_segment:
                     hand_over(seg_no + 1, None)
@@ -317,14 +318,11 @@ class SynthesisSession(OnceIterableSession):
             # Flush the frames that did not fill a chunk, then shape the end.
             frame_start = dec.pending_start
             final = dec.finish(self._end_of_speech)
-            stats.stop_fired = bool(ended_by) and all(e == "stop" for e in ended_by)
-            stats.runaway = any(e in RUNAWAY_ENDS for e in ended_by)
-            stats.force_stopped = "force_stop" in ended_by
+            # Complete before the last yield: a consumer may stop right after the final chunk.
+            stats.complete = True  # the flags (stop_fired, runaway) now follow from ended_by
             if not stats.stop_fired:
                 stats.stop_frame = None
             chunk = emit(final, frame_start, dec.pending_start, True)
-            # Complete before the last yield: a consumer may stop right after the final chunk.
-            stats.complete = True
             finish()
             yield chunk
         except GeneratorExit:  # the consumer stopped iterating: same as a cancel

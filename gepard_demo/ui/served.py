@@ -30,6 +30,7 @@ import soundfile as sf
 
 from gepard_demo.serving.client import (
     ServedFeatures,
+    ServedEnd,
     SpeechClient,
     SpeechServerError,
     StreamResult,
@@ -126,17 +127,11 @@ class ServedSession(OnceIterableSession):
             st.wall_s = st.gen_time_s = time.perf_counter() - t0
             st.audio_s = st.speech_s = emitted / SAMPLE_RATE
             st.rtf = st.wall_s / st.speech_s if st.speech_s else None
-            ours = done_info.get("gepard") or {}
-            if "frames" in ours:  # our server says exactly what happened
-                st.frames, st.stop_fired, st.runaway = ours["frames"], ours["stop_fired"], ours["runaway"]
-                st.force_stopped = bool(ours.get("force_stopped"))
-                st.ended_by = [ours["ended_by"]] if ours.get("ended_by") else []
-                st.entropy = [float("nan") if h is None else h for h in ours.get("entropy") or []]
-                st.nll = [float("nan") if h is None else h for h in ours.get("nll") or []]
-            elif not st.cancelled and emitted:  # vLLM-Omni: ends on the stop head or the budget
-                st.runaway = st.frames >= self.sampling.max_frames
-                st.stop_fired = not st.runaway
-            st.stop_frame = st.frames if st.stop_fired else None
+            if not st.cancelled and (emitted or "gepard" in done_info):
+                end = ServedEnd.read(done_info, emitted, self.sampling.max_frames)
+                st.frames, st.ended_by, st.stop_frame = end.frames, [end.ended_by], end.stop_frame
+                st.entropy = [float("nan") if h is None else h for h in end.entropy or []]
+                st.nll = [float("nan") if h is None else h for h in end.nll or []]
             st.complete = not st.cancelled
             if "word_timestamps" in done_info:
                 from gepard_demo.alignment.result import from_wire

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from gepard_demo.model.ending import STOP, utterance_end
 from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, recut, recut_limit
 from gepard_demo.settings import SamplingSettings, StreamSettings
@@ -79,8 +80,8 @@ class Take:
             return [(self.text, self.p_stop, int(st["frames"]), bool(st["stop_fired"]))]
         out, step = [], 0
         for text, n, end in zip(texts, frames, ends):
-            steps = n + (1 if end == "stop" else 0)
-            out.append((text, self.p_stop[step:step + steps], n, end == "stop"))
+            steps = n + (1 if end == STOP else 0)
+            out.append((text, self.p_stop[step:step + steps], n, end == STOP))
             step += steps
         return out
 
@@ -101,12 +102,8 @@ class Take:
                  for text, p, n, fired in self.segments()]
         if len(parts) == 1:
             return parts[0], [parts[0].frames]
-        last = parts[-1]
-        total = Derived(sum(d.frames for d in parts), all(d.stop_fired for d in parts),
-                        sum(d.frames for d in parts) if last.stop_fired else None,
-                        any(d.runaway for d in parts), [p for d in parts for p in d.p_stop],
-                        "force_stop" if any(d.force_stopped for d in parts) else "budget"
-                        if any(d.runaway for d in parts) else "stop")
+        frames, end = sum(d.frames for d in parts), utterance_end([d.ended_by for d in parts])
+        total = Derived(frames, frames if end == STOP else None, [p for d in parts for p in d.p_stop], end)
         return total, [d.frames for d in parts]
 
     def recut_at(self, threshold: float) -> Derived:

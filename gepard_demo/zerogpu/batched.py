@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from gepard_demo.model.batch import BatchRequest, DecodeBatch
+from gepard_demo.model.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.streaming.chunks import SegmentFrames, SessionCarry, stack_codes
@@ -216,11 +217,11 @@ def _steps(frames: SegmentFrames) -> list[FrameStep]:
     n = len(frames.codes)
     steps = []
     for k in range(n):
-        done = frames.ended if k == n - 1 and frames.ended in ("budget", "force_stop") else None
+        done = frames.ended if k == n - 1 and frames.ended in RUNAWAY_ENDS else None
         steps.append(FrameStep(k, torch.as_tensor(np.asarray(frames.codes[k], dtype=np.int64)), frames.p_stop[k], 0.0,
                                done, 0, frames.entropy[k], frames.nll[k]))
-    if frames.ended == "stop":
-        steps.append(FrameStep(n, None, frames.p_stop[n], 0.0, "stop", 0, frames.entropy[n], None))
+    if frames.ended == STOP:
+        steps.append(FrameStep(n, None, frames.p_stop[n], 0.0, STOP, 0, frames.entropy[n], None))
     return steps
 
 
