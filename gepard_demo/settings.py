@@ -21,24 +21,57 @@ MAX_CFG_SCALE = 10.0
 # reshuffles which levels are left rather than discouraging a loop. 2 leaves room to explore past
 # the authors' range, as MAX_CFG_SCALE does for guidance.
 MAX_REPETITION_PENALTY = 2.0
-# force_stop_frames's text-scaled form (gepard_demo/model/guardrails.py).
+# force_stop_frames's text-scaled form (gepard_demo/model/guardrails.py), and how "no force stop"
+# is written wherever the setting is text (a flag, the page's box, an eval form).
 AUTO = "auto"
+OFF = "off"
+# The settings that are our extension fields on the speech API, in groups a server declares in
+# its /v1/models entry (serving/cloning.py): a served page or eval refuses a group the server lacks.
+GUIDANCE_FIELDS = ("cfg_scale", "cfg_frames")
+GUARDRAIL_FIELDS = ("repetition_penalty", "repetition_window", "force_stop_frames")
 
 
 class SettingsError(ValueError):
-    """A setting outside its allowed range; the message names the setting and the range."""
+    """A setting outside its allowed range. The message names the setting and the range; `field`
+    is the setting's name where the error is about one (the server's 400 `param`, the page's
+    highlighted control), None where it is about several or none."""
 
-    @property
-    def field(self) -> str | None:
-        """The setting the message opens with (every check here names it first), if it is one."""
-        words = str(self).split()
-        names = {f.name for cls in (SamplingSettings, StreamSettings, BatchingSettings) for f in dataclasses.fields(cls)}
-        return words[0] if words and words[0] in names else None
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+    def __reduce__(self):  # keeps the field across a process boundary (ZeroGPU's calls pickle errors)
+        return type(self), (str(self), self.field)
 
 
-def _check(cond: bool, message: str) -> None:
+def _check(cond: bool, field: str, message: str) -> None:
     if not cond:
-        raise SettingsError(message)
+        raise SettingsError(message, field)
+
+
+def parse_force_stop(value) -> int | str | None:
+    """force_stop_frames from text or a number, as every surface takes it: "off" (or empty, or
+    None) -> None, "auto" -> AUTO, a whole number of frames -> int. Its range is `validate`'s."""
+    if value is None or isinstance(value, str) and value.strip().lower() in ("", OFF, "none"):
+        return None
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    wrong = SettingsError(f"force_stop_frames must be {OFF!r}, {AUTO!r} or a whole number of frames, got {value!r}",
+                          "force_stop_frames")
+    if isinstance(value, bool):
+        raise wrong
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise wrong from None
+    if not number.is_integer():
+        raise SettingsError(f"force_stop_frames must be a whole number of frames, got {value!r}", "force_stop_frames")
+    return int(number)
+
+
+def force_stop_text(value: int | str | None) -> str:
+    """force_stop_frames as text (the page's box, a command line): "off", "auto" or the number."""
+    return OFF if value is None else str(value)
 
 
 def _real(x) -> bool:
@@ -101,46 +134,46 @@ class SamplingSettings:
         return self.repetition_penalty != 1.0
 
     def validate(self) -> "SamplingSettings":
-        _check(0.0 < self.temperature <= 5.0, f"temperature must be in (0, 5], got {self.temperature}")
-        _check(self.top_k >= 0, f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        _check(0.0 < self.stop_threshold < 1.0, f"stop_threshold must be in (0, 1), got {self.stop_threshold}")
+        _check(0.0 < self.temperature <= 5.0, "temperature", f"temperature must be in (0, 5], got {self.temperature}")
+        _check(self.top_k >= 0, "top_k", f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        _check(0.0 < self.stop_threshold < 1.0, "stop_threshold", f"stop_threshold must be in (0, 1), got {self.stop_threshold}")
         _check(
             1 <= self.max_frames <= MAX_FRAMES_LIMIT,
-            f"max_frames must be in [1, {MAX_FRAMES_LIMIT}], got {self.max_frames}",
+            "max_frames", f"max_frames must be in [1, {MAX_FRAMES_LIMIT}], got {self.max_frames}",
         )
         _check(
             # vLLM-Omni's range; torch seeds a generator with the value's two's complement.
             self.seed is None or -(2**63) <= self.seed < 2**63,
-            f"seed must be a 64-bit integer, got {self.seed}",
+            "seed", f"seed must be a 64-bit integer, got {self.seed}",
         )
         _check(
             isinstance(self.cfg_scale, (int, float)) and 0.0 <= self.cfg_scale <= MAX_CFG_SCALE,
-            f"cfg_scale must be in [0, {MAX_CFG_SCALE:g}] (1 = off), got {self.cfg_scale}",
+            "cfg_scale", f"cfg_scale must be in [0, {MAX_CFG_SCALE:g}] (1 = off), got {self.cfg_scale}",
         )
         _check(
             self.cfg_frames is None or (isinstance(self.cfg_frames, int) and 1 <= self.cfg_frames <= MAX_FRAMES_LIMIT),
-            f"cfg_frames must be unset (guide every frame) or in [1, {MAX_FRAMES_LIMIT}], got {self.cfg_frames}",
+            "cfg_frames", f"cfg_frames must be unset (guide every frame) or in [1, {MAX_FRAMES_LIMIT}], got {self.cfg_frames}",
         )
         _check(
             _real(self.repetition_penalty) and 1.0 <= self.repetition_penalty <= MAX_REPETITION_PENALTY,
-            f"repetition_penalty must be in [1, {MAX_REPETITION_PENALTY:g}] (1 = off; the authors' typical 1.1-1.3), "
+            "repetition_penalty", f"repetition_penalty must be in [1, {MAX_REPETITION_PENALTY:g}] (1 = off; the authors' typical 1.1-1.3), "
             f"got {self.repetition_penalty}",
         )
         _check(
             _whole(self.repetition_window) and 0 <= self.repetition_window <= MAX_FRAMES_LIMIT,
-            f"repetition_window must be a whole number of frames in [0, {MAX_FRAMES_LIMIT}] (0 = all history), "
+            "repetition_window", f"repetition_window must be a whole number of frames in [0, {MAX_FRAMES_LIMIT}] (0 = all history), "
             f"got {self.repetition_window}",
         )
         f = self.force_stop_frames
         _check(
             f is None or f == AUTO or _whole(f),
-            f"force_stop_frames must be unset (off), {AUTO!r} or a whole number of frames, got {f!r}",
+            "force_stop_frames", f"force_stop_frames must be unset (off), {AUTO!r} or a whole number of frames, got {f!r}",
         )
         _check(
             not _whole(f) or 1 <= f <= self.max_frames,
-            f"force_stop_frames must be in [1, max_frames = {self.max_frames}], got {f}",
+            "force_stop_frames", f"force_stop_frames must be in [1, max_frames = {self.max_frames}], got {f}",
         )
-        _check(isinstance(self.text_repetition, bool), f"text_repetition must be true or false, got {self.text_repetition!r}")
+        _check(isinstance(self.text_repetition, bool), "text_repetition", f"text_repetition must be true or false, got {self.text_repetition!r}")
         return self
 
     def replace(self, **changes) -> "SamplingSettings":
@@ -175,12 +208,12 @@ class StreamSettings:
     silence_ms: float = 0.0
 
     def validate(self) -> "StreamSettings":
-        _check(1 <= self.first_chunk_frames <= 1000, f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")
-        _check(1 <= self.chunk_frames <= 1000, f"chunk_frames must be in [1, 1000], got {self.chunk_frames}")
-        _check(self.decode_mode in DECODE_MODES, f"decode_mode must be one of {DECODE_MODES}, got {self.decode_mode!r}")
-        _check(0 <= self.lookback_frames <= 256, f"lookback_frames must be in [0, 256], got {self.lookback_frames}")
-        _check(0.0 <= self.fade_ms <= 5000.0, f"fade_ms must be in [0, 5000], got {self.fade_ms}")
-        _check(0.0 <= self.silence_ms <= 10000.0, f"silence_ms must be in [0, 10000], got {self.silence_ms}")
+        _check(1 <= self.first_chunk_frames <= 1000, "first_chunk_frames", f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")
+        _check(1 <= self.chunk_frames <= 1000, "chunk_frames", f"chunk_frames must be in [1, 1000], got {self.chunk_frames}")
+        _check(self.decode_mode in DECODE_MODES, "decode_mode", f"decode_mode must be one of {DECODE_MODES}, got {self.decode_mode!r}")
+        _check(0 <= self.lookback_frames <= 256, "lookback_frames", f"lookback_frames must be in [0, 256], got {self.lookback_frames}")
+        _check(0.0 <= self.fade_ms <= 5000.0, "fade_ms", f"fade_ms must be in [0, 5000], got {self.fade_ms}")
+        _check(0.0 <= self.silence_ms <= 10000.0, "silence_ms", f"silence_ms must be in [0, 10000], got {self.silence_ms}")
         return self
 
     def replace(self, **changes) -> "StreamSettings":
@@ -216,11 +249,11 @@ class BatchingSettings:
     look_ahead: int = 8
 
     def validate(self) -> "BatchingSettings":
-        _check(1 <= self.max_batch <= MAX_BATCH_LIMIT, f"max_batch must be in [1, {MAX_BATCH_LIMIT}], got {self.max_batch}")
-        _check(self.admission in ADMISSION_RULES, f"admission must be one of {ADMISSION_RULES}, got {self.admission!r}")
-        _check(0.1 <= self.headroom <= 1.0, f"headroom must be in [0.1, 1.0], got {self.headroom}")
+        _check(1 <= self.max_batch <= MAX_BATCH_LIMIT, "max_batch", f"max_batch must be in [1, {MAX_BATCH_LIMIT}], got {self.max_batch}")
+        _check(self.admission in ADMISSION_RULES, "admission", f"admission must be one of {ADMISSION_RULES}, got {self.admission!r}")
+        _check(0.1 <= self.headroom <= 1.0, "headroom", f"headroom must be in [0.1, 1.0], got {self.headroom}")
         _check(_whole(self.look_ahead) and 0 <= self.look_ahead <= MAX_LOOK_AHEAD,
-               f"look_ahead must be in [0, {MAX_LOOK_AHEAD}] segments, got {self.look_ahead}")
+               "look_ahead", f"look_ahead must be in [0, {MAX_LOOK_AHEAD}] segments, got {self.look_ahead}")
         return self
 
 
@@ -260,16 +293,16 @@ class TrafficSettings:
     max_ahead_s: float = 300.0
 
     def validate(self) -> "TrafficSettings":
-        _check(self.per_client >= 1, f"per_client must be at least 1, got {self.per_client}")
+        _check(self.per_client >= 1, "per_client", f"per_client must be at least 1, got {self.per_client}")
         _check(self.max_running >= self.per_client,
-               f"max_running must be at least per_client ({self.per_client}), got {self.max_running}")
-        _check(self.keep_audio_bytes >= 0, f"keep_audio_bytes must be 0 or more, got {self.keep_audio_bytes}")
-        _check(self.keep_s >= 0, f"keep_s must be 0 or more, got {self.keep_s}")
-        _check(bool(self.trusted_proxies.strip()), "trusted_proxies is empty (name at least one address, "
+               "max_running", f"max_running must be at least per_client ({self.per_client}), got {self.max_running}")
+        _check(self.keep_audio_bytes >= 0, "keep_audio_bytes", f"keep_audio_bytes must be 0 or more, got {self.keep_audio_bytes}")
+        _check(self.keep_s >= 0, "keep_s", f"keep_s must be 0 or more, got {self.keep_s}")
+        _check(bool(self.trusted_proxies.strip()), "trusted_proxies", "trusted_proxies is empty (name at least one address, "
                "e.g. 127.0.0.1)")
-        _check(self.keep_running_bytes >= 0, f"keep_running_bytes must be 0 or more, got {self.keep_running_bytes}")
-        _check(1 <= self.max_text_chars <= 1_000_000, f"max_text_chars must be in [1, 1000000], got {self.max_text_chars}")
-        _check(self.max_ahead_s > 0, f"max_ahead_s must be above 0, got {self.max_ahead_s}")
+        _check(self.keep_running_bytes >= 0, "keep_running_bytes", f"keep_running_bytes must be 0 or more, got {self.keep_running_bytes}")
+        _check(1 <= self.max_text_chars <= 1_000_000, "max_text_chars", f"max_text_chars must be in [1, 1000000], got {self.max_text_chars}")
+        _check(self.max_ahead_s > 0, "max_ahead_s", f"max_ahead_s must be above 0, got {self.max_ahead_s}")
         return self
 
     @staticmethod

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import argparse
 
-from .settings import ADMISSION_RULES, AUTO, DECODE_MODES, BatchingSettings, SamplingSettings, StreamSettings
+from .settings import (
+    ADMISSION_RULES,
+    DECODE_MODES,
+    BatchingSettings,
+    SamplingSettings,
+    SettingsError,
+    StreamSettings,
+    parse_force_stop,
+)
 
 
-def force_stop_value(text: str) -> int | str | None:
-    """--force-stop-frames: a number of frames, "auto" (scaled to the text) or "off"."""
-    word = text.strip().lower()
-    if word in ("off", "none", ""):
-        return None
-    if word == AUTO:
-        return AUTO
+def _force_stop_flag(text: str) -> int | str | None:
+    """--force-stop-frames: settings.parse_force_stop, its error as argparse reports one."""
     try:
-        return int(word)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"force_stop_frames must be a number of frames, {AUTO!r} or 'off', got {text!r}") from None
+        return parse_force_stop(text)
+    except SettingsError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 # Flags whose "off" is a value of its own (so None cannot mean "not given" for them).
@@ -47,7 +50,7 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
     for name, typ in SAMPLING_FLAGS.items():
         g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
     g.add_argument("--greedy", action="store_true", default=None, help="argmax instead of sampling")
-    g.add_argument("--force-stop-frames", type=force_stop_value, default=_OFF, metavar="N|auto|off",
+    g.add_argument("--force-stop-frames", type=_force_stop_flag, default=_OFF, metavar="N|auto|off",
                    help="end a run at N frames whatever the stop head says; auto: 4 x the text's expected frames, "
                         "clamped to [80, 300] (the authors' rollout cap); off: no force stop")
     g = p.add_argument_group("stream (StreamSettings)")

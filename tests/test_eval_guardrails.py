@@ -62,7 +62,7 @@ def test_bad_guardrail_settings_are_exit_2_naming_the_field(tiny_cache_dir, tmp_
     assert main(["sweep", "--out", str(tmp_path / "s"), "--axis", "repetition_penalty=1.0,0.9"]) == 2
     assert "repetition_penalty must be in [1, 2]" in capsys.readouterr().err
     assert main(["sweep", "--out", str(tmp_path / "s"), "--axis", "force_stop_frames=off,soon"]) == 2
-    assert "force_stop_frames must be a number of frames, 'auto' or 'off'" in capsys.readouterr().err
+    assert "force_stop_frames must be 'off', 'auto' or a whole number of frames" in capsys.readouterr().err
 
 
 def test_auto_on_a_wordless_text_goes_to_errors_and_the_run_goes_on(tiny_cache_dir, tmp_path):

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from eval.ui.common import force_stop
 from eval.ui.sweep_section import run_sweep_ui
 from eval.ui.tab import build_eval_tab, run_eval
-from gepard_demo.settings import SettingsError
+from gepard_demo.settings import SettingsError, parse_force_stop
 
 ARGS = dict(set_name="smoke", set_file=None, limit=2, batch_size=2, base_seed=5, engine_name="local", temperature=0.5,
             top_k=0, greedy=False, stop_threshold=0.5, max_frames=8, fade_ms=0, silence_ms=0,
@@ -32,9 +31,12 @@ def provider(tiny_engine):
 
 
 def test_the_force_stop_box_reads_as_the_flag():
-    assert (force_stop("off"), force_stop(""), force_stop(" Auto "), force_stop("40")) == (None, None, "auto", 40)
-    with pytest.raises(SettingsError, match="force_stop_frames must be a number of frames"):
-        force_stop("soon")
+    """The form, the page, the flag and a sweep axis read the box with one parser."""
+    read = parse_force_stop
+    assert (read("off"), read(""), read(" Auto "), read("40"), read(40.0)) == (None, None, "auto", 40, 40)
+    with pytest.raises(SettingsError, match="force_stop_frames must be 'off', 'auto' or a whole number of frames") as e:
+        read("soon")
+    assert e.value.field == "force_stop_frames"
 
 
 def test_the_forms_refuse_bad_guardrails_naming_the_field(provider, tmp_path):

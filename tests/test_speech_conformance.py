@@ -201,10 +201,11 @@ def test_guidance_fields_would_pass_vllm_omni_unread_so_clients_only_send_them_w
     vLLM-Omni's request model accepts a body with our cfg fields and drops them (no error, so
     the audio would silently be unguided); our server applies them. CFG off sends nothing extra."""
     from gepard_demo.serving.client import guidance_fields, request_body
+    from gepard_demo.settings import SamplingSettings
     from gepard_demo.serving.cloning import split_extensions
 
-    assert request_body(T, guidance=guidance_fields(1.0, 5)) == request_body(T)
-    body = request_body(T, seed=3, guidance=guidance_fields(2.5, 6))
+    assert request_body(T, guidance=guidance_fields(SamplingSettings(cfg_frames=5))) == request_body(T)
+    body = request_body(T, seed=3, guidance=guidance_fields(SamplingSettings(cfg_scale=2.5, cfg_frames=6)))
     assert body["cfg_scale"] == 2.5 and body["cfg_frames"] == 6
     assert vllm.decide(body, MODEL) == (True, "raw")
     parsed = vllm.request_model().model_validate(body)

@@ -108,11 +108,12 @@ def test_guardrail_fields_would_pass_vllm_omni_unread():
     """vLLM-Omni's request model takes a body with our guardrail fields and drops them, so its
     audio would silently be unguarded: clients send them only to a server that lists them."""
     from gepard_demo.serving.client import guardrail_fields, request_body
+    from gepard_demo.settings import SamplingSettings
     from gepard_demo.serving.cloning import split_extensions
 
-    assert request_body(TEXT, guidance=guardrail_fields()) == request_body(TEXT)  # off: nothing extra
-    assert guardrail_fields(1.0, 8, None) == {}  # a window alone changes nothing
-    fields = guardrail_fields(1.3, 8, "auto")
+    assert request_body(TEXT, guidance=guardrail_fields(SamplingSettings())) == request_body(TEXT)  # off: nothing extra
+    assert guardrail_fields(SamplingSettings(repetition_window=8)) == {}  # a window alone changes nothing
+    fields = guardrail_fields(SamplingSettings(repetition_penalty=1.3, repetition_window=8, force_stop_frames="auto"))
     body = request_body(TEXT, seed=3, guidance=fields)
     assert vllm.decide(body, "tiny") == (True, "raw")
     parsed = vllm.request_model().model_validate(body).model_dump()

@@ -78,7 +78,7 @@ def check_server_settings(sampling: SamplingSettings, stream: StreamSettings) ->
 def guidance_for(servers: list["GepardServer"], sampling: SamplingSettings) -> dict:
     """The guidance fields every request carries ({} when CFG is off); refused when a server
     would not apply them."""
-    fields = guidance_fields(sampling.cfg_scale, sampling.cfg_frames)
+    fields = guidance_fields(sampling)
     for server in servers if fields else ():
         if not server.features().guidance:
             raise ServerError(f"cfg_scale={sampling.cfg_scale:g}: the server at {server.url} takes no guidance "
@@ -91,7 +91,7 @@ def guardrails_for(servers: list["GepardServer"], sampling: SamplingSettings) ->
     """The guardrail fields every request carries ({} when they are off); refused before the first
     request when a server does not list `"guardrails": true` (vLLM-Omni would drop them unread and
     the run would score unguarded audio as guarded)."""
-    fields = guardrail_fields(sampling.repetition_penalty, sampling.repetition_window, sampling.force_stop_frames)
+    fields = guardrail_fields(sampling)
     for server in servers if fields else ():
         if not server.features().guardrails:
             raise ServerError(f"{', '.join(f'{k}={v}' for k, v in fields.items())}: the server at {server.url} takes "

@@ -234,7 +234,7 @@ def row_settings(cfg: RunConfig, seed: int) -> dict:
 
         s = cfg.sampling
         return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": s.max_frames,
-                "guardrails": guardrail_fields(s.repetition_penalty, s.repetition_window, s.force_stop_frames),
+                "guardrails": guardrail_fields(s),
                 "fixed_by_server": "temperature, top-k, stop threshold, streaming: see environment.json"}
     if cfg.engine == "piper":
         return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}

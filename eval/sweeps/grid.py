@@ -85,15 +85,10 @@ def parse_axes(specs: list[str]) -> tuple:
 
 
 def _parse_value(text: str, default, name: str = ""):
-    if name == "force_stop_frames":  # a number of frames, "auto" or "off", as --force-stop-frames takes it
-        import argparse
+    if name == "force_stop_frames":  # a number of frames, "auto" or "off", as every surface takes it
+        from gepard_demo.settings import parse_force_stop
 
-        from gepard_demo.settings_flags import force_stop_value
-
-        try:
-            return force_stop_value(text)
-        except argparse.ArgumentTypeError as e:
-            raise ValueError(str(e)) from None
+        return parse_force_stop(text)  # its SettingsError is a ValueError
     if text.lower() == "none":
         return None
     if isinstance(default, bool):

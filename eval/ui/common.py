@@ -115,20 +115,6 @@ def eval_engine_from_provider(engine_provider: Callable[[], Any], engine_name: s
     return LockedEngine(GepardLocal(engine, codec), getattr(engine_provider, "lock", None))
 
 
-def force_stop(text) -> int | str | None:
-    """A form's force stop: a number of frames, "auto" or "off" (blank), read as --force-stop-frames
-    reads it; anything else is a SettingsError naming force_stop_frames."""
-    import argparse
-
-    from gepard_demo.settings import SettingsError
-    from gepard_demo.settings_flags import force_stop_value
-
-    try:
-        return force_stop_value(str(text if text is not None else ""))
-    except argparse.ArgumentTypeError as e:
-        raise SettingsError(str(e)) from None
-
-
 def tab_error(exc: Exception):
     """The gr.Error a tab handler raises for `exc`: a refusal (bad input, a bound, a missing run) is
     one log line and a message naming what is wrong; anything else is a fault and keeps its

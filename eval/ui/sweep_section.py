@@ -20,6 +20,9 @@ import pandas as pd
 from eval.runs.run import RunConfig, RunError
 from eval.runs.sets import load_set
 from eval.ui.common import EvalLimits, chart_images, tab_error
+from gepard_demo.settings import SamplingSettings, force_stop_text
+
+DEFAULTS = SamplingSettings()  # what a caller who leaves a guardrail out gets
 
 SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "force_stop_rate", "derail_rate",
                  "clean_rate", "reward_mean", "truncation_rate",
@@ -78,12 +81,14 @@ def view_sweep(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list
 
 def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name, set_name, set_file, limit, batch_size, base_seed,
                  temperatures, thresholds, extra_axes, max_frames, asr_backend, asr_model, vad,
-                 repetition_penalty=1.0, repetition_window=32, force_stop_frames="off", progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
+                 repetition_penalty=DEFAULTS.repetition_penalty, repetition_window=DEFAULTS.repetition_window,
+                 force_stop_frames=force_stop_text(DEFAULTS.force_stop_frames), progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
     """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...))."""
     from eval.scoring.asr import ASRSettings
     from eval.sweeps.grid import SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
-    from eval.ui.common import eval_engine_from_provider, force_stop
+    from eval.ui.common import eval_engine_from_provider
+    from gepard_demo.settings import parse_force_stop
     from gepard_demo.settings import SamplingSettings
 
     name = (name or "").strip() or time.strftime("sweep-%Y%m%d-%H%M%S")
@@ -94,7 +99,7 @@ def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name, set_name, s
     base = RunConfig(engine="local", model=engine.describe()["model"], set=set_file or set_name,
                      sampling=SamplingSettings(max_frames=int(max_frames), repetition_penalty=float(repetition_penalty),
                                                repetition_window=int(repetition_window),
-                                               force_stop_frames=force_stop(force_stop_frames)).validate(),
+                                               force_stop_frames=parse_force_stop(force_stop_frames)).validate(),
                      batch_size=int(batch_size),
                      base_seed=int(base_seed), limit=int(limit) if limit else None)
     # One-pass thresholds read the engine in this process; behind a GPU boundary each point runs

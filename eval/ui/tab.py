@@ -32,18 +32,27 @@ import pandas as pd
 
 from eval.runs.run import RunConfig, run
 from eval.runs.sets import builtin_sets, load_set
-from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, force_stop, tab_error
+from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, tab_error
 from eval.ui.compare_section import build_compare_section
 from eval.ui.demo_link import wire_open
 from eval.ui.listening_section import build_listening_section
 from eval.ui.runs_view import TABLE_COLUMNS, list_runs, row_audio, row_choices, run_folder, view_run
 from eval.ui.word_view import row_words as row_words_view
 from eval.ui.sweep_section import build_sweep_section
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import (
+    MAX_REPETITION_PENALTY,
+    SamplingSettings,
+    StreamSettings,
+    force_stop_text,
+    parse_force_stop,
+)
+
+DEFAULTS = SamplingSettings()  # what the form shows first, and what a caller who leaves a field out gets
 
 def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_size, base_seed, engine_name,
              temperature, top_k, greedy, stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model,
-             vad, repetition_penalty=1.0, repetition_window=32, force_stop_frames="off",
+             vad, repetition_penalty=DEFAULTS.repetition_penalty, repetition_window=DEFAULTS.repetition_window,
+             force_stop_frames=force_stop_text(DEFAULTS.force_stop_frames),
              progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
     """Synthesize + score + report one run; returns view_run's outputs. Raises on bad input
     (a guardrail out of range: SettingsError naming it, as the CLI's)."""
@@ -54,7 +63,7 @@ def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_s
     sampling = SamplingSettings(temperature=float(temperature), top_k=int(top_k), greedy=bool(greedy),
                                 stop_threshold=float(stop_threshold), max_frames=int(max_frames),
                                 repetition_penalty=float(repetition_penalty), repetition_window=int(repetition_window),
-                                force_stop_frames=force_stop(force_stop_frames)).validate()
+                                force_stop_frames=parse_force_stop(force_stop_frames)).validate()
     stream = StreamSettings(fade_ms=float(fade_ms), silence_ms=float(silence_ms)).validate()
     name = (name or "").strip() or time.strftime("ui-%Y%m%d-%H%M%S")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
@@ -108,10 +117,10 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
                 fade_ms = gr.Number(value=0, minimum=0, label="End fade ms")
                 silence_ms = gr.Number(value=0, minimum=0, label="End silence ms")
             with gr.Row():  # the authors' guardrails (facts §15)
-                rep_penalty = gr.Number(value=1.0, minimum=1.0, maximum=2.0, step=0.05,
+                rep_penalty = gr.Number(value=DEFAULTS.repetition_penalty, minimum=1.0, maximum=MAX_REPETITION_PENALTY, step=0.05,
                                         label="Repetition penalty (1 = off)", elem_id="eval-rep-penalty")
-                rep_window = gr.Number(value=32, precision=0, minimum=0, label="Penalty window (frames, 0 = all)")
-                force_stop_box = gr.Textbox(value="off", label="Force stop (frames, auto or off)", elem_id="eval-force-stop")
+                rep_window = gr.Number(value=DEFAULTS.repetition_window, precision=0, minimum=0, label="Penalty window (frames, 0 = all)")
+                force_stop_box = gr.Textbox(value=force_stop_text(DEFAULTS.force_stop_frames), label="Force stop (frames, auto or off)", elem_id="eval-force-stop")
         with gr.Column():
             sizes = bundled_sizes() or ["tiny.en"]
             asr_backend = gr.Radio(["faster-whisper", "openai-whisper"], value="faster-whisper", label="ASR")

@@ -32,7 +32,7 @@ class AlignmentSettings:
 
     def validate(self) -> "AlignmentSettings":
         if not isinstance(self.weights, str) or not self.weights.strip():
-            raise SettingsError("weights must name Whisper weights (a size such as 'tiny.en', or a path)")
+            raise SettingsError("weights must name Whisper weights (a size such as 'tiny.en', or a path)", "weights")
         if not 0.0 <= self.low_confidence <= 1.0:
-            raise SettingsError(f"low_confidence must be in [0, 1], got {self.low_confidence}")
+            raise SettingsError(f"low_confidence must be in [0, 1], got {self.low_confidence}", "low_confidence")
         return self

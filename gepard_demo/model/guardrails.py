@@ -36,7 +36,7 @@ def auto_force_stop(text: str) -> int:
     as one word): refused, naming the field, rather than capped at a length that means nothing."""
     if not any(ch.isalnum() for ch in text):
         raise SettingsError(f"force_stop_frames {AUTO!r} scales the cap to the text's words, and {text!r} has none: "
-                            "give a number of frames, or leave it off")
+                            "give a number of frames, or leave it off", "force_stop_frames")
     cap = int(AUTO_MULTIPLE * expected_speech_s(word_count(text)) * FRAME_RATE_HZ)
     return max(AUTO_MIN_FRAMES, min(AUTO_MAX_FRAMES, cap))
 

@@ -37,6 +37,7 @@ from gepard_demo.serving.protocol import (
     iter_sse_events,
     sse_audio,
 )
+from gepard_demo.settings import SamplingSettings
 from gepard_demo.units import SAMPLES_PER_FRAME
 
 
@@ -97,23 +98,23 @@ class ServedFeatures:
                                     "refused")
 
 
-def guidance_fields(cfg_scale: float, cfg_frames: int | None) -> dict:
+def guidance_fields(sampling: SamplingSettings) -> dict:
     """Our extension fields for classifier-free guidance; none when it is off (scale 1), so a
     plain request stays exactly vLLM-Omni's."""
-    if cfg_scale == 1.0:
+    if not sampling.guided:
         return {}
-    return {"cfg_scale": float(cfg_scale), **({"cfg_frames": int(cfg_frames)} if cfg_frames else {})}
+    return {"cfg_scale": float(sampling.cfg_scale), **({"cfg_frames": int(sampling.cfg_frames)} if sampling.cfg_frames else {})}
 
 
-def guardrail_fields(repetition_penalty: float = 1.0, repetition_window: int = 32,
-                     force_stop_frames: int | str | None = None) -> dict:
-    """Our extension fields for the authors' guardrails; only those that differ from off, so a
-    plain request stays exactly vLLM-Omni's (the window only matters with a penalty)."""
+def guardrail_fields(sampling: SamplingSettings) -> dict:
+    """Our extension fields for the authors' guardrails; only those that are on, so a plain
+    request stays exactly vLLM-Omni's (the window only matters with a penalty)."""
     fields: dict[str, Any] = {}
-    if repetition_penalty != 1.0:
-        fields.update(repetition_penalty=float(repetition_penalty), repetition_window=int(repetition_window))
-    if force_stop_frames is not None:
-        fields["force_stop_frames"] = force_stop_frames
+    if sampling.penalized:
+        fields.update(repetition_penalty=float(sampling.repetition_penalty),
+                      repetition_window=int(sampling.repetition_window))
+    if sampling.force_stop_frames is not None:
+        fields["force_stop_frames"] = sampling.force_stop_frames
     return fields
 
 

@@ -23,12 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gepard_demo.serving.protocol import GEPARD_RULES, FieldRule
-from gepard_demo.settings import AUTO, SamplingSettings, SettingsError
+from gepard_demo.settings import AUTO, GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SamplingSettings, SettingsError
 from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio
 
 ACCEPTED_CLONING_FIELDS = ("ref_audio", "ref_text", "task_type")  # with a compressor to clone with
-GUIDANCE_FIELDS = ("cfg_scale", "cfg_frames")
-GUARDRAIL_FIELDS = ("repetition_penalty", "repetition_window", "force_stop_frames")
 EXTENSION_FIELDS = GUIDANCE_FIELDS + GUARDRAIL_FIELDS  # ours, always accepted
 
 

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import gradio as gr
 
 from gepard_demo.bounded import Bounded
-from gepard_demo.settings import SamplingSettings, SettingsError
+from gepard_demo.settings import SamplingSettings, SettingsError, force_stop_text
 from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import TextError, read_text_file
 from gepard_demo.voice.reference_audio import ReferenceAudioError
@@ -45,6 +45,7 @@ from .wav_sink import WavSink
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
 STOP_GRACE_S = 0.2  # after Stop, how long the handler waits for the session's thread before it answers
 log = logging.getLogger("gepard_demo.ui")
+DEFAULTS = SamplingSettings()  # what a control the caller leaves out stands for
 
 
 class DemoController:
@@ -79,9 +80,10 @@ class DemoController:
     def generate(self, job_id: str, text: str, temperature: float, top_k: int, greedy: bool,
                  stop_threshold: float, seed: int | None, random_seed: bool, max_frames: int,
                  first_chunk_frames: int, chunk_frames: int, decode_mode: str, lookback_frames: int,
-                 fade_ms: float, silence_ms: float, ref_audio: Any = None, cfg_scale: float = 1.0,
-                 cfg_frames: int = 0, repetition_penalty: float = 1.0, repetition_window: int = 32,
-                 force_stop_frames: str = "off", request: gr.Request = None) -> Iterator[tuple]:
+                 fade_ms: float, silence_ms: float, ref_audio: Any = None, cfg_scale: float = DEFAULTS.cfg_scale,
+                 cfg_frames: int = 0, repetition_penalty: float = DEFAULTS.repetition_penalty,
+                 repetition_window: int = DEFAULTS.repetition_window,
+                 force_stop_frames: str = force_stop_text(DEFAULTS.force_stop_frames), request: gr.Request = None) -> Iterator[tuple]:
         """Gradio generator: (status, wav path, stats markdown, p_stop plot, take) updates.
 
         Named parameters, one per control (CONTROL_NAMES), so the API shows these names. The

@@ -10,14 +10,16 @@ from typing import Any
 
 from gepard_demo.settings import (
     DECODE_MODES,
+    GUARDRAIL_FIELDS,
     MAX_FRAMES_LIMIT,
     MAX_REPETITION_PENALTY,
     SamplingSettings,
     SettingsError,
     StreamSettings,
+    parse_force_stop,
 )
 
-from .guardrails import GUARD_CONTROL_NAMES, force_stop_setting
+from .guardrails import control_values
 from .voice import VOICE_CONTROL_NAMES, cfg_changes
 
 # The control values, in the order the page passes them after the job id.
@@ -26,19 +28,19 @@ CONTROL_NAMES = (
     "max_frames", "first_chunk_frames", "chunk_frames", "decode_mode", "lookback_frames",
     "fade_ms", "silence_ms",
     *VOICE_CONTROL_NAMES,  # the "Voice and guidance" group (voice.py)
-    *GUARD_CONTROL_NAMES,  # the derailment guardrails (guardrails.py)
+    *GUARDRAIL_FIELDS,  # the derailment guardrails (guardrails.py)
 )
 
 
 def _number(name: str, value: Any) -> float:
     if value is None or isinstance(value, bool) or isinstance(value, str) and not value.strip():
-        raise SettingsError(f"{name} is empty")
+        raise SettingsError(f"{name} is empty", name)
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise SettingsError(f"{name} must be a number, got {value!r}") from None
+        raise SettingsError(f"{name} must be a number, got {value!r}", name) from None
     if not math.isfinite(x):
-        raise SettingsError(f"{name} must be a finite number, got {value!r}")
+        raise SettingsError(f"{name} must be a finite number, got {value!r}", name)
     return x
 
 
@@ -49,7 +51,7 @@ def _integer(name: str, value: Any) -> int:
         return int(value)  # the seed box's text: exact too
     x = _number(name, value)
     if not x.is_integer():
-        raise SettingsError(f"{name} must be a whole number, got {value!r}")
+        raise SettingsError(f"{name} must be a whole number, got {value!r}", name)
     return int(x)
 
 
@@ -70,13 +72,13 @@ def _show(x: float) -> str:
 def _in_range(name: str, x: float) -> float:
     lo, hi = CONTROL_RANGES[name]
     if not lo <= x <= hi:
-        raise SettingsError(f"{name} must be between {_show(lo)} and {_show(hi)}, got {_show(x)}")
+        raise SettingsError(f"{name} must be between {_show(lo)} and {_show(hi)}, got {_show(x)}", name)
     return x
 
 
 def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
     """Page values -> validated settings; raises SettingsError naming the bad control."""
-    values = {"repetition_penalty": 1.0, "repetition_window": 32, "force_stop_frames": "off", **values}
+    values = {**control_values(SamplingSettings()), **values}  # an API call may leave the guardrails out
     for name in CONTROL_RANGES:
         if name == "seed":
             if not values["random_seed"]:
@@ -84,7 +86,8 @@ def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSett
             continue
         _in_range(name, _number(name, values[name]))
     if str(values["decode_mode"]) not in DECODE_MODES:
-        raise SettingsError(f"decode_mode must be one of {', '.join(DECODE_MODES)}, got {values['decode_mode']!r}")
+        raise SettingsError(f"decode_mode must be one of {', '.join(DECODE_MODES)}, got {values['decode_mode']!r}",
+                            "decode_mode")
     seed = None if values["random_seed"] else _integer("seed", values["seed"])
     sampling = SamplingSettings(
         temperature=_number("temperature", values["temperature"]),
@@ -96,7 +99,7 @@ def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSett
         **cfg_changes(values.get("cfg_scale", 1.0), values.get("cfg_frames", 0)),
         repetition_penalty=_number("repetition_penalty", values["repetition_penalty"]),
         repetition_window=_integer("repetition_window", values["repetition_window"]),
-        force_stop_frames=force_stop_setting(values["force_stop_frames"]),
+        force_stop_frames=parse_force_stop(values["force_stop_frames"]),
     ).validate()
     stream = StreamSettings(
         first_chunk_frames=_integer("first_chunk_frames", values["first_chunk_frames"]),

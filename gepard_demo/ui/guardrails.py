@@ -1,10 +1,10 @@
 """The page's derailment guardrails: the authors' repetition penalty and force stop (facts §15;
 gepard_demo/model/guardrails.py), a sub-group of the Sampling controls.
 
-The controller receives their three values after the voice group's (controls.CONTROL_NAMES), and
-controls.parse_controls reads them with the others, so the page, its API and "Open in the demo"
-parse them alike: `force_stop_frames` is a text box because it takes a number of frames, "auto"
-or "off" (`force_stop_setting`).
+The controller receives their three values (settings.GUARDRAIL_FIELDS) after the voice group's
+(controls.CONTROL_NAMES), and controls.parse_controls reads them with the others, so the page, its
+API and "Open in the demo" parse them alike: `force_stop_frames` is a text box because it takes a
+number of frames, "auto" or "off" (settings.parse_force_stop).
 """
 
 from __future__ import annotations
@@ -13,44 +13,25 @@ from typing import Any
 
 import gradio as gr
 
-from gepard_demo.settings import AUTO, MAX_FRAMES_LIMIT, MAX_REPETITION_PENALTY, SamplingSettings, SettingsError
+from gepard_demo.settings import (
+    GUARDRAIL_FIELDS,
+    MAX_FRAMES_LIMIT,
+    MAX_REPETITION_PENALTY,
+    SamplingSettings,
+    force_stop_text,
+)
 
 from .fields import FieldSlider
-
-GUARD_CONTROL_NAMES = ("repetition_penalty", "repetition_window", "force_stop_frames")
-OFF = "off"
-
-
-def force_stop_text(value: int | str | None) -> str:
-    """A setting's force_stop_frames as the page's box shows it."""
-    return OFF if value is None else str(value)
-
-
-def force_stop_setting(value: Any) -> int | str | None:
-    """The box's text (or an API client's number) -> force_stop_frames; SettingsError naming it."""
-    if value is None or isinstance(value, str) and value.strip().lower() in ("", OFF, "none"):
-        return None
-    if isinstance(value, str) and value.strip().lower() == AUTO:
-        return AUTO
-    if isinstance(value, bool):
-        raise SettingsError(f"force_stop_frames must be {OFF!r}, {AUTO!r} or a whole number of frames, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise SettingsError(f"force_stop_frames must be {OFF!r}, {AUTO!r} or a whole number of frames, got {value!r}") from None
-    if not number.is_integer():
-        raise SettingsError(f"force_stop_frames must be a whole number of frames, got {value!r}")
-    return int(number)
 
 
 def control_values(sampling: SamplingSettings) -> dict[str, Any]:
     """What the controls show for these settings ("use these settings", "Open in the demo")."""
-    return {"repetition_penalty": sampling.repetition_penalty, "repetition_window": sampling.repetition_window,
-            "force_stop_frames": force_stop_text(sampling.force_stop_frames)}
+    values = {name: getattr(sampling, name) for name in GUARDRAIL_FIELDS}
+    return {**values, "force_stop_frames": force_stop_text(sampling.force_stop_frames)}
 
 
 def build_guardrail_controls(sampling: SamplingSettings) -> dict[str, Any]:
-    """The group's controls by name (GUARD_CONTROL_NAMES), inside the Sampling accordion."""
+    """The group's controls by name (settings.GUARDRAIL_FIELDS), inside the Sampling accordion."""
     with gr.Accordion("Derailment guardrails (the authors' runner)", open=False, elem_id="gepard-guardrails"):
         gr.Markdown("On short texts Gepard can fail to lock onto the words and babble until a cap: no stop "
                     "threshold rescues that (its stop head is saturated). These are the authors' guards; the "

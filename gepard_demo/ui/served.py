@@ -39,7 +39,7 @@ from gepard_demo.serving.client import (
     guidance_fields,
 )
 from gepard_demo.serving.protocol import pcm16_to_float
-from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import GUARDRAIL_FIELDS, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text
@@ -70,12 +70,12 @@ class ServedSession(OnceIterableSession):
                  features: ServedFeatures = ServedFeatures()):
         sampling.validate()
         if sampling.cfg_scale != 1.0 and not features.guidance:  # it would be dropped unread: refuse, don't ignore
-            raise SettingsError(f"cfg_scale {sampling.cfg_scale:g}: {NO_GUIDANCE_REASON}")
+            raise SettingsError(f"cfg_scale {sampling.cfg_scale:g}: {NO_GUIDANCE_REASON}", "cfg_scale")
         if ref_audio is not None and not features.voice_cloning:
             raise ReferenceAudioError(NO_CLONING_REASON)
         for name, used in (("repetition_penalty", sampling.penalized), ("force_stop_frames", sampling.force_stop_frames is not None)):
             if used and not features.guardrails:  # dropped unread otherwise: refuse, don't ignore
-                raise SettingsError(f"{name} {getattr(sampling, name)}: {NO_GUARDRAILS_REASON}")
+                raise SettingsError(f"{name} {getattr(sampling, name)}: {NO_GUARDRAILS_REASON}", name)
         self.client = client
         self.text = clean_text(text)  # the page's own limits, checked before any request
         self.sampling = sampling.with_concrete_seed()  # sent, so the page can show and replay it
@@ -92,8 +92,7 @@ class ServedSession(OnceIterableSession):
 
     def _extensions(self) -> dict:
         s = self.sampling
-        return {**guidance_fields(s.cfg_scale, s.cfg_frames),
-                **guardrail_fields(s.repetition_penalty, s.repetition_window, s.force_stop_frames)}
+        return {**guidance_fields(s), **guardrail_fields(s)}
 
     def cancel(self) -> None:
         """Any thread: the connection closes now, also while the server still holds the request
@@ -168,7 +167,7 @@ class ServedHost:
         if not self.features.guidance:
             locked.update(dict.fromkeys(("cfg_scale", "cfg_frames"), NO_GUIDANCE_REASON))
         if not self.features.guardrails:
-            locked.update(dict.fromkeys(("repetition_penalty", "repetition_window", "force_stop_frames"), NO_GUARDRAILS_REASON))
+            locked.update(dict.fromkeys(GUARDRAIL_FIELDS, NO_GUARDRAILS_REASON))
         return locked
 
     def voices(self) -> "ServedVoices":

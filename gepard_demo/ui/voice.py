@@ -92,9 +92,10 @@ def cfg_changes(cfg_scale: Any, cfg_frames: Any) -> dict:
         scale = float(cfg_scale if cfg_scale is not None else 1.0)
         frames = int(float(cfg_frames)) if cfg_frames not in (None, "") else 0
     except (TypeError, ValueError):
-        raise SettingsError(f"cfg_scale / cfg_frames must be numbers, got {cfg_scale!r} / {cfg_frames!r}") from None
+        raise SettingsError(f"cfg_scale / cfg_frames must be numbers, got {cfg_scale!r} / {cfg_frames!r}",
+                            "cfg_scale") from None
     if frames < 0:
-        raise SettingsError(f"cfg_frames must be >= 0 (0 = guide every frame), got {frames}")
+        raise SettingsError(f"cfg_frames must be >= 0 (0 = guide every frame), got {frames}", "cfg_frames")
     return {"cfg_scale": scale, "cfg_frames": frames or None}
 
 
