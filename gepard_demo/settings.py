@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 # 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
@@ -74,6 +75,46 @@ def force_stop_text(value: int | str | None) -> str:
     return OFF if value is None else str(value)
 
 
+@dataclass(frozen=True)
+class Text:
+    """How a setting is written and read wherever it is text: its command-line flag (settings_flags),
+    the synth line a take shows, a sweep axis's values. `write` returns None for a value that is
+    written by leaving the flag out (cfg_frames unset). Declared once, on the field itself."""
+
+    read: Callable[[str], Any]
+    write: Callable[[Any], str | None] = str
+    help: str = ""
+    metavar: str | None = None
+
+
+def _g(x: float) -> str:
+    return f"{x:g}"
+
+
+def _read_bool(text: str) -> bool:
+    word = str(text).strip().lower()
+    if word not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+        raise ValueError(f"{text!r} is not true/false")
+    return word in ("true", "1", "yes", "on")
+
+
+def _read_unset_int(text: str) -> int | None:
+    return None if str(text).strip().lower() in ("", "none", OFF) else int(text)
+
+
+def _write_unset(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def _as_text(read, write=str, help: str = "", metavar: str | None = None) -> dict:
+    return {"text": Text(read, write, help, metavar)}
+
+
+def declared(cls) -> dict[str, Text]:
+    """The settings of `cls` that are written as text (a flag each), by name, in field order."""
+    return {f.name: f.metadata["text"] for f in dataclasses.fields(cls) if "text" in f.metadata}
+
+
 def _real(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
 
@@ -110,17 +151,27 @@ class SamplingSettings:
         gives the authors' no-repetition baseline (eval's `--text-repetition off`).
     """
 
-    temperature: float = 0.3
-    greedy: bool = False
-    top_k: int = 0
-    stop_threshold: float = 0.5
-    max_frames: int = 1000
+    # The seed and text_repetition carry no Text: each CLI means something of its own by --seed (one
+    # request's seed, a server's default, a run's base seed), and only eval's run takes
+    # --text-repetition (an experiment, not a sweep axis).
+    temperature: float = field(default=0.3, metadata=_as_text(float, _g, "divides every head's logits before sampling"))
+    greedy: bool = field(default=False, metadata=_as_text(_read_bool, help="argmax instead of sampling"))
+    top_k: int = field(default=0, metadata=_as_text(int, help="keep each head's k best levels (0 = all)"))
+    stop_threshold: float = field(default=0.5, metadata=_as_text(float, _g, "stop once the stop head's probability "
+                                                                             "passes it"))
+    max_frames: int = field(default=1000, metadata=_as_text(int, help="the frame budget: a run that reaches it is a "
+                                                                       "runaway", metavar="FRAMES"))
     seed: int | None = None
-    cfg_scale: float = 1.0
-    cfg_frames: int | None = None
-    repetition_penalty: float = 1.0
-    repetition_window: int = 32
-    force_stop_frames: int | str | None = None
+    cfg_scale: float = field(default=1.0, metadata=_as_text(float, _g, "classifier-free guidance weight, 1 = off"))
+    cfg_frames: int | None = field(default=None, metadata=_as_text(
+        _read_unset_int, _write_unset, "guide only the first N frames (unset: all)", "FRAMES"))
+    repetition_penalty: float = field(default=1.0, metadata=_as_text(
+        float, _g, "the authors' guard against loops, 1 = off (typical 1.1-1.3)"))
+    repetition_window: int = field(default=32, metadata=_as_text(
+        int, help="the penalty's window of recent frames, 0 = all history", metavar="FRAMES"))
+    force_stop_frames: int | str | None = field(default=None, metadata=_as_text(
+        parse_force_stop, force_stop_text, "end a run at N frames whatever the stop head says; auto: 4 x the text's "
+        "expected frames, clamped to [80, 300] (the authors' rollout cap); off: no force stop", "N|auto|off"))
     text_repetition: bool = True
 
     @property
@@ -200,12 +251,14 @@ class StreamSettings:
     fade_ms / silence_ms: end of speech: linear fade of the last fade_ms, then silence.
     """
 
-    first_chunk_frames: int = 10
-    chunk_frames: int = 86
-    decode_mode: str = "exact"
-    lookback_frames: int = 8
-    fade_ms: float = 0.0
-    silence_ms: float = 0.0
+    first_chunk_frames: int = field(default=10, metadata=_as_text(int, help="frames in the first chunk", metavar="FRAMES"))
+    chunk_frames: int = field(default=86, metadata=_as_text(int, help="frames in each later chunk", metavar="FRAMES"))
+    decode_mode: str = field(default="exact", metadata=_as_text(str, help="exact: carry the decoder's state; "
+                                                                          "lookback: re-decode history (vLLM-Omni)"))
+    lookback_frames: int = field(default=8, metadata=_as_text(int, help="history re-decoded per chunk in lookback "
+                                                                         "mode", metavar="FRAMES"))
+    fade_ms: float = field(default=0.0, metadata=_as_text(float, _g, "linear fade of the speech's last ms", "MS"))
+    silence_ms: float = field(default=0.0, metadata=_as_text(float, _g, "silence after the speech", "MS"))
 
     def validate(self) -> "StreamSettings":
         _check(1 <= self.first_chunk_frames <= 1000, "first_chunk_frames", f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")

@@ -1,7 +1,9 @@
-"""Command-line flags for every sampling and streaming setting, shared by all CLIs.
+"""Command-line flags for every sampling and streaming setting, shared by all CLIs, derived from
+the settings' own declarations (settings.declared: each field's Text says how it reads and writes).
 
-Each flag defaults to None, meaning "not given": the settings start from a base (the
-checkpoint's defaults, or a resumed run's saved settings) and only given flags change them.
+A flag left out is absent from the namespace (argparse.SUPPRESS), meaning "not given": the settings
+start from a base (the checkpoint's defaults, or a resumed run's saved settings) and only given
+flags change them. `setting_args` writes settings back as flags (a take's synth line).
 """
 
 from __future__ import annotations
@@ -15,59 +17,65 @@ from .settings import (
     SamplingSettings,
     SettingsError,
     StreamSettings,
-    parse_force_stop,
+    declared,
 )
 
 
-def _force_stop_flag(text: str) -> int | str | None:
-    """--force-stop-frames: settings.parse_force_stop, its error as argparse reports one."""
-    try:
-        return parse_force_stop(text)
-    except SettingsError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+def _flag_type(name: str, read):
+    """A setting's Text.read as an argparse type: a bad value is a usage error naming the setting."""
+
+    def parse(text: str):
+        try:
+            return read(text)
+        except SettingsError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} cannot be {text!r}") from None
+
+    return parse
 
 
-# Flags whose "off" is a value of its own (so None cannot mean "not given" for them).
-_OFF = object()
-
-# The seed is not here: each CLI means something of its own by --seed (one request's seed,
-# a server's default, an evaluation run's base seed).
-SAMPLING_FLAGS = {
-    "temperature": float,
-    "top_k": int,
-    "stop_threshold": float,
-    "max_frames": int,
-    "cfg_scale": float,  # classifier-free guidance weight, 1 = off
-    "cfg_frames": int,  # guide only the first N frames (unset: all)
-    "repetition_penalty": float,  # the authors' guard against loops, 1 = off (facts §15)
-    "repetition_window": int,  # the penalty's window of recent frames, 0 = all history
-}
-STREAM_FLAGS = {"first_chunk_frames": int, "chunk_frames": int, "lookback_frames": int, "fade_ms": float, "silence_ms": float}
+def _add_flags(group, cls) -> None:
+    for name, text in declared(cls).items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(getattr(cls, name), bool):
+            group.add_argument(flag, action="store_true", default=argparse.SUPPRESS, help=text.help)
+        else:
+            choices = DECODE_MODES if name == "decode_mode" else None
+            group.add_argument(flag, type=_flag_type(name, text.read), default=argparse.SUPPRESS, choices=choices,
+                               metavar=text.metavar, help=text.help)
 
 
 def add_settings_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("sampling (SamplingSettings; unset: the checkpoint's / saved defaults)")
-    for name, typ in SAMPLING_FLAGS.items():
-        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
-    g.add_argument("--greedy", action="store_true", default=None, help="argmax instead of sampling")
-    g.add_argument("--force-stop-frames", type=_force_stop_flag, default=_OFF, metavar="N|auto|off",
-                   help="end a run at N frames whatever the stop head says; auto: 4 x the text's expected frames, "
-                        "clamped to [80, 300] (the authors' rollout cap); off: no force stop")
-    g = p.add_argument_group("stream (StreamSettings)")
-    for name, typ in STREAM_FLAGS.items():
-        g.add_argument("--" + name.replace("_", "-"), type=typ, default=None)
-    g.add_argument("--decode-mode", choices=DECODE_MODES, default=None)
+    """A flag for each declared sampling and stream setting (settings.declared); a flag left out
+    leaves the base's value."""
+    _add_flags(p.add_argument_group("sampling (SamplingSettings; unset: the checkpoint's / saved defaults)"),
+               SamplingSettings)
+    _add_flags(p.add_argument_group("stream (StreamSettings)"), StreamSettings)
 
 
 def settings_from_args(
     args: argparse.Namespace, base_sampling: SamplingSettings, base_stream: StreamSettings
 ) -> tuple[SamplingSettings, StreamSettings]:
     """The base settings with the given flags applied, validated (SettingsError names the bad one)."""
-    samp = {k: getattr(args, k) for k in [*SAMPLING_FLAGS, "greedy"] if getattr(args, k) is not None}
-    if getattr(args, "force_stop_frames", _OFF) is not _OFF:
-        samp["force_stop_frames"] = args.force_stop_frames
-    strm = {k: getattr(args, k) for k in [*STREAM_FLAGS, "decode_mode"] if getattr(args, k) is not None}
+    given = vars(args)
+    samp = {k: given[k] for k in declared(SamplingSettings) if k in given}
+    strm = {k: given[k] for k in declared(StreamSettings) if k in given}
     return base_sampling.replace(**samp).validate(), base_stream.replace(**strm).validate()
+
+
+def setting_args(sampling: SamplingSettings, stream: StreamSettings) -> list[str]:
+    """The flags that give exactly these settings (a take's synth line): every declared setting,
+    a true switch as itself, a value written as nothing (cfg_frames unset) left out."""
+    args: list[str] = []
+    for settings in (sampling, stream):
+        for name, text in declared(type(settings)).items():
+            value, flag = getattr(settings, name), "--" + name.replace("_", "-")
+            if isinstance(value, bool):
+                args += [flag] if value else []
+            elif (written := text.write(value)) is not None:
+                args += [flag, written]
+    return args
 
 
 def add_batching_flags(p: argparse.ArgumentParser) -> None:

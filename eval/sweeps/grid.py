@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.runs.run import RunConfig, RunError
-from gepard_demo.settings import SamplingSettings
+from gepard_demo.settings import SamplingSettings, declared
 
 # Axes with their own flags and short folder-name prefixes.
 FIXED_AXES = {"temperature": "T", "stop_threshold": "S"}
@@ -85,10 +85,9 @@ def parse_axes(specs: list[str]) -> tuple:
 
 
 def _parse_value(text: str, default, name: str = ""):
-    if name == "force_stop_frames":  # a number of frames, "auto" or "off", as every surface takes it
-        from gepard_demo.settings import parse_force_stop
-
-        return parse_force_stop(text)  # its SettingsError is a ValueError
+    read = declared(SamplingSettings).get(name)
+    if read is not None:  # as its flag reads it (force_stop_frames: frames, "auto" or "off")
+        return read.read(text)  # a SettingsError is a ValueError
     if text.lower() == "none":
         return None
     if isinstance(default, bool):

@@ -27,7 +27,8 @@ import numpy as np
 from gepard_demo.model.ending import STOP, utterance_end
 from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, recut, recut_limit
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings, force_stop_text
+from gepard_demo.settings_flags import setting_args
 from gepard_demo.streaming.text_input import split_text
 
 MAX_TAKES = 10
@@ -148,7 +149,7 @@ def table_rows(takes: list[Take] | None) -> list[list[Any]]:
         rows.append([t.number, text, s.temperature, s.top_k, s.greedy, s.stop_threshold, str(s.seed), st.get("frames"),
                      t.ended(), round(st.get("audio_s") or 0.0, 2), _round(st.get("rtf"), 3),
                      _round(st.get("ttfa_s") and st["ttfa_s"] * 1000, 0), s.cfg_scale, s.repetition_penalty,
-                     "off" if s.force_stop_frames is None else str(s.force_stop_frames), _round(st.get("entropy_drop"), 3)])
+                     force_stop_text(s.force_stop_frames), _round(st.get("entropy_drop"), 3)])
     return rows
 
 
@@ -162,18 +163,7 @@ def synth_command(take: Take) -> str:
     args = ["python", "-m", "gepard_demo", "synth", take.text]
     if take.model:
         args += ["--model", take.model]
-    args += ["--seed", str(s.seed), "--temperature", f"{s.temperature:g}", "--top-k", str(s.top_k),
-             "--stop-threshold", f"{s.stop_threshold:g}", "--max-frames", str(s.max_frames),
-             "--cfg-scale", f"{s.cfg_scale:g}"]
-    if s.greedy:
-        args.append("--greedy")
-    if s.cfg_frames is not None:
-        args += ["--cfg-frames", str(s.cfg_frames)]
-    args += ["--repetition-penalty", f"{s.repetition_penalty:g}", "--repetition-window", str(s.repetition_window),
-             "--force-stop-frames", "off" if s.force_stop_frames is None else str(s.force_stop_frames)]
-    args += ["--first-chunk-frames", str(st.first_chunk_frames), "--chunk-frames", str(st.chunk_frames),
-             "--decode-mode", st.decode_mode, "--lookback-frames", str(st.lookback_frames),
-             "--fade-ms", f"{st.fade_ms:g}", "--silence-ms", f"{st.silence_ms:g}"]
+    args += ["--seed", str(s.seed), *setting_args(s, st)]
     if take.controls.get("ref_audio"):  # the clip downloads beside the JSON while the server has it
         args += ["--ref-audio", Path(str(take.controls["ref_audio"])).name]
     args += ["-o", f"take-{take.number}.wav"]
