@@ -1,6 +1,6 @@
 """Evaluation of Gepard (and reference engines): test sets, batch runs, ASR, metrics, reports.
 
-Entry point: `python -m eval {run,score,report,compare,listening,sweep,stream-chart,tail-chart,sets}` (cli.py).
+Entry point: `python -m eval {run,score,report,compare,listening,sweep,stream-chart,tail-chart,sets}` (cli.py; its flags: parser.py).
 
 Packages, lower first (each imports only those above it; tests/test_layout.py keeps it so):
 - jsonio.py  crash-safe files: atomic writes, JSONL rows appended one a write
