@@ -15,11 +15,12 @@ frames, then `chunk_frames` at a time. End-of-speech shaping (fade + silence, fa
 applied once, at the very end.
 
 Long text: text above `segment_chars` is split into sentences, packed into segments of at most
-`segment_chars` characters, and the segments are generated one after the other in the same
-session (one decoder stream, so the audio is continuous and chunk timing carries on). Text
-above `max_text_chars` (2000 by default) is rejected with `TextError`: at ~15 characters per
-second that is already over two minutes of audio, longer than a demo request should hold the
-single engine.
+`segment_chars` characters. While one segment plays, up to `look_ahead` later ones are generated
+ahead as rows of the running batch (segments.py); on a plain engine they run one after another,
+with the same frames. The audio is decoded in order, one decoder stream for the whole text, so it
+is continuous and chunk timing carries on. Text above `max_text_chars` is rejected with
+`TextError`: 2000 characters where visitors share the engine or a GPU quota (a public Space), a
+chapter (text_input.CHAPTER_CHARS) elsewhere.
 
 One utterance, several calls: `call_frames` ends the session at the first chunk boundary after
 that many frames, and `one_segment` at the end of its segment when more follow; either leaves a
