@@ -56,7 +56,11 @@ def find_eval_tab() -> tuple[Any, str | None]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    env = os.environ
+    return build_parser(os.environ).parse_args(argv)
+
+
+def build_parser(env) -> argparse.ArgumentParser:
+    """The app's flags; each default is its environment variable's value where `env` has one."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=env.get("GEPARD_MODEL") or DEFAULT_MODEL,
                    help="local checkpoint dir, Hugging Face id, or 'tiny' (env GEPARD_MODEL)")
@@ -96,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--server-url", default=None,
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
                         "instead of loading one here; the controls the server fixes are disabled")
-    return p.parse_args(argv)
+    return p
 
 
 def traffic_from_args(args: argparse.Namespace, places: int) -> TrafficSettings:

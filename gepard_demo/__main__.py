@@ -149,7 +149,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand and its flags (tests/test_docs.py checks the docs' commands against it)."""
     parser = argparse.ArgumentParser(prog="python -m gepard_demo", description="Gepard-1.0 TTS on CPU or one GPU")
     sub = parser.add_subparsers(dest="cmd", required=True)
 
@@ -186,8 +187,11 @@ def main(argv: list[str] | None = None) -> int:
                        help="serve vLLM-Omni's word_timestamps field with our aligner (Whisper weights: tiny.en when "
                             "no value, base, or a path); off by default, as vLLM-Omni without --forced-aligner")
     serve.set_defaults(func=cmd_serve)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except (SettingsError, ValueError, RuntimeError, OSError) as exc:
