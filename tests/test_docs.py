@@ -91,3 +91,12 @@ def test_every_facts_section_cited_exists():
         for n in re.findall(r"facts §(\d+)", f.read_text(encoding="utf-8")):
             cited.setdefault(int(n), os.path.relpath(f, ROOT))
     assert sections and set(cited) <= sections, {n: f for n, f in cited.items() if n not in sections}
+
+
+def test_the_readme_stays_a_front_door():
+    """README.md opens with the two commands and a quick start, and stays short enough to read
+    at once (200 lines): the detail lives in docs/."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    assert "make demo" in text.split("## ")[0] and "make test" in text.split("## ")[0]
+    assert text.index("## Quick start") < text.index("## As a Space")
