@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
 from app_fixtures import args, client_at, free_port, new_id, wait_for_port  # noqa: E402
+from processes import spawn, stop_process  # noqa: E402
 
 CAUSES = {"this address already has": "per-client", "too many Generates running on this server": "in all"}
 
@@ -124,7 +125,7 @@ def main() -> int:
         env["GEPARD_CACHE_DIR"] = a.cache_dir
     log = Path(tempfile.mkdtemp(prefix="busy-page-")) / "app.log"
     cmd = [sys.executable, str(ROOT / "app.py"), "--model", "tiny", "--no-eval-tab", "--port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    proc = spawn(cmd, cwd=ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, timeout=300)
         url = f"http://127.0.0.1:{port}"
@@ -145,11 +146,7 @@ def main() -> int:
         rss.stop.set()
         kept.stop.set()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
     mb = lambda n: round(n / 2**20, 1)  # noqa: E731
     print(json.dumps({
         "generates": a.generates, "clients": a.clients, "max_frames": a.max_frames,

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 import numpy as np  # noqa: E402
 import soundfile as sf  # noqa: E402
@@ -43,7 +43,7 @@ def start_server(cache: str | None) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--port", str(port), "--log-level", "warning"]
     if cache:
         cmd += ["--cache-dir", cache]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = spawn(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -116,12 +116,7 @@ def main() -> int:
         return 0 if same else 1
     finally:
         for proc, _ in started:
-            proc.terminate()
-        for proc, _ in started:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_process(proc)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from processes import spawn, stop_process  # noqa: E402
 TEXT = "Hold the line for a while."
 SHORT = {"input": "Next.", "max_new_tokens": 8, "seed": 2}
 MODES = {"sse": "streamed, SSE", "raw": "streamed, raw audio", "whole": "not streamed"}
@@ -140,8 +142,8 @@ def queued_case(srv: Server, long: dict, mode: str, limit: float) -> tuple[float
 @contextmanager
 def server(tree: Path):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--max-batch", "1",
-                             "--port", str(port), "--log-level", "warning"], cwd=tree)
+    proc = spawn([sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--max-batch", "1",
+                  "--port", str(port), "--log-level", "warning"], cwd=tree)
     srv = Server("127.0.0.1", port)
     try:
         for _ in range(600):
@@ -152,12 +154,7 @@ def server(tree: Path):
                 time.sleep(0.5)
         yield srv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:  # uvicorn's graceful shutdown waits on connections still open
-            proc.kill()
-            proc.wait(15)
+        stop_process(proc)  # uvicorn's graceful shutdown waits on connections still open: then SIGKILL
 
 
 def measure(tree: Path, long: dict, repeat: int) -> tuple[float, dict[str, list[tuple[float, float]]]]:

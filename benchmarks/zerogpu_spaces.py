@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from gradio_client.exceptions import AppError
 
     from app_fixtures import free_port, wait_for_port
+    from processes import spawn, stop_process
     from gepard_demo.settings import SamplingSettings
     from gepard_demo.zerogpu.budget import GpuBudget
     from zerogpu_device import GPU_UUID, QUOTA, DeviceApi, spaces_app_command, spaces_env, wait_until
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     command = spaces_app_command(port, "--no-eval-tab")
     if result["runs_on"] == "gpu":  # the real runtime, no shim
         command = [sys.executable, str(ROOT / "app.py"), *command[2:]]
-    proc = subprocess.Popen(command, cwd=work, env=spaces_env(api, work, work / "cache"), stdout=open(log, "w"),
-                            stderr=subprocess.STDOUT)
+    proc = spawn(command, cwd=work, env=spaces_env(api, work, work / "cache"), stdout=open(log, "w"),
+                 stderr=subprocess.STDOUT)
     checks: dict[str, bool] = {}
     try:
         wait_for_port(port, timeout=args.timeout)
@@ -115,11 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001  every error is a failure, reported
         result["error"] = f"{type(exc).__name__}: {exc}"[:500]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)  # its whole group: the runtime's forked GPU workers too
         api.close()
     text = log.read_text()
     checks["no CUDA in the main process"] = "Low-level CUDA init" not in text

@@ -10,7 +10,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import spawn, stop_process  # noqa: F401  (stop_process: re-exported to the tests)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -113,29 +113,13 @@ def start_process(cmd: list[str], port: int, log: Path, env: dict, cwd: Path | N
                   timeout: float = 120) -> subprocess.Popen:
     """A real second process (the app, a speech server) writing to `log`, once it listens on `port`;
     in a process group of its own, so that stop_process ends what it forked too."""
-    proc = subprocess.Popen(cmd, cwd=cwd or ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = spawn(cmd, cwd=cwd or ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, timeout=timeout)
     except TimeoutError:
         stop_process(proc)
         pytest.fail(f"{cmd} did not start: {Path(log).read_text()[-3000:]}")
     return proc
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    """Ends the process (SIGTERM: it cleans up), then its whole group: the `spaces` runtime's forked
-    GPU workers outlived the child before (five left, 4.4 GB, after one run of the suite)."""
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # the group is gone: nothing was left
-        pass
 
 
 @dataclass

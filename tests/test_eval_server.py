@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import free_port, wait_for_port
+from processes import spawn, stop_process
 from eval_fixtures import rows_of
 from test_speaker_prefix import voice_like
 
@@ -32,7 +33,7 @@ FRAMES = "20"
 @pytest.fixture(scope="module")
 def server_url(tiny_cache_dir):
     port = free_port()
-    proc = subprocess.Popen(
+    proc = spawn(
         [sys.executable, "-m", "gepard_demo", "serve", "--model", "tiny", "--cache-dir", str(tiny_cache_dir),
          "--port", str(port), "--log-level", "warning"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -42,8 +43,7 @@ def server_url(tiny_cache_dir):
         proc.kill()
         pytest.fail(f"`python -m gepard_demo serve` did not start: {proc.communicate()[1][-2000:]}")
     yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(15)
+    stop_process(proc)
 
 
 def _run(out: Path, url: str, *extra: str) -> int:
