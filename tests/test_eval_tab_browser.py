@@ -16,6 +16,7 @@ import urllib.request
 import numpy as np
 import pytest
 import soundfile as sf
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from app_fixtures import LiveDemo, browser, serve_in_thread, tiny_codec  # noqa: F401  (fixtures)
 from test_speaker_prefix import voice_like
 
@@ -86,9 +87,17 @@ def open_eval(browser, url):  # noqa: F811
 def choose(page, elem_id: str, option: str) -> None:
     """Pick `option` in a Gradio dropdown as a person would (a multiselect adds it)."""
     box = page.locator(f"#{elem_id} input")
-    box.click()
-    box.fill(option)  # filters the list down to it, highlighted
-    page.locator(f"ul[role=listbox] li[aria-label='{option}']").first.wait_for()
+    item = page.locator(f"ul[role=listbox] li[aria-label='{option}']").first
+    for attempt in range(3):  # on a loaded host the list may not open on a click that lands mid re-render
+        box.click()
+        box.fill(option)  # filters the list down to it, highlighted
+        try:
+            item.wait_for(timeout=20_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
     box.press("Enter")
     page.keyboard.press("Escape")
     page.wait_for_function("([id, o]) => (document.querySelector('#' + id)?.innerText || '').includes(o)"

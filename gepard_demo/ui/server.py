@@ -35,6 +35,13 @@ class DemoApp:
     app: FastAPI
 
 
+# Gradio caps its queue at one waiting event on a ZeroGPU Space when the size is left unset, so a
+# second visitor arriving while another waits for a place was refused "Queue is full" (the suite's
+# slowed run caught it). Here a visitor waits in line and the page says where (queue_line.py), on
+# every host alike; the bound only keeps a flood's waiting events finite.
+QUEUE_MAX_WAITING = 10_000
+
+
 def build_app(
     host: ModelHost,
     sampling: SamplingSettings | None = None,
@@ -65,7 +72,7 @@ def build_app(
     desk = caption_desk(host, captions)
     controller = DemoController(host, registry, wav_dir, captions=desk)
     blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_tab_error, max_chars=max_chars)
-    blocks.queue(default_concurrency_limit=1)
+    blocks.queue(default_concurrency_limit=1, max_size=QUEUE_MAX_WAITING)
     api = FastAPI()
     # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.
     api.include_router(make_audio_router(registry, host.sample_rate, controller.queue_status,

@@ -33,8 +33,8 @@ from .budget import GpuBudget, Made, StartTimes
 from .tasks import CallStart, Failure, FrameCodes, StreamRequest
 
 # What the worker's own stats say that the main process cannot see for itself.
-WORKER_FIELDS = ("frames", "stop_fired", "runaway", "stop_frame", "p_stop", "gen_time_s", "decode_time_s",
-                 "speech_s", "segments", "chunks", "force_stopped", "ended_by", "segment_frames", "entropy", "nll")
+WORKER_FIELDS = ("frames", "stop_frame", "p_stop", "gen_time_s", "decode_time_s",
+                 "speech_s", "segments", "chunks", "ended_by", "segment_frames", "entropy", "nll")  # the flags: from ended_by
 
 
 class GpuSession(OnceIterableSession):
