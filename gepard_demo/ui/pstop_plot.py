@@ -20,7 +20,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from gepard_demo.units import FRAME_RATE_HZ
+from gepard_demo.units import FRAME_RATE_HZ, wire_trace
 
 W, H = 640, 220  # viewBox; the element scales to its column
 LEFT, RIGHT, TOP, BOTTOM = 40, 40, 10, 28
@@ -100,7 +100,7 @@ def pstop_svg(traces: list[Trace], threshold: float, *, live: bool = False, mova
     legend = " · ".join(f'<span style="color:{COLORS[i % len(COLORS)]}">━ {html.escape(t.label)}</span>'
                         for i, t in enumerate(traces))
     data = {"traces": [{"label": t.label, "p": [round(float(p), 5) for p in t.p_stop], "stop": t.stop_frame,
-                        "h": [None if h is None or not math.isfinite(h) else round(float(h), 4) for h in t.entropy]}
+                        "h": wire_trace(t.entropy)}
                        for t in traces], "threshold": threshold, "frameRate": FRAME_RATE_HZ, "steps": steps,
             "box": [LEFT, RIGHT, TOP, BOTTOM, W, H], "movable": movable}
     title = "p_stop per step" + (" · belief entropy (dashed, nats, right axis)" if has_entropy else "") + \
