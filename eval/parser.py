@@ -178,4 +178,4 @@ def _add_tail_chart(sub) -> None:
 
 
 def _add_sets(sub) -> None:
-    st = sub.add_parser("sets", help="list the built-in test sets")
+    sub.add_parser("sets", help="list the built-in test sets")

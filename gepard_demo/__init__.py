@@ -4,6 +4,7 @@ The subpackages follow the data path, text -> prompt -> talker frames -> codec a
 
 - units.py                       the audio's units (22.05 kHz, 1024 samples a frame) and the expected length of a text
 - bounded.py                     `Bounded`: the dict that keeps its newest entries (every cache and memory)
+- declare.py                     how a setting is declared once: as text, on the page, to a server
 - settings.py, settings_flags.py  the per-request settings every layer receives (and their CLI flags)
 - model/      the talker: config, prompt layout, sampling, the decode loop, `GepardEngine`
 - codec/      NanoCodec: codes -> audio (exact / lookback streaming), end-of-speech shaping

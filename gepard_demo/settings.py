@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+
+from .declare import Control, served_as, setting
 
 # 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
@@ -26,10 +27,6 @@ MAX_REPETITION_PENALTY = 2.0
 # is written wherever the setting is text (a flag, the page's box, an eval form).
 AUTO = "auto"
 OFF = "off"
-# The settings that are our extension fields on the speech API, in groups a server declares in
-# its /v1/models entry (serving/cloning.py): a served page or eval refuses a group the server lacks.
-GUIDANCE_FIELDS = ("cfg_scale", "cfg_frames")
-GUARDRAIL_FIELDS = ("repetition_penalty", "repetition_window", "force_stop_frames")
 
 
 class SettingsError(ValueError):
@@ -75,18 +72,6 @@ def force_stop_text(value: int | str | None) -> str:
     return OFF if value is None else str(value)
 
 
-@dataclass(frozen=True)
-class Text:
-    """How a setting is written and read wherever it is text: its command-line flag (settings_flags),
-    the synth line a take shows, a sweep axis's values. `write` returns None for a value that is
-    written by leaving the flag out (cfg_frames unset). Declared once, on the field itself."""
-
-    read: Callable[[str], Any]
-    write: Callable[[Any], str | None] = str
-    help: str = ""
-    metavar: str | None = None
-
-
 def _g(x: float) -> str:
     return f"{x:g}"
 
@@ -104,15 +89,6 @@ def _read_unset_int(text: str) -> int | None:
 
 def _write_unset(value) -> str | None:
     return None if value is None else str(value)
-
-
-def _as_text(read, write=str, help: str = "", metavar: str | None = None) -> dict:
-    return {"text": Text(read, write, help, metavar)}
-
-
-def declared(cls) -> dict[str, Text]:
-    """The settings of `cls` that are written as text (a flag each), by name, in field order."""
-    return {f.name: f.metadata["text"] for f in dataclasses.fields(cls) if "text" in f.metadata}
 
 
 def _real(x) -> bool:
@@ -153,25 +129,45 @@ class SamplingSettings:
 
     # The seed and text_repetition carry no Text: each CLI means something of its own by --seed (one
     # request's seed, a server's default, a run's base seed), and only eval's run takes
-    # --text-repetition (an experiment, not a sweep axis).
-    temperature: float = field(default=0.3, metadata=_as_text(float, _g, "divides every head's logits before sampling"))
-    greedy: bool = field(default=False, metadata=_as_text(_read_bool, help="argmax instead of sampling"))
-    top_k: int = field(default=0, metadata=_as_text(int, help="keep each head's k best levels (0 = all)"))
-    stop_threshold: float = field(default=0.5, metadata=_as_text(float, _g, "stop once the stop head's probability "
-                                                                             "passes it"))
-    max_frames: int = field(default=1000, metadata=_as_text(int, help="the frame budget: a run that reaches it is a "
-                                                                       "runaway", metavar="FRAMES"))
-    seed: int | None = None
-    cfg_scale: float = field(default=1.0, metadata=_as_text(float, _g, "classifier-free guidance weight, 1 = off"))
-    cfg_frames: int | None = field(default=None, metadata=_as_text(
-        _read_unset_int, _write_unset, "guide only the first N frames (unset: all)", "FRAMES"))
-    repetition_penalty: float = field(default=1.0, metadata=_as_text(
-        float, _g, "the authors' guard against loops, 1 = off (typical 1.1-1.3)"))
-    repetition_window: int = field(default=32, metadata=_as_text(
-        int, help="the penalty's window of recent frames, 0 = all history", metavar="FRAMES"))
-    force_stop_frames: int | str | None = field(default=None, metadata=_as_text(
-        parse_force_stop, force_stop_text, "end a run at N frames whatever the stop head says; auto: 4 x the text's "
-        "expected frames, clamped to [80, 300] (the authors' rollout cap); off: no force stop", "N|auto|off"))
+    # --text-repetition (an experiment, not a sweep axis). Field order is the page's within a group.
+    temperature: float = setting(0.3, float, _g, "divides every head's logits before sampling",
+                                 page=Control("sampling", "Temperature", "temperature", lo=0.05, hi=5.0, step=0.05))
+    top_k: int = setting(0, int, help="keep each head's k best levels (0 = all)",
+                         page=Control("sampling", "Top-k (0 = off; heads have 6-8 levels)", "top-k", hi=8))
+    greedy: bool = setting(False, _read_bool, help="argmax instead of sampling",
+                           page=Control("sampling", "Greedy (argmax; ignores temperature and top-k)", "greedy",
+                                        widget="checkbox"))
+    stop_threshold: float = setting(0.5, float, _g, "stop once the stop head's probability passes it",
+                                    page=Control("sampling", "Stop threshold", "stop-threshold",
+                                                 lo=0.01, hi=0.99, step=0.01))
+    # A text box, not a number field: a browser's numbers are doubles, which round a seed above 2**53
+    # (an eval row's seeds are 63-bit) to another seed; the page parses it exactly.
+    seed: int | None = setting(None, served="request", page=Control("sampling", "Seed", "seed", widget="seed", hi=2**63 - 1))
+    max_frames: int = setting(1000, int, help="the frame budget: a run that reaches it is a runaway", metavar="FRAMES",
+                              served="request",
+                              page=Control("sampling", "Max frames per text segment (21.5 per second; text over 400 "
+                                           "characters is split)", "max-frames", lo=1, hi=MAX_FRAMES_LIMIT))
+    cfg_scale: float = setting(1.0, float, _g, "classifier-free guidance weight, 1 = off", served="guidance",
+                               page=Control("voice", "CFG scale (1 = off; 2-3 helps short phrases)", "cfg-scale",
+                                            hi=MAX_CFG_SCALE, step=0.1))
+    cfg_frames: int | None = setting(None, _read_unset_int, _write_unset, "guide only the first N frames (unset: all)",
+                                     "FRAMES", served="guidance", page=Control("voice", "Guide only the first N frames (0 = every frame)",
+                                                            "cfg-frames", hi=MAX_FRAMES_LIMIT, unset=0))
+    repetition_penalty: float = setting(1.0, float, _g, "the authors' guard against loops, 1 = off (typical 1.1-1.3)",
+                                        served="guardrails",
+                                        page=Control("guardrails", "Repetition penalty (1 = off; the authors' typical "
+                                                     "1.1-1.3)", "repetition-penalty", lo=1.0,
+                                                     hi=MAX_REPETITION_PENALTY, step=0.05))
+    repetition_window: int = setting(32, int, help="the penalty's window of recent frames, 0 = all history",
+                                     metavar="FRAMES", served="guardrails", page=Control("guardrails", "Penalty window: recent frames whose "
+                                                                    "codes are penalized (0 = all)",
+                                                                    "repetition-window", hi=MAX_FRAMES_LIMIT))
+    force_stop_frames: int | str | None = setting(
+        None, parse_force_stop, force_stop_text, "end a run at N frames whatever the stop head says; auto: 4 x the "
+        "text's expected frames, clamped to [80, 300] (the authors' rollout cap); off: no force stop", "N|auto|off",
+        served="guardrails",
+        page=Control("guardrails", "Force stop at frame: off, auto (4 x the text's expected frames, 80-300) or a number",
+                     "force-stop", widget="text"))
     text_repetition: bool = True
 
     @property
@@ -238,6 +234,11 @@ class SamplingSettings:
         return self if self.seed is not None else self.replace(seed=secrets.randbelow(2**53))
 
 
+# Our extension fields on the speech API, by the group a server lists in /v1/models (declare.SERVED).
+GUIDANCE_FIELDS = served_as(SamplingSettings, "guidance")
+GUARDRAIL_FIELDS = served_as(SamplingSettings, "guardrails")
+EXTENSION_GROUPS = {"guidance": GUIDANCE_FIELDS, "guardrails": GUARDRAIL_FIELDS}
+
 DECODE_MODES = ("exact", "lookback")
 
 
@@ -251,14 +252,21 @@ class StreamSettings:
     fade_ms / silence_ms: end of speech: linear fade of the last fade_ms, then silence.
     """
 
-    first_chunk_frames: int = field(default=10, metadata=_as_text(int, help="frames in the first chunk", metavar="FRAMES"))
-    chunk_frames: int = field(default=86, metadata=_as_text(int, help="frames in each later chunk", metavar="FRAMES"))
-    decode_mode: str = field(default="exact", metadata=_as_text(str, help="exact: carry the decoder's state; "
-                                                                          "lookback: re-decode history (vLLM-Omni)"))
-    lookback_frames: int = field(default=8, metadata=_as_text(int, help="history re-decoded per chunk in lookback "
-                                                                         "mode", metavar="FRAMES"))
-    fade_ms: float = field(default=0.0, metadata=_as_text(float, _g, "linear fade of the speech's last ms", "MS"))
-    silence_ms: float = field(default=0.0, metadata=_as_text(float, _g, "silence after the speech", "MS"))
+    first_chunk_frames: int = setting(10, int, help="frames in the first chunk", metavar="FRAMES",
+                                      page=Control("stream", "First chunk frames", "first-chunk", lo=1, hi=100))
+    chunk_frames: int = setting(86, int, help="frames in each later chunk", metavar="FRAMES",
+                                page=Control("stream", "Chunk frames", "chunk", lo=1, hi=200))
+    decode_mode: str = setting("exact", str, help="exact: carry the decoder's state; lookback: re-decode history "
+                               "(vLLM-Omni)", choices=DECODE_MODES,
+                               page=Control("stream", "Decode mode (exact = one whole decode)", "decode-mode",
+                                            widget="radio"))
+    lookback_frames: int = setting(8, int, help="history re-decoded per chunk in lookback mode", metavar="FRAMES",
+                                   page=Control("stream", "Lookback frames (lookback mode only)", "lookback",
+                                                hi=64))
+    fade_ms: float = setting(0.0, float, _g, "linear fade of the speech's last ms", "MS",
+                             page=Control("stream", "End fade (ms)", "fade", hi=500, step=5))
+    silence_ms: float = setting(0.0, float, _g, "silence after the speech", "MS",
+                                page=Control("stream", "End silence (ms)", "silence", hi=2000, step=10))
 
     def validate(self) -> "StreamSettings":
         _check(1 <= self.first_chunk_frames <= 1000, "first_chunk_frames", f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")

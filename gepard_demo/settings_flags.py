@@ -1,5 +1,5 @@
 """Command-line flags for every sampling and streaming setting, shared by all CLIs, derived from
-the settings' own declarations (settings.declared: each field's Text says how it reads and writes).
+the settings' own declarations (declare.declared: each field's Text says how it reads and writes).
 
 A flag left out is absent from the namespace (argparse.SUPPRESS), meaning "not given": the settings
 start from a base (the checkpoint's defaults, or a resumed run's saved settings) and only given
@@ -10,15 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from .settings import (
-    ADMISSION_RULES,
-    DECODE_MODES,
-    BatchingSettings,
-    SamplingSettings,
-    SettingsError,
-    StreamSettings,
-    declared,
-)
+from .declare import declared
+from .settings import ADMISSION_RULES, BatchingSettings, SamplingSettings, SettingsError, StreamSettings
 
 
 def _flag_type(name: str, read):
@@ -41,13 +34,12 @@ def _add_flags(group, cls) -> None:
         if isinstance(getattr(cls, name), bool):
             group.add_argument(flag, action="store_true", default=argparse.SUPPRESS, help=text.help)
         else:
-            choices = DECODE_MODES if name == "decode_mode" else None
-            group.add_argument(flag, type=_flag_type(name, text.read), default=argparse.SUPPRESS, choices=choices,
+            group.add_argument(flag, type=_flag_type(name, text.read), default=argparse.SUPPRESS, choices=text.choices,
                                metavar=text.metavar, help=text.help)
 
 
 def add_settings_flags(p: argparse.ArgumentParser) -> None:
-    """A flag for each declared sampling and stream setting (settings.declared); a flag left out
+    """A flag for each declared sampling and stream setting (declare.declared); a flag left out
     leaves the base's value."""
     _add_flags(p.add_argument_group("sampling (SamplingSettings; unset: the checkpoint's / saved defaults)"),
                SamplingSettings)

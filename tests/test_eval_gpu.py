@@ -56,11 +56,11 @@ def test_a_public_page_bounds_each_run(gpu_host, tmp_path):
                 asr_backend="faster-whisper", asr_model="tiny.en", vad=True)
     public = EvalLimits.public()
     with pytest.raises(RunError, match="max_frames: 2000 frames is more than this public page runs \\(1000\\)"):
-        run_eval(gpu_host, tmp_path, "big", *args.values(), limits=public)
+        run_eval(gpu_host, tmp_path, "big", args, limits=public)
     with pytest.raises(RunError, match="the set .*210 utterances"):
-        run_eval(gpu_host, tmp_path, "all", *{**args, "set_name": "core", "max_frames": 10}.values(), limits=public)
+        run_eval(gpu_host, tmp_path, "all", {**args, "set_name": "core", "max_frames": 10}, limits=public)
     with pytest.raises(RunError, match="batch_size: 64 rows"):
-        run_eval(gpu_host, tmp_path, "wide", *{**args, "batch_size": 64, "max_frames": 10}.values(), limits=public)
+        run_eval(gpu_host, tmp_path, "wide", {**args, "batch_size": 64, "max_frames": 10}, limits=public)
     public.check(6, 100, 4, points=9)  # a 3 x 3 sweep of smoke: 54 rows, within 120
     with pytest.raises(RunError, match="the sweep: 54 rows"):
         EvalLimits(max_sweep_rows=50).check(6, 100, 4, points=9)

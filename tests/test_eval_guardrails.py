@@ -13,7 +13,7 @@ import pytest
 from eval_fixtures import rows_of
 
 from eval.cli import main
-from eval.engines.served import GepardServer, ServerError, guardrails_for
+from eval.engines.served import GepardServer, ServerError, extensions_for
 from eval.runs.run import RunConfig, run
 from eval.runs.seeds import utterance_seed
 from gepard_demo.serving.protocol import delta_event, sse_event
@@ -134,7 +134,7 @@ def test_served_guardrails_are_refused_where_the_server_would_drop_them():
         with pytest.raises(ServerError, match="takes no guardrails"):
             server.synthesize([("Hello.", 1)], s, StreamSettings())
     assert posts == []
-    assert guardrails_for([server], SamplingSettings(repetition_window=8)) == {}  # the window alone changes nothing
+    assert extensions_for([server], SamplingSettings(repetition_window=8)) == {}  # the window alone changes nothing
 
 
 def test_served_rows_carry_what_our_server_says(tmp_path):

@@ -20,7 +20,7 @@ from eval_fixtures import rows_of
 from test_speaker_prefix import voice_like
 
 from eval.cli import main
-from eval.engines.served import GepardServer, ServerError, guidance_for
+from eval.engines.served import GepardServer, ServerError, extensions_for
 from eval.runs.run import RunConfig, run
 from eval.runs.seeds import utterance_seed
 from gepard_demo.serving.protocol import delta_event, sse_event
@@ -155,7 +155,7 @@ def test_guidance_is_refused_where_the_server_would_drop_it(tmp_path):
     with pytest.raises(ServerError, match="takes no guidance"):
         server.synthesize([("Hello.", 1)], SamplingSettings(cfg_scale=2.0), StreamSettings())
     assert posts == []
-    assert guidance_for([server], SamplingSettings()) == {}  # CFG off: nothing extra, nothing refused
+    assert extensions_for([server], SamplingSettings()) == {}  # CFG off: nothing extra, nothing refused
 
 
 def test_dead_or_silent_server_is_exit_2_naming_the_url(tmp_path, capsys):

@@ -10,6 +10,8 @@ from test_eval_ui import _Provider
 from eval.ui.sweep_section import list_sweeps, run_sweep_ui, view_sweep
 
 pytestmark = pytest.mark.slow
+FORM = dict(set_name="smoke", set_file=None, limit=2, batch_size=2, base_seed=5, engine_name="local",
+            asr_backend="faster-whisper", asr_model="tiny.en", vad=True)
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +32,7 @@ def test_sweep_from_the_tab_reports_progress_and_charts(provider, tmp_path):
 
     steps = []
     name, text, table, charts = run_sweep_ui(
-        provider, tmp_path, "s1", "smoke", None, 2, 2, 5, "0.5 1.0", "0.2, 0.9", "", 12, "faster-whisper", "tiny.en", True,
-        progress=lambda f, d: steps.append((f, d)))
+        provider, tmp_path, "s1", {**FORM, "max_frames": 12}, "0.5 1.0", "0.2, 0.9", "", progress=lambda f, d: steps.append((f, d)))
     assert name == "s1" and list_sweeps(tmp_path) == ["s1"]
     assert len(table) == 4 and {"temperature", "stop_threshold", "wer_corpus"} <= set(table.columns)
     assert {"sweep_wer_corpus.png", "calibration_tradeoff.png"} <= {p.rsplit("/", 1)[-1] for p in charts}
@@ -41,7 +42,7 @@ def test_sweep_from_the_tab_reports_progress_and_charts(provider, tmp_path):
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and any("ASR" in d for _, d in steps)
     assert view_sweep(tmp_path, "s1")[1].shape[0] == 4
     with pytest.raises(ValueError, match="temperatures"):
-        run_sweep_ui(provider, tmp_path, "s2", "smoke", None, 2, 2, 5, "hot", "0.5", "", 12, "faster-whisper", "tiny.en", True)
+        run_sweep_ui(provider, tmp_path, "s2", {**FORM, "max_frames": 12}, "hot", "0.5", "")
 
 
 def test_tail_chart_on_piper_speech(tmp_path):

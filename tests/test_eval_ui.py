@@ -62,12 +62,12 @@ def test_handlers_run_open_and_compare(provider, tmp_path):
     args = dict(set_name="smoke", set_file=None, limit=2, batch_size=2, base_seed=5, engine_name="local",
                 temperature=0.5, top_k=0, greedy=False, stop_threshold=0.5, max_frames=8, fade_ms=5, silence_ms=0,
                 asr_backend="faster-whisper", asr_model="tiny.en", vad=True)
-    name, text, table, charts = run_eval(provider, tmp_path, "first", *args.values(), progress=lambda f, d: steps.append((f, d)))
+    name, text, table, charts = run_eval(provider, tmp_path, "first", args, progress=lambda f, d: steps.append((f, d)))
     assert name == "first" and len(table) == 2 and "corpus WER" in text
     assert any(p.endswith("wer_by_category.png") for p in charts)
     assert provider.lock.entered >= 1  # synthesis ran under the app's lock
     assert steps and steps[-1][0] > 0.9 and any("synthesis 2/2" in d for _, d in steps)
-    run_eval(provider, tmp_path, "second", *args.values())
+    run_eval(provider, tmp_path, "second", args)
     assert set(list_runs(tmp_path)) == {"first", "second"}
     compared, forest, failures, worse = compare_in_tab(tmp_path, "first", ["second"], None, 0.0)
     assert compared.startswith("**No significant regression**") and "| corpus_wer |" in compared
@@ -94,9 +94,9 @@ def test_handlers_run_open_and_compare(provider, tmp_path):
     with pytest.raises(RunError, match="no utterance"):
         row_audio(tmp_path, "first", "nope")
     with pytest.raises(ValueError, match="run name"):
-        run_eval(provider, tmp_path, "../escape", *args.values())
+        run_eval(provider, tmp_path, "../escape", args)
     with pytest.raises(ValueError, match="temperature"):
-        run_eval(provider, tmp_path, "bad", *{**args, "temperature": 0}.values())
+        run_eval(provider, tmp_path, "bad", {**args, "temperature": 0})
 
 
 

@@ -32,7 +32,6 @@ the server's queueing behind the other requests in flight.
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import threading
 import time
@@ -48,9 +47,11 @@ from gepard_demo.serving.client import (
     SpeechServerError,
     StreamResult,
     audio_data_url,
-    guardrail_fields,
-    guidance_fields,
+    extension_fields,
+    no_extension_reason,
+    unserved_extension,
 )
+from gepard_demo.declare import served_as
 from gepard_demo.serving.protocol import pcm16_to_float
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.units import SAMPLE_RATE
@@ -64,40 +65,26 @@ class ServerError(EngineError):
 
 
 def check_server_settings(sampling: SamplingSettings, stream: StreamSettings) -> None:
-    """Refuse settings a served model cannot take per request (vLLM-Omni rejects extra_params)."""
-    d = SamplingSettings()
-    fixed = [f"{k}={getattr(sampling, k)}" for k in ("temperature", "greedy", "top_k", "stop_threshold")
-             if getattr(sampling, k) != getattr(d, k)]
-    fixed += [f"{k}={v}" for k, v in dataclasses.asdict(stream).items() if v != getattr(StreamSettings(), k)]
+    """Refuse settings a served model cannot take per request (vLLM-Omni rejects extra_params):
+    those it fixes when it starts (declare.SERVED), where they differ from the defaults."""
+    fixed = [f"{k}={getattr(settings, k)}" for settings in (sampling, stream) for k in served_as(type(settings), "fixed")
+             if getattr(settings, k) != getattr(type(settings)(), k)]
     if fixed:
         raise ServerError(f"--engine server cannot set {', '.join(fixed)}: temperature, top-k, greedy, stop threshold "
                           "and chunking / fade / silence are fixed per server (start the server with them); "
                           "only the seed and --max-frames go with each request")
 
 
-def guidance_for(servers: list["GepardServer"], sampling: SamplingSettings) -> dict:
-    """The guidance fields every request carries ({} when CFG is off); refused when a server
-    would not apply them."""
-    fields = guidance_fields(sampling)
-    for server in servers if fields else ():
-        if not server.features().guidance:
-            raise ServerError(f"cfg_scale={sampling.cfg_scale:g}: the server at {server.url} takes no guidance "
-                              "(cfg_scale / cfg_frames are our server's extension fields; vLLM-Omni drops them "
-                              "unread, so the audio would be unguided)")
-    return fields
-
-
-def guardrails_for(servers: list["GepardServer"], sampling: SamplingSettings) -> dict:
-    """The guardrail fields every request carries ({} when they are off); refused before the first
-    request when a server does not list `"guardrails": true` (vLLM-Omni would drop them unread and
-    the run would score unguarded audio as guarded)."""
-    fields = guardrail_fields(sampling)
-    for server in servers if fields else ():
-        if not server.features().guardrails:
-            raise ServerError(f"{', '.join(f'{k}={v}' for k, v in fields.items())}: the server at {server.url} takes "
-                              "no guardrails (repetition_penalty / repetition_window / force_stop_frames are our "
-                              "server's extension fields; vLLM-Omni drops them unread, so the audio would be unguarded)")
-    return fields
+def extensions_for(servers: list["GepardServer"], sampling: SamplingSettings) -> dict:
+    """Our extension fields every request carries ({} when guidance and guardrails are off);
+    refused before the first request when a server does not list their group in /v1/models
+    (vLLM-Omni would drop them unread, and the run would score unguided audio as guided)."""
+    for server in servers:
+        if (unserved := unserved_extension(sampling, server.features())) is not None:
+            group, name, value = unserved
+            raise ServerError(f"{name}={value}: the server at {server.url} {no_extension_reason(group)}, "
+                              "so the audio would not be what the run says")
+    return {k: v for fields in extension_fields(sampling).values() for k, v in fields.items()}
 
 
 def _server_error(exc: SpeechServerError) -> ServerError:
@@ -163,14 +150,14 @@ class GepardServer:
 
     def synthesize(self, requests, sampling, stream, refs=None):
         check_server_settings(sampling, stream)
-        guidance = {**guidance_for([self], sampling), **guardrails_for([self], sampling)}
+        guidance = extensions_for([self], sampling)
         voices = reference_data_urls(refs, len(requests))
         return [self.one(text, seed, sampling.max_frames, v, guidance) for (text, seed), v in zip(requests, voices)]
 
     def one(self, text: str, seed: int, max_frames: int, ref_audio: str | None = None,
             guidance: dict | None = None, result: StreamResult | None = None) -> Synthesis:
         """One utterance; `ref_audio`: a reference voice as a data URL (reference_data_urls);
-        `guidance`: guidance_for's fields; `result`: its `hang_up()` ends the request from
+        `guidance`: extensions_for's fields; `result`: its `hang_up()` ends the request from
         another thread (what it returns then is cut short: the caller drops it)."""
         result, done = result or StreamResult(), {}
         t0 = time.perf_counter()
@@ -234,7 +221,7 @@ class ServerPool:
         batch_size: not used: a pool's requests in flight are `concurrency` per server."""
         check_server_settings(sampling, stream)
         live = [s for s in self.servers if s.url not in self.dead]
-        guidance = {**guidance_for(live, sampling), **guardrails_for(live, sampling)}
+        guidance = extensions_for(live, sampling)
         voices = reference_data_urls(refs, len(requests))
         work: queue.Queue = queue.Queue()
         for i, (text, seed) in enumerate(requests):

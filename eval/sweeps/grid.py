@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from eval.runs.run import RunConfig, RunError
-from gepard_demo.settings import SamplingSettings, declared
+from gepard_demo.declare import declared
+from gepard_demo.settings import SamplingSettings
 
 # Axes with their own flags and short folder-name prefixes.
 FIXED_AXES = {"temperature": "T", "stop_threshold": "S"}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.ui.speak_link import control_values
+from gepard_demo.ui.controls import control_values
 
 from .runs_view import find_row
 

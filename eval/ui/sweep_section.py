@@ -20,9 +20,6 @@ import pandas as pd
 from eval.runs.run import RunConfig, RunError
 from eval.runs.sets import load_set
 from eval.ui.common import EvalLimits, chart_images, tab_error
-from gepard_demo.settings import SamplingSettings, force_stop_text
-
-DEFAULTS = SamplingSettings()  # what a caller who leaves a guardrail out gets
 
 SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "force_stop_rate", "derail_rate",
                  "clean_rate", "reward_mean", "truncation_rate",
@@ -79,43 +76,41 @@ def view_sweep(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list
     return "\n\n".join(lines), df[cols], charts
 
 
-def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name, set_name, set_file, limit, batch_size, base_seed,
-                 temperatures, thresholds, extra_axes, max_frames, asr_backend, asr_model, vad,
-                 repetition_penalty=DEFAULTS.repetition_penalty, repetition_window=DEFAULTS.repetition_window,
-                 force_stop_frames=force_stop_text(DEFAULTS.force_stop_frames), progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
-    """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...))."""
+def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name: str, form: dict[str, Any], temperatures: str,
+                 thresholds: str, extra_axes: str, progress: Callable[[float, str], None] | None = None,
+                 limits: EvalLimits = EvalLimits()):
+    """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...)). form: the
+    tab's (tab.RUN_FIELDS and settings_form.FORM_NAMES): the points vary the axes over its settings."""
     from eval.scoring.asr import ASRSettings
     from eval.sweeps.grid import SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
     from eval.ui.common import eval_engine_from_provider
-    from gepard_demo.settings import parse_force_stop
-    from gepard_demo.settings import SamplingSettings
+    from eval.ui.settings_form import read_settings_form
 
+    sampling, stream = read_settings_form(form)
     name = (name or "").strip() or time.strftime("sweep-%Y%m%d-%H%M%S")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
         raise ValueError(f"sweep name {name!r}: use letters, digits, '.', '_' or '-'")
     axes = parse_axes([a for a in re.split(r"[;\n]+", extra_axes or "") if a.strip()])
     engine = eval_engine_from_provider(engine_provider, "local")
-    base = RunConfig(engine="local", model=engine.describe()["model"], set=set_file or set_name,
-                     sampling=SamplingSettings(max_frames=int(max_frames), repetition_penalty=float(repetition_penalty),
-                                               repetition_window=int(repetition_window),
-                                               force_stop_frames=parse_force_stop(force_stop_frames)).validate(),
-                     batch_size=int(batch_size),
-                     base_seed=int(base_seed), limit=int(limit) if limit else None)
+    limit = form["limit"]
+    base = RunConfig(engine="local", model=engine.describe()["model"], set=form["set_file"] or form["set_name"],
+                     sampling=sampling, stream=stream, batch_size=int(form["batch_size"]), base_seed=int(form["base_seed"]),
+                     limit=int(limit) if limit else None)
     # One-pass thresholds read the engine in this process; behind a GPU boundary each point runs
     # through GPU calls instead.
     cfg = SweepConfig(base=base, temperatures=_floats(temperatures, "temperatures"),
                       stop_thresholds=_floats(thresholds, "stop thresholds"), extra_axes=axes,
                       one_pass=getattr(engine_provider, "gpu", None) is None).validate()
     limits.check(len(load_set(base.set, base.limit)), base.sampling.max_frames, base.batch_size, len(cfg.points()))
-    asr = ASRSettings(backend=asr_backend, model=asr_model, vad=bool(vad)).validate()
+    asr = ASRSettings(backend=form["asr_backend"], model=form["asr_model"], vad=bool(form["vad"])).validate()
     sweep(cfg, Path(runs_dir) / "sweeps" / name, asr=asr, engine=engine, log=lambda m: None, progress=progress)
     return (name, *view_sweep(runs_dir, name))
 
 
 def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path, limits: EvalLimits,
-                        shared: dict) -> None:
-    """The sweep accordion. shared: the tab's set / limit / batch / seed / ASR components."""
+                        form: dict[str, Any]) -> None:
+    """The sweep accordion. form: the tab's form components by name (run_sweep_ui's `form`)."""
     import gradio as gr
 
     runs_dir = str(runs_dir)
@@ -129,7 +124,6 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
             thresholds = gr.Textbox(value="0.3 0.5 0.7", label="Stop thresholds")
             extra = gr.Textbox(value="", label="Extra axes (NAME=V1,V2; separate several with ';'), e.g. "
                                                    "repetition_penalty=1,1.15,1.3; force_stop_frames=off,auto")
-            max_frames = gr.Slider(1, 4096, value=200, step=1, label="Max frames")
         with gr.Row():
             run_btn = gr.Button("Run sweep", variant="primary")
             pick = gr.Dropdown(list_sweeps(runs_dir), label="Open a sweep")
@@ -139,10 +133,10 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
         table = gr.Dataframe(label="Grid points", wrap=True)
         charts = gr.Gallery(label="Sweep charts", columns=2, height="auto")
 
-    def _run(*args, progress=gr.Progress()):
+    def _run(nm, temperatures, thresholds, axes, *values, progress=gr.Progress()):
         try:
-            nm, text, tbl, imgs = run_sweep_ui(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d),
-                                               limits=limits)
+            nm, text, tbl, imgs = run_sweep_ui(engine_provider, runs_dir, nm, dict(zip(form, values)), temperatures,
+                                               thresholds, axes, progress=lambda f, d: progress(f, desc=d), limits=limits)
         except Exception as e:  # shown in the tab: bad input must not look like a crash
             raise tab_error(e) from e
         return text, tbl, chart_images(imgs), gr.update(choices=list_sweeps(runs_dir), value=nm)
@@ -154,11 +148,7 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
             raise tab_error(e) from e
         return text, tbl, chart_images(imgs)
 
-    s = shared
-    run_btn.click(_run, api_name="eval_sweep",
-                  inputs=[name, s["set_name"], s["set_file"], s["limit"], s["batch_size"], s["base_seed"], temps,
-                          thresholds, extra, max_frames, s["asr_backend"], s["asr_model"], s["vad"], s["rep_penalty"],
-                          s["rep_window"], s["force_stop"]],
+    run_btn.click(_run, api_name="eval_sweep", inputs=[name, temps, thresholds, extra, *form.values()],
                   outputs=[summary, table, charts, pick], concurrency_limit=1)
     refresh.click(lambda: gr.update(choices=list_sweeps(runs_dir)), None, [pick])
     open_btn.click(_open, [pick], [summary, table, charts], api_name="eval_sweep_open")

@@ -39,38 +39,29 @@ from eval.ui.listening_section import build_listening_section
 from eval.ui.runs_view import TABLE_COLUMNS, list_runs, row_audio, row_choices, run_folder, view_run
 from eval.ui.word_view import row_words as row_words_view
 from eval.ui.sweep_section import build_sweep_section
-from gepard_demo.settings import (
-    MAX_REPETITION_PENALTY,
-    SamplingSettings,
-    StreamSettings,
-    force_stop_text,
-    parse_force_stop,
-)
+from eval.ui.settings_form import build_settings_form, read_settings_form
 
-DEFAULTS = SamplingSettings()  # what the form shows first, and what a caller who leaves a field out gets
+# The form's own fields, before its settings (settings_form.FORM_NAMES): a run's set, engine and ASR.
+RUN_FIELDS = ("set_name", "set_file", "limit", "batch_size", "base_seed", "engine_name", "asr_backend", "asr_model", "vad")
 
-def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_size, base_seed, engine_name,
-             temperature, top_k, greedy, stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model,
-             vad, repetition_penalty=DEFAULTS.repetition_penalty, repetition_window=DEFAULTS.repetition_window,
-             force_stop_frames=force_stop_text(DEFAULTS.force_stop_frames),
+
+def run_eval(engine_provider, runs_dir, name: str, form: dict[str, Any],
              progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
-    """Synthesize + score + report one run; returns view_run's outputs. Raises on bad input
-    (a guardrail out of range: SettingsError naming it, as the CLI's)."""
+    """Synthesize + score + report one run; returns view_run's outputs. form: RUN_FIELDS and any
+    settings (settings_form.FORM_NAMES; one left out is the page's default). Raises on bad input
+    (a setting out of range: SettingsError naming it, as the CLI's)."""
     from eval.runs.measure import measure
     from eval.runs.score import score
     from eval.scoring.asr import ASRSettings
 
-    sampling = SamplingSettings(temperature=float(temperature), top_k=int(top_k), greedy=bool(greedy),
-                                stop_threshold=float(stop_threshold), max_frames=int(max_frames),
-                                repetition_penalty=float(repetition_penalty), repetition_window=int(repetition_window),
-                                force_stop_frames=parse_force_stop(force_stop_frames)).validate()
-    stream = StreamSettings(fade_ms=float(fade_ms), silence_ms=float(silence_ms)).validate()
+    sampling, stream = read_settings_form(form)
     name = (name or "").strip() or time.strftime("ui-%Y%m%d-%H%M%S")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
         raise ValueError(f"run name {name!r}: use letters, digits, '.', '_' or '-'")
-    cfg = RunConfig(engine=engine_name, model=engine_name == "piper" and "en_US-joe-medium" or "app", set=set_file or set_name,
-                    sampling=sampling, stream=stream, batch_size=int(batch_size), base_seed=int(base_seed),
-                    limit=int(limit) if limit else None)
+    engine_name, limit = form["engine_name"], form["limit"]
+    cfg = RunConfig(engine=engine_name, model=engine_name == "piper" and "en_US-joe-medium" or "app",
+                    set=form["set_file"] or form["set_name"], sampling=sampling, stream=stream,
+                    batch_size=int(form["batch_size"]), base_seed=int(form["base_seed"]), limit=int(limit) if limit else None)
     limits.check(len(load_set(cfg.set, cfg.limit)), cfg.sampling.max_frames, cfg.batch_size)
     engine = eval_engine_from_provider(engine_provider, engine_name)
     if engine_name == "local":
@@ -78,7 +69,7 @@ def run_eval(engine_provider, runs_dir, name, set_name, set_file, limit, batch_s
     out = Path(runs_dir) / name
     say = progress or (lambda frac, desc: None)
     run(cfg, out, engine=engine, progress=lambda done, total: say(0.6 * done / total, f"synthesis {done}/{total}"), log=lambda m: None)
-    asr = ASRSettings(backend=asr_backend, model=asr_model, vad=bool(vad))
+    asr = ASRSettings(backend=form["asr_backend"], model=form["asr_model"], vad=bool(form["vad"]))
     score(out, asr, progress=lambda done, total: say(0.6 + 0.3 * done / total, f"ASR {done}/{total}"), log=lambda m: None)
     measure(out, progress=lambda done, total: say(0.9 + 0.06 * done / total, f"audio measures {done}/{total}"),
             log=lambda m: None)
@@ -108,19 +99,7 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             engine_name = gr.Radio(["local", "piper"], value="local", label="Engine (piper = real-speech reference)")
             run_name = gr.Textbox(label="Run name (blank: timestamp)")
         with gr.Column():
-            temperature = gr.Slider(0.05, 5.0, value=0.3, step=0.05, label="Temperature")
-            top_k = gr.Slider(0, 8, value=0, step=1, label="Top-k (0 = off)")
-            greedy = gr.Checkbox(value=False, label="Greedy")
-            stop_threshold = gr.Slider(0.01, 0.99, value=0.5, step=0.01, label="Stop threshold")
-            max_frames = gr.Slider(1, 4096, value=1000, step=1, label="Max frames", elem_id="eval-max-frames")
-            with gr.Row():
-                fade_ms = gr.Number(value=0, minimum=0, label="End fade ms")
-                silence_ms = gr.Number(value=0, minimum=0, label="End silence ms")
-            with gr.Row():  # the authors' guardrails (facts §15)
-                rep_penalty = gr.Number(value=DEFAULTS.repetition_penalty, minimum=1.0, maximum=MAX_REPETITION_PENALTY, step=0.05,
-                                        label="Repetition penalty (1 = off)", elem_id="eval-rep-penalty")
-                rep_window = gr.Number(value=DEFAULTS.repetition_window, precision=0, minimum=0, label="Penalty window (frames, 0 = all)")
-                force_stop_box = gr.Textbox(value=force_stop_text(DEFAULTS.force_stop_frames), label="Force stop (frames, auto or off)", elem_id="eval-force-stop")
+            settings = build_settings_form()
         with gr.Column():
             sizes = bundled_sizes() or ["tiny.en"]
             asr_backend = gr.Radio(["faster-whisper", "openai-whisper"], value="faster-whisper", label="ASR")
@@ -143,20 +122,18 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             refresh = gr.Button("Refresh the lists")
             open_btn = gr.Button("Open")
     pickers = [pick, *build_compare_section(runs_dir, speak).values(), *build_listening_section(runs_dir, speak).values()]
-    build_sweep_section(engine_provider, runs_dir, limits, {"set_name": set_name, "set_file": set_file, "limit": limit,
-                                                    "batch_size": batch_size, "base_seed": base_seed,
-                                                    "asr_backend": asr_backend, "asr_model": asr_model, "vad": vad,
-                                                    "rep_penalty": rep_penalty, "rep_window": rep_window,
-                                                    "force_stop": force_stop_box})
+    fields = (set_name, set_file, limit, batch_size, base_seed, engine_name, asr_backend, asr_model, vad)
+    form = {**dict(zip(RUN_FIELDS, fields)), **settings}
+    build_sweep_section(engine_provider, runs_dir, limits, form)
 
     def _refresh():
         names = list_runs(runs_dir)
         return [gr.update(choices=names) for _ in pickers]
 
-    def _run(*args, progress=gr.Progress()):
+    def _run(name, *values, progress=gr.Progress()):
         try:
-            name, text, tbl, imgs = run_eval(engine_provider, runs_dir, *args, progress=lambda f, d: progress(f, desc=d),
-                                             limits=limits)
+            name, text, tbl, imgs = run_eval(engine_provider, runs_dir, name, dict(zip(form, values)),
+                                             progress=lambda f, d: progress(f, desc=d), limits=limits)
         except Exception as e:  # shown in the tab: a bad setting or set file must not look like a crash
             raise tab_error(e) from e
         names = list_runs(runs_dir)
@@ -177,9 +154,7 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
         except Exception as e:
             raise tab_error(e) from e
 
-    run_btn.click(_run, api_name="eval_run", inputs= [run_name, set_name, set_file, limit, batch_size, base_seed, engine_name, temperature, top_k, greedy,
-                         stop_threshold, max_frames, fade_ms, silence_ms, asr_backend, asr_model, vad, rep_penalty,
-                         rep_window, force_stop_box],
+    run_btn.click(_run, api_name="eval_run", inputs=[run_name, *form.values()],
                   outputs=[summary, table, charts, *pickers, failed], concurrency_limit=1)
     refresh.click(_refresh, None, pickers)
     open_btn.click(_open, [pick], [summary, table, charts, failed], api_name="eval_open")

@@ -37,7 +37,7 @@ from gepard_demo.serving.protocol import (
     iter_sse_events,
     sse_audio,
 )
-from gepard_demo.settings import SamplingSettings
+from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings
 from gepard_demo.units import SAMPLES_PER_FRAME
 
 
@@ -89,6 +89,10 @@ class ServedFeatures:
                    word_timestamps=entry.get("word_timestamps") is True,
                    low_confidence=float(low) if isinstance(low, (int, float)) else 0.7)
 
+    def takes(self, group: str) -> bool:
+        """Whether the server takes a group of our extension fields (settings.EXTENSION_GROUPS)."""
+        return {"guidance": self.guidance, "guardrails": self.guardrails}[group]
+
     def check_word_timestamps(self, url: str) -> None:
         """Before the first request: a server that does not list word_timestamps would refuse the
         field (vLLM-Omni without --forced-aligner, its Gepard always): refused here, naming it."""
@@ -116,6 +120,28 @@ def guardrail_fields(sampling: SamplingSettings) -> dict:
     if sampling.force_stop_frames is not None:
         fields["force_stop_frames"] = sampling.force_stop_frames
     return fields
+
+
+def extension_fields(sampling: SamplingSettings) -> dict[str, dict]:
+    """Our extension fields this request carries, by group (settings.EXTENSION_GROUPS); a group
+    that changes nothing carries none, so a plain request stays exactly vLLM-Omni's."""
+    return {"guidance": guidance_fields(sampling), "guardrails": guardrail_fields(sampling)}
+
+
+def no_extension_reason(group: str) -> str:
+    """Why a server that does not list a group in /v1/models cannot take its fields."""
+    return (f"takes no {group} ({' / '.join(EXTENSION_GROUPS[group])} are our server's extension fields; "
+            "vLLM-Omni drops them unread)")
+
+
+def unserved_extension(sampling: SamplingSettings, features: ServedFeatures) -> tuple[str, str, Any] | None:
+    """(group, field, value) of the first extension field this request needs that the server
+    does not take (sent anyway it would be dropped unread: the caller refuses instead); or None."""
+    for group, fields in extension_fields(sampling).items():
+        if fields and not features.takes(group):
+            name = next(iter(fields))
+            return group, name, fields[name]
+    return None
 
 
 def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | None = None,

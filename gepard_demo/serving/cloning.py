@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gepard_demo.declare import takes_a_word, whole_number
 from gepard_demo.serving.protocol import GEPARD_RULES, FieldRule
 from gepard_demo.settings import AUTO, GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SamplingSettings, SettingsError
 from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio
@@ -77,21 +78,23 @@ def parse_cloning_fields(body: dict[str, Any], sampling: SamplingSettings) -> Cl
     ref_text = body.get("ref_text")
     if ref_text is not None and not isinstance(ref_text, str):
         raise CloningFieldError("ref_text must be a string (it is accepted and ignored)", "ref_text")
-    cfg = {k: body[k] for k in EXTENSION_FIELDS if body.get(k) is not None}
-    for key, value in cfg.items():
-        whole = key in ("cfg_frames", "repetition_window", "force_stop_frames")
-        if key == "force_stop_frames" and value == AUTO:
-            pass
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int)):
-            kind = "a number (an integer)" if whole else "a number"
-            also = f", {AUTO!r} or null (off)" if key == "force_stop_frames" else ""
-            raise CloningFieldError(f"{key} must be {kind}{also}, got {value!r}", key)
+    cfg = {k: _json_setting(k, body[k]) for k in EXTENSION_FIELDS if body.get(k) is not None}
     for key in cfg:
         try:
             sampling.replace(**{key: cfg[key]}).validate()
         except SettingsError as e:
             raise CloningFieldError(str(e), key) from e
-    for key in ("cfg_scale", "repetition_penalty"):
-        if key in cfg:
-            cfg[key] = float(cfg[key])
     return CloningFields(ref_audio=data, ref_text_ignored=ref_text is not None, cfg=cfg)
+
+
+def _json_setting(key: str, value: Any) -> Any:
+    """An extension field's JSON value as its setting takes it, by the setting's declared type: a
+    number (a whole one where the setting counts frames), or the setting's word ("auto")."""
+    whole, worded = whole_number(SamplingSettings, key), takes_a_word(SamplingSettings, key)
+    if worded and isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int)):
+        kind = "a number (an integer)" if whole else "a number"
+        also = f", {AUTO!r} or null (off)" if worded else ""
+        raise CloningFieldError(f"{key} must be {kind}{also}, got {value!r}", key)
+    return value if whole else float(value)

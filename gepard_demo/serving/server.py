@@ -71,7 +71,7 @@ from gepard_demo.serving.protocol import (
     streaming_wav_header,
 )
 from gepard_demo.alignment.result import timestamp_headers
-from gepard_demo.settings import BatchingSettings, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import EXTENSION_GROUPS, BatchingSettings, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.report import report_headers, run_report
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
@@ -207,7 +207,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
             "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": getattr(info, "speed", None),
             "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
             # What a client may send beyond vLLM-Omni's protocol (client.ServedFeatures).
-            "voice_cloning": prefixer is not None, "guidance": True, "guardrails": True, "probe": True,
+            "voice_cloning": prefixer is not None, **dict.fromkeys(EXTENSION_GROUPS, True), "probe": True,
             "extension_fields": list(cloning.EXTENSION_FIELDS),
             "batching": asdict(batching), "load": scheduler.load(), **timestamps.models_entry(aligner),
         }]}

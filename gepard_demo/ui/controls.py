@@ -1,6 +1,9 @@
-"""The page's controls as values: their names in the order Generate passes them, their ranges,
-and `parse_controls`, which turns them into validated settings naming any bad control. The page,
-its API and the takes' "use these settings" all go through here."""
+"""The page's controls as values, derived from the settings' declarations (declare.Control on each
+field of SamplingSettings and StreamSettings): their names in the order Generate takes them, the
+values that show given settings, and `parse_controls`, which reads them back into validated
+settings naming any bad control. The page, its API, the takes' "use these settings" and the
+Eval tab's "Open in the demo" all go through here; fields.py builds the widgets.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +11,55 @@ import math
 import re
 from typing import Any
 
-from gepard_demo.settings import (
-    DECODE_MODES,
-    GUARDRAIL_FIELDS,
-    MAX_FRAMES_LIMIT,
-    MAX_REPETITION_PENALTY,
-    SamplingSettings,
-    SettingsError,
-    StreamSettings,
-    parse_force_stop,
-)
+from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, whole_number
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 
-from .guardrails import control_values
-from .voice import VOICE_CONTROL_NAMES, cfg_changes
+SETTINGS = (SamplingSettings, StreamSettings)
+SEED_BOX = "42"  # what the seed box holds while the seed is random: a fixed seed to start from
+REFERENCE = "ref_audio"  # the voice group's clip, before its settings (voice.py reads it, not a setting)
 
-# The control values, in the order the page passes them after the job id.
-CONTROL_NAMES = (
-    "text", "temperature", "top_k", "greedy", "stop_threshold", "seed", "random_seed",
-    "max_frames", "first_chunk_frames", "chunk_frames", "decode_mode", "lookback_frames",
-    "fade_ms", "silence_ms",
-    *VOICE_CONTROL_NAMES,  # the "Voice and guidance" group (voice.py)
-    *GUARDRAIL_FIELDS,  # the derailment guardrails (guardrails.py)
-)
+
+def group_controls(group: str) -> dict[str, tuple[type, Control]]:
+    """The declared controls of one page group, by name, in field order, with their settings class."""
+    return {name: (cls, c) for cls in SETTINGS for name, c in page_controls(cls).items() if c.group == group}
+
+
+def _control_names() -> tuple[str, ...]:
+    names = ["text"]
+    for group in PAGE_GROUPS:
+        names += [REFERENCE] if group == "voice" else []
+        for name, (_, c) in group_controls(group).items():
+            names += [name, "random_seed"] if c.widget == "seed" else [name]
+    return tuple(names)
+
+
+# The control values, in the order the page passes them after the job id (the API's order).
+CONTROL_NAMES = _control_names()
+
+
+def control_values(sampling: SamplingSettings, stream: StreamSettings | None = None) -> dict[str, Any]:
+    """Settings -> the controls that show them (parse_controls read backwards). A random seed
+    leaves the seed box out (it keeps what the visitor typed); no `stream`, no stream controls."""
+    out: dict[str, Any] = {}
+    for settings in (sampling, stream):
+        if settings is None:
+            continue
+        text = declared(type(settings))
+        for name, c in page_controls(type(settings)).items():
+            value = getattr(settings, name)
+            if c.widget == "seed":
+                out["random_seed"] = value is None
+                out.update({} if value is None else {name: value})
+            elif c.widget == "text":
+                out[name] = text[name].write(value)
+            else:
+                out[name] = c.unset if value is None else value
+    return out
+
+
+def default_values() -> dict[str, Any]:
+    """Every control's value on a fresh page (what an API call that leaves some out gets)."""
+    return {"text": "", REFERENCE: None, "seed": SEED_BOX, **control_values(SamplingSettings(), StreamSettings())}
 
 
 def _number(name: str, value: Any) -> float:
@@ -55,58 +85,47 @@ def _integer(name: str, value: Any) -> int:
     return int(x)
 
 
-# The page's range for every numeric control: the sliders span exactly these, and a value
-# outside (typed, or sent through the API) is refused with the control's name.
-CONTROL_RANGES = {
-    "temperature": (0.05, 5.0), "top_k": (0, 8), "stop_threshold": (0.01, 0.99), "seed": (0, 2**63 - 1),
-    "max_frames": (1, MAX_FRAMES_LIMIT), "first_chunk_frames": (1, 100), "chunk_frames": (1, 200),
-    "lookback_frames": (0, 64), "fade_ms": (0, 500), "silence_ms": (0, 2000),
-    "repetition_penalty": (1.0, MAX_REPETITION_PENALTY), "repetition_window": (0, MAX_FRAMES_LIMIT),
-}
-
-
 def _show(x: float) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 2**64 else f"{x:g}"
 
 
-def _in_range(name: str, x: float) -> float:
-    lo, hi = CONTROL_RANGES[name]
-    if not lo <= x <= hi:
-        raise SettingsError(f"{name} must be between {_show(lo)} and {_show(hi)}, got {_show(x)}", name)
+def _in_range(name: str, c: Control, x: float) -> float:
+    if not c.lo <= x <= c.hi:
+        raise SettingsError(f"{name} must be between {_show(c.lo)} and {_show(c.hi)}, got {_show(x)}", name)
     return x
+
+
+def _read(cls: type, name: str, c: Control, values: dict[str, Any]) -> Any:
+    """One control's value -> its setting, or a SettingsError naming it. The page's range is
+    checked here (a typed or API value outside the slider); `validate` checks the rest."""
+    value = values[name]
+    if c.widget == "checkbox":
+        return bool(value)
+    if c.widget == "radio":
+        choices = declared(cls)[name].choices
+        if str(value) not in choices:
+            raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {value!r}", name)
+        return str(value)
+    if c.widget == "text":
+        try:
+            return declared(cls)[name].read(value)
+        except SettingsError:
+            raise
+        except (TypeError, ValueError):
+            raise SettingsError(f"{name} cannot be {value!r}", name) from None
+    if c.widget == "seed":
+        return None if values["random_seed"] else _in_range(name, c, _integer(name, value))
+    number = _integer(name, value) if whole_number(cls, name) else _number(name, value)
+    x = _in_range(name, c, number)
+    return None if c.unset is not None and x == c.unset else x
 
 
 def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
     """Page values -> validated settings; raises SettingsError naming the bad control."""
-    values = {**control_values(SamplingSettings()), **values}  # an API call may leave the guardrails out
-    for name in CONTROL_RANGES:
-        if name == "seed":
-            if not values["random_seed"]:
-                _in_range(name, _integer(name, values[name]))  # as an integer: 2**63 - 1 is no float
-            continue
-        _in_range(name, _number(name, values[name]))
-    if str(values["decode_mode"]) not in DECODE_MODES:
-        raise SettingsError(f"decode_mode must be one of {', '.join(DECODE_MODES)}, got {values['decode_mode']!r}",
-                            "decode_mode")
-    seed = None if values["random_seed"] else _integer("seed", values["seed"])
-    sampling = SamplingSettings(
-        temperature=_number("temperature", values["temperature"]),
-        greedy=bool(values["greedy"]),
-        top_k=_integer("top_k", values["top_k"]),
-        stop_threshold=_number("stop_threshold", values["stop_threshold"]),
-        max_frames=_integer("max_frames", values["max_frames"]),
-        seed=seed,
-        **cfg_changes(values.get("cfg_scale", 1.0), values.get("cfg_frames", 0)),
-        repetition_penalty=_number("repetition_penalty", values["repetition_penalty"]),
-        repetition_window=_integer("repetition_window", values["repetition_window"]),
-        force_stop_frames=parse_force_stop(values["force_stop_frames"]),
-    ).validate()
-    stream = StreamSettings(
-        first_chunk_frames=_integer("first_chunk_frames", values["first_chunk_frames"]),
-        chunk_frames=_integer("chunk_frames", values["chunk_frames"]),
-        decode_mode=str(values["decode_mode"]),
-        lookback_frames=_integer("lookback_frames", values["lookback_frames"]),
-        fade_ms=_number("fade_ms", values["fade_ms"]),
-        silence_ms=_number("silence_ms", values["silence_ms"]),
-    ).validate()
-    return sampling, stream
+    values = {**default_values(), **values}  # an API call may leave later controls out
+    changes: dict[type, dict[str, Any]] = {cls: {} for cls in SETTINGS}
+    for group in PAGE_GROUPS:
+        for name, (cls, c) in group_controls(group).items():
+            changes[cls][name] = _read(cls, name, c, values)
+    return (SamplingSettings(**changes[SamplingSettings]).validate(),
+            StreamSettings(**changes[StreamSettings]).validate())

@@ -1,9 +1,10 @@
-"""Gradio inputs that leave range checks to the server's own validation.
+"""The page's setting controls as Gradio components, built from their declarations
+(declare.Control, read through controls.group_controls), and the inputs they use.
 
 Gradio's Slider / Number / Radio refuse an out-of-range value in preprocess with a message
 that does not say which control it was ("Value 0 is less than minimum value 1.") and print a
 traceback for it. These subclasses pass the value through unchanged; the controller's
-`parse_controls` checks it against CONTROL_RANGES and names the field in its error. They
+`parse_controls` checks it against the control's declared range and names the field in its error. They
 render as the stock components (is_template).
 """
 
@@ -12,6 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import gradio as gr
+
+from gepard_demo.declare import Control, declared
+
+from .controls import group_controls
 
 
 class FieldSlider(gr.Slider):
@@ -33,3 +38,38 @@ class FieldRadio(gr.Radio):
 
     def preprocess(self, payload: Any) -> Any:
         return payload
+
+
+def _widget(c: Control, value: Any, choices: tuple[str, ...] | None, prefix: str, **extra: Any) -> Any:
+    common = {"label": c.label, "elem_id": prefix + c.key, **extra}
+    if c.widget == "slider":
+        return FieldSlider(c.lo, c.hi, value=value, step=c.step, **common)
+    if c.widget == "checkbox":
+        return gr.Checkbox(value=value, **common)
+    if c.widget == "radio":
+        return FieldRadio(list(choices or ()), value=value, **common)
+    return gr.Textbox(value=str(value), max_lines=1, **common)
+
+
+def build_group(group: str, values: dict[str, Any], extra: dict[str, dict] | None = None, omit: tuple[str, ...] = (),
+                prefix: str = "gepard-") -> dict[str, Any]:
+    """One page group's controls (declare.PAGE_GROUPS), in declared order, showing `values`
+    (controls.default_values with the form's settings). extra: more arguments for a control;
+    omit: settings this form leaves out; prefix: the form's element ids ("eval-" on the Eval tab)."""
+    out: dict[str, Any] = {}
+    for name, (cls, c) in group_controls(group).items():
+        more = (extra or {}).get(name, {})
+        if name in omit:
+            continue
+        if c.widget == "seed":
+            with gr.Row():
+                out["random_seed"] = gr.Checkbox(value=values["random_seed"], label="Random seed (the one used is shown)",
+                                                 elem_id=prefix + "random-seed")
+                out[name] = _widget(c, values[name], None, prefix, interactive=not values["random_seed"], **more)
+            # The seed box only matters with a fixed seed.
+            out["random_seed"].change(lambda r: gr.update(interactive=not r), out["random_seed"], out[name],
+                                      queue=False, show_progress="hidden", api_visibility="private")
+        else:
+            text = declared(cls).get(name)
+            out[name] = _widget(c, values[name], text.choices if text else None, prefix, **more)
+    return out

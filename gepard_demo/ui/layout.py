@@ -10,21 +10,21 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from gepard_demo.settings import DECODE_MODES, SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS
 
 from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
 from .controller import DemoController
-from .controls import CONTROL_NAMES, CONTROL_RANGES
-from .fields import FieldRadio, FieldSlider
+from .controls import CONTROL_NAMES, control_values, default_values
+from .fields import build_group
 from .guardrails import build_guardrail_controls
-from .model_host import ModelHost
+from .page_host import PageHost
 from .served import lock_controls
 from .speak_link import SPEAK_TAB_ID, SpeakLink
 from .words_route import WORDS_PREFIX
 from .take_panel import TakeHandlers, build_takes_panel, wire_takes
-from .voice import VOICE_CONTROL_NAMES, build_voice_group, wire_voice_events
+from .voice import build_voice_group, wire_voice_events
 
 EXAMPLES = [
     "Hello! This is Gepard, a text to speech model that starts talking almost at once.",
@@ -166,38 +166,19 @@ def result_panel() -> Results:
     return Results(status, audio, stats, plot)
 
 
-def sampling_controls(sampling: SamplingSettings, split_note: bool = True) -> dict[str, Any]:
-    c = {}
-    c["temperature"] = FieldSlider(*CONTROL_RANGES["temperature"], value=sampling.temperature, step=0.05, label="Temperature", elem_id="gepard-temperature")
-    c["top_k"] = FieldSlider(*CONTROL_RANGES["top_k"], value=sampling.top_k, step=1, label="Top-k (0 = off; heads have 6-8 levels)", elem_id="gepard-top-k")
-    c["greedy"] = gr.Checkbox(value=sampling.greedy, label="Greedy (argmax; ignores temperature and top-k)", elem_id="gepard-greedy")
-    c["stop_threshold"] = FieldSlider(*CONTROL_RANGES["stop_threshold"], value=sampling.stop_threshold, step=0.01, label="Stop threshold", elem_id="gepard-stop-threshold")
-    with gr.Row():
-        c["random_seed"] = gr.Checkbox(value=sampling.seed is None, label="Random seed (the one used is shown)", elem_id="gepard-random-seed")
-        # Text, not a number field: a browser's numbers are doubles, which round a seed above 2**53
-        # (an eval row's seeds are 63-bit) to another seed; the controller parses it exactly.
-        c["seed"] = gr.Textbox(value=str(sampling.seed if sampling.seed is not None else 42), label="Seed", max_lines=1,
-                               interactive=sampling.seed is not None, elem_id="gepard-seed")
-    c["max_frames"] = FieldSlider(*CONTROL_RANGES["max_frames"], value=sampling.max_frames, step=1,
-                                  label="Max frames per text segment (21.5 per second; text over 400 characters is split)",
-                                  elem_id="gepard-max-frames")
-    c.update(build_guardrail_controls(sampling))
-    # The seed box only matters with a fixed seed.
-    c["random_seed"].change(lambda r: gr.update(interactive=not r), c["random_seed"], c["seed"],
-                            queue=False, show_progress="hidden", api_visibility="private")
+def page_values(sampling: SamplingSettings, stream: StreamSettings) -> dict[str, Any]:
+    """What the controls show on a fresh page: these settings, the seed box's start when random."""
+    return {**default_values(), **control_values(sampling, stream)}
+
+
+def sampling_controls(values: dict[str, Any]) -> dict[str, Any]:
+    c = build_group("sampling", values)
+    c.update(build_guardrail_controls(values))
     return c
 
 
-def stream_controls(stream: StreamSettings) -> dict[str, Any]:
-    c = {}
-    c["first_chunk_frames"] = FieldSlider(*CONTROL_RANGES["first_chunk_frames"], value=stream.first_chunk_frames, step=1, label="First chunk frames", elem_id="gepard-first-chunk")
-    c["chunk_frames"] = FieldSlider(*CONTROL_RANGES["chunk_frames"], value=stream.chunk_frames, step=1, label="Chunk frames", elem_id="gepard-chunk")
-    c["decode_mode"] = FieldRadio(list(DECODE_MODES), value=stream.decode_mode, label="Decode mode (exact = one whole decode)", elem_id="gepard-decode-mode")
-    c["lookback_frames"] = FieldSlider(*CONTROL_RANGES["lookback_frames"], value=stream.lookback_frames, step=1,
-                                       label="Lookback frames (lookback mode only)",
-                                       interactive=stream.decode_mode == "lookback", elem_id="gepard-lookback")
-    c["fade_ms"] = FieldSlider(*CONTROL_RANGES["fade_ms"], value=stream.fade_ms, step=5, label="End fade (ms)", elem_id="gepard-fade")
-    c["silence_ms"] = FieldSlider(*CONTROL_RANGES["silence_ms"], value=stream.silence_ms, step=10, label="End silence (ms)", elem_id="gepard-silence")
+def stream_controls(values: dict[str, Any]) -> dict[str, Any]:
+    c = build_group("stream", values, extra={"lookback_frames": {"interactive": values["decode_mode"] == "lookback"}})
     # Read by the page's player only (see _start_js), never sent to Python.
     gr.Checkbox(value=True, elem_id="gepard-prebuffer-auto", interactive=True,
                 label="Start buffer: automatic (from the generation rate the player measures and the text's length)")
@@ -209,7 +190,7 @@ def stream_controls(stream: StreamSettings) -> dict[str, Any]:
 
 
 def build_demo(
-    host: ModelHost,
+    host: PageHost,
     controller: DemoController,
     sampling: SamplingSettings,
     stream: StreamSettings,
@@ -235,16 +216,17 @@ def build_demo(
                 # screen and the results come right under it.
                 gr.Examples(EXAMPLES, inputs=[text], label="Examples", elem_id="gepard-examples")
                 controls: dict[str, Any] = {"text": text}
+                values = page_values(sampling, stream)
                 with gr.Row(equal_height=False):
                     with gr.Column(min_width=320):
                         with gr.Accordion("Sampling", open=True):
-                            controls.update(sampling_controls(sampling))
+                            controls.update(sampling_controls(values))
                     with gr.Column(min_width=320):
                         with gr.Accordion("Streaming", open=False):
-                            controls.update(stream_controls(stream))
+                            controls.update(stream_controls(values))
                         # The "Voice and guidance" group (issue 9, voice.py).
-                        voice_controls, ref_status = build_voice_group(sampling)
-                        controls.update(zip(VOICE_CONTROL_NAMES, voice_controls))
+                        voice_controls, ref_status = build_voice_group(values)
+                        controls.update(voice_controls)
                 panel = build_takes_panel()
                 results.take = panel.pending
                 lock_controls(host, controls)  # a served model fixes some (issue 8): greyed, with the reason
@@ -255,7 +237,7 @@ def build_demo(
                         gr.Markdown(f"The Eval tab could not be built: `{html.escape(eval_tab_error)}`")
                     else:
                         eval_tab(host, speak=SpeakLink(controls, tabs))
-        wire_events(controller, controls, job_id, generate_btn, stop_btn, results, getattr(host, "concurrency", 1))
+        wire_events(controller, controls, job_id, generate_btn, stop_btn, results, host.concurrency)
         wire_takes(panel, TakeHandlers(host, controller), controls)
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
         upload.upload(controller.read_text_file, [upload], [text], show_progress="minimal", api_name="read_text_file")

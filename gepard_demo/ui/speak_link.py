@@ -13,33 +13,13 @@ from typing import Any
 
 import gradio as gr
 
-from gepard_demo.settings import SamplingSettings, StreamSettings
-
 from .controls import CONTROL_NAMES
-from .guardrails import control_values as guardrail_values
 
 SPEAK_TAB_ID = "speak"
 # After the controls' new values have reached the page (Gradio applies a handler's outputs
 # before its .success chain runs; the pause lets the tab switch and the controls' own change
 # events settle first).
 GENERATE_JS = "() => { setTimeout(() => document.querySelector('#gepard-generate')?.click(), 300); }"
-
-
-def control_values(sampling: SamplingSettings, stream: StreamSettings | None = None) -> dict[str, Any]:
-    """Settings -> the Speak tab's control values (controller.parse_controls read backwards)."""
-    values = {
-        "temperature": sampling.temperature, "top_k": sampling.top_k, "greedy": sampling.greedy,
-        "stop_threshold": sampling.stop_threshold, "max_frames": sampling.max_frames,
-        "random_seed": sampling.seed is None, "cfg_scale": sampling.cfg_scale, "cfg_frames": sampling.cfg_frames or 0,
-        **guardrail_values(sampling),
-    }
-    if sampling.seed is not None:
-        values["seed"] = sampling.seed
-    if stream is not None:
-        values.update(first_chunk_frames=stream.first_chunk_frames, chunk_frames=stream.chunk_frames,
-                      decode_mode=stream.decode_mode, lookback_frames=stream.lookback_frames,
-                      fade_ms=stream.fade_ms, silence_ms=stream.silence_ms)
-    return values
 
 
 @dataclass(frozen=True)

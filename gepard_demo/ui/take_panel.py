@@ -20,8 +20,7 @@ import soundfile as sf
 from gepard_demo.units import FRAME_RATE_HZ
 
 from .captions import subtitle_files
-from .controls import CONTROL_NAMES
-from .guardrails import control_values
+from .controls import CONTROL_NAMES, control_values
 from .pstop_plot import Trace, pstop_svg
 from .speak_link import GENERATE_JS
 from .takes import (

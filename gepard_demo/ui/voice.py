@@ -1,8 +1,8 @@
 """The page's "Voice and guidance" group: a reference voice (upload or microphone, or one of
 the example voices Piper makes on the spot) and the classifier-free guidance controls.
 
-The group is its own small block of the Speak tab; the controller receives its three values
-after the other controls (CONTROL_NAMES: ref_audio, cfg_scale, cfg_frames) and turns the
+The group is its own small block of the Speak tab: the reference clip, then the settings declared
+in the "voice" group (cfg_scale, cfg_frames; controls.CONTROL_NAMES). The controller turns the
 reference into a speaker prefix through `VoiceCloning`, which builds the prefixer on first use
 (the checkpoint's compressor and the codec's encoder) and caches prefixes by content hash.
 """
@@ -17,10 +17,10 @@ from typing import Any
 import gradio as gr
 import numpy as np
 
-from gepard_demo.settings import MAX_CFG_SCALE, MAX_FRAMES_LIMIT, SamplingSettings, SettingsError
 from gepard_demo.voice.reference_audio import REFERENCE_WINDOW, ReferenceAudioError
 
-VOICE_CONTROL_NAMES = ("ref_audio", "cfg_scale", "cfg_frames")
+from .controls import REFERENCE
+from .fields import build_group
 
 
 class PageVoices:
@@ -86,19 +86,6 @@ class VoiceCloning(PageVoices):
         raise ReferenceAudioError(f"unexpected reference audio value of type {type(ref_audio).__name__}")
 
 
-def cfg_changes(cfg_scale: Any, cfg_frames: Any) -> dict:
-    """The page's guidance controls -> SamplingSettings changes (cfg_frames 0 = every frame)."""
-    try:
-        scale = float(cfg_scale if cfg_scale is not None else 1.0)
-        frames = int(float(cfg_frames)) if cfg_frames not in (None, "") else 0
-    except (TypeError, ValueError):
-        raise SettingsError(f"cfg_scale / cfg_frames must be numbers, got {cfg_scale!r} / {cfg_frames!r}",
-                            "cfg_scale") from None
-    if frames < 0:
-        raise SettingsError(f"cfg_frames must be >= 0 (0 = guide every frame), got {frames}", "cfg_frames")
-    return {"cfg_scale": scale, "cfg_frames": frames or None}
-
-
 def example_voices() -> list[str]:
     """Piper-made example reference voices (none when Piper is not installed)."""
     from gepard_demo.voice.piper_voices import make_example_voices
@@ -109,8 +96,8 @@ def example_voices() -> list[str]:
         return []
 
 
-def build_voice_group(sampling: SamplingSettings) -> tuple[list, Any]:
-    """(the group's controls in VOICE_CONTROL_NAMES order, the reference's status line)."""
+def build_voice_group(values: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """(the group's controls by name, the reference's status line); `values`: what they show."""
     with gr.Accordion("Voice and guidance", open=False, elem_id="gepard-voice-group"):
         ref_audio = gr.Audio(
             sources=["upload", "microphone"], type="numpy", label=f"Reference voice ({REFERENCE_WINDOW.describe()}; empty = the default voice)",
@@ -120,11 +107,8 @@ def build_voice_group(sampling: SamplingSettings) -> tuple[list, Any]:
         voices = example_voices()
         if voices:
             gr.Examples([[v] for v in voices], inputs=[ref_audio], label="Example voices (made by Piper just now)")
-        cfg_scale = gr.Slider(0.0, MAX_CFG_SCALE, value=sampling.cfg_scale, step=0.1, elem_id="gepard-cfg-scale",
-                              label="CFG scale (1 = off; 2-3 helps short phrases)")
-        cfg_frames = gr.Slider(0, MAX_FRAMES_LIMIT, value=sampling.cfg_frames or 0, step=1, elem_id="gepard-cfg-frames",
-                               label="Guide only the first N frames (0 = every frame)")
-    return [ref_audio, cfg_scale, cfg_frames], ref_status
+        controls = {REFERENCE: ref_audio, **build_group("voice", values)}
+    return controls, ref_status
 
 
 def wire_voice_events(voices: VoiceCloning, ref_audio: Any, ref_status: Any) -> None:

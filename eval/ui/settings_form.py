@@ -1,0 +1,39 @@
+"""The Eval tab's settings form: every setting the Speak tab shows, from the same declarations
+(gepard_demo.declare, through gepard_demo.ui.controls and fields), read back by the same parser,
+less the seed (a run's seeds come from its base seed). A run and a sweep share it: a sweep's
+points vary their axes over these settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.ui.controls import CONTROL_NAMES, REFERENCE, default_values, parse_controls
+
+# The Speak tab's controls this form shows, in their order (the tab's inputs after its own fields).
+FORM_NAMES = tuple(n for n in CONTROL_NAMES if n not in ("text", "seed", "random_seed", REFERENCE))
+PREFIX = "eval-"  # the form's element ids: eval-temperature, eval-max-frames, eval-force-stop...
+
+
+def build_settings_form() -> dict[str, Any]:
+    """The form's controls by name (FORM_NAMES), in the current Gradio context."""
+    import gradio as gr
+
+    from gepard_demo.ui.fields import build_group
+
+    values = default_values()
+    form = build_group("sampling", values, omit=("seed",), prefix=PREFIX)
+    with gr.Accordion("Derailment guardrails (the authors' runner)", open=False):
+        form.update(build_group("guardrails", values, prefix=PREFIX))
+    with gr.Accordion("Guidance", open=False):
+        form.update(build_group("voice", values, prefix=PREFIX))
+    with gr.Accordion("Streaming and end of speech", open=False):
+        form.update(build_group("stream", values, prefix=PREFIX))
+    return {name: form[name] for name in FORM_NAMES}
+
+
+def read_settings_form(form: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
+    """The form's values (any of FORM_NAMES; one left out is the page's default) -> validated
+    settings, or a SettingsError naming the bad field, as the Speak tab and the CLI refuse it."""
+    return parse_controls({name: form[name] for name in FORM_NAMES if name in form})

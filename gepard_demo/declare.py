@@ -1,0 +1,114 @@
+"""How a setting is declared: one `setting(...)` on its dataclass field (settings.py) says how it
+is written as text and how the page shows it, and every surface derives from that.
+
+- `Text`: the command-line flag (settings_flags), a take's synth line, a sweep axis's values.
+- `served`: how a speech server takes it (fixed at its start, per request, or in a group of our
+  extension fields): the server's checks and /v1/models listing, and what a served page greys out
+  and a served eval refuses, follow it.
+- `Control`: the page's control, on the Speak tab and the Eval tab's forms alike (ui/controls.py
+  parses and ui/fields.py builds them): its group, widget, range, step, label and element id. The
+  page's range sits inside `validate`'s, which is the semantic bound; the control's is what a
+  slider spans and a typed value may reach.
+
+Semantics (what a value does, `validate`'s bounds with their reasons) stay on the dataclass and
+in model/. Adding a setting is one `setting(...)` line plus its meaning there: docs/DESIGN.md
+walks through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# The page's groups of controls, in the order Generate takes them after the text: the Sampling
+# accordion, the Streaming one, "Voice and guidance" (after its reference clip), and the
+# derailment guardrails (a sub-group of Sampling on the page, last in the API for old clients).
+PAGE_GROUPS = ("sampling", "stream", "voice", "guardrails")
+# How a speech server takes a setting: fixed when the server starts (vLLM-Omni reads it from
+# gepard_config.json and refuses extra_params per request), with each request (the seed,
+# max_new_tokens), or as one of our extension-field groups, which a server lists in its /v1/models
+# entry (serving/cloning.py) and a served page or eval refuses to send to a server that does not.
+SERVED = ("fixed", "request", "guidance", "guardrails")
+WIDGETS = ("slider", "checkbox", "radio", "text", "seed")
+
+
+@dataclass(frozen=True)
+class Text:
+    """How a setting is written and read wherever it is text. `write` returns None for a value
+    that is written by leaving the flag out (cfg_frames unset); `choices` limits a word setting."""
+
+    read: Callable[[str], Any]
+    write: Callable[[Any], str | None] = str
+    help: str = ""
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Control:
+    """How the page shows a setting.
+
+    widget: "slider" (a number in [lo, hi] by step), "checkbox", "radio" (the Text's choices),
+        "text" (read and written by the Text: force_stop_frames takes "auto" and "off"), or
+        "seed" (a text box, exact past 2**53, beside a "random seed" checkbox).
+    unset: what a slider shows for an unset setting (cfg_frames: 0 = every frame).
+    """
+
+    group: str
+    label: str
+    key: str  # the element id after the form's prefix: "gepard-" + key on the Speak tab, "eval-" + key on Eval
+    widget: str = "slider"
+    lo: float = 0
+    hi: float = 0
+    step: float = 1
+    unset: Any = None
+
+    def __post_init__(self):
+        if self.group not in PAGE_GROUPS or self.widget not in WIDGETS:
+            raise ValueError(f"control {self.key}: group must be one of {PAGE_GROUPS} and widget one of {WIDGETS}")
+
+
+def setting(default: Any, read: Callable[[str], Any] | None = None, write: Callable[[Any], str | None] = str,
+            help: str = "", metavar: str | None = None, choices: tuple[str, ...] | None = None,
+            page: Control | None = None, served: str = "fixed") -> Any:
+    """A dataclass field with its declarations: a Text when it has a `read` (a flag), a Control
+    when it has a `page`, and how a speech server takes it (SERVED)."""
+    if served not in SERVED:
+        raise ValueError(f"served must be one of {SERVED}, got {served!r}")
+    meta: dict[str, Any] = {"served": served}
+    if read is not None:
+        meta["text"] = Text(read, write, help, metavar, choices)
+    if page is not None:
+        meta["page"] = page
+    return field(default=default, metadata=meta)
+
+
+def declared(cls) -> dict[str, Text]:
+    """The settings of `cls` that are written as text (a flag each), by name, in field order."""
+    return {f.name: f.metadata["text"] for f in dataclasses.fields(cls) if "text" in f.metadata}
+
+
+def page_controls(cls) -> dict[str, Control]:
+    """The settings of `cls` the page shows, by name, in field order."""
+    return {f.name: f.metadata["page"] for f in dataclasses.fields(cls) if "page" in f.metadata}
+
+
+def served_as(cls, how: str) -> tuple[str, ...]:
+    """The settings of `cls` a speech server takes `how` (SERVED), in field order."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("served") == how)
+
+
+def _type(cls, name: str) -> str:
+    return str(next(f.type for f in dataclasses.fields(cls) if f.name == name))
+
+
+def whole_number(cls, name: str) -> bool:
+    """Whether a setting takes whole numbers (its type names int and not float)."""
+    kind = _type(cls, name)
+    return "int" in kind and "float" not in kind
+
+
+def takes_a_word(cls, name: str) -> bool:
+    """Whether a setting's value may be a word besides a number (force_stop_frames: "auto")."""
+    return "str" in _type(cls, name)
