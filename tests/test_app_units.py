@@ -234,8 +234,10 @@ def test_listener_leaving_early_cancels_the_session():
 
 
 def fake_engine(name, random_weights):
-    info = SimpleNamespace(name=name, path=f"/models/{name}", revision=None, random_weights=random_weights,
-                           device="cpu", dtype="float32")
+    from gepard_demo.model.engine import ModelInfo
+
+    info = ModelInfo(name=name, path=f"/models/{name}", revision=None, random_weights=random_weights,
+                     device="cpu", dtype="float32")
     return SimpleNamespace(model_info=info)
 
 

@@ -264,9 +264,12 @@ def test_banner_and_stats_show_the_speed_path():
     from gepard_demo.ui.banner import banner_markdown
     from gepard_demo.ui.views import stats_markdown
 
-    info = SimpleNamespace(name="m", path="/m", revision=None, random_weights=False, device="cpu",
-                           dtype="float32", speed="cpu · fp16-weight backbone · 1 thread · talker ahead of codec")
-    host = SimpleNamespace(info=info, fallback_reason=None, requested="m")
+    from gepard_demo.model.engine import ModelInfo
+    from gepard_demo.ui.model_host import ModelHost
+
+    info = ModelInfo(name="m", path="/m", revision=None, random_weights=False, device="cpu",
+                     dtype="float32", speed="cpu · fp16-weight backbone · 1 thread · talker ahead of codec")
+    host = ModelHost(SimpleNamespace(model_info=info), SimpleNamespace(sample_rate=22050), "m")
     assert "**Speed path:** cpu · fp16-weight backbone" in banner_markdown(host)
     stats = SynthesisStats(speed=info.speed, frames=3, ended_by=["stop"], complete=True, stop_frame=3)
     assert f"| speed path | {info.speed} |" in stats_markdown(stats, SamplingSettings())

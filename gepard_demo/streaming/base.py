@@ -3,7 +3,13 @@
 end, cancel from any thread. A subclass writes `_generate` and hands what it emits to `_keep`.
 
 `keep_audio`: whether the session keeps every chunk for `audio()` (the default). The page turns it
-off and writes the WAV as the chunks stream, so a chapter's audio is not held in memory."""
+off and writes the WAV as the chunks stream, so a chapter's audio is not held in memory.
+
+What the page asks of a running session is answered here for every kind, and a kind that knows
+more overrides it: where it waits (`wait_line`), how far a long text is (`progress`), what a
+Stop is waiting for (`stop_note`), its frames for a re-cut (`codes`). `sampling` is the settings
+it runs with (the seed drawn); `stream` its stream settings where it decodes here (None where a
+server does)."""
 
 from __future__ import annotations
 
@@ -14,6 +20,9 @@ import numpy as np
 
 
 class OnceIterableSession:
+    sampling: Any = None
+    stream: Any = None
+
     def __init__(self) -> None:
         self._cancel = threading.Event()
         self._chunks: list[np.ndarray] = []
@@ -55,3 +64,19 @@ class OnceIterableSession:
 
     def _generate(self) -> Iterator[Any]:
         raise NotImplementedError
+
+    def wait_line(self) -> str | None:
+        """Why it is not generating yet (a place in the engine's queue), or None."""
+        return None
+
+    def progress(self) -> dict[str, Any] | None:
+        """A long text's segments so far (streaming/segments.py), or None."""
+        return None
+
+    def stop_note(self) -> str | None:
+        """After a Stop, what it still waits for before it is free (a GPU call ending), or None."""
+        return None
+
+    def codes(self) -> np.ndarray | None:
+        """Its frames (T, 32) for a take's re-cut, or None where they stayed elsewhere (a server)."""
+        return None

@@ -7,27 +7,28 @@ from __future__ import annotations
 
 import html
 
-from .model_host import ModelHost
+from .page_host import PageHost
 
 # On random weights the page's defaults keep the noise short and quiet (see server.build_app).
 RANDOM_WEIGHTS_MAX_FRAMES = 64  # about 3 s per text segment
 RANDOM_WEIGHTS_GAIN = 0.3  # the live player's volume
 
 
-def banner_markdown(host: ModelHost) -> str:
-    if hasattr(host, "banner_markdown"):  # a served model (ui/served.py) says what the server fixes
-        return host.banner_markdown()
+def banner_markdown(host: PageHost) -> str:
+    own = host.banner_markdown()  # a served model (ui/served.py) says what the server fixes
+    if own is not None:
+        return own
     info = host.info
     name = html.escape(str(info.name))
     where = f"`{html.escape(str(info.path))}`"
-    rev = f", revision `{html.escape(str(info.revision))}`" if getattr(info, "revision", None) else ""
+    rev = f", revision `{html.escape(str(info.revision))}`" if info.revision else ""
     if info.random_weights:
         line = f"⚠️ **Running `{name}`, a model with random weights: it makes noise, not speech.**"
     else:
         line = f"**Model:** `{name}`{rev} ({info.device}, {info.dtype})."
-    if getattr(info, "speed", None):
+    if info.speed:
         line += f" **Speed path:** {html.escape(str(info.speed))}."
-    for notice in getattr(host, "notices", ()):
+    for notice in host.notices:
         line += f"\n\n{notice}"
     details = []
     if info.random_weights:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import inspect
 import logging
 import secrets
 import threading
@@ -26,16 +27,16 @@ from typing import Any, Iterator
 import gradio as gr
 
 from gepard_demo.bounded import Bounded
-from gepard_demo.settings import SamplingSettings, SettingsError, force_stop_text
+from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import TextError, read_text_file
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 from .audio_route import client_of
 from .captions import CaptionDesk
-from .controls import CONTROL_NAMES, parse_controls
+from .controls import CONTROL_NAMES, default_values, parse_controls
 from .jobs import JobError, JobRegistry
-from .model_host import ModelHost
+from .page_host import PageHost
 from .pstop_plot import Trace, pstop_svg
 from .queue_line import queue_status
 from .takes import Take
@@ -45,13 +46,26 @@ from .wav_sink import WavSink
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
 STOP_GRACE_S = 0.2  # after Stop, how long the handler waits for the session's thread before it answers
 log = logging.getLogger("gepard_demo.ui")
-DEFAULTS = SamplingSettings()  # what a control the caller leaves out stands for
+
+
+def _shows_controls(generate):
+    """Generate as Gradio and the API see it: the job id and the text, every other control with a
+    fresh page's value as its default (controls.default_values), then Gradio's request, which
+    Gradio recognizes by its annotation and passes last."""
+    P, defaults = inspect.Parameter, default_values()
+    names = ["self", "job_id", "text"]
+    params = [P(name, P.POSITIONAL_OR_KEYWORD) for name in names]
+    params += [P(name, P.POSITIONAL_OR_KEYWORD, default=defaults[name]) for name in CONTROL_NAMES if name not in names]
+    params.append(P("request", P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request))
+    generate.__signature__ = inspect.Signature(params)
+    generate.__annotations__ = {"request": gr.Request}
+    return generate
 
 
 class DemoController:
     """Generate/Stop handlers bound to one model host, job registry and WAV folder."""
 
-    def __init__(self, host: ModelHost, registry: JobRegistry, wav_dir: Path, keep_wavs: int = 50,
+    def __init__(self, host: PageHost, registry: JobRegistry, wav_dir: Path, keep_wavs: int = 50,
                  captions: CaptionDesk | None = None):
         """captions: where each segment's audio goes to be aligned, off the stream's path (captions.py)."""
         self.host = host
@@ -77,21 +91,18 @@ class DemoController:
 
     # -- Generate ----------------------------------------------------------------------------
 
-    def generate(self, job_id: str, text: str, temperature: float, top_k: int, greedy: bool,
-                 stop_threshold: float, seed: int | None, random_seed: bool, max_frames: int,
-                 first_chunk_frames: int, chunk_frames: int, decode_mode: str, lookback_frames: int,
-                 fade_ms: float, silence_ms: float, ref_audio: Any = None, cfg_scale: float = DEFAULTS.cfg_scale,
-                 cfg_frames: int = 0, repetition_penalty: float = DEFAULTS.repetition_penalty,
-                 repetition_window: int = DEFAULTS.repetition_window,
-                 force_stop_frames: str = force_stop_text(DEFAULTS.force_stop_frames), request: gr.Request = None) -> Iterator[tuple]:
+    @_shows_controls
+    def generate(self, job_id: str, *controls: Any) -> Iterator[tuple]:
         """Gradio generator: (status, wav path, stats markdown, p_stop plot, take) updates.
 
-        Named parameters, one per control (CONTROL_NAMES), so the API shows these names. The
-        last output is the finished run as a Take (takes.py) for the visitor's session state,
-        which the API does not show; the Takes panel numbers it and adds it to the list. `request`
-        (Gradio's, not in the API) says who asks: the per-client limit (jobs.JobRegistry)."""
+        Gradio sees the signature `_shows_controls` gives it: the job id, one named parameter per control
+        (CONTROL_NAMES, so the API shows these names), then its own `request` (not in the API),
+        which it passes last: who asks, for the per-client limit (jobs.JobRegistry). The last
+        output is the finished run as a Take (takes.py) for the visitor's session state, which
+        the API does not show; the Takes panel numbers it and adds it to the list."""
         t0 = time.perf_counter()
-        values = {k: v for k, v in locals().items() if k in CONTROL_NAMES}
+        request = controls[len(CONTROL_NAMES)] if len(controls) > len(CONTROL_NAMES) else None
+        values = dict(zip(CONTROL_NAMES, controls))
         # API clients may leave the job id empty: they get a fresh one (and no live stream).
         job_id = job_id or secrets.token_hex(16)
         try:
@@ -147,7 +158,7 @@ class DemoController:
 
         # A batching host's scheduler lines requests up itself (the Eval tab's batches too); behind
         # ZeroGPU each Generate is a GPU call of its own, scheduled by ZeroGPU.
-        own_turn = getattr(self.host, "scheduler", None) is not None or not getattr(self.host, "takes_turns", True)
+        own_turn = self.host.own_turn
 
         # The WAV is written as the chunks stream (wav_sink.py): the session keeps no audio.
         sink = self._wav_sink(job.job_id, session.sample_rate)
@@ -199,7 +210,7 @@ class DemoController:
                     break  # still held by work that cannot be interrupted (a codec push): answer now
                 worker.join(POLL_S)
                 st = session.stats
-                line = session.wait_line() if hasattr(session, "wait_line") else None
+                line = session.wait_line()
                 if worker.is_alive() and line:
                     yield (f"{line[0].upper()}{line[1:]}…", gr.skip(), gr.skip(), gr.skip(), gr.skip())
                 elif worker.is_alive() and waiting.is_set():
@@ -219,7 +230,7 @@ class DemoController:
             if worker.is_alive():
                 session.cancel()
         if failure:
-            line = getattr(self.host, "explain", lambda exc: None)(failure[0])
+            line = self.host.explain(failure[0])
             if line is not None:  # a refusal with a reason (ZeroGPU's quota, its queue): one line, no traceback
                 log.warning("generate refused by the GPU host: %s", line)
                 raise gr.Error(line, title="GPU not available", print_exception=False) from None
@@ -227,7 +238,7 @@ class DemoController:
             log.error("synthesis failed", exc_info=failure[0])
             raise gr.Error(f"Synthesis failed: {failure[0]!r}", title="Synthesis failed") from None
         stats = session.stats
-        winding_down = getattr(session, "stop_note", lambda: None)() if worker.is_alive() else None
+        winding_down = session.stop_note() if worker.is_alive() else None
         if worker.is_alive():  # stopped, and its thread has not let go yet: show it as stopped now
             stats = dataclasses.replace(stats, cancelled=True)
         self._remember(job.job_id, stats)
@@ -245,10 +256,9 @@ class DemoController:
         """The finished run as a take: the controls as they ran (the seed used, not "random")."""
         stats = session.stats
         controls = dict(values, seed=stats.seed, random_seed=False)
-        codes = session.codes() if hasattr(session, "codes") else None
-        info = getattr(self.host, "info", None)
-        model = getattr(info, "name", "") or getattr(self.host, "requested", "")
-        stream = getattr(session, "stream", None) or parse_controls(values)[1]  # a served session has none
+        codes = session.codes()
+        model = self.host.info.name or self.host.requested
+        stream = session.stream or parse_controls(values)[1]  # a served session has none
         return Take(0, session.text, controls, session.sampling, stream,
                     stats.as_dict(), codes if codes is not None and len(codes) else None, wav, str(model or ""),
                     job_id=job_id)
@@ -280,7 +290,7 @@ class DemoController:
                            if st.wall_s and st.speech_s and not st.cancelled)
         if rates:
             return rates[len(rates) // 2]
-        return getattr(self.host, "warm_rate", None)
+        return self.host.warm_rate
 
     # -- Stop --------------------------------------------------------------------------------
 

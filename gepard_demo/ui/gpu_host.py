@@ -43,8 +43,8 @@ MODES = ("zerogpu", "emulate")
 @dataclass
 class GpuHost(EngineFacts):
     """concurrency: Generates at once, each its own GPU call (ZeroGPU schedules every visitor's call
-    on its own, billed to that visitor: nothing is shared but the page). `takes_turns` False: a
-    Generate does not wait for the lock; the Eval tab's runs still take turns among themselves."""
+    on its own, billed to that visitor: nothing is shared but the page). `own_turn`: a Generate
+    does not wait for the lock; the Eval tab's runs still take turns among themselves."""
 
     gpu: Any  # a zerogpu runner: ZeroGpu, or Forked (emulate)
     resident: Resident
@@ -55,7 +55,7 @@ class GpuHost(EngineFacts):
     lock: FairLock = field(default_factory=FairLock)
     starts: StartTimes = field(default_factory=StartTimes)  # cold starts measured: the asks budget for them
     concurrency: int = 4
-    takes_turns = False
+    own_turn = True
 
     @classmethod
     def around(cls, host: Any, mode: str, budget: GpuBudget = GpuBudget(), concurrency: int = 4,
@@ -70,7 +70,7 @@ class GpuHost(EngineFacts):
                 "ones together and asking for what they are expected to take; each reference voice and evaluation "
                 "batch is one call (a worker process holds the GPU only for that call)." if mode == "zerogpu" else
                 "GPU calls run in forked worker processes, as on ZeroGPU (`--zerogpu emulate`).")
-        return cls(gpu, resident, budget, host.requested, host.fallback_reason, [*getattr(host, "notices", []), what],
+        return cls(gpu, resident, budget, host.requested, host.fallback_reason, [*host.notices, what],
                    concurrency=concurrency)
 
     # -- what needs no GPU ------------------------------------------------------------------------

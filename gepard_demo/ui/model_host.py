@@ -11,12 +11,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .page_host import PageHost
 from .turns import FairLock
 
 FALLBACK_MODEL = "tiny"
 
 
-class EngineFacts:
+class EngineFacts(PageHost):
     """What a host says about the model it serves, from its `engine` and `codec` (no GPU needed)."""
 
     @property
@@ -52,6 +53,10 @@ class ModelHost(EngineFacts):
 
     def __call__(self) -> Any:
         return self.scheduler or self.engine
+
+    @property
+    def own_turn(self) -> bool:
+        return self.scheduler is not None  # the scheduler lines the sessions up
 
     def batch(self, settings: Any) -> "ModelHost":
         """Serve several visitors at once through one running batch (BatchingSettings)."""

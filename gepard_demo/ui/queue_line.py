@@ -17,12 +17,12 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
     job = registry.get(job_id)
     if job is not None:
         # Started, but the engine's scheduler keeps it waiting (its place and why).
-        line = getattr(job.session, "wait_line", lambda: None)() if not job.finished else None
+        session = None if job.finished else job.session  # None too before the session is attached
+        line = session.wait_line() if session is not None else None
         if line:
             return {"state": "queued", "text": f"{line[0].upper()}{line[1:]}."}
         info = {"state": "finished" if job.finished else "running"}
-        progress = getattr(job.session, "progress", None) if not job.finished else None
-        text = progress() if progress is not None else None
+        text = session.progress() if session is not None else None
         if text and text["segments"] > 1:  # a long text: the player's start buffer and its line read this
             info["long_text"] = text
         return info
@@ -35,7 +35,7 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
         st = running.session.stats
         ran = time.monotonic() - running.started
         rate = st.frames / ran if st.frames and ran > 0 else None
-        budget = getattr(getattr(running.session, "sampling", None), "max_frames", None)
+        budget = running.session.sampling.max_frames
         budget_left = (budget - st.frames) / rate if rate and budget else None
         guess = max((typical or 0.0) - ran, 1.0)
         high = budget_left if budget_left is not None else guess

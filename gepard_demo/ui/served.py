@@ -35,30 +35,30 @@ from gepard_demo.serving.client import (
     SpeechServerError,
     StreamResult,
     bytes_data_url,
-    guardrail_fields,
-    guidance_fields,
+    extension_fields,
+    no_extension_reason,
+    unserved_extension,
 )
+from gepard_demo.declare import served_as
 from gepard_demo.serving.protocol import pcm16_to_float
-from gepard_demo.settings import GUARDRAIL_FIELDS, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text
 from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
 from gepard_demo.voice.reference_audio import ReferenceAudioError, page_audio, prepare_reference
 
+from .page_host import PageHost
 from .turns import FairLock
 
-# The page's controls a served model fixes, and why they are greyed out.
-FIXED_BY_SERVER = ("temperature", "top_k", "greedy", "stop_threshold", "first_chunk_frames", "chunk_frames",
-                   "decode_mode", "lookback_frames", "fade_ms", "silence_ms")
+# The page's controls a served model fixes (declare.SERVED), and why they are greyed out.
+FIXED_BY_SERVER = served_as(SamplingSettings, "fixed") + served_as(StreamSettings, "fixed")
 FIXED_REASON = ("Fixed by the server (vLLM-Omni reads it from gepard_config.json / env vars at start and refuses "
                 "extra_params per request)")
 NO_CLONING_REASON = ("This server does not clone voices (vLLM-Omni 0.30's Gepard is zero-shot and refuses ref_audio; "
                      "`python -m gepard_demo serve` clones when its checkpoint has the voice compressor)")
-NO_GUIDANCE_REASON = ("This server takes no guidance (cfg_scale / cfg_frames are our server's extension fields; "
-                      "vLLM-Omni would drop them unread)")
-NO_GUARDRAILS_REASON = ("This server takes no guardrails (repetition_penalty / repetition_window / force_stop_frames "
-                        "are our server's extension fields; vLLM-Omni would drop them unread)")
+NO_EXTENSION_REASONS = {group: f"This server {no_extension_reason(group)}" for group in EXTENSION_GROUPS}
+NO_GUIDANCE_REASON, NO_GUARDRAILS_REASON = NO_EXTENSION_REASONS["guidance"], NO_EXTENSION_REASONS["guardrails"]
 
 
 class ServedSession(OnceIterableSession):
@@ -69,13 +69,11 @@ class ServedSession(OnceIterableSession):
                  request_start: float | None = None, ref_audio: str | None = None,
                  features: ServedFeatures = ServedFeatures()):
         sampling.validate()
-        if sampling.cfg_scale != 1.0 and not features.guidance:  # it would be dropped unread: refuse, don't ignore
-            raise SettingsError(f"cfg_scale {sampling.cfg_scale:g}: {NO_GUIDANCE_REASON}", "cfg_scale")
+        if (unserved := unserved_extension(sampling, features)) is not None:  # dropped unread: refuse, don't ignore
+            group, name, value = unserved
+            raise SettingsError(f"{name} {value}: {NO_EXTENSION_REASONS[group]}", name)
         if ref_audio is not None and not features.voice_cloning:
             raise ReferenceAudioError(NO_CLONING_REASON)
-        for name, used in (("repetition_penalty", sampling.penalized), ("force_stop_frames", sampling.force_stop_frames is not None)):
-            if used and not features.guardrails:  # dropped unread otherwise: refuse, don't ignore
-                raise SettingsError(f"{name} {getattr(sampling, name)}: {NO_GUARDRAILS_REASON}", name)
         self.client = client
         self.text = clean_text(text)  # the page's own limits, checked before any request
         self.sampling = sampling.with_concrete_seed()  # sent, so the page can show and replay it
@@ -91,8 +89,7 @@ class ServedSession(OnceIterableSession):
         super().__init__()
 
     def _extensions(self) -> dict:
-        s = self.sampling
-        return {**guidance_fields(s), **guardrail_fields(s)}
+        return {k: v for fields in extension_fields(self.sampling).values() for k, v in fields.items()}
 
     def cancel(self) -> None:
         """Any thread: the connection closes now, also while the server still holds the request
@@ -141,7 +138,7 @@ class ServedSession(OnceIterableSession):
 
 
 @dataclass
-class ServedHost:
+class ServedHost(PageHost):
     """What the page serves when a server synthesizes: the client, the server's model entry,
     and the lock the controller takes around each request (one at a time, as locally)."""
 
@@ -164,10 +161,9 @@ class ServedHost:
         locked = dict.fromkeys(FIXED_BY_SERVER, FIXED_REASON)
         if not self.features.voice_cloning:
             locked["ref_audio"] = NO_CLONING_REASON
-        if not self.features.guidance:
-            locked.update(dict.fromkeys(("cfg_scale", "cfg_frames"), NO_GUIDANCE_REASON))
-        if not self.features.guardrails:
-            locked.update(dict.fromkeys(GUARDRAIL_FIELDS, NO_GUARDRAILS_REASON))
+        for group, names in EXTENSION_GROUPS.items():
+            if not self.features.takes(group):
+                locked.update(dict.fromkeys(names, NO_EXTENSION_REASONS[group]))
         return locked
 
     def voices(self) -> "ServedVoices":
@@ -273,8 +269,7 @@ def load_served_host(url: str, timeout: float = 60.0) -> ServedHost:
 def lock_controls(host: Any, controls: dict[str, Any]) -> None:
     """Grey out the page controls a served model cannot honour, with the reason as their info
     line. A no-op for a local model."""
-    locked = host.locked_controls() if hasattr(host, "locked_controls") else {}
-    for name, reason in locked.items():
+    for name, reason in host.locked_controls().items():
         if name in controls:
             controls[name].interactive = False
             controls[name].info = reason

@@ -20,7 +20,7 @@ from .controller import DemoController
 from .jobs import JobRegistry
 from .layout import CSS, build_demo, page_head
 from .link_preview import LinkPreview, LinkPreviewMiddleware
-from .model_host import ModelHost
+from .page_host import PageHost
 from .words_route import make_words_router
 
 
@@ -28,7 +28,7 @@ from .words_route import make_words_router
 class DemoApp:
     """Everything one running demo owns; created by app.py's main (or a test) and passed in."""
 
-    host: ModelHost
+    host: PageHost
     registry: JobRegistry
     controller: DemoController
     blocks: gr.Blocks
@@ -43,7 +43,7 @@ QUEUE_MAX_WAITING = 10_000
 
 
 def build_app(
-    host: ModelHost,
+    host: PageHost,
     sampling: SamplingSettings | None = None,
     stream: StreamSettings | None = None,
     *,
@@ -66,7 +66,7 @@ def build_app(
             sampling = sampling.replace(max_frames=min(sampling.max_frames, RANDOM_WEIGHTS_MAX_FRAMES))
     gain = RANDOM_WEIGHTS_GAIN if host.info.random_weights else 1.0
     stream = stream or StreamSettings()
-    registry = JobRegistry(traffic or TrafficSettings.for_batch(getattr(host, "concurrency", 1)))
+    registry = JobRegistry(traffic or TrafficSettings.for_batch(host.concurrency))
     max_chars = registry.traffic.max_text_chars
     wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
     desk = caption_desk(host, captions)
@@ -76,7 +76,7 @@ def build_app(
     api = FastAPI()
     # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.
     api.include_router(make_audio_router(registry, host.sample_rate, controller.queue_status,
-                                         getattr(controller, "rate_hint", None)))
+                                         controller.rate_hint))
     api.include_router(make_words_router(desk))
     api = gr.mount_gradio_app(
         api, blocks, path="/", head=page_head(host.sample_rate, gain, max_chars), css=CSS,
@@ -86,10 +86,10 @@ def build_app(
     return DemoApp(host, registry, controller, blocks, api)
 
 
-def caption_desk(host: Any, settings: AlignmentSettings | None) -> CaptionDesk:
+def caption_desk(host: PageHost, settings: AlignmentSettings | None) -> CaptionDesk:
     """Where the page's words come from: in front of a server, the server's word_timestamps (only
     when its /v1/models lists them: never asked for otherwise); else our aligner, on this CPU."""
-    features = getattr(host, "features", None)
+    features = host.features
     if features is not None:  # a served host
         from gepard_demo.serving.client import SpeechServerError
 
@@ -103,7 +103,7 @@ def caption_desk(host: Any, settings: AlignmentSettings | None) -> CaptionDesk:
     return load_in_background(settings)
 
 
-def link_preview(host: ModelHost) -> LinkPreview:
+def link_preview(host: PageHost) -> LinkPreview:
     """What a shared link to the page unfurls to."""
     return LinkPreview(
         title="Gepard-1.0 text to speech: streaming demo",

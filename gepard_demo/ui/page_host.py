@@ -1,0 +1,64 @@
+"""What the page asks of whatever makes its audio: the model in this process
+(model_host.ModelHost), ZeroGPU's calls (gpu_host.GpuHost) or a speech server (served.ServedHost).
+Each is a PageHost; a default here is the answer of a host with nothing more to say, so the page
+asks every host the same questions instead of probing which kind it has.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PageHost:
+    requested: str = ""  # the model the app asked for (a name, a path, a hub id, a server's)
+    fallback_reason: str | None = None  # why `requested` did not load and tiny runs instead
+    notices: tuple[str, ...] | list[str] = ()  # banner lines about the hardware
+    warm_rate: float | None = None  # audio s per wall s of the warm-up synthesis, once measured
+    concurrency: int = 1  # Generates the page runs at once
+
+    lock: Any  # turns.FairLock: taken around a Generate unless `own_turn`, and by the Eval tab's runs
+
+    @property
+    def info(self) -> Any:
+        """The model's facts (model.engine.ModelInfo's fields)."""
+        raise NotImplementedError
+
+    @property
+    def sample_rate(self) -> int:
+        raise NotImplementedError
+
+    def new_session(self, text: str, sampling: Any, stream: Any, **options: Any) -> Any:
+        """A session for one Generate (streaming.base.OnceIterableSession); raises SettingsError,
+        TextError or ReferenceAudioError for what it refuses, before any work."""
+        raise NotImplementedError
+
+    def voices(self) -> Any:
+        """What turns the page's reference clip into a voice (voice.PageVoices or ServedVoices)."""
+        raise NotImplementedError
+
+    def warm_up(self, stream: Any = None) -> float:
+        """One short synthesis before the first visitor; its wall time in s."""
+        raise NotImplementedError
+
+    @property
+    def own_turn(self) -> bool:
+        """Whether a Generate runs without taking the host's lock: something else lines the
+        requests up (a batch scheduler, or ZeroGPU's calls, each its own)."""
+        return False
+
+    @property
+    def features(self) -> Any:
+        """What a speech server takes beyond vLLM-Omni's protocol (client.ServedFeatures); None here."""
+        return None
+
+    def explain(self, exc: BaseException) -> str | None:
+        """A failed Generate's cause in one line for the page (ZeroGPU's refusals), or None."""
+        return None
+
+    def locked_controls(self) -> dict[str, str]:
+        """The page controls this host cannot honour -> why (greyed out with it)."""
+        return {}
+
+    def banner_markdown(self) -> str | None:
+        """A banner of the host's own (a server says what it fixes), or None for the model's."""
+        return None
