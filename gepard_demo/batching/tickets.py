@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from gepard_demo.model.batch import BatchRequest
+from gepard_demo.model.frames import FrameSource
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.units import FRAME_RATE_HZ
 
@@ -74,7 +75,7 @@ class Ticket:
         return f"waiting for the engine ({place}){why}"
 
 
-class TicketFrames:
+class TicketFrames(FrameSource):
     """The iterator `stream_frames` returns: FrameSteps through the ticket's queue. `cancel()`
     (or close(), or losing the iterator) ends the request from any thread, and a consumer
     waiting for its next frame (queued, in prefill, or behind a slow step) stops waiting at once."""

@@ -18,6 +18,7 @@ from gepard_demo.settings import SamplingSettings
 
 from .batch import decode_batch
 from .config import GepardConfig
+from .frames import EngineFrames
 from .generation import FrameStep, GenerationResult, ResultBuilder
 from .guardrails import force_stop_for
 from .memory import check_fits
@@ -151,8 +152,8 @@ class GepardEngine:
     def stream_frames(
         self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None,
         resume: torch.Tensor | None = None,
-    ) -> Iterator[FrameStep]:
-        """Yield one request's steps as they are made; close the iterator to cancel.
+    ) -> EngineFrames:
+        """One request's steps as they are made (a FrameSource); close it to cancel.
 
         speaker: a (K, hidden) speaker prefix (a reference voice); None = the default voice.
         resume: (n, 32) frames this request already committed (an earlier GPU call made them,
@@ -162,7 +163,11 @@ class GepardEngine:
 
         Pass `settings.with_concrete_seed()` to know the seed before the first frame.
         """
-        settings.validate()
+        return EngineFrames(self._steps(text, settings, speaker, resume))
+
+    def _steps(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None,
+               resume: torch.Tensor | None) -> Iterator[FrameStep]:
+        settings.validate()  # on the first read, as the loop's own work starts
         prompt = self.prompt_ids(text, settings)
         sampler = self.sampler(text, settings)
         if resume is not None and len(resume):

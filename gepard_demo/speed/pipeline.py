@@ -19,6 +19,8 @@ import queue
 import threading
 from typing import Any
 
+from gepard_demo.model.frames import FrameSource
+
 _END = object()
 
 
@@ -69,7 +71,7 @@ class PipelinedEngine:
         return PipedFrames(handoff, stop, worker)
 
 
-class PipedFrames:
+class PipedFrames(FrameSource):
     """The consumer's side of one pipelined stream. `cancel()` from any thread stops the talker
     after its step in flight and wakes a consumer waiting for a frame; `close()` also waits for
     the talker to let go of the engine."""
@@ -77,6 +79,8 @@ class PipedFrames:
     def __init__(self, handoff: queue.Queue, stop: threading.Event, worker: threading.Thread):
         self._handoff, self._stop, self._worker = handoff, stop, worker
         self._started = False  # the talker starts with the first frame asked for, as a generator's would
+        self._made = 0
+        self._finished = False
 
     def __iter__(self) -> "PipedFrames":
         return self
@@ -95,7 +99,17 @@ class PipedFrames:
             if item is _END:
                 raise StopIteration
             raise item.exc
+        self._made += item.codes is not None
+        self._finished = self._finished or item.done is not None
         return item
+
+    @property
+    def made(self) -> int:  # frames read: the talker runs at most a queue's length ahead of them
+        return self._made
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
 
     def cancel(self) -> None:
         self._stop.set()

@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any
 
+from gepard_demo.model.frames import FrameSource, frame_source
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.units import FRAME_RATE_HZ
 
@@ -82,7 +83,8 @@ class SegmentSources:
                 voice["resume"] = resume
             if self.look_ahead:  # the playing segment is of this text too: its own look-ahead must not wait for it
                 voice["group"] = self.group
-            src = iter(self.engine.stream_frames(self.segments[index], segment_sampling(self.sampling, index), **voice))
+            src = frame_source(self.engine.stream_frames(self.segments[index], segment_sampling(self.sampling, index),
+                                                         **voice))
         else:
             src.promote()
         self.current, self.index, self.read = src, index, 0
@@ -103,12 +105,12 @@ class SegmentSources:
         generating = sum(1 for src in self._ahead.values() if not src.finished)
         j = max([self.index, *self._ahead]) + 1
         while generating < self.look_ahead and j < len(self.segments):
-            self._ahead[j] = self.engine.stream_frames(
+            self._ahead[j] = frame_source(self.engine.stream_frames(
                 self.segments[j], segment_sampling(self.sampling, j),
-                **({} if self.speaker is None else {"speaker": self.speaker}), look_ahead=True, group=self.group)
+                **({} if self.speaker is None else {"speaker": self.speaker}), look_ahead=True, group=self.group))
             generating, j = generating + 1, j + 1
 
-    def all(self) -> list[Any]:
+    def all(self) -> list[FrameSource]:
         return [s for s in (self.current, *list(self._ahead.values())) if s is not None]
 
     def cancel(self) -> None:
@@ -116,17 +118,14 @@ class SegmentSources:
             self.cancelled = True
             sources = self.all()
         for src in sources:
-            stop = getattr(src, "cancel", None)
-            if stop is not None:
-                stop()
+            src.cancel()
 
     def close_current(self) -> None:
         src, self.current = self.current, None
         if src is not None:
             self.made_before += self.read
             self.read = 0
-            if hasattr(src, "close"):
-                src.close()
+            src.close()
 
     def close(self) -> None:
         """End every segment's request: the playing one and those ahead."""
@@ -134,8 +133,7 @@ class SegmentSources:
         with self._lock:
             ahead, self._ahead = self._ahead, {}
         for src in ahead.values():
-            if hasattr(src, "close"):
-                src.close()
+            src.close()
 
     def progress(self) -> dict[str, Any]:
         """Where the text stands (the page's line and the player's start buffer): which segments
@@ -152,8 +150,8 @@ class SegmentSources:
         ahead_frames = 0
         current, ahead = self.current, dict(self._ahead)
         if current is not None:
-            cur_made = getattr(current, "made", self.read)
-            generated[index] = bool(getattr(current, "finished", False))
+            cur_made = current.made
+            generated[index] = current.finished
             ahead_frames = max(0, cur_made - self.read)
             made += ahead_frames
             contiguous = generated[index]
@@ -168,10 +166,10 @@ class SegmentSources:
                 contiguous = contiguous and generated[j]
         wall = time.perf_counter() - self.started
         order = [current] + [ahead.get(j) for j in range(index + 1, n)]
-        first_open = next((src for src in order if src is None or not getattr(src, "finished", False)), None)
-        pace = getattr(first_open, "pace", None)
+        first_open = next((src for src in order if src is None or not src.finished), None)
+        pace = first_open.pace() if first_open is not None else None
         text_rate = made / FRAME_RATE_HZ / wall if wall > 0 else None
-        rate = pace() if pace is not None else text_rate
+        rate = pace if pace is not None else text_rate
         return {"segments": n, "segment": index, "generated": generated,
                 "ahead_s": round(ahead_frames / FRAME_RATE_HZ, 3),
                 "rate": None if rate is None else round(rate, 3),

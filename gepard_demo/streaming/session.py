@@ -144,8 +144,8 @@ class SynthesisSession(OnceIterableSession):
 
     def wait_line(self) -> str | None:
         """While the engine's scheduler keeps this request waiting: where it stands and why."""
-        line = getattr(self._sources.current, "wait_line", None)
-        return line() if line is not None else None
+        current = self._sources.current
+        return current.wait_line() if current is not None else None
 
     def progress(self) -> dict[str, Any]:
         """A long text's progress (segments.py: segments generated, audio made ahead of what was read,
@@ -258,7 +258,7 @@ class SynthesisSession(OnceIterableSession):
                         step = next(frames_iter, None)
                         stats.gen_time_s += time.perf_counter() - t
                         self._sources.read += step is not None and step.codes is not None
-                    if step is None and getattr(frames_iter, "paused", False) and not self._cancel.is_set():
+                    if step is None and frames_iter.paused and not self._cancel.is_set():
                         # The call made all it may of this segment (zerogpu's batched call): the
                         # next one goes on, its frames not yet decoded carried with the codec's state.
                         with self._lock:

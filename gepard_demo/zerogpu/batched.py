@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from gepard_demo.model.batch import BatchRequest, DecodeBatch
+from gepard_demo.model.frames import FrameSource
 from gepard_demo.model.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.settings import SamplingSettings
@@ -169,7 +170,7 @@ class CallBatch:
         return replace(carry, ahead=ahead)
 
 
-class SegmentIterator:
+class SegmentIterator(FrameSource):
     """One segment's FrameSteps from its CallBatch (stream_frames' contract); `paused` once it ended
     because this call has no more of it."""
 
