@@ -11,6 +11,8 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
+from gepard_demo.codec.base import StreamDecoder
+
 RATE = 22050  # Piper's joe-medium rate
 
 
@@ -148,7 +150,7 @@ class PiperCodec:
         return _PiperStream(self)
 
 
-class _PiperStream:
+class _PiperStream(StreamDecoder):
     def __init__(self, codec: PiperCodec):
         self.codec, self.at = codec, 0
 

@@ -17,6 +17,8 @@ from app_fixtures import (  # noqa: F401  (fixtures)
     PLAYER_ENDED, LiveDemo, browser, fixed_seed, live_demo, serve_in_thread, set_number, tiny_codec,
 )
 
+from gepard_demo.model.frames import FrameMaker
+
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ENDED = PLAYER_ENDED
@@ -30,7 +32,7 @@ ENTROPY_POINTS = ("() => (document.querySelector('#gepard-plot polyline.gepard-e
 STEP_S = 0.07  # the slow engine's wait per frame: 1 / 21.5 s of audio per 0.07 s, ~0.65x real time
 
 
-class SlowEngine:
+class SlowEngine(FrameMaker):
     """The tiny engine, slower than real time (a wait after each frame), as the real-shape model is
     on a small CPU: what the automatic start buffer is for."""
 

@@ -13,7 +13,7 @@ import torch
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
 from codec_fixtures import POOLED_PCM16_LSB, POOLED_TOL
 
-from gepard_demo.batching.codec_pool import CodecPool
+from gepard_demo.batching.codec_pool import CodecPool, PooledStream
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.codec.batched import decode_together
 from gepard_demo.serving.protocol import pcm16_array
@@ -77,7 +77,8 @@ def test_sessions_of_one_batch_share_decoder_calls(tiny_engine, tiny_codec):  # 
 
 def test_lookback_streams_are_not_pooled(tiny_codec):  # noqa: F811
     pool = CodecPool(tiny_codec)
-    assert not hasattr(pool.streamer(mode="lookback", lookback=4), "aligned")
+    lookback = pool.streamer(mode="lookback", lookback=4)
+    assert not isinstance(lookback, PooledStream) and not lookback.aligned
     exact = pool.streamer()
     assert not exact.aligned and pool.sample_rate == tiny_codec.sample_rate  # alone: plain chunking
     other = pool.streamer()

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 
 
 class _Provider:
-    """Shaped like gepard_demo.ui.model_host.ModelHost: callable, with .codec and .lock."""
+    """Shaped like gepard_demo.ui.model_host.ModelHost: callable, with .codec and .lock (no GPU calls)."""
+
+    gpu = None
 
     def __init__(self, engine, codec):
         self.engine, self.codec, self.lock, self.calls = engine, codec, _CountingLock(), 0

@@ -16,6 +16,8 @@ ARGS = dict(set_name="smoke", set_file=None, limit=2, batch_size=2, base_seed=5,
 
 
 class _Provider:
+    gpu = None
+
     def __init__(self, engine, codec):
         self.engine, self.codec, self.lock = engine, codec, None
 

@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from gepard_demo.codec.base import StreamDecoder
+from gepard_demo.model.engine import ModelInfo
+from gepard_demo.model.frames import FrameMaker
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
@@ -22,8 +25,10 @@ SPF = 16  # toy samples per frame
 SR = 1000  # toy sample rate: 1 ms per sample makes fade arithmetic readable
 
 
-class ScriptedEngine:
+class ScriptedEngine(FrameMaker):
     """Yields `n_frames` frames, then a stop step (or a budget end); records closes."""
+
+    model_info = ModelInfo("scripted", "", None, True, "cpu", "float32")
 
     def __init__(self, n_frames: int, end: str = "stop"):
         self.n_frames = n_frames
@@ -68,7 +73,7 @@ class ToyCodec:
     def streamer(self, mode="exact", lookback=8):
         codec = self
 
-        class _S:
+        class _S(StreamDecoder):
             prev = torch.zeros(32, dtype=torch.long)
             pushes: list[int] = []
 

@@ -7,17 +7,19 @@ import pytest
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
 
 from gepard_demo.codec import apply_end_of_speech
+from gepard_demo.model.frames import FrameMaker
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
 
-class RecordingEngine:
+class RecordingEngine(FrameMaker):
     """Passes stream_frames through and keeps every FrameStep, to rebuild the reference."""
 
     def __init__(self, engine):
         self.engine = engine
+        self.model_info = engine.model_info
         self.steps = []
         self.closed = 0
 

@@ -165,6 +165,6 @@ def test_a_cloned_take_downloads_with_its_reference_clip(take, tmp_path):
     clip.write_bytes(b"RIFF")
     cloned = dataclasses.replace(a, controls={**a.controls, "ref_audio": str(clip)})
     assert "--ref-audio my-voice.wav" in synth_command(cloned)
-    files = TakeHandlers(None, SimpleNamespace(wav_dir=tmp_path / "wavs"))._files(cloned)
+    files = TakeHandlers(None, SimpleNamespace(wav_dir=tmp_path / "wavs", captions=None))._files(cloned)
     assert files[-1] == str(clip) and files[0].endswith(".json")  # no WAV: this take kept none
     assert files[1].endswith(".codes.npy") and np.array_equal(np.load(files[1]), a.codes)  # its frames

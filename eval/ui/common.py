@@ -102,17 +102,17 @@ def eval_engine_from_provider(engine_provider: Callable[[], Any], engine_name: s
         from eval.engines.piper import PiperReference
 
         return PiperReference.load()
-    if getattr(engine_provider, "gpu", None) is not None:
+    if engine_provider.gpu is not None:
         return GpuBatchEngine(engine_provider)
     from eval.engines.local import GepardLocal
 
     engine = engine_provider()
-    codec = getattr(engine_provider, "codec", None)
+    codec = engine_provider.codec
     if codec is None:
         from gepard_demo.codec import load_codec
 
         codec = load_codec(engine.codec_source())
-    return LockedEngine(GepardLocal(engine, codec), getattr(engine_provider, "lock", None))
+    return LockedEngine(GepardLocal(engine, codec), engine_provider.lock)
 
 
 def tab_error(exc: Exception):

@@ -101,7 +101,7 @@ def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name: str, form: 
     # through GPU calls instead.
     cfg = SweepConfig(base=base, temperatures=_floats(temperatures, "temperatures"),
                       stop_thresholds=_floats(thresholds, "stop thresholds"), extra_axes=axes,
-                      one_pass=getattr(engine_provider, "gpu", None) is None).validate()
+                      one_pass=engine_provider.gpu is None).validate()
     limits.check(len(load_set(base.set, base.limit)), base.sampling.max_frames, base.batch_size, len(cfg.points()))
     asr = ASRSettings(backend=form["asr_backend"], model=form["asr_model"], vad=bool(form["vad"])).validate()
     sweep(cfg, Path(runs_dir) / "sweeps" / name, asr=asr, engine=engine, log=lambda m: None, progress=progress)

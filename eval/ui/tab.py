@@ -6,10 +6,10 @@
 
 `build_eval_tab(engine_provider, runs_dir="runs", speak=None)` creates its components inside the
 caller's current Blocks/Tab context and returns None.
-- engine_provider: a zero-argument callable returning the loaded GepardEngine. If it also has
-  a `.codec` attribute, that codec is used (else one is loaded from engine.codec_source()),
-  and if it has a `.lock` (threading.Lock), every synthesis holds it, so eval batches do not
-  run the engine at the same time as the demo (gepard_demo.ui.model_host.ModelHost has both).
+- engine_provider: the page's host (gepard_demo.ui.page_host.PageHost: ModelHost or GpuHost),
+  called for the engine to run on; its `.codec` decodes, its `.lock` is held by every synthesis
+  (eval batches take turns with each other, and with the demo unless a scheduler lines them
+  up), and with `.gpu` set (ZeroGPU) each batch runs in GPU calls.
 - runs_dir: where run folders are written and listed (same layout as `python -m eval run`).
 - speak: the page's gepard_demo.ui.speak_link.SpeakLink (the app passes it): every row's
   "Open in the demo" puts it in the Speak tab and makes it again as a take.

@@ -39,13 +39,14 @@ from typing import Any, Callable
 import torch
 
 from gepard_demo.model.batch import BatchRequest, DecodeBatch
+from gepard_demo.model.frames import FrameMaker
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
 from gepard_demo.settings import BatchingSettings, SamplingSettings
 
 from .admission import Costs, Newcomer, Running, refusal
 from .tickets import SchedulerClosed, Ticket, TicketFrames
 
-class BatchScheduler:
+class BatchScheduler(FrameMaker):
     def __init__(self, engine: Any, settings: BatchingSettings = BatchingSettings()):
         self.engine = engine
         self.settings = settings.validate()

@@ -80,6 +80,8 @@ class TicketFrames(FrameSource):
     (or close(), or losing the iterator) ends the request from any thread, and a consumer
     waiting for its next frame (queued, in prefill, or behind a slow step) stops waiting at once."""
 
+    measures_pace = True
+
     def __init__(self, scheduler: Any, ticket: Ticket, handoff: queue.Queue):
         self._scheduler, self.ticket, self._handoff = scheduler, ticket, handoff
         self._ended = False

@@ -13,10 +13,22 @@ STREAM_MODES = ("exact", "lookback")
 
 
 class StreamDecoder(ABC):
-    """Turns frames pushed in any chunking into audio: each push of n frames returns n*spf samples."""
+    """Turns frames pushed in any chunking into audio: each push of n frames returns n*spf samples.
+
+    A stream that shares its decoder calls with others (batching/codec_pool.PooledStream) says more
+    than the defaults: it is `aligned` to the batch's clock, `last_cost_s` is its share of its last
+    call, `cancel` drops a push not yet started and `close` leaves the pool."""
 
     samples_per_frame: int
     frames_pushed: int
+    aligned = False
+    last_cost_s: float | None = None
+
+    def cancel(self) -> None:
+        """From any thread: a push waiting to start is dropped (a stream of its own has none)."""
+
+    def close(self) -> None:
+        """The stream is done: it lets go of what it shares."""
 
     @abstractmethod
     def push(self, codes: Any) -> np.ndarray:

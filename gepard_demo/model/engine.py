@@ -18,7 +18,7 @@ from gepard_demo.settings import SamplingSettings
 
 from .batch import decode_batch
 from .config import GepardConfig
-from .frames import EngineFrames
+from .frames import EngineFrames, FrameMaker
 from .generation import FrameStep, GenerationResult, ResultBuilder
 from .guardrails import force_stop_for
 from .memory import check_fits
@@ -40,7 +40,7 @@ class ModelInfo:
     speed: str | None = None  # the speed layer's pick (gepard_demo.speed), when one was applied
 
 
-class GepardEngine:
+class GepardEngine(FrameMaker):
     def __init__(self, config: GepardConfig, tokenizer, talker: GepardTalker, info: ModelInfo):
         self.config = config
         self.tokenizer = tokenizer

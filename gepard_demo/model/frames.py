@@ -18,6 +18,9 @@ class FrameSource:
     # It ended because the call making it has no more of it (a ZeroGPU call's budget), not because
     # the request ended: the session resumes it in a new call (streaming/session.py).
     paused = False
+    # Its own pace is measured (`pace`): a row of a running batch, whose frames come at the batch's
+    # rate. Elsewhere frames come as fast as they are read, and the text's overall rate stands in.
+    measures_pace = False
 
     def __iter__(self) -> "FrameSource":
         return self
@@ -51,7 +54,7 @@ class FrameSource:
         raise NotImplementedError
 
     def pace(self) -> float | None:
-        """Audio seconds it makes per wall second, where it is measured; None otherwise."""
+        """Audio seconds it makes per wall second (None until measured, or where not measured)."""
         return None
 
 
@@ -88,6 +91,22 @@ class EngineFrames(FrameSource):
     @property
     def finished(self) -> bool:
         return self._finished
+
+
+class FrameMaker:
+    """What makes FrameSources (`stream_frames`): GepardEngine, the BatchScheduler, a ZeroGPU
+    call's CallBatch, the pipelined talker. A default is an engine's that runs on its own. Each
+    also has `model_info` (engine.ModelInfo; the wrappers pass their engine's through)."""
+
+    # Later segments of a long text may be opened ahead of their turn, as rows of a running batch
+    # (streaming/segments.py); on an engine of its own they run one after another.
+    takes_look_ahead = False
+
+    def stream_frames(self, text: str, settings, **voice) -> FrameSource:
+        raise NotImplementedError
+
+    def note_decode(self, seconds: float, frames: int) -> None:
+        """Told each codec decode's cost, for a scheduler's admission rule; nothing to do here."""
 
 
 def frame_source(frames: Iterator[FrameStep]) -> FrameSource:

@@ -204,7 +204,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         return {"object": "list", "data": [{
             "id": model_id, "object": "model", "owned_by": "gepard-demo", "root": info.path,
             "revision": info.revision, "random_weights": info.random_weights,
-            "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": getattr(info, "speed", None),
+            "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": info.speed,
             "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
             # What a client may send beyond vLLM-Omni's protocol (client.ServedFeatures).
             "voice_cloning": prefixer is not None, **dict.fromkeys(EXTENSION_GROUPS, True), "probe": True,

@@ -19,7 +19,7 @@ import queue
 import threading
 from typing import Any
 
-from gepard_demo.model.frames import FrameSource
+from gepard_demo.model.frames import FrameMaker, FrameSource
 
 _END = object()
 
@@ -29,7 +29,7 @@ class _Failure:
         self.exc = exc
 
 
-class PipelinedEngine:
+class PipelinedEngine(FrameMaker):
     def __init__(self, engine: Any, max_ahead: int = 4096):
         self._engine = engine
         self._max_ahead = max_ahead

@@ -20,8 +20,11 @@ import numpy as np
 
 
 class OnceIterableSession:
+    text: str = ""
     sampling: Any = None
     stream: Any = None
+    segments: list[str] | None = None  # a long text's parts, each its own request (None: the text whole)
+    word_alignment: Any = None  # the words a server sent after the audio (a served session's)
 
     def __init__(self) -> None:
         self._cancel = threading.Event()

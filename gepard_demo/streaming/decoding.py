@@ -39,7 +39,7 @@ class ChunkDecoder:
     @property
     def aligned(self) -> bool:
         """A pooled codec stream cuts its chunks at the running batch's clock (batching/codec_pool.py)."""
-        return bool(getattr(self.decoder, "aligned", False))
+        return self.decoder.aligned
 
     def add(self, codes: Any) -> None:
         self.pending.append(codes)
@@ -51,7 +51,7 @@ class ChunkDecoder:
         spent = time.perf_counter() - t
         self.stats.decode_time_s += spent
         if self._note_decode is not None:  # a pooled stream's share of its call, not the wait for the others
-            self._note_decode(getattr(self.decoder, "last_cost_s", None) or spent, len(self.pending))
+            self._note_decode(self.decoder.last_cost_s or spent, len(self.pending))
         self.pending_start += len(self.pending)
         self.pending = []
         self.held = np.concatenate([self.held, pcm])
@@ -97,11 +97,7 @@ class ChunkDecoder:
     # -- the codec stream's own life ------------------------------------------------------------
 
     def cancel(self) -> None:
-        stop = getattr(self.decoder, "cancel", None)  # a pooled push that has not started is dropped
-        if stop is not None:
-            stop()
+        self.decoder.cancel()  # a pooled push that has not started is dropped
 
     def close(self) -> None:
-        close = getattr(self.decoder, "close", None)  # a pooled codec stream leaves its pool
-        if close is not None:
-            close()
+        self.decoder.close()  # a pooled codec stream leaves its pool

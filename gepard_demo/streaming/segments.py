@@ -50,7 +50,7 @@ class SegmentSources:
     def __init__(self, engine: Any, segments: list[str], sampling: SamplingSettings, speaker: Any,
                  look_ahead: int, group: Any):
         self.engine, self.segments, self.sampling, self.speaker = engine, segments, sampling, speaker
-        self.look_ahead = look_ahead if getattr(engine, "takes_look_ahead", False) else 0
+        self.look_ahead = look_ahead if engine.takes_look_ahead else 0
         self.group = group
         self._ahead: dict[int, Any] = {}  # segment -> its look-ahead iterator, opened before its turn
         self.current: Any = None
@@ -167,9 +167,8 @@ class SegmentSources:
         wall = time.perf_counter() - self.started
         order = [current] + [ahead.get(j) for j in range(index + 1, n)]
         first_open = next((src for src in order if src is None or not src.finished), None)
-        pace = first_open.pace() if first_open is not None else None
         text_rate = made / FRAME_RATE_HZ / wall if wall > 0 else None
-        rate = pace if pace is not None else text_rate
+        rate = first_open.pace() if first_open is not None and first_open.measures_pace else text_rate
         return {"segments": n, "segment": index, "generated": generated,
                 "ahead_s": round(ahead_frames / FRAME_RATE_HZ, 3),
                 "rate": None if rate is None else round(rate, 3),

@@ -112,7 +112,7 @@ class SynthesisSession(OnceIterableSession):
         self.sample_rate = int(codec.sample_rate)
         self.samples_per_frame = int(codec.samples_per_frame)
         self.stats = SynthesisStats(text=self.text, seed=seed, segments=len(self.segments),
-                                    speed=getattr(getattr(engine, "model_info", None), "speed", None))
+                                    speed=engine.model_info.speed)
         self._request_start = request_start
         if end_of_speech is None:  # the codec package's shaping, unless a caller swaps it
             from gepard_demo.codec import apply_end_of_speech as end_of_speech
@@ -175,9 +175,8 @@ class SynthesisSession(OnceIterableSession):
         either returns now instead of when its frame or samples come."""
         self._cancel.set()
         self._sources.cancel()  # every segment's request, the ones made ahead too
-        stop = getattr(self._decoder, "cancel", None)
-        if stop is not None:
-            stop()
+        if self._decoder is not None:
+            self._decoder.cancel()
 
     def close(self) -> None:
         """Cancel and free the engine (waits for the decode step in flight, if any)."""
@@ -208,7 +207,7 @@ class SynthesisSession(OnceIterableSession):
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
         stats, stream = self.stats, self.stream
-        dec = self._decoder = ChunkDecoder(self.codec, stream, stats, getattr(self.engine, "note_decode", None))
+        dec = self._decoder = ChunkDecoder(self.codec, stream, stats, self.engine.note_decode)
         carry = self._resume
         first, replay, ended_by = 0, None, []  # ended_by, per segment: "stop", "budget", "force_stop" or "cancel"
         if carry is not None:

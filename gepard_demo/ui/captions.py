@@ -68,7 +68,7 @@ class CaptionDesk:
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
-                job = self._jobs[job_id] = JobWords(list(getattr(session, "segments", None) or [session.text]))
+                job = self._jobs[job_id] = JobWords(list(session.segments or [session.text]))
             return job
 
     # -- the Generate's worker thread -----------------------------------------------------------
@@ -94,7 +94,7 @@ class CaptionDesk:
             return
         job = self._job(job_id, session)
         if self.aligner is None:  # the server's words, sent after the audio
-            words = getattr(session, "word_alignment", None)
+            words = session.word_alignment
             job.parts[0] = words if words is not None else Alignment(note="the server sent no words for this one")
             job.expected = 1
             job.done.set()

@@ -50,6 +50,7 @@ class ModelHost(EngineFacts):
     scheduler: Any = None  # gepard_demo.batching's BatchScheduler, once batch() ran
     codec_pool: Any = None  # and its CodecPool, when the streams' codec chunks decode together
     warm_rate: float | None = None  # audio s per wall s of the warm-up synthesis (warm_up)
+    gpu = None  # the model runs here, not in GPU calls
 
     def __call__(self) -> Any:
         return self.scheduler or self.engine

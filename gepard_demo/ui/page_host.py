@@ -10,7 +10,10 @@ from typing import Any
 
 
 class PageHost:
-    requested: str = ""  # the model the app asked for (a name, a path, a hub id, a server's)
+    # Declared without a value where a dataclass host has the field without a default (a value
+    # here would become that field's default): `requested`, `gpu`.
+    requested: str  # the model the app asked for (a name, a path, a hub id, a server's)
+    gpu: Any  # the runner of ZeroGPU's calls where the model runs behind them (gpu_host.py); else None
     fallback_reason: str | None = None  # why `requested` did not load and tiny runs instead
     notices: tuple[str, ...] | list[str] = ()  # banner lines about the hardware
     warm_rate: float | None = None  # audio s per wall s of the warm-up synthesis, once measured

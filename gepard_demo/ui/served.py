@@ -147,6 +147,7 @@ class ServedHost(PageHost):
     requested: str = ""
     fallback_reason: str | None = None
     lock: FairLock = field(default_factory=FairLock)
+    gpu = None  # the server runs the model
 
     @property
     def url(self) -> str:

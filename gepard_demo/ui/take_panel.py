@@ -166,7 +166,7 @@ class TakeHandlers:
             take.recut_at(threshold)  # the rule's refusal here, in words, before any GPU call
         except ValueError as exc:
             raise gr.Error(str(exc), title="Re-cut not possible", print_exception=False) from None
-        if getattr(self.host, "gpu", None) is not None:  # ZeroGPU: the codec runs in a GPU call
+        if self.host.gpu is not None:  # ZeroGPU: the codec runs in a GPU call
             from .takes import recut_resident
 
             frames = len(take.codes) if take.codes is not None else 0
@@ -231,7 +231,7 @@ class TakeHandlers:
         ref = take.controls.get("ref_audio")
         ref = str(ref) if ref and Path(str(ref)).exists() else None  # the synth line's --ref-audio
         # Its words as subtitles beside its WAV (captions.py; none while captions are off).
-        subtitles = subtitle_files(getattr(self.controller, "captions", None), take.job_id, folder, json_path.stem)
+        subtitles = subtitle_files(self.controller.captions, take.job_id, folder, json_path.stem)
         return [p for p in (_playable(take), *subtitles, str(json_path), codes_path and str(codes_path), ref) if p]
 
 

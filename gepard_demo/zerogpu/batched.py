@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from gepard_demo.model.batch import BatchRequest, DecodeBatch
-from gepard_demo.model.frames import FrameSource
+from gepard_demo.model.frames import FrameMaker, FrameSource
 from gepard_demo.model.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.settings import SamplingSettings
@@ -47,7 +47,7 @@ class _Segment:
     handle: int | None = None  # its row in the batch while it makes frames
 
 
-class CallBatch:
+class CallBatch(FrameMaker):
     """An engine look-alike for one call of one text: `stream_frames` serves each segment's
     frames (see the module docstring)."""
 
@@ -77,7 +77,7 @@ class CallBatch:
 
     @property
     def model_info(self) -> Any:
-        return getattr(self.engine, "model_info", None)
+        return self.engine.model_info
 
     # -- what the session calls -------------------------------------------------------------------
 
