@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING
 
-from .generation import FrameStep
+if TYPE_CHECKING:  # only a name here: the served paths import this module and must not load torch
+    from .generation import FrameStep
 
 
 class FrameSource:
