@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eval.engines.base import Synthesis
+from eval.engines.base import EvalEngine, Synthesis
 from eval.report.failures import flags
 from eval.report.summary import load_table, write_outputs
 from eval.runs.measure import measure
@@ -63,7 +63,7 @@ def constructed(piper) -> dict[str, tuple[np.ndarray, int]]:
     }
 
 
-class Constructed:
+class Constructed(EvalEngine):
     """An eval engine that returns each case's constructed audio. Every case asks for the same
     sentence (the reference the model was given); the seed, a function of the case's id, routes."""
 

@@ -1,7 +1,7 @@
 """The engines eval can drive, one module each; `load_engine` picks one by name.
 
 - base.py    `Synthesis` (one utterance's audio, frames, stop head and timings, each defined
-             there), the `EvalEngine` protocol, `EngineError`
+             there), the `EvalEngine` base (its defaults), `EngineError`
 - local.py   `GepardLocal` (batched generate + whole decode), `GepardStreaming` (the app's
              streaming session, one utterance at a time)
 - piper.py   `PiperReference`: Piper on real speech, which calibrates the ASR / WER path

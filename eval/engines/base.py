@@ -1,6 +1,6 @@
 """What eval needs from a TTS engine: `EvalEngine.synthesize(requests, sampling, stream)` turns a
-batch of (text, seed) into `Synthesis` results. The engines live beside this file (local.py,
-piper.py, served.py); `eval.engines.load_engine` picks one by name.
+batch of (text, seed) into `Synthesis` results; `EvalEngine` is the base each engine subclasses. The engines live
+beside this file (local.py, piper.py, served.py, files.py); `eval.engines.load_engine` picks one by name.
 
 Timing definitions (seconds, wall clock, on whatever else the machine is doing):
 - gen_s: the row's generation time; in a batch it runs from the batch start until this row
@@ -21,7 +21,8 @@ Timing definitions (seconds, wall clock, on whatever else the machine is doing):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -79,10 +80,40 @@ class Synthesis(Ended):
         return out
 
 
-class EvalEngine(Protocol):
+class EvalEngine:
+    """What a run and a sweep ask of an engine. A subclass gives `name`, `describe` and
+    `synthesize`; the rest have defaults that a subclass overrides where it does better."""
+
     name: str
 
-    def synthesize(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
-                   stream: StreamSettings) -> list[Synthesis]: ...
+    def describe(self) -> dict:
+        """The engine's identity for the run's environment.json (model, revision, device...)."""
+        raise NotImplementedError
 
-    def describe(self) -> dict: ...
+    def synthesize(self, requests: list[tuple[str, int]], sampling: SamplingSettings, stream: StreamSettings,
+                   refs: list[str | None] | None = None) -> list[Synthesis]:
+        """One batch of (text, seed), in order. refs: per request, a reference recording to
+        speak it in (None: the default voice); an engine without cloning is never passed it."""
+        raise NotImplementedError
+
+    def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings, stream: StreamSettings,
+                        refs: list[str | None] | None = None, batch_size: int = 4,
+                        ids: list[str] | None = None) -> Iterator[tuple[int, Synthesis]]:
+        """(index, Synthesis) of each request as it ends, in any order; ids: the utterances' ids
+        (engines that look audio up by id use them). Here: batches of batch_size, in order."""
+        for start in range(0, len(requests), batch_size):
+            part = refs[start : start + batch_size] if refs else None
+            voice = {"refs": part} if part and any(part) else {}
+            results = self.synthesize(requests[start : start + batch_size], sampling, stream, **voice)
+            for j, s in enumerate(results):
+                yield start + j, s
+
+    def gepard(self) -> Any | None:
+        """The GepardEngine behind this engine (its tokenizer and prompt, for checks that read
+        them), or None where there is none here (a server, Piper, files)."""
+        return None
+
+    def trace_source(self) -> tuple[Any, Any] | None:
+        """(GepardLocal, lock or None) a one-pass threshold sweep regenerates its sources on
+        (eval/sweeps/thresholds.py), or None: every sweep point is then run on its own."""
+        return None

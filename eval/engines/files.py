@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from eval.engines.base import EngineError, Synthesis
+from eval.engines.base import EngineError, EvalEngine, Synthesis
 
 AUDIO = (".wav", ".flac", ".ogg", ".mp3")
 
 
-class AudioFiles:
+class AudioFiles(EvalEngine):
     name = "files"
 
     def __init__(self, source: str | Path):
@@ -57,9 +57,16 @@ class AudioFiles:
             raise EngineError(f"--files {self.source} has no audio for {len(missing)} of the set's {len(ids)} "
                               f"utterances: {shown}")
 
-    def synthesize_ids(self, ids: list[str], seeds: list[int]) -> list[Synthesis]:
+    def synthesize(self, requests, sampling, stream, refs=None):
+        raise EngineError("--engine files reads audio by utterance id: a run hands it the set's ids")
+
+    def synthesize_each(self, requests, sampling, stream, refs=None, batch_size: int = 4, ids=None):
+        """Each utterance's file, looked up by id: every id checked before the first is read."""
+        if ids is None:
+            self.synthesize(requests, sampling, stream)
         self.check(ids)
-        return [self._one(self.path_for(i), s) for i, s in zip(ids, seeds)]
+        for i, (uid, (_, seed)) in enumerate(zip(ids, requests)):
+            yield i, self._one(self.path_for(uid), seed)
 
     def _one(self, path: Path, seed: int) -> Synthesis:
         try:

@@ -19,11 +19,11 @@ import time
 
 import numpy as np
 
-from eval.engines.base import Synthesis
+from eval.engines.base import EvalEngine, Synthesis
 from gepard_demo.settings import StreamSettings
 
 
-class GepardLocal:
+class GepardLocal(EvalEngine):
     """gepard_demo's engine + codec on this machine; generates a whole batch at once."""
 
     name = "local"
@@ -72,7 +72,13 @@ class GepardLocal:
         results = self.engine.generate([text for text, _ in requests], settings, speakers=speakers)
         return [self.synthesis(text, r, stream) for (text, _), r in zip(requests, results)]
 
-    def synthesize_each(self, requests, sampling, stream, refs=None, batch_size: int = 4):
+    def gepard(self):
+        return self.engine
+
+    def trace_source(self):
+        return self, None
+
+    def synthesize_each(self, requests, sampling, stream, refs=None, batch_size: int = 4, ids=None):
         """(index, Synthesis) of each utterance as it ends: all of them through one running batch
         of up to batch_size rows (gepard_demo.batching), a finished row's place going to the next
         utterance at once, and each decoded here while the batch runs on. The rows equal
@@ -144,8 +150,11 @@ class GepardStreaming(GepardLocal):
                 for (text, seed), speaker in zip(requests, speakers)]
 
     # One visitor at a time: what the app's path gives a listener alone (ttfa_s measured so);
-    # several at once is benchmarks/concurrency.py's. run.py then takes the fixed-batch loop.
-    synthesize_each = None
+    # several at once is benchmarks/concurrency.py's: the base's batch-by-batch loop.
+    synthesize_each = EvalEngine.synthesize_each
+
+    def trace_source(self):
+        return None  # a sweep streams every point as a visitor would hear it
 
     @staticmethod
     def _cap(sampling, text: str, segments: int) -> int | None:

@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from eval.engines.base import Synthesis
+from eval.engines.base import EvalEngine, Synthesis
 
 
-class PiperReference:
+class PiperReference(EvalEngine):
     """Piper on real speech, one utterance at a time (its own batching is per sentence)."""
 
     name = "piper"

@@ -39,7 +39,7 @@ from typing import Iterator
 
 import numpy as np
 
-from eval.engines.base import EngineError, Synthesis
+from eval.engines.base import EngineError, EvalEngine, Synthesis
 from gepard_demo.serving.client import (
     ServedEnd,
     ServedFeatures,
@@ -108,7 +108,7 @@ def reference_data_urls(refs: list[str | None] | None, n: int) -> list[str | Non
     return [None if r is None else urls[r] for r in refs]
 
 
-class GepardServer:
+class GepardServer(EvalEngine):
     """A served Gepard over the speech API; one streamed request per utterance."""
 
     name = "server"
@@ -181,7 +181,7 @@ class GepardServer:
                          entropy=end.entropy, nll=end.nll)
 
 
-class ServerPool:
+class ServerPool(EvalEngine):
     """Utterances fanned out over several servers, `concurrency` requests in flight on each."""
 
     name = "server"
@@ -214,11 +214,11 @@ class ServerPool:
 
     def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
                         stream: StreamSettings, refs: list[str | None] | None = None,
-                        batch_size: int | None = None) -> Iterator[tuple[int, Synthesis]]:
+                        batch_size: int | None = None, ids=None) -> Iterator[tuple[int, Synthesis]]:
         """(index, result) as each utterance finishes, in any order. Raises ServerError once no
         server is left (after yielding everything that finished) or when a request is refused.
         refs: per utterance, a reference recording to speak it in (None: the default voice).
-        batch_size: not used: a pool's requests in flight are `concurrency` per server."""
+        batch_size, ids: not used: a pool's requests in flight are `concurrency` per server."""
         check_server_settings(sampling, stream)
         live = [s for s in self.servers if s.url not in self.dead]
         guidance = extensions_for(live, sampling)

@@ -39,20 +39,11 @@ def input_error(u: Utterance, sampling: SamplingSettings | None = None, engine: 
     return None
 
 
-def gepard_engine(engine):
-    """The GepardEngine behind an eval engine (GepardLocal, the Eval tab's locked wrapper), or None."""
-    for obj in (engine, getattr(engine, "inner", None), getattr(engine, "host", None)):
-        e = getattr(obj, "engine", None)
-        if e is not None and hasattr(e, "tokenizer") and hasattr(e, "config"):
-            return e
-    return None
-
-
 def text_repetition_error(engine, items: list[Utterance]) -> str | None:
     """Why `--text-repetition off` would not change any prompt of these items, or None (module docstring)."""
     from gepard_demo.model.prompt import PromptError, encode_text, repetitions
 
-    e = gepard_engine(engine)
+    e = engine.gepard()
     if e is None:
         return "--text-repetition off needs Gepard's tokenizer and prompt here (--engine local or local-stream)"
     rep = e.config.text_repetition

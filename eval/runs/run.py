@@ -320,30 +320,14 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             if progress:
                 progress(n_done, len(items))
 
-        if getattr(engine, "synthesize_ids", None) is not None:
-            # Audio that already exists (engines/files.py), looked up by utterance id: every id
-            # checked before any row is written.
-            seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
-            for u, seed, s in zip(pending, seeds, engine.synthesize_ids([u.id for u in pending], seeds)):
-                keep(u, seed, s)
-            pending = []
-        if getattr(engine, "synthesize_each", None) is not None:
-            # A server pool, or a local engine's running batch: every utterance handed over at
-            # once, each row written as it finishes (any order).
-            seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
-            refs = [u.ref_audio or cfg.ref_audio for u in pending]
-            for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling, cfg.stream,
-                                               refs, batch_size=cfg.batch_size):
-                keep(pending[i], seeds[i], s, refs[i])
-            pending = []
-        for start in range(0, len(pending), cfg.batch_size):
-            batch = pending[start : start + cfg.batch_size]
-            seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in batch]
-            refs = [u.ref_audio or cfg.ref_audio for u in batch]
-            voice = {"refs": refs} if any(refs) else {}  # engines without cloning never see the argument
-            results = engine.synthesize([(u.text, s) for u, s in zip(batch, seeds)], cfg.sampling, cfg.stream, **voice)
-            for u, seed, s, ref in zip(batch, seeds, results, refs):
-                keep(u, seed, s, ref)
+        # Every utterance handed over at once, each row written as it ends (any order): a server
+        # pool, a running batch, batch after batch, or files looked up by id (eval/engines).
+        seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
+        refs = [u.ref_audio or cfg.ref_audio for u in pending]
+        requests = [(u.text, sd) for u, sd in zip(pending, seeds)]
+        for i, s in engine.synthesize_each(requests, cfg.sampling, cfg.stream, refs, batch_size=cfg.batch_size,
+                                           ids=[u.id for u in pending]) if pending else ():
+            keep(pending[i], seeds[i], s, refs[i])
         bar.close()
         n_errors = len(error_rows(run_dir))
         write_json_atomic(run_dir / "status.json", {"done": n_done, "errors": n_errors, "total": len(items),

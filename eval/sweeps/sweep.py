@@ -61,20 +61,20 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
                 {k: v for k, v in cfg.base.to_json().items() if k != "model_cache"}:
             raise RunError(f"{out} holds a sweep with other base settings; resume with the same ones or pick a new --out")
     say = progress or (lambda frac, desc: None)
-    # A reference voice goes through the engine's batch path (eval.runs.run), not the one-pass traces.
-    one_pass = cfg.one_pass and cfg.base.engine == "local" and cfg.base.ref_audio is None
     if engine is None:
         from eval.engines import load_engine
 
         engine = load_engine(cfg.base.engine, cfg.base.model, cfg.base.device, cfg.base.model_cache)
+    # A reference voice goes through the engine's batch path (eval.runs.run), not the one-pass traces.
+    source = engine.trace_source() if cfg.one_pass and cfg.base.ref_audio is None else None
+    one_pass = source is not None
     started = time.perf_counter()
     stats = {"points": len(points), "one_pass": one_pass, "sources_generated": 0, "decodes": 0, "rows": 0}
     store = None
     if one_pass:
         from eval.sweeps.thresholds import TraceStore
 
-        # The Eval tab's engine wraps GepardLocal (.inner) with the app's lock (.lock).
-        store = TraceStore(out / "traces", getattr(engine, "inner", engine), lock=getattr(engine, "lock", None))
+        store = TraceStore(out / "traces", *source)
     n_groups = len(_groups(points, one_pass))
     synth_share = 0.7 if asr is not None else 0.95
     for gi, group in enumerate(_groups(points, one_pass)):

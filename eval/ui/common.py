@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from eval.engines.base import EvalEngine
 from eval.runs.run import RunError
 
 log = logging.getLogger("eval.ui")
@@ -47,7 +48,7 @@ class EvalLimits:
                                "`python -m eval` on your own machine for bigger runs")
 
 
-class LockedEngine:
+class LockedEngine(EvalEngine):
     """An eval engine that holds the app's engine lock while it synthesizes a batch."""
 
     def __init__(self, inner, lock):
@@ -55,6 +56,12 @@ class LockedEngine:
 
     def describe(self) -> dict:
         return self.inner.describe()
+
+    def gepard(self):
+        return self.inner.gepard()
+
+    def trace_source(self):
+        return self.inner, self.lock
 
     def synthesize(self, requests, sampling, stream, refs=None):
         voice = {} if refs is None else {"refs": refs}
@@ -64,7 +71,7 @@ class LockedEngine:
             return self.inner.synthesize(requests, sampling, stream, **voice)
 
 
-class GpuBatchEngine:
+class GpuBatchEngine(EvalEngine):
     """Each batch is one GPU call on the provider's runner (a GpuHost: gepard_demo/ui/gpu_host.py),
     asking for the duration its rows and frames need."""
 
@@ -78,6 +85,9 @@ class GpuBatchEngine:
         return {"engine": self.name, "model": info.name, "model_path": info.path, "revision": info.revision,
                 "random_weights": info.random_weights, "device": info.device, "dtype": info.dtype,
                 "codec_source": self.host.engine.codec_source(), "gpu_calls": self.host.gpu.name}
+
+    def gepard(self):
+        return self.host.engine  # config and tokenizer only: its forward passes run in GPU calls
 
     def synthesize(self, requests, sampling, stream, refs=None):
         from eval.engines.local import synthesize_resident
