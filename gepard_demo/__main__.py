@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from .declare import values_of
 from .settings import GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SettingsError, StreamSettings
 from .settings_flags import add_batching_flags, add_settings_flags, batching_from_args, settings_from_args
 from .speed.flags import add_speed_flags
@@ -112,7 +113,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "model": engine.model_info.name,
         "random_weights": engine.model_info.random_weights,
         "speed": engine.model_info.speed,
-        **{name: getattr(sampling, name) for name in (*GUIDANCE_FIELDS, *GUARDRAIL_FIELDS)},
+        **values_of(sampling, (*GUIDANCE_FIELDS, *GUARDRAIL_FIELDS)),
     }
     if speaker is not None:
         row.update(ref_audio=str(args.ref_audio), ref_audio_s=round(speaker.seconds, 3), prefix_s=round(speaker.compute_s, 3))

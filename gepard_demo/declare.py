@@ -99,6 +99,23 @@ def served_as(cls, how: str) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("served") == how)
 
 
+def values_of(settings, names=None) -> dict[str, Any]:
+    """A settings dataclass's values by field name: every field, or `names` in their order."""
+    every = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    return every if names is None else {n: every[n] for n in names}
+
+
+def changed(settings) -> dict[str, Any]:
+    """The fields of a settings dataclass whose values differ from its defaults."""
+    default = values_of(type(settings)())
+    return {k: v for k, v in values_of(settings).items() if v != default[k]}
+
+
+def switch(cls, name: str) -> bool:
+    """Whether a setting is an on/off switch (a bool field: a flag without a value)."""
+    return _type(cls, name) == "bool"
+
+
 def _type(cls, name: str) -> str:
     return str(next(f.type for f in dataclasses.fields(cls) if f.name == name))
 

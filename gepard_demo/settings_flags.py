@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from .declare import declared
+from .declare import declared, switch, values_of
 from .settings import ADMISSION_RULES, BatchingSettings, SamplingSettings, SettingsError, StreamSettings
 
 
@@ -31,7 +31,7 @@ def _flag_type(name: str, read):
 def _add_flags(group, cls) -> None:
     for name, text in declared(cls).items():
         flag = "--" + name.replace("_", "-")
-        if isinstance(getattr(cls, name), bool):
+        if switch(cls, name):
             group.add_argument(flag, action="store_true", default=argparse.SUPPRESS, help=text.help)
         else:
             group.add_argument(flag, type=_flag_type(name, text.read), default=argparse.SUPPRESS, choices=text.choices,
@@ -61,8 +61,8 @@ def setting_args(sampling: SamplingSettings, stream: StreamSettings) -> list[str
     a true switch as itself, a value written as nothing (cfg_frames unset) left out."""
     args: list[str] = []
     for settings in (sampling, stream):
-        for name, text in declared(type(settings)).items():
-            value, flag = getattr(settings, name), "--" + name.replace("_", "-")
+        for name, value in values_of(settings, declared(type(settings))).items():
+            text, flag = declared(type(settings))[name], "--" + name.replace("_", "-")
             if isinstance(value, bool):
                 args += [flag] if value else []
             elif (written := text.write(value)) is not None:

@@ -163,15 +163,15 @@ def worse_utterances(m: pd.DataFrame, base: Path, new: Path, worst: int) -> list
     the new run has; each with both WAVs (paths relative to the comparison's runs)."""
     fails = [e for e in (*ENTRIES,) if f"fail_{e}_a" in m]
     rows = []
-    for r in m.itertuples(index=False):
-        d = getattr(r, "wer_b") - getattr(r, "wer_a")
-        new_fails = [e for e in fails if _true(getattr(r, f"fail_{e}_b")) and not _true(getattr(r, f"fail_{e}_a"))]
+    for r in m.to_dict("records"):
+        d = r["wer_b"] - r["wer_a"]
+        new_fails = [e for e in fails if _true(r[f"fail_{e}_b"]) and not _true(r[f"fail_{e}_a"])]
         if d <= 0 and not new_fails:
             continue
-        rows.append({"id": r.id, "category": r.category_a, "text": r.text_a, "seed": _int(r.seed_a),
-                     "wer_base": float(r.wer_a), "wer_new": float(r.wer_b), "wer_delta": float(d), "new_failures": new_fails,
-                     "hyp_base": r.hyp_a, "hyp_new": r.hyp_b,
-                     "wav_base": str(base / r.wav_a), "wav_new": str(new / r.wav_b)})
+        rows.append({"id": r["id"], "category": r["category_a"], "text": r["text_a"], "seed": _int(r["seed_a"]),
+                     "wer_base": float(r["wer_a"]), "wer_new": float(r["wer_b"]), "wer_delta": float(d),
+                     "new_failures": new_fails, "hyp_base": r["hyp_a"], "hyp_new": r["hyp_b"],
+                     "wav_base": str(base / r["wav_a"]), "wav_new": str(new / r["wav_b"])})
     rows.sort(key=lambda x: (-len(x["new_failures"]), -x["wer_delta"], x["id"]))
     return rows[:worst]
 

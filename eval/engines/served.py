@@ -51,7 +51,7 @@ from gepard_demo.serving.client import (
     no_extension_reason,
     unserved_extension,
 )
-from gepard_demo.declare import served_as
+from gepard_demo.declare import changed, served_as
 from gepard_demo.serving.protocol import pcm16_to_float
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.units import SAMPLE_RATE
@@ -61,14 +61,19 @@ RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Fini
 
 
 class ServerError(EngineError):
-    """The server is unreachable, timed out, broke a stream or refused a request."""
+    """The server is unreachable, timed out, broke a stream or refused a request. kind: the
+    client's (SpeechServerError.kind: "refused" means any server would refuse it), or None."""
+
+    def __init__(self, message: str, kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
 
 
 def check_server_settings(sampling: SamplingSettings, stream: StreamSettings) -> None:
     """Refuse settings a served model cannot take per request (vLLM-Omni rejects extra_params):
     those it fixes when it starts (declare.SERVED), where they differ from the defaults."""
-    fixed = [f"{k}={getattr(settings, k)}" for settings in (sampling, stream) for k in served_as(type(settings), "fixed")
-             if getattr(settings, k) != getattr(type(settings)(), k)]
+    fixed = [f"{k}={v}" for settings in (sampling, stream) for k, v in changed(settings).items()
+             if k in served_as(type(settings), "fixed")]
     if fixed:
         raise ServerError(f"--engine server cannot set {', '.join(fixed)}: temperature, top-k, greedy, stop threshold "
                           "and chunking / fade / silence are fixed per server (start the server with them); "
@@ -88,10 +93,8 @@ def extensions_for(servers: list["GepardServer"], sampling: SamplingSettings) ->
 
 
 def _server_error(exc: SpeechServerError) -> ServerError:
-    err = ServerError(str(exc).replace("speech server at", "Gepard server at", 1) +
-                      ("" if exc.kind == "refused" else ". " + RESUME_HINT))
-    err.kind = exc.kind
-    return err
+    return ServerError(str(exc).replace("speech server at", "Gepard server at", 1) +
+                       ("" if exc.kind == "refused" else ". " + RESUME_HINT), exc.kind)
 
 
 
@@ -251,7 +254,7 @@ class ServerPool(EvalEngine):
                 try:
                     result = server.one(text, seed, sampling.max_frames, voice, guidance, call)
                 except ServerError as e:
-                    if getattr(e, "kind", None) == "refused":
+                    if e.kind == "refused":
                         done.put((i, None, e))  # any server would refuse it: the run stops
                         return
                     with lock:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.runs.run import RunConfig, RunError
-from gepard_demo.declare import declared
+from gepard_demo.declare import declared, values_of
 from gepard_demo.settings import SamplingSettings
 
 # Axes with their own flags and short folder-name prefixes.
@@ -77,7 +77,7 @@ def parse_axes(specs: list[str]) -> tuple:
         name = name.strip().replace("-", "_")
         if name not in fields or not values.strip():
             raise RunError(f"--axis {spec!r}: use NAME=V1,V2 with NAME a sampling setting ({', '.join(sorted(fields))})")
-        default = getattr(SamplingSettings(), name)
+        default = values_of(SamplingSettings())[name]
         try:
             out.append((name, tuple(_parse_value(v.strip(), default, name) for v in values.split(","))))
         except ValueError as e:
@@ -134,15 +134,11 @@ def point_dir(out: Path, temperature: float, threshold: float, **extra) -> Path:
     return Path(out) / point_name({"temperature": temperature, "stop_threshold": threshold, **extra})
 
 
-# Defaults of axes that SamplingSettings may not carry (yet): CFG off.
-KNOWN_DEFAULTS = {"cfg_scale": 1.0}
-
-
 def default_point(axes: dict[str, list]) -> dict:
-    d = SamplingSettings()
+    d = values_of(SamplingSettings())
     out = {}
     for name, values in axes.items():
-        want = getattr(d, name, KNOWN_DEFAULTS.get(name))
+        want = d.get(name)
         same = [v for v in values if canonical(v, name) == canonical(want, name)]
         if same:
             out[name] = same[0]

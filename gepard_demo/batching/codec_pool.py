@@ -64,7 +64,7 @@ class CodecPool:
 
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
         inner = self.codec.streamer(mode=mode, lookback=lookback)
-        if mode != "exact" or not hasattr(inner, "_state"):  # lookback, or a backend without carried state
+        if not inner.poolable:  # lookback, or a backend without carried state
             return inner
         stream = PooledStream(self, inner)
         with self._cond:

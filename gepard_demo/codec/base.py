@@ -23,6 +23,7 @@ class StreamDecoder(ABC):
     frames_pushed: int
     aligned = False
     last_cost_s: float | None = None
+    poolable = False  # its state can be decoded in one call with other streams' (codec/batched.py)
 
     def cancel(self) -> None:
         """From any thread: a push waiting to start is dropped (a stream of its own has none)."""
@@ -61,6 +62,15 @@ class Codec(ABC):
     @abstractmethod
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
         """A fresh incremental decoder; see gepard_demo.codec.stream for the modes."""
+
+    def modules(self) -> list[Any]:
+        """The torch modules that compute (a ZeroGPU gate hooks them); none here (NeMo's model
+        is its own)."""
+        return []
+
+    def use_cpu_bf16(self, on: bool) -> None:
+        """Run the decoder's convolutions under bf16 autocast on a CPU (speed/select.py); a
+        backend without the switch keeps its precision."""
 
     def __repr__(self) -> str:
         return (

@@ -89,6 +89,12 @@ class NativeCodec(Codec):
             audio = self.decoder(x.T.unsqueeze(0).to(self.device))
         return audio[0].float().cpu().numpy()
 
+    def modules(self) -> list[Any]:
+        return [self.decoder]
+
+    def use_cpu_bf16(self, on: bool) -> None:
+        self.decoder.cpu_bf16 = on
+
     def decode(self, codes: Any) -> np.ndarray:
         return ExactStreamDecoder(self.decoder, self.layout, self.device, self.decode_block_frames).push(codes)
 

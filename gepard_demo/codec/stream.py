@@ -31,6 +31,7 @@ DECODE_BLOCK_FRAMES = 86
 
 
 class ExactStreamDecoder(StreamDecoder):
+    poolable = True
     def __init__(
         self,
         decoder: CausalHiFiGANDecoder,

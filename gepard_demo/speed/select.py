@@ -192,9 +192,7 @@ def load_dtype(device: str, precision: str) -> str:
 
 def apply_codec_speed(codec: Any, speed: SpeedSettings) -> Any:
     """The codec with `speed.codec` applied (a NativeCodec's decoder; a NeMo one stays as it is)."""
-    decoder = getattr(codec, "decoder", None)
-    if decoder is not None and hasattr(decoder, "cpu_bf16"):
-        decoder.cpu_bf16 = speed.codec == "bf16"
+    codec.use_cpu_bf16(speed.codec == "bf16")
     return codec
 
 

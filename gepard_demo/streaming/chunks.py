@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from gepard_demo.declare import values_of
 from gepard_demo.model.ending import FORCE_STOP, RUNAWAY_ENDS, STOP, utterance_end
 
 
@@ -139,7 +140,7 @@ class SynthesisStats:
 
     def copy(self) -> "SynthesisStats":
         """A copy whose lists are its own (what a carry hands the next call)."""
-        return replace(self, **{name: list(getattr(self, name)) for name in _LISTS})
+        return replace(self, **{name: list(value) for name, value in values_of(self, _LISTS).items()})
 
 
 _LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "gpu_asks_s")

@@ -43,7 +43,7 @@ def client_of(request) -> str:
     server.serve hands uvicorn as forwarded_allow_ips): then the first address in X-Forwarded-For,
     read from the right, that is not a trusted proxy itself. Behind a proxy not trusted, every
     visitor shares the proxy's address: the per-client limits then act as global ones."""
-    client = getattr(request, "client", None)
+    client = request.client if request is not None else None  # None: a call from Python, not HTTP
     return client.host if client and client.host else "unknown"
 
 

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, whole_number
+from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, values_of, whole_number
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 
 SETTINGS = (SamplingSettings, StreamSettings)
@@ -45,8 +45,8 @@ def control_values(sampling: SamplingSettings, stream: StreamSettings | None = N
         if settings is None:
             continue
         text = declared(type(settings))
-        for name, c in page_controls(type(settings)).items():
-            value = getattr(settings, name)
+        shown = page_controls(type(settings))
+        for (name, value), c in zip(values_of(settings, shown).items(), shown.values()):
             if c.widget == "seed":
                 out["random_seed"] = value is None
                 out.update({} if value is None else {name: value})

@@ -63,7 +63,7 @@ class Resident:
 
     def modules(self) -> list[nn.Module]:
         """The torch modules that compute: talker, codec decoder, codec encoder and compressor."""
-        found = [self.engine.talker, getattr(self.codec, "decoder", None)]
+        found = [self.engine.talker, *self.codec.modules()]
         if self.prefixer is not None:
             found += [self.prefixer.encoder.encoder, self.prefixer.compressor]
         return [m for m in found if isinstance(m, nn.Module)]

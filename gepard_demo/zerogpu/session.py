@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterator
 
+from gepard_demo.declare import values_of
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SessionCarry, StepEvent, SynthesisStats
@@ -132,8 +133,8 @@ class GpuSession(OnceIterableSession):
                 elif isinstance(item, FrameCodes):
                     self._codes = item.codes
                 elif isinstance(item, SynthesisStats):
-                    for name in WORKER_FIELDS:
-                        setattr(st, name, getattr(item, name))
+                    for name, value in values_of(item, WORKER_FIELDS).items():
+                        setattr(st, name, value)
                     st.complete = item.complete
                 elif isinstance(item, Failure):
                     raise item.error()
