@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from batch_driver import Driver
 
-from gepard_demo.model.batch import BatchRequest, DecodeBatch
 from gepard_demo.model.sampling import RowSampler
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.speed.fidelity import trace
@@ -41,36 +41,6 @@ def _speaker(engine):
         return None
     gen = torch.Generator().manual_seed(3)
     return 0.05 * torch.randn(k, engine.config.hidden_size, generator=gen)
-
-
-class Driver:
-    """Steps a DecodeBatch by hand, collecting each request's frames."""
-
-    def __init__(self, engine):
-        self.engine = engine
-        self.batch = DecodeBatch(engine.talker)
-        self.frames: dict[int, list[torch.Tensor]] = {}
-        self.ends: dict[int, str] = {}
-        self.steps = 0
-
-    def admit(self, text, settings, speaker=None):
-        e = self.engine
-        req = BatchRequest(e.prompt_ids(text), RowSampler.create(settings, e.device), e.unconditional_prompt(settings), speaker)
-        (h,) = self.batch.admit([req])
-        self.frames[h] = []
-        return h
-
-    def step(self):
-        for h, st in self.batch.sample():
-            if st.codes is not None:
-                self.frames[h].append(st.codes)
-            if st.done:
-                self.ends[h] = st.done
-        self.batch.advance()
-        self.steps += 1
-
-    def result(self, h):
-        return torch.stack(self.frames[h])
 
 
 def _assert_follows_solo(engine, text, settings, got, solo_frames, speaker=None):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 from authors_reference import assert_authors_frames
+from batch_driver import Driver
 
-from gepard_demo.model.batch import BatchRequest, DecodeBatch
 from gepard_demo.settings import SamplingSettings
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
@@ -82,38 +82,22 @@ def test_guided_and_penalized_together(tiny_engine, tiny_model_dir, cfg_frames):
 
 def test_in_a_padded_running_batch_beside_rows_without_them(tiny_engine, tiny_model_dir):
     e = tiny_engine
-    batch, frames, ends = DecodeBatch(e.talker), {}, {}
-
-    def admit(text, settings):
-        req = BatchRequest(e.prompt_ids(text, settings), e.sampler(text, settings), e.unconditional_prompt(settings))
-        (h,) = batch.admit([req])
-        frames[h] = []
-        return h
-
-    def step():
-        for h, st in batch.sample():
-            if st.codes is not None:
-                frames[h].append(st.codes)
-            if st.done:
-                ends[h] = st.done
-        batch.advance()
-
-    admit("A neighbour without guardrails that talks for a while.", SamplingSettings(seed=5, max_frames=30,
+    d = Driver(e)
+    d.admit("A neighbour without guardrails that talks for a while.", SamplingSettings(seed=5, max_frames=30,
                                                                                        stop_threshold=0.999))
-    step()
+    d.step()
     penalized = _top1(repetition_penalty=1.3, repetition_window=6, max_frames=25)
-    p = admit(TEXT, penalized)  # joins mid-run, shorter prompt: left-padded
-    step()
+    p = d.admit(TEXT, penalized)  # joins mid-run, shorter prompt: left-padded
+    d.step()
     forced = _top1(force_stop_frames=9, seed=4)
-    f = admit("Another one.", forced)
-    admit("A much longer neighbour joins later, so everything running is padded to its prompt.",
-          _top1(repetition_penalty=1.1, max_frames=12))
-    while batch:
-        step()
+    f = d.admit("Another one.", forced)
+    d.admit("A much longer neighbour joins later, so everything running is padded to its prompt.",
+            _top1(repetition_penalty=1.1, max_frames=12))
+    d.run_out()
     for handle, text, settings, force in ((p, TEXT, penalized, None), (f, "Another one.", forced, 9)):
-        result = _as_result(frames[handle], ends[handle])
+        result = _as_result(d.frames[handle], d.ends[handle])
         assert_authors_frames(e, tiny_model_dir, text, settings, result, force_stop=force)
-    assert ends[f] == "force_stop" and len(frames[f]) == 9
+    assert d.ends[f] == "force_stop" and len(d.frames[f]) == 9
 
 
 def test_a_segment_resumed_in_another_call_keeps_its_window(tiny_engine):

@@ -12,9 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 from authors_reference import assert_authors_guided_frames, authors_uncond_layout
+from batch_driver import Driver
 
-from gepard_demo.model.batch import BatchRequest, DecodeBatch
-from gepard_demo.model.sampling import RowSampler
 from gepard_demo.settings import SamplingSettings
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
@@ -80,30 +79,15 @@ def test_guided_frames_equal_the_authors_two_branches(tiny_engine, tiny_model_di
 def test_guided_frames_in_a_running_batch_with_unguided_neighbours(tiny_engine, tiny_model_dir):
     e = tiny_engine
     prefix = _prefix(e, 3)
-    batch, frames = DecodeBatch(e.talker), {}
-
-    def admit(text, settings, speaker=None):
-        req = BatchRequest(e.prompt_ids(text), RowSampler.create(settings, e.device), e.unconditional_prompt(settings),
-                           speaker)
-        (h,) = batch.admit([req])
-        frames[h] = []
-        return h
-
-    def step():
-        for h, st in batch.sample():
-            if st.codes is not None:
-                frames[h].append(st.codes)
-        batch.advance()
-
-    admit("A neighbour that talks for a while.", SamplingSettings(seed=5, max_frames=20, stop_threshold=0.999))
-    step()
-    step()
+    d = Driver(e)
+    d.admit("A neighbour that talks for a while.", SamplingSettings(seed=5, max_frames=20, stop_threshold=0.999))
+    d.step()
+    d.step()
     guided = _greedy(10, cfg_scale=2.5, cfg_frames=6)
-    g = admit(TEXT, guided, prefix)  # joins mid-run, with a second row for 6 frames
-    step()
-    admit("A longer neighbour joins later and everything running is padded to it.", _greedy(8))
-    while batch:
-        step()
-    got = torch.stack(frames[g])
+    g = d.admit(TEXT, guided, prefix)  # joins mid-run, with a second row for 6 frames
+    d.step()
+    d.admit("A longer neighbour joins later and everything running is padded to it.", _greedy(8))
+    d.run_out()
+    got = d.result(g)
     assert len(got) == 10
     assert_authors_guided_frames(e, tiny_model_dir, TEXT, guided, got, prefix)

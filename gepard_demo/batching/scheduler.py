@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import torch
 
-from gepard_demo.model.batch import BatchRequest, DecodeBatch
+from gepard_demo.model.batch import DecodeBatch
 from gepard_demo.model.frames import FrameMaker
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
 from gepard_demo.settings import BatchingSettings, SamplingSettings
@@ -133,10 +133,7 @@ class BatchScheduler(FrameMaker):
                 on_step: Callable[[Ticket, Any], None]) -> Ticket:
         """A request, checked (bad text or settings raise here, in the caller's thread)."""
         settings = settings.validate().with_concrete_seed()
-        e = self.engine
-        request = BatchRequest(e.prompt_ids(text, settings), e.sampler(text, settings), e.unconditional_prompt(settings),
-                               speaker)
-        return Ticket(next(self._numbers), stream, request, on_step)
+        return Ticket(next(self._numbers), stream, self.engine.request(text, settings, speaker), on_step)
 
     def _enqueue(self, ticket: Ticket) -> Ticket:
         with self._cond:
@@ -281,11 +278,8 @@ class BatchScheduler(FrameMaker):
         to go on from them (BatchRequest.replay, its noise drawn as far) when it is let in again."""
         batch.cancel(t.handle)
         del self._running[t.handle]
-        done = len(t.codes or [])
-        e, settings = self.engine, t.request.sampler.settings
-        sampler = e.sampler(t.text, settings).skip(done, e.talker.logits_shape, e.device)
-        replay = torch.stack(t.codes) if done else None
-        t.request = BatchRequest(t.request.prompt, sampler, t.request.unconditional, t.request.speaker, replay)
+        resume = torch.stack(t.codes) if t.codes else None
+        t.request = self.engine.request(t.text, t.request.sampler.settings, t.request.speaker, resume)
         t.handle, t.preempted = None, t.preempted + 1
         self.preemptions += 1
         self._queue.append(t)
@@ -294,7 +288,7 @@ class BatchScheduler(FrameMaker):
         """Prefill newcomers together, those resuming from the same number of frames in one group."""
         groups: dict[int, list[Ticket]] = {}
         for t in tickets:
-            groups.setdefault(0 if t.request.replay is None else len(t.request.replay), []).append(t)
+            groups.setdefault(t.request.resumed_from, []).append(t)
         for group in groups.values():
             self._admit_group(batch, group)
 

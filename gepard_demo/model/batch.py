@@ -61,6 +61,11 @@ class BatchRequest:
     # frame n. Its sampler must have drawn the noise of those n frames (RowSampler.skip).
     replay: torch.Tensor | None = None
 
+    @property
+    def resumed_from(self) -> int:
+        """The frames it goes on from (0: a fresh request); requests admitted together share it."""
+        return 0 if self.replay is None else len(self.replay)
+
 
 @dataclass
 class _Live:
@@ -298,31 +303,16 @@ def _still_guided(request: BatchRequest, replayed: int) -> bool:
     return frames is None or replayed < frames
 
 
-def decode_batch(
-    talker: GepardTalker,
-    prompts: list[list[int]],
-    samplers: list[RowSampler],
-    unconditional: list[list[int] | None] | None = None,
-    speakers: list[torch.Tensor | None] | None = None,
-    replays: list[torch.Tensor | None] | None = None,
-) -> Iterator[tuple[int, FrameStep]]:
+def decode_batch(talker: GepardTalker, requests: list[BatchRequest]) -> Iterator[tuple[int, FrameStep]]:
     """Yield (request, FrameStep) for every request at every step until each is done: a fixed
-    set of requests through one DecodeBatch (`engine.generate`, `engine.stream_frames`).
-
-    unconditional: per request, the guidance branch's prompt (None = unguided); it runs as one
-        more row of the same batch, with its own positions, fed the frames the conditional row
-        commits, until the request's `cfg_frames` are made.
-    speakers: per request, a (K, hidden) speaker prefix for the slots (None = `null_prefix`).
-    replays: per request, the frames it already committed (BatchRequest.replay; all the same count).
-    Closing the iterator stops the work at the next step (the demo's Stop button).
+    set of requests (GepardEngine.request: all resumed from the same frame count) through one
+    DecodeBatch (`engine.generate`, `engine.stream_frames`). A guided request's unconditional
+    branch runs as one more row of the same batch, with its own positions, fed the frames the
+    conditional row commits, until its `cfg_frames` are made. Closing the iterator stops the
+    work at the next step (the demo's Stop button).
     """
-    n = len(prompts)
-    unconditional = unconditional or [None] * n
-    speakers = speakers or [None] * n
-    replays = replays or [None] * n
     batch = DecodeBatch(talker)
-    handles = batch.admit([BatchRequest(p, s, u, sp, rp)
-                           for p, s, u, sp, rp in zip(prompts, samplers, unconditional, speakers, replays)])
+    handles = batch.admit(requests)
     index = {h: i for i, h in enumerate(handles)}
     # The batch enters inference mode per method, never across this yield: a consumer may resume
     # the generator from another thread (the pipeline's talker thread, a GPU call's worker), and

@@ -16,7 +16,7 @@ from transformers import AutoTokenizer
 from gepard_demo.model.source import ResolvedModel, resolve_model
 from gepard_demo.settings import SamplingSettings
 
-from .batch import decode_batch
+from .batch import BatchRequest, decode_batch
 from .config import GepardConfig
 from .frames import EngineFrames, FrameMaker
 from .generation import FrameStep, GenerationResult, ResultBuilder
@@ -118,6 +118,22 @@ class GepardEngine(FrameMaker):
         """The guidance branch's prompt when `settings` asks for guidance, else None."""
         return build_unconditional_prompt_ids(self.config) if settings.guided else None
 
+    def request(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None,
+                resume: torch.Tensor | None = None) -> BatchRequest:
+        """One request for a DecodeBatch, the one way every caller makes it (this engine, the
+        scheduler, a ZeroGPU call). resume: (n, 32) frames it already committed (an earlier GPU
+        call or a preempted place made them, same text, settings and seed): its sampler skips
+        their noise (RowSampler.skip) and its prefill takes them after the prompt, so it goes on
+        from frame n as it would have (the last bits of the logits may differ from an
+        uninterrupted run, as in any other batch shape: facts §3)."""
+        sampler = self.sampler(text, settings)
+        if resume is not None and len(resume):
+            sampler.skip(len(resume), self.talker.logits_shape, self.device)
+        else:
+            resume = None
+        return BatchRequest(self.prompt_ids(text, settings), sampler, self.unconditional_prompt(settings), speaker,
+                            resume)
+
     def generate(
         self,
         texts: list[str],
@@ -136,16 +152,14 @@ class GepardEngine(FrameMaker):
             return []
         for s in settings:
             s.validate()
-        prompts = [self.prompt_ids(t, s) for t, s in zip(texts, settings)]
-        rows = len(texts) + sum(1 for s in settings if s.guided)  # a guided request runs a second row
-        check_fits(self, rows, max(len(p) for p in prompts), max(s.max_frames for s in settings))
-        samplers = [self.sampler(t, s) for t, s in zip(texts, settings)]
         if speakers is not None and len(speakers) != len(texts):
             raise ValueError(f"{len(texts)} texts but {len(speakers)} speakers")
-        unconditional = [self.unconditional_prompt(s) for s in settings]
-        builders = [ResultBuilder(t, r.seed, len(p), s, r.force_stop)
-                    for t, r, p, s in zip(texts, samplers, prompts, settings)]
-        for row, step in decode_batch(self.talker, prompts, samplers, unconditional, speakers):
+        requests = [self.request(t, s, sp) for t, s, sp in zip(texts, settings, speakers or [None] * len(texts))]
+        rows = len(texts) + sum(1 for s in settings if s.guided)  # a guided request runs a second row
+        check_fits(self, rows, max(len(r.prompt) for r in requests), max(s.max_frames for s in settings))
+        builders = [ResultBuilder(t, r.sampler.seed, len(r.prompt), s, r.sampler.force_stop)
+                    for t, r, s in zip(texts, requests, settings)]
+        for row, step in decode_batch(self.talker, requests):
             builders[row].add(step)
         return [b.result() for b in builders]
 
@@ -156,10 +170,8 @@ class GepardEngine(FrameMaker):
         """One request's steps as they are made (a FrameSource); close it to cancel.
 
         speaker: a (K, hidden) speaker prefix (a reference voice); None = the default voice.
-        resume: (n, 32) frames this request already committed (an earlier GPU call made them,
-            same text, settings and seed): it goes on from frame n as it would have, its prefill
-            taking the prompt and those frames in one pass (the last bits of the logits may
-            differ from an uninterrupted run, as in any other batch shape: facts §3).
+        resume: (n, 32) frames this request already committed: it goes on from frame n
+            (`request`).
 
         Pass `settings.with_concrete_seed()` to know the seed before the first frame.
         """
@@ -168,16 +180,7 @@ class GepardEngine(FrameMaker):
     def _steps(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None,
                resume: torch.Tensor | None) -> Iterator[FrameStep]:
         settings.validate()  # on the first read, as the loop's own work starts
-        prompt = self.prompt_ids(text, settings)
-        sampler = self.sampler(text, settings)
-        if resume is not None and len(resume):
-            sampler.skip(len(resume), self.talker.logits_shape, self.device)
-        else:
-            resume = None
-        steps = decode_batch(
-            self.talker, [prompt], [sampler], [self.unconditional_prompt(settings)], [speaker],
-            None if resume is None else [resume],
-        )
+        steps = decode_batch(self.talker, [self.request(text, settings, speaker, resume)])
         try:
             for _, step in steps:
                 yield step

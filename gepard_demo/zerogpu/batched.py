@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gepard_demo.model.batch import BatchRequest, DecodeBatch
+from gepard_demo.model.batch import DecodeBatch
 from gepard_demo.model.frames import FrameMaker, FrameSource
 from gepard_demo.model.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
@@ -98,13 +98,8 @@ class CallBatch(FrameMaker):
         for j, seg in sorted(self._segments.items()):
             if seg.frames_left > 0:
                 groups.setdefault(0 if seg.replay is None else len(seg.replay), []).append((j, seg))
-        for done, group in sorted(groups.items()):
-            requests = []
-            for j, seg in group:
-                text, s = self.segments[j], self.samplings[j]
-                sampler = e.sampler(text, s).skip(done, e.talker.logits_shape, e.device)
-                requests.append(BatchRequest(e.prompt_ids(text, s), sampler, e.unconditional_prompt(s), self.speaker,
-                                             seg.replay if done else None))
+        for _, group in sorted(groups.items()):
+            requests = [e.request(self.segments[j], self.samplings[j], self.speaker, seg.replay) for j, seg in group]
             for (_, seg), handle in zip(group, self.batch.admit(requests), strict=True):
                 seg.handle = handle
 
