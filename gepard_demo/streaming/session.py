@@ -205,126 +205,25 @@ class SynthesisSession(OnceIterableSession):
             self._cancel.wait(min(over, 0.5))
 
     def _generate(self) -> Iterator[AudioChunk]:
-        t0 = self._request_start if self._request_start is not None else time.perf_counter()
-        stats, stream = self.stats, self.stream
-        dec = self._decoder = ChunkDecoder(self.codec, stream, stats, self.engine.note_decode)
-        carry = self._resume
-        first, replay, ended_by = 0, None, []  # ended_by, per segment: "stop", "budget", "force_stop" or "cancel"
-        if carry is not None:
-            dec.resume(carry.decoding)
-            first, replay, ended_by = carry.segment, carry.segment_codes, list(carry.ended_by)
-        made = 0  # frames this call made
-
-        def emit(samples: np.ndarray, frame_start: int, frame_end: int, final: bool) -> AudioChunk:
-            chunk = dec.chunk(samples, frame_start, frame_end, final, time.perf_counter() - t0)
-            self._keep(samples)
-            if stats.ttfa_s is not None and not self._sources.released:
-                self._sources.refill(released=True)  # the first audio is out: the next segments may start
-            return chunk
-
-        def finish() -> None:
-            stats.wall_s = time.perf_counter() - t0
-            stats.speech_s = stats.frames * self.samples_per_frame / self.sample_rate
-            stats.audio_s = dec.emitted / self.sample_rate
-            stats.rtf = stats.wall_s / stats.speech_s if stats.speech_s > 0 else None
-
-        def hand_over(segment: int, segment_codes: list[Any] | None) -> None:
-            """This call ends here; the next one goes on from what is carried."""
-            codes = np.asarray(stack_codes(segment_codes), dtype=np.int64) if segment_codes else None
-            self.carry = SessionCarry(segment, codes, dec.carry(), list(ended_by), stats.copy(), self.codes().astype(np.int64))
-
+        call, first, replay = self._begin()
         try:
             for seg_no in range(first, len(self.segments)):
-                last_segment = seg_no == len(self.segments) - 1
+                # seg_codes: the frames this segment has; the first goes on from an earlier call's
                 seg_codes = list(replay) if seg_no == first and replay is not None else []
-                with self._lock:
-                    if self._cancel.is_set():
-                        break
-                    # seg_codes: this segment goes on from the frames an earlier call made
-                    frames_iter = self._sources.open(seg_no, _as_codes(seg_codes) if seg_codes else None)
-                    if frames_iter is None:  # cancelled meanwhile
-                        break
-                seg_end = None
-                while True:
-                    self._hold_back(dec, t0)
-                    # Once the first chunk is out, the next segments join the batch as others finish.
-                    self._sources.refill(released=stats.ttfa_s is not None)
-                    with self._lock:
-                        if self._cancel.is_set():
-                            seg_end = CANCEL
-                            break
-                        t = time.perf_counter()
-                        step = next(frames_iter, None)
-                        stats.gen_time_s += time.perf_counter() - t
-                        self._sources.read += step is not None and step.codes is not None
-                    if step is None and frames_iter.paused and not self._cancel.is_set():
-                        # The call made all it may of this segment (zerogpu's batched call): the
-                        # next one goes on, its frames not yet decoded carried with the codec's state.
-                        with self._lock:
-                            self._sources.close()
-                        hand_over(seg_no, seg_codes)
-                        return
-                    if step is None:  # ended without saying why: cancelled from outside, else the budget
-                        seg_end = CANCEL if self._cancel.is_set() else BUDGET
-                        break
-                    stats.p_stop.append(float(step.p_stop))
-                    stats.entropy.append(float(step.entropy))
-                    if step.codes is not None:
-                        stats.nll.append(float(step.nll) if step.nll is not None else float("nan"))
-                        dec.add(step.codes)
-                        self._codes.append(step.codes)
-                        seg_codes.append(step.codes)
-                        stats.frames += 1
-                        made += 1
-                    if self._step_events:
-                        yield StepEvent(stats.frames, float(step.p_stop), time.perf_counter() - t0, float(step.entropy))
-                    target = stream.first_chunk_frames if stats.chunks == 0 else stream.chunk_frames
-                    due = len(dec.pending) >= target
-                    if stats.chunks > 0 and dec.pending and dec.aligned:
-                        # A pooled codec stream cuts at the batch's clock, so the streams of one
-                        # running batch push together (batching/codec_pool.py); exact decoding
-                        # makes the cut points inaudible.
-                        due = due or (step.batch_step + 1) % stream.chunk_frames == 0
-                    # The utterance's last frames go out with the end shaping in the final chunk.
-                    ending = step.done is not None and last_segment
-                    if due and not ending:
-                        frame_start = dec.pending_start
-                        out = dec.decode_pending()
-                        if len(out):  # all of it may be held back for a long fade
-                            yield emit(out, frame_start, dec.pending_start, False)
-                        if self.call_frames is not None and made >= self.call_frames and step.done is None:
-                            with self._lock:
-                                self._sources.close()
-                            hand_over(seg_no, seg_codes)  # mid-segment, at a chunk boundary
-                            return
-                    if step.done is not None:
-                        seg_end = step.done
-                        if step.done == STOP:
-                            stats.stop_frame = stats.frames
-                        break
-                with self._lock:
-                    self._sources.close_current()
-                ended_by.append(seg_end)
-                stats.segment_frames.append(len(seg_codes))
-                self._compact(len(seg_codes))
-                stats.ended_by = list(ended_by)
+                frames = self._open(seg_no, seg_codes)
+                if frames is None:  # cancelled
+                    break
+                seg_end = yield from self._segment(call, seg_no, frames, seg_codes)
+                if seg_end is None:  # this call handed the utterance over inside the segment
+                    return
+                self._end_segment(call, seg_end, seg_codes)
                 if seg_end == CANCEL:
                     break
-                if self.one_segment and not last_segment:
-                    hand_over(seg_no + 1, None)
+                if self.one_segment and seg_no < len(self.segments) - 1:
+                    self._hand_over(call, seg_no + 1, None)
                     return
-            if self._cancel.is_set():
-                return
-            # Flush the frames that did not fill a chunk, then shape the end.
-            frame_start = dec.pending_start
-            final = dec.finish(self._end_of_speech)
-            # Complete before the last yield: a consumer may stop right after the final chunk.
-            stats.complete = True  # the flags (stop_fired, runaway) now follow from ended_by
-            if not stats.stop_fired:
-                stats.stop_frame = None
-            chunk = emit(final, frame_start, dec.pending_start, True)
-            finish()
-            yield chunk
+            if not self._cancel.is_set():
+                yield self._final_chunk(call)
         except GeneratorExit:  # the consumer stopped iterating: same as a cancel
             self._cancel.set()
             raise
@@ -332,10 +231,154 @@ class SynthesisSession(OnceIterableSession):
             # Also reached when the consumer stops iterating early (GeneratorExit at a yield).
             with self._lock:
                 self._sources.close()
-            dec.close()
-            if not stats.complete:
-                stats.cancelled = self._cancel.is_set()
-                finish()
+            call.dec.close()
+            if not self.stats.complete:
+                self.stats.cancelled = self._cancel.is_set()
+                self._finish(call)
+
+    def _begin(self) -> tuple["_Call", int, Any]:
+        """This call's running state, and where it starts: the segment, and the frames of it
+        an earlier call made (None: from its start)."""
+        t0 = self._request_start if self._request_start is not None else time.perf_counter()
+        dec = self._decoder = ChunkDecoder(self.codec, self.stream, self.stats, self.engine.note_decode)
+        carry = self._resume
+        if carry is None:
+            return _Call(t0, dec, []), 0, None
+        dec.resume(carry.decoding)
+        return _Call(t0, dec, list(carry.ended_by)), carry.segment, carry.segment_codes
+
+    def _open(self, seg_no: int, seg_codes: list[Any]) -> Any:
+        """The segment's frame source, going on from seg_codes; None once cancelled."""
+        with self._lock:
+            if self._cancel.is_set():
+                return None
+            return self._sources.open(seg_no, _as_codes(seg_codes) if seg_codes else None)
+
+    def _segment(self, call: "_Call", seg_no: int, frames: Any, seg_codes: list[Any]):
+        """One segment's steps, yielding its chunks (and StepEvents). Returns how it ended
+        ("stop", "budget", "force_stop" or "cancel"), or None when this call handed over."""
+        last_segment = seg_no == len(self.segments) - 1
+        while True:
+            step = self._read(call, frames)
+            if step is None and frames.paused and not self._cancel.is_set():
+                # The call made all it may of this segment (zerogpu's batched call): the next
+                # one goes on, its frames not yet decoded carried with the codec's state.
+                self._hand_over(call, seg_no, seg_codes)
+                return None
+            if step is None:  # ended without saying why: cancelled, else the budget
+                return CANCEL if self._cancel.is_set() else BUDGET
+            self._take(call, step, seg_codes)
+            if self._step_events:
+                yield StepEvent(self.stats.frames, float(step.p_stop), time.perf_counter() - call.t0,
+                                float(step.entropy))
+            # The utterance's last frames go out with the end shaping in the final chunk.
+            if self._due(call.dec, step) and not (step.done is not None and last_segment):
+                chunk = self._cut(call)
+                if chunk is not None:  # all of it may be held back for a long fade
+                    yield chunk
+                if self.call_frames is not None and call.made >= self.call_frames and step.done is None:
+                    self._hand_over(call, seg_no, seg_codes)  # mid-segment, at a chunk boundary
+                    return None
+            if step.done is not None:
+                if step.done == STOP:
+                    self.stats.stop_frame = self.stats.frames
+                return step.done
+
+    def _read(self, call: "_Call", frames: Any) -> Any:
+        """The segment's next step, timed (after holding back while far ahead); None once
+        cancelled or when the source ends."""
+        self._hold_back(call.dec, call.t0)
+        # Once the first chunk is out, the next segments join the batch as others finish.
+        self._sources.refill(released=self.stats.ttfa_s is not None)
+        with self._lock:
+            if self._cancel.is_set():
+                return None
+            t = time.perf_counter()
+            step = next(frames, None)
+            self.stats.gen_time_s += time.perf_counter() - t
+            self._sources.read += step is not None and step.codes is not None
+        return step
+
+    def _take(self, call: "_Call", step: Any, seg_codes: list[Any]) -> None:
+        """A step counted: its p_stop and entropy; a committed frame goes to the decoder."""
+        st = self.stats
+        st.p_stop.append(float(step.p_stop))
+        st.entropy.append(float(step.entropy))
+        if step.codes is not None:
+            st.nll.append(float(step.nll) if step.nll is not None else float("nan"))
+            call.dec.add(step.codes)
+            self._codes.append(step.codes)
+            seg_codes.append(step.codes)
+            st.frames += 1
+            call.made += 1
+
+    def _due(self, dec: ChunkDecoder, step: Any) -> bool:
+        """Whether the frames pending make a chunk now."""
+        stream = self.stream
+        due = len(dec.pending) >= (stream.first_chunk_frames if self.stats.chunks == 0 else stream.chunk_frames)
+        if self.stats.chunks > 0 and dec.pending and dec.aligned:
+            # A pooled codec stream cuts at the batch's clock, so the streams of one running
+            # batch push together (batching/codec_pool.py); exact decoding makes the cuts inaudible.
+            due = due or (step.batch_step + 1) % stream.chunk_frames == 0
+        return due
+
+    def _cut(self, call: "_Call") -> AudioChunk | None:
+        """The pending frames decoded into a chunk (None: all of it held back for the fade)."""
+        frame_start = call.dec.pending_start
+        out = call.dec.decode_pending()
+        return self._emit(call, out, frame_start, False) if len(out) else None
+
+    def _emit(self, call: "_Call", samples: np.ndarray, frame_start: int, final: bool) -> AudioChunk:
+        chunk = call.dec.chunk(samples, frame_start, call.dec.pending_start, final, time.perf_counter() - call.t0)
+        self._keep(samples)
+        if self.stats.ttfa_s is not None and not self._sources.released:
+            self._sources.refill(released=True)  # the first audio is out: the next segments may start
+        return chunk
+
+    def _end_segment(self, call: "_Call", seg_end: str, seg_codes: list[Any]) -> None:
+        with self._lock:
+            self._sources.close_current()
+        call.ended_by.append(seg_end)
+        self.stats.segment_frames.append(len(seg_codes))
+        self._compact(len(seg_codes))
+        self.stats.ended_by = list(call.ended_by)
+
+    def _final_chunk(self, call: "_Call") -> AudioChunk:
+        """The frames that did not fill a chunk, with the end shaped; the stats complete first
+        (a consumer may stop right after the final chunk)."""
+        frame_start = call.dec.pending_start
+        final = call.dec.finish(self._end_of_speech)
+        self.stats.complete = True  # the flags (stop_fired, runaway) now follow from ended_by
+        if not self.stats.stop_fired:
+            self.stats.stop_frame = None
+        chunk = self._emit(call, final, frame_start, True)
+        self._finish(call)
+        return chunk
+
+    def _hand_over(self, call: "_Call", segment: int, segment_codes: list[Any] | None) -> None:
+        """This call ends here; the next one goes on from what is carried."""
+        with self._lock:
+            self._sources.close()
+        codes = np.asarray(stack_codes(segment_codes), dtype=np.int64) if segment_codes else None
+        self.carry = SessionCarry(segment, codes, call.dec.carry(), list(call.ended_by), self.stats.copy(),
+                                  self.codes().astype(np.int64))
+
+    def _finish(self, call: "_Call") -> None:
+        st = self.stats
+        st.wall_s = time.perf_counter() - call.t0
+        st.speech_s = st.frames * self.samples_per_frame / self.sample_rate
+        st.audio_s = call.dec.emitted / self.sample_rate
+        st.rtf = st.wall_s / st.speech_s if st.speech_s > 0 else None
+
+
+@dataclasses.dataclass
+class _Call:
+    """What one call's steps share while it runs."""
+
+    t0: float  # when the request started (the chunks' and stats' clock)
+    dec: ChunkDecoder
+    ended_by: list[str]  # per segment ended so far: "stop", "budget", "force_stop" or "cancel"
+    made: int = 0  # frames this call made
 
 
 def _ahead_of_real_time(emitted_s: float, first_audio_at: float, now: float) -> float:
