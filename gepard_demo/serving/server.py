@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import asdict
 from typing import Any
 
 import anyio
@@ -53,29 +52,23 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gepard_demo.batching.codec_pool import CodecPool
-from gepard_demo.batching.scheduler import BatchScheduler
-from gepard_demo.serving import cloning, timestamps
+from gepard_demo.alignment.result import timestamp_headers
+from gepard_demo.serving import timestamps
 from gepard_demo.serving.protocol import (
     MODELS_PATH,
-    SAMPLE_RATE,
     SPEECH_PATH,
-    RequestError,
     SpeechRequest,
     delta_event,
     encode_audio,
     error_body,
-    parse_speech_request,
     pcm16,
     sse_event,
     streaming_wav_header,
 )
-from gepard_demo.alignment.result import timestamp_headers
-from gepard_demo.settings import EXTENSION_GROUPS, BatchingSettings, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
+from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
 from gepard_demo.streaming.report import report_headers, run_report
 from gepard_demo.streaming.session import SynthesisSession
-from gepard_demo.streaming.text_input import TextError
-from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 log = logging.getLogger(__name__)
 
@@ -157,29 +150,12 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
                      max_body_bytes: int = MAX_BODY_BYTES, prefixer: Any = None,
                      batching: BatchingSettings = BatchingSettings(), aligner: Any = None) -> FastAPI:
     """The FastAPI app for one loaded engine + codec (`app.state.scheduler` drives the engine;
-    close it to end every request).
-
-    sampling: the server's fixed temperature / top-k / greedy / stop threshold; its
-        max_frames is the default max_new_tokens and its seed (if any) the default seed.
-    stream: the server's fixed chunking, decode mode, fade and silence.
-    prefixer: a SpeakerPrefixer for `ref_audio` requests (None: cloning fields are refused).
-    batching: how many requests decode together and when a newcomer may join.
-    aligner: a gepard_demo.alignment Aligner for `word_timestamps` (None: the field is refused, as
-        vLLM-Omni refuses it without --forced-aligner; serving/timestamps.py).
-    """
-    sampling.validate()
-    stream.validate()
-    if int(codec.sample_rate) != SAMPLE_RATE:
-        raise ValueError(f"the codec runs at {codec.sample_rate} Hz; the speech API's pcm is {SAMPLE_RATE} Hz")
-    info = engine.model_info
-    model_id = info.name
-    scheduler = BatchScheduler(engine, batching)
-    stream_codec = CodecPool(codec) if batching.codec_batching else codec
-    encoder_lock = asyncio.Lock()  # reference voices: one encode at a time
+    close it to end every request). The arguments are SpeechService's (service.py): the fixed
+    settings, the reference-voice prefixer and the word aligner."""
+    service = SpeechService(engine, codec, sampling, stream, batching, prefixer, aligner)
     app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
-    app.state.scheduler = scheduler
+    app.state.scheduler = service.scheduler
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
-    rules = timestamps.request_rules(cloning.request_rules(prefixer is not None), aligner is not None)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -192,25 +168,9 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         log.exception("speech request failed")
         return _error(f"{type(exc).__name__}: {exc}", 500)
 
-    def session_for(req: SpeechRequest, clone: cloning.CloningFields, speaker=None) -> SynthesisSession:
-        settings = sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames,
-                                    seed=req.seed if req.seed is not None else sampling.seed, **clone.cfg)
-        # Checks text and settings up front, without touching the engine.
-        return SynthesisSession(scheduler, stream_codec, req.text, settings, stream, speaker=speaker,
-                                look_ahead=batching.look_ahead)
-
     @app.get(MODELS_PATH)
     async def models():
-        return {"object": "list", "data": [{
-            "id": model_id, "object": "model", "owned_by": "gepard-demo", "root": info.path,
-            "revision": info.revision, "random_weights": info.random_weights,
-            "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": info.speed,
-            "fixed_settings": {"sampling": asdict(sampling), "stream": asdict(stream)},
-            # What a client may send beyond vLLM-Omni's protocol (client.ServedFeatures).
-            "voice_cloning": prefixer is not None, **dict.fromkeys(EXTENSION_GROUPS, True), "probe": True,
-            "extension_fields": list(cloning.EXTENSION_FIELDS),
-            "batching": asdict(batching), "load": scheduler.load(), **timestamps.models_entry(aligner),
-        }]}
+        return {"object": "list", "data": [service.models_entry()]}
 
     @app.post(SPEECH_PATH)
     async def speech(request: Request):
@@ -219,50 +179,38 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
         except (ValueError, UnicodeDecodeError):
             return _error("the request body must be JSON")
         try:
-            plain, extensions = cloning.split_extensions(body)
-            req = parse_speech_request(plain, model_id, rules)
-            clone = cloning.parse_cloning_fields({**plain, **extensions},
-                                                 sampling.replace(max_frames=req.max_new_tokens or sampling.max_frames))
-            session_for(req, clone)  # text and settings checked before any reference audio is decoded
-            speaker = None
-            if clone.ref_audio is not None:
-                async with encoder_lock:
-                    speaker = (await anyio.to_thread.run_sync(prefixer.from_bytes, clone.ref_audio)).tokens
-            session = session_for(req, clone, speaker)
-        except RequestError as exc:
-            return _error(str(exc), exc.status, exc.param)
-        except cloning.CloningFieldError as exc:
-            return _error(str(exc), 400, exc.param)
-        except ReferenceAudioError as exc:
-            return _error(f"ref_audio: {exc}", 400, "ref_audio")
-        except (TextError, SettingsError) as exc:
-            return _error(str(exc), 400, "input" if isinstance(exc, TextError) else exc.field)
-        headers = {"X-Gepard-Seed": str(session.sampling.seed), "X-Gepard-Sample-Rate": str(SAMPLE_RATE),
-                   "Cache-Control": "no-store"}
-        if clone.ref_text_ignored:
-            headers["X-Gepard-Ref-Text"] = "ignored"
+            req, clone, session = await service.open(body)
+        except REFUSALS as exc:
+            return _error(*refusal(exc))
+        headers = service.headers(session, clone)
         if req.mode != "none":
             media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
             return SessionStream(session, _stream_body(session, req, aligner), media_type=media,
                                  headers={**headers, "X-Accel-Buffering": "no"})
-        watcher = asyncio.create_task(_wait_for_hangup(request, session))
-        try:
-            audio = await anyio.to_thread.run_sync(session.run)
-        except Exception as exc:  # noqa: BLE001  answered here: the app-wide handler's re-raise drops the connection
-            log.exception("speech request failed")
-            return _error(f"{type(exc).__name__}: {exc}", 500)
-        finally:
-            watcher.cancel()
-        if session.cancelled:  # the client is gone: nobody reads this
-            return Response(status_code=499)
-        headers.update(report_headers(run_report(session.stats)))
-        if req.word_timestamps:  # after the audio is made: nothing a Stop or hang-up waits on
-            alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, session)
-            headers.update(timestamp_headers(alignment) if alignment is not None else timestamps.failed_headers())
-        data, media = encode_audio(audio, req.response_format)
-        return Response(data, media_type=media, headers=headers)
+        return await _whole(request, session, req, headers, aligner)
 
     return app
+
+
+async def _whole(request: Request, session: SynthesisSession, req: SpeechRequest, headers: dict,
+                 aligner: Any) -> Response:
+    """The whole utterance in one answer, how it ended in its headers; a hang-up stops it."""
+    watcher = asyncio.create_task(_wait_for_hangup(request, session))
+    try:
+        audio = await anyio.to_thread.run_sync(session.run)
+    except Exception as exc:  # noqa: BLE001  answered here: the app-wide handler's re-raise drops the connection
+        log.exception("speech request failed")
+        return _error(f"{type(exc).__name__}: {exc}", 500)
+    finally:
+        watcher.cancel()
+    if session.cancelled:  # the client is gone: nobody reads this
+        return Response(status_code=499)
+    headers = {**headers, **report_headers(run_report(session.stats))}
+    if req.word_timestamps:  # after the audio is made: nothing a Stop or hang-up waits on
+        alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, session)
+        headers.update(timestamp_headers(alignment) if alignment is not None else timestamps.failed_headers())
+    data, media = encode_audio(audio, req.response_format)
+    return Response(data, media_type=media, headers=headers)
 
 
 FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}

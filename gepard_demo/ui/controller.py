@@ -154,52 +154,13 @@ class DemoController:
     def _run(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float,
              values: dict | None = None):
         failure: list[BaseException] = []
-        waiting = threading.Event()
-
-        # A batching host's scheduler lines requests up itself (the Eval tab's batches too); behind
-        # ZeroGPU each Generate is a GPU call of its own, scheduled by ZeroGPU.
-        own_turn = self.host.own_turn
-
+        waiting = threading.Event()  # set while the Eval tab holds the engine
         # The WAV is written as the chunks stream (wav_sink.py): the session keeps no audio.
         sink = self._wav_sink(job.job_id, session.sample_rate)
         session.keep_audio = False
-
-        def play(chunk) -> None:
-            job.put(chunk.samples)
-            sink.write(chunk.samples)
-            self.captions.feed(job.job_id, session, chunk.samples)  # hands over, never waits
-
-        def work() -> None:
-            try:
-                if own_turn:
-                    for chunk in session:
-                        play(chunk)
-                    return
-                # The Eval tab may hold the engine: wait in line (it gives the engine back
-                # between its batches), but stay stoppable.
-                if self.host.lock.locked():
-                    waiting.set()
-                if not self.host.lock.acquire(abort=lambda: session.cancelled):
-                    session.stats.cancelled = True
-                    return
-                waiting.clear()
-                try:
-                    for chunk in session:
-                        play(chunk)
-                finally:
-                    self.host.lock.release()
-            except BaseException as exc:  # shown to the user below; the server keeps going
-                failure.append(exc)
-            finally:
-                self._close_wav(sink)
-                try:
-                    self.captions.finish(job.job_id, session)
-                except Exception:  # noqa: BLE001  captions never hold the job
-                    log.exception("captions: the session's end was not handed over")
-                job.finish(error=repr(failure[0]) if failure else None)
-
         # In the handler's context: a ZeroGPU call reads the visitor's request (their quota) from it.
-        worker = threading.Thread(target=contextvars.copy_context().run, args=(work,),
+        worker = threading.Thread(target=contextvars.copy_context().run,
+                                  args=(self._work, job, session, sink, failure, waiting),
                                   name=f"gepard-job-{job.job_id[:8]}", daemon=True)
         yield (f"Generating… (seed `{session.stats.seed}`)", None, "", live_plot(session, sampling), gr.skip())
         worker.start()
@@ -209,20 +170,8 @@ class DemoController:
                     worker.join(STOP_GRACE_S)
                     break  # still held by work that cannot be interrupted (a codec push): answer now
                 worker.join(POLL_S)
-                st = session.stats
-                line = session.wait_line()
-                if worker.is_alive() and line:
-                    yield (f"{line[0].upper()}{line[1:]}…", gr.skip(), gr.skip(), gr.skip(), gr.skip())
-                elif worker.is_alive() and waiting.is_set():
-                    yield ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip(),
-                           gr.skip())
-                elif worker.is_alive():
-                    sent = job.nbytes / 4 / session.sample_rate
-                    yield (
-                        f"Generating… {st.frames} frames, {sent:.2f} s of audio streamed "
-                        f"(seed `{st.seed}`)",
-                        gr.skip(), gr.skip(), live_plot(session, sampling), gr.skip(),
-                    )
+                if worker.is_alive():
+                    yield self._progress(job, session, sampling, waiting)
         finally:
             # The page went away or Gradio cancelled the event (it closes this generator on its
             # event loop, so nothing here may wait): the session frees the engine at once, and
@@ -230,16 +179,77 @@ class DemoController:
             if worker.is_alive():
                 session.cancel()
         if failure:
-            line = self.host.explain(failure[0])
-            if line is not None:  # a refusal with a reason (ZeroGPU's quota, its queue): one line, no traceback
-                log.warning("generate refused by the GPU host: %s", line)
-                raise gr.Error(line, title="GPU not available", print_exception=False) from None
-            # A real fault: keep its traceback in the log.
-            log.error("synthesis failed", exc_info=failure[0])
-            raise gr.Error(f"Synthesis failed: {failure[0]!r}", title="Synthesis failed") from None
+            raise self._failure(failure[0]) from None
+        yield self._done(job, session, sampling, queued_s, values or {}, sink, held=worker.is_alive())
+
+    def _work(self, job, session: SynthesisSession, sink, failure: list, waiting: threading.Event) -> None:
+        """The job's thread: the session streamed into the job, the WAV and the captions."""
+        try:
+            self._stream(job, session, sink, waiting)
+        except BaseException as exc:  # shown to the user by _run; the server keeps going
+            failure.append(exc)
+        finally:
+            self._close_wav(sink)
+            try:
+                self.captions.finish(job.job_id, session)
+            except Exception:  # noqa: BLE001  captions never hold the job
+                log.exception("captions: the session's end was not handed over")
+            job.finish(error=repr(failure[0]) if failure else None)
+
+    def _stream(self, job, session: SynthesisSession, sink, waiting: threading.Event) -> None:
+        # A batching host's scheduler lines requests up itself (the Eval tab's batches too); behind
+        # ZeroGPU each Generate is a GPU call of its own, scheduled by ZeroGPU.
+        if self.host.own_turn:
+            self._play(job, session, sink)
+            return
+        # The Eval tab may hold the engine: wait in line (it gives the engine back between its
+        # batches), but stay stoppable.
+        if self.host.lock.locked():
+            waiting.set()
+        if not self.host.lock.acquire(abort=lambda: session.cancelled):
+            session.stats.cancelled = True
+            return
+        waiting.clear()
+        try:
+            self._play(job, session, sink)
+        finally:
+            self.host.lock.release()
+
+    def _play(self, job, session: SynthesisSession, sink) -> None:
+        for chunk in session:
+            job.put(chunk.samples)
+            sink.write(chunk.samples)
+            self.captions.feed(job.job_id, session, chunk.samples)  # hands over, never waits
+
+    def _progress(self, job, session: SynthesisSession, sampling: SamplingSettings, waiting: threading.Event):
+        """The page's update while the job runs: where it waits, or how far it got."""
+        line = session.wait_line()
+        if line:
+            return (f"{line[0].upper()}{line[1:]}…", gr.skip(), gr.skip(), gr.skip(), gr.skip())
+        if waiting.is_set():
+            return ("Waiting for the model: an evaluation run is using it…", gr.skip(), gr.skip(), gr.skip(),
+                    gr.skip())
+        st = session.stats
+        sent = job.nbytes / 4 / session.sample_rate
+        return (f"Generating… {st.frames} frames, {sent:.2f} s of audio streamed (seed `{st.seed}`)",
+                gr.skip(), gr.skip(), live_plot(session, sampling), gr.skip())
+
+    def _failure(self, exc: BaseException) -> gr.Error:
+        line = self.host.explain(exc)
+        if line is not None:  # a refusal with a reason (ZeroGPU's quota, its queue): one line, no traceback
+            log.warning("generate refused by the GPU host: %s", line)
+            return gr.Error(line, title="GPU not available", print_exception=False)
+        # A real fault: keep its traceback in the log.
+        log.error("synthesis failed", exc_info=exc)
+        return gr.Error(f"Synthesis failed: {exc!r}", title="Synthesis failed")
+
+    def _done(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float, values: dict,
+              sink, held: bool):
+        """The page's last update: the status line, the WAV, the stats, the plot and the take.
+        held: Stop answered while the job's thread still holds on (it is shown as stopped now)."""
         stats = session.stats
-        winding_down = session.stop_note() if worker.is_alive() else None
-        if worker.is_alive():  # stopped, and its thread has not let go yet: show it as stopped now
+        winding_down = session.stop_note() if held else None
+        if held:
             stats = dataclasses.replace(stats, cancelled=True)
         self._remember(job.job_id, stats)
         wav = self._close_wav(sink)  # the worker's own close, or now if Stop left it held
@@ -249,8 +259,8 @@ class DemoController:
             f"{state}: {stats.audio_s:.2f} s of audio, first audio after "
             f"{(stats.ttfa_s or 0) * 1000:.0f} ms, seed `{stats.seed}`{queued}"
         ) + (f" ({winding_down})" if winding_down else "")
-        take = self._take(session, values or {}, wav, job.job_id)
-        yield (status, wav, stats_markdown(stats, sampling), final_plot(stats, sampling), take)
+        take = self._take(session, values, wav, job.job_id)
+        return (status, wav, stats_markdown(stats, sampling), final_plot(stats, sampling), take)
 
     def _take(self, session, values: dict, wav: str | None, job_id: str = "") -> Take:
         """The finished run as a take: the controls as they ran (the seed used, not "random")."""
