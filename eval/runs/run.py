@@ -20,12 +20,14 @@ result equals an uninterrupted run (up to batch-shape rounding, facts §3).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
 import io
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,16 +262,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
     """
     cfg.validate()
     run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise RunError(f"--out {run_dir} is a file, not a run folder; pick a new --out")
-    run_dir.parent.mkdir(parents=True, exist_ok=True)
-    run_dir.mkdir(exist_ok=True)
-    lock = open(run_dir / ".lock", "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise RunError(f"{run_dir} is being written by another process") from None
-    try:
+    with _writing(run_dir):
         if not cfg.sampling.text_repetition:  # refused before the folder is written where it changes nothing
             engine = engine or _load_engine(cfg, log)
             why = text_repetition_error(engine, load_set(cfg.set, cfg.limit, list(cfg.categories) or None))
@@ -279,60 +272,91 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
         done = {r["id"] for r in done_rows(run_dir, repair=True)} | {r["id"] for r in error_rows(run_dir)}
         if done:
             log(f"resuming {run_dir}: {len(done)}/{len(items)} done")
-        pending = []
-        for u in items:
-            if u.id in done:
-                continue
-            why = input_error(u, cfg.sampling, cfg.engine)
-            if why is None:
-                pending.append(u)
-                continue
-            append_jsonl(run_dir / "errors.jsonl", {"id": u.id, "category": u.category, "chars": len(u.text),
-                                                    "error": why})
-            log(f"{u.id}: refused, {why}")
-            done.add(u.id)
+        pending = pending_items(cfg, run_dir, items, done, log)
         if cfg.engine == "piper" and any(u.ref_audio for u in pending):
             raise RunError("--engine piper cannot take this set's ref_audio column (local, local-stream and server can)")
+        rows = _Rows(run_dir, cfg, len(items), len(done), progress)
         if pending:
             engine = engine or _load_engine(cfg, log)
-            env_path = run_dir / "environment.json"
-            sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
-            sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                             "already_done": len(done), "engine": engine.describe(), **environment()})
-            write_json_atomic(env_path, {"sessions": sessions})
-        bar = tqdm(total=len(items), initial=len(done), desc=f"synth {run_dir.name}", unit="utt")
-        n_done = len(done)
-        similarity = None
-
-        def keep(u: Utterance, seed: int, s, ref: str | None = None) -> None:
-            nonlocal n_done, similarity
-            save_audio(run_dir, u, s)
-            sim = None
-            if ref:
-                if similarity is None:
-                    from eval.scoring.speaker_similarity import SpeakerSimilarity
-
-                    similarity = SpeakerSimilarity()
-                sim = similarity.similarity(ref, s.audio, s.sample_rate)
-            append_jsonl(run_dir / "rows.jsonl", make_row(u, s, seed, cfg, ref, sim))
-            n_done += 1
-            bar.update(1)
-            if progress:
-                progress(n_done, len(items))
-
-        # Every utterance handed over at once, each row written as it ends (any order): a server
-        # pool, a running batch, batch after batch, or files looked up by id (eval/engines).
-        seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
-        refs = [u.ref_audio or cfg.ref_audio for u in pending]
-        requests = [(u.text, sd) for u, sd in zip(pending, seeds)]
-        for i, s in engine.synthesize_each(requests, cfg.sampling, cfg.stream, refs, batch_size=cfg.batch_size,
-                                           ids=[u.id for u in pending]) if pending else ():
-            keep(pending[i], seeds[i], s, refs[i])
-        bar.close()
-        n_errors = len(error_rows(run_dir))
-        write_json_atomic(run_dir / "status.json", {"done": n_done, "errors": n_errors, "total": len(items),
-                                                    "complete": n_done == len(items)})
+            note_session(run_dir, engine.describe(), len(done))
+            # Every utterance handed over at once, each row written as it ends (any order): a
+            # server pool, a running batch, batch after batch, or files looked up by id (eval/engines).
+            seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
+            refs = [u.ref_audio or cfg.ref_audio for u in pending]
+            for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling,
+                                               cfg.stream, refs, batch_size=cfg.batch_size, ids=[u.id for u in pending]):
+                rows.keep(pending[i], seeds[i], s, refs[i])
+        rows.bar.close()
+        write_json_atomic(run_dir / "status.json", {"done": rows.done, "errors": len(error_rows(run_dir)),
+                                                    "total": len(items), "complete": rows.done == len(items)})
         return run_dir
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
+
+
+@contextlib.contextmanager
+def _writing(run_dir: Path) -> Iterator[None]:
+    """The run folder, made and held by this process alone (a lock file) while the block runs."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"--out {run_dir} is a file, not a run folder; pick a new --out")
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(exist_ok=True)
+    with open(run_dir / ".lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(f"{run_dir} is being written by another process") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def pending_items(cfg: RunConfig, run_dir: Path, items: list[Utterance], done: set[str], log) -> list[Utterance]:
+    """The utterances left to synthesize; one the settings cannot take gets its errors.jsonl row
+    (and joins `done`) instead."""
+    pending = []
+    for u in items:
+        if u.id in done:
+            continue
+        why = input_error(u, cfg.sampling, cfg.engine)
+        if why is None:
+            pending.append(u)
+            continue
+        append_jsonl(run_dir / "errors.jsonl", {"id": u.id, "category": u.category, "chars": len(u.text), "error": why})
+        log(f"{u.id}: refused, {why}")
+        done.add(u.id)
+    return pending
+
+
+def note_session(run_dir: Path, engine: dict, already_done: int) -> None:
+    """environment.json gains this session: when, what was done before it, the engine (its
+    description) and the machine."""
+    env_path = run_dir / "environment.json"
+    sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
+    sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                     "already_done": already_done, "engine": engine, **environment()})
+    write_json_atomic(env_path, {"sessions": sessions})
+
+
+class _Rows:
+    """Each finished utterance written: its audio, its row (with its speaker similarity to its
+    reference, where it has one), the bar and the caller's progress."""
+
+    def __init__(self, run_dir: Path, cfg: RunConfig, total: int, done: int, progress):
+        self.run_dir, self.cfg, self.total, self.done, self.progress = run_dir, cfg, total, done, progress
+        self.bar = tqdm(total=total, initial=done, desc=f"synth {run_dir.name}", unit="utt")
+        self._similarity = None  # loaded on the first reference
+
+    def keep(self, u: Utterance, seed: int, s, ref: str | None = None) -> None:
+        save_audio(self.run_dir, u, s)
+        sim = None
+        if ref:
+            if self._similarity is None:
+                from eval.scoring.speaker_similarity import SpeakerSimilarity
+
+                self._similarity = SpeakerSimilarity()
+            sim = self._similarity.similarity(ref, s.audio, s.sample_rate)
+        append_jsonl(self.run_dir / "rows.jsonl", make_row(u, s, seed, self.cfg, ref, sim))
+        self.done += 1
+        self.bar.update(1)
+        if self.progress:
+            self.progress(self.done, self.total)

@@ -45,8 +45,6 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
     engine: an eval engine (GepardLocal for one-pass); loaded from cfg.base when None.
     progress: optional callable(fraction, description) (the Eval tab).
     """
-    from eval.report.markdown import make_report
-    from eval.report.summary import write_outputs
     from eval.scoring.derail import DerailRule
 
     derail = derail or DerailRule()
@@ -54,38 +52,65 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
     out.mkdir(parents=True, exist_ok=True)
     cfg.validate()
     points = cfg.points()
-    saved = out / "sweep.json"
-    if saved.is_file():
-        old = json.loads(saved.read_text()).get("config", {})
-        if old.get("base") and {k: v for k, v in old["base"].items() if k != "model_cache"} != \
-                {k: v for k, v in cfg.base.to_json().items() if k != "model_cache"}:
-            raise RunError(f"{out} holds a sweep with other base settings; resume with the same ones or pick a new --out")
+    _check_resume(out / "sweep.json", cfg)
     say = progress or (lambda frac, desc: None)
     if engine is None:
         from eval.engines import load_engine
 
         engine = load_engine(cfg.base.engine, cfg.base.model, cfg.base.device, cfg.base.model_cache)
+    started = time.perf_counter()
+    synth_share = 0.7 if asr is not None else 0.95  # of the progress bar
+    stats = _synthesize(cfg, out, points, engine, lambda f, d: say(synth_share * f, d), log)
+    stats["synthesis_s"] = time.perf_counter() - started
+    tag = None
+    if asr is not None:
+        tag, stats["asr_transcribed"], stats["asr_cache_hits"] = _score(
+            out, points, asr, transcriber, cache, dnsmos, lambda f, d: say(synth_share + (0.95 - synth_share) * f, d),
+            log)
+    stats["asr_s"] = time.perf_counter() - started - stats["synthesis_s"]
+    say(0.96, "reports and charts")
+    _summarize(out, points, tag, derail)
+    stats["wall_s"] = time.perf_counter() - started
+    write_json_atomic(out / "sweep.json", {"config": cfg.to_json(), "asr": tag, "last_call": stats,
+                                           "derail_rule": derail.as_dict(),
+                                           "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    from eval.sweeps.heatmaps import sweep_charts
+
+    sweep_charts(out, log=log, derail=derail)
+    say(1.0, "done")
+    return out / "sweep.csv"
+
+
+def _check_resume(saved: Path, cfg: SweepConfig) -> None:
+    """A sweep folder resumes only with the base settings it was made with."""
+    if not saved.is_file():
+        return
+    old = json.loads(saved.read_text()).get("config", {})
+    if old.get("base") and {k: v for k, v in old["base"].items() if k != "model_cache"} != \
+            {k: v for k, v in cfg.base.to_json().items() if k != "model_cache"}:
+        raise RunError(f"{saved.parent} holds a sweep with other base settings; resume with the same ones or pick a "
+                       "new --out")
+
+
+def _synthesize(cfg: SweepConfig, out: Path, points: list[dict], engine, say, log) -> dict:
+    """Every point's run folder, group by group; say(fraction, line) reports progress. Returns
+    the call's counts (points, one_pass, sources_generated, decodes, rows)."""
     # A reference voice goes through the engine's batch path (eval.runs.run), not the one-pass traces.
     source = engine.trace_source() if cfg.one_pass and cfg.base.ref_audio is None else None
     one_pass = source is not None
-    started = time.perf_counter()
     stats = {"points": len(points), "one_pass": one_pass, "sources_generated": 0, "decodes": 0, "rows": 0}
-    store = None
     if one_pass:
-        from eval.sweeps.thresholds import TraceStore
+        from eval.sweeps.thresholds import TraceStore, one_pass_points
 
         store = TraceStore(out / "traces", *source)
-    n_groups = len(_groups(points, one_pass))
-    synth_share = 0.7 if asr is not None else 0.95
-    for gi, group in enumerate(_groups(points, one_pass)):
+    groups = _groups(points, one_pass)
+    for gi, group in enumerate(groups):
         cfgs = [(dataclasses.replace(cfg.base, sampling=cfg.base.sampling.replace(**p)), out / point_name(p)) for p in group]
 
         def sub(done, total, gi=gi):
-            say(synth_share * (gi + done / max(total, 1)) / n_groups, f"synthesis: group {gi + 1}/{n_groups}, {done}/{total} rows")
+            say((gi + done / max(total, 1)) / len(groups), f"synthesis: group {gi + 1}/{len(groups)}, {done}/{total} rows")
 
         if one_pass:
-            from eval.sweeps.thresholds import one_pass_points
-
             log(f"sweep one-pass: {', '.join(d.name for _, d in cfgs)} from one generation at the highest threshold")
             c = one_pass_points(cfgs, store, progress=sub, log=log)
             stats["decodes"] += c["decodes"]
@@ -94,24 +119,32 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
             for c, d in cfgs:
                 log(f"sweep point {d.name}")
                 run(c, d, engine=engine, log=log)
-    if store is not None:
+    if one_pass:
         stats["sources_generated"] = store.generated
-    stats["synthesis_s"] = time.perf_counter() - started
-    tag = None
-    if asr is not None:
-        from eval.runs.measure import measure
-        from eval.runs.score import asr_tag, score
-        from eval.scoring.transcript_cache import CachedTranscriber
+    return stats
 
-        tag = asr_tag(asr)
-        cached = CachedTranscriber(asr, out / "asr_cache" / f"{tag}.jsonl", weights_cache=cache, inner=transcriber)
-        for i, p in enumerate(points):
-            say(synth_share + (0.95 - synth_share) * i / len(points), f"ASR: point {i + 1}/{len(points)}")
-            score(out / point_name(p), asr, transcriber=cached, log=log)
-            measure(out / point_name(p), dnsmos=dnsmos, log=log)
-        stats["asr_transcribed"], stats["asr_cache_hits"] = cached.misses, cached.hits
-    stats["asr_s"] = time.perf_counter() - started - stats["synthesis_s"]
-    say(0.96, "reports and charts")
+
+def _score(out: Path, points: list[dict], asr, transcriber, cache, dnsmos: str, say, log) -> tuple[str, int, int]:
+    """Every point transcribed (one transcript cache for the sweep) and measured. Returns the ASR
+    tag, the transcriptions made and the cache hits."""
+    from eval.runs.measure import measure
+    from eval.runs.score import asr_tag, score
+    from eval.scoring.transcript_cache import CachedTranscriber
+
+    tag = asr_tag(asr)
+    cached = CachedTranscriber(asr, out / "asr_cache" / f"{tag}.jsonl", weights_cache=cache, inner=transcriber)
+    for i, p in enumerate(points):
+        say(i / len(points), f"ASR: point {i + 1}/{len(points)}")
+        score(out / point_name(p), asr, transcriber=cached, log=log)
+        measure(out / point_name(p), dnsmos=dnsmos, log=log)
+    return tag, cached.misses, cached.hits
+
+
+def _summarize(out: Path, points: list[dict], tag: str | None, derail) -> None:
+    """Each point's report and summary, and sweep.csv: a line per point."""
+    from eval.report.markdown import make_report
+    from eval.report.summary import write_outputs
+
     lines = []
     for p in points:
         d = out / point_name(p)
@@ -121,14 +154,6 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
         lines.append({**p, **point_line(summ), "run": d.name})
     df = pd.DataFrame(lines)
     replace_atomic(out / "sweep.csv", lambda tmp: df.to_csv(tmp, index=False))
-    stats["wall_s"] = time.perf_counter() - started
-    write_json_atomic(saved, {"config": cfg.to_json(), "asr": tag, "last_call": stats, "derail_rule": derail.as_dict(),
-                              "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    from eval.sweeps.heatmaps import sweep_charts
-
-    sweep_charts(out, log=log, derail=derail)
-    say(1.0, "done")
-    return out / "sweep.csv"
 
 
 def point_line(summ: dict) -> dict:

@@ -54,11 +54,19 @@ import torch
 from tqdm import tqdm
 
 from eval.jsonio import append_jsonl, write_bytes_atomic, write_json_atomic
-from eval.runs.environment import environment
-from eval.runs.checks import input_error
-from eval.runs.run import RunConfig, RunError, done_rows, error_rows, make_row, prepare_folder, save_audio
+from eval.runs.run import (
+    RunConfig,
+    RunError,
+    done_rows,
+    error_rows,
+    make_row,
+    note_session,
+    pending_items,
+    prepare_folder,
+    save_audio,
+)
 from eval.runs.seeds import sample_seed
-from eval.runs.sets import expand_samples
+from eval.runs.sets import Utterance, expand_samples
 from gepard_demo.model.ending import BUDGET, FORCE_STOP
 from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, derive  # noqa: F401 - the rule, shared with the page's re-cut
@@ -214,6 +222,48 @@ def one_pass_points(points: list[tuple[RunConfig, Path]], store: TraceStore, pro
     """
     if not points:
         return {"utterances": 0, "decodes": 0, "rows": 0}
+    _check_points(points)
+    base = points[0][0]
+    source_threshold = max(cfg.sampling.stop_threshold for cfg, _ in points)
+    dirs = [Path(d) for _, d in points]
+    with _locked(dirs):
+        items = [expand_samples(prepare_folder(cfg, d), cfg.seeds) for cfg, d in points]
+        ids = [u.id for u in items[0]]
+        if any([u.id for u in it] != ids for it in items):
+            raise RunError("one-pass points must share one set")
+        done = [{r["id"] for r in done_rows(d, repair=True)} | {r["id"] for r in error_rows(d)} for d in dirs]
+        for (cfg, d), dn in zip(points, done):  # what a direct run refuses goes to errors.jsonl, as there
+            pending_items(cfg, d, items[0], dn, log)
+        pending = [u for u in items[0] if any(u.id not in dn for dn in done)]
+        if pending:
+            engine = {**store.local.describe(), "one_pass_source_threshold": source_threshold}
+            for d, dn in zip(dirs, done):
+                note_session(d, engine, len(dn))
+        total, before = len(ids) * len(points), sum(len(dn) for dn in done)
+        bar = tqdm(total=total, initial=before, desc=f"one-pass {dirs[0].parent.name}", unit="row")
+        counts = {"utterances": len(pending), "decodes": 0, "rows": 0}
+
+        def wrote() -> None:
+            counts["rows"] += 1
+            bar.update(1)
+            if progress:
+                progress(before + counts["rows"], total)
+
+        for start in range(0, len(pending), base.batch_size):
+            batch = pending[start : start + base.batch_size]
+            seeds = [sample_seed(base.base_seed, u.sentence_id, u.sample) for u in batch]
+            caps = [source_cap([cfg.sampling for (cfg, _), dn in zip(points, done) if u.id not in dn], u.text)
+                    for u in batch]
+            traces = store.get([(u.text, s) for u, s in zip(batch, seeds)], base.sampling, source_threshold, caps)
+            for u, seed, tr in zip(batch, seeds, traces):
+                counts["decodes"] += _derive_rows(u, seed, tr, points, done, store.local, wrote)
+        bar.close()
+        for d, dn in zip(dirs, done):
+            write_json_atomic(d / "status.json", {"done": len(dn), "total": len(ids), "complete": len(dn) == len(ids)})
+    return counts
+
+
+def _check_points(points: list[tuple[RunConfig, Path]]) -> None:
     base = points[0][0]
     for cfg, _ in points:
         cfg.validate()
@@ -223,73 +273,34 @@ def one_pass_points(points: list[tuple[RunConfig, Path]], store: TraceStore, pro
                 or cfg.limit != base.limit or cfg.categories != base.categories or cfg.batch_size != base.batch_size \
                 or cfg.seeds != base.seeds:
             raise RunError("one-pass points must differ in stop threshold and force stop only")
-    source_threshold = max(cfg.sampling.stop_threshold for cfg, _ in points)
-    dirs = [Path(d) for _, d in points]
-    local = store.local
-    codec = local.codec
-    with _locked(dirs):
-        items = [expand_samples(prepare_folder(cfg, d), cfg.seeds) for cfg, d in points]
-        done = [{r["id"] for r in done_rows(d, repair=True)} for d in dirs]
-        ids = [u.id for u in items[0]]
-        if any([u.id for u in it] != ids for it in items):
-            raise RunError("one-pass points must share one set")
-        for (cfg, d), dn in zip(points, done):  # what a direct run refuses (eval/runs/checks.py) goes to errors.jsonl
-            dn.update(r["id"] for r in error_rows(d))
-            for u in items[0]:
-                why = None if u.id in dn else input_error(u, cfg.sampling, "local")
-                if why:
-                    append_jsonl(d / "errors.jsonl", {"id": u.id, "category": u.category, "chars": len(u.text), "error": why})
-                    dn.add(u.id)
-        pending = [u for u in items[0] if any(u.id not in dn for dn in done)]
-        total = len(ids) * len(points)
-        n_done = sum(len(dn) for dn in done)
-        if pending:
-            for cfg, d in points:
-                env_path = d / "environment.json"
-                sessions = json.loads(env_path.read_text())["sessions"] if env_path.is_file() else []
-                sessions.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                 "already_done": len(done[dirs.index(d)]),
-                                 "engine": {**local.describe(), "one_pass_source_threshold": source_threshold},
-                                 **environment()})
-                write_json_atomic(env_path, {"sessions": sessions})
-        bar = tqdm(total=total, initial=n_done, desc=f"one-pass {dirs[0].parent.name}", unit="row")
-        decodes = rows = 0
-        for start in range(0, len(pending), base.batch_size):
-            batch = pending[start : start + base.batch_size]
-            seeds = [sample_seed(base.base_seed, u.sentence_id, u.sample) for u in batch]
-            caps = [source_cap([cfg.sampling for (cfg, _), dn in zip(points, done) if u.id not in dn], u.text)
-                    for u in batch]
-            traces = store.get([(u.text, s) for u, s in zip(batch, seeds)], base.sampling, source_threshold, caps)
-            for u, seed, tr in zip(batch, seeds, traces):
-                audio_by_frames: dict[int, tuple[np.ndarray, float]] = {}
-                for (cfg, d), dn in zip(points, done):
-                    if u.id in dn:
-                        continue
-                    der = capped(derive(tr.p_stop, tr.frames, tr.source_threshold, cfg.sampling.stop_threshold,
-                                        cfg.sampling.max_frames, force_stop=tr.force_stop),
-                                 force_stop_for(cfg.sampling, u.text), cfg.sampling.max_frames)
-                    if der.frames not in audio_by_frames:
-                        t0 = time.perf_counter()
-                        raw = codec.decode(tr.codes[: der.frames])
-                        audio_by_frames[der.frames] = (raw, time.perf_counter() - t0)
-                        decodes += 1
-                    syn = _synthesis(local, tr, der, u.text, cfg, *audio_by_frames[der.frames])
-                    save_audio(d, u, syn)
-                    row = make_row(u, syn, seed, cfg)
-                    row["one_pass"] = {"source_threshold": tr.source_threshold,
-                                       "trace": trace_key(u.text, seed, base.sampling.replace(force_stop_frames=tr.force_stop)),
-                                       "timing": "estimated from the source run's step rate"}
-                    append_jsonl(d / "rows.jsonl", row)
-                    dn.add(u.id)
-                    rows += 1
-                    n_done += 1
-                    bar.update(1)
-                    if progress:
-                        progress(n_done, total)
-        bar.close()
-        for (cfg, d), dn in zip(points, done):
-            write_json_atomic(d / "status.json", {"done": len(dn), "total": len(ids), "complete": len(dn) == len(ids)})
-    return {"utterances": len(pending), "decodes": decodes, "rows": rows}
+
+
+def _derive_rows(u: Utterance, seed: int, tr: Trace, points: list[tuple[RunConfig, Path]], done: list[set[str]],
+                 local, wrote) -> int:
+    """One utterance's row in every point that lacks it, cut from its trace: each length decoded
+    once. Returns the decodes made."""
+    base = points[0][0]
+    audio_by_frames: dict[int, tuple[np.ndarray, float]] = {}
+    for (cfg, d), dn in zip(points, done):
+        if u.id in dn:
+            continue
+        der = capped(derive(tr.p_stop, tr.frames, tr.source_threshold, cfg.sampling.stop_threshold,
+                            cfg.sampling.max_frames, force_stop=tr.force_stop),
+                     force_stop_for(cfg.sampling, u.text), cfg.sampling.max_frames)
+        if der.frames not in audio_by_frames:
+            t0 = time.perf_counter()
+            raw = local.codec.decode(tr.codes[: der.frames])
+            audio_by_frames[der.frames] = (raw, time.perf_counter() - t0)
+        syn = _synthesis(local, tr, der, u.text, cfg, *audio_by_frames[der.frames])
+        save_audio(d, u, syn)
+        row = make_row(u, syn, seed, cfg)
+        row["one_pass"] = {"source_threshold": tr.source_threshold,
+                           "trace": trace_key(u.text, seed, base.sampling.replace(force_stop_frames=tr.force_stop)),
+                           "timing": "estimated from the source run's step rate"}
+        append_jsonl(d / "rows.jsonl", row)
+        dn.add(u.id)
+        wrote()
+    return len(audio_by_frames)
 
 
 def _synthesis(local, tr: Trace, der: Derived, text: str, cfg: RunConfig, raw: np.ndarray, decode_s: float):
