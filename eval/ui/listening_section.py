@@ -73,56 +73,69 @@ def build_listening_section(runs_dir: str, speak: Any = None) -> dict[str, Any]:
         note = gr.Markdown()
         report = gr.Markdown(elem_id="eval-listen-report")
 
-    def _session(session_name: str, chosen: list[str] | None = None, shuffle: int = 0) -> Session:
-        return Session.open(runs_dir, (session_name or "").strip(), chosen or None, int(shuffle or 0))
+    h = _Handlers(runs_dir)
+    shown = [pair, line, a_audio, b_audio, done, report]
+    start.click(h.start, [runs, name, who, seed], [saved, *shown], api_name="eval_listening_start")
+    gr.on(triggers=None, fn=h.restore, inputs=[saved], outputs=[name, who, *shown], api_visibility="private")
+    for button, choice in ((pick_a, "A"), (same, "same"), (pick_b, "B")):
+        button.click(lambda s, i, c=choice: h.answer(s, i, c), [saved, pair], shown, api_visibility="private")
 
+    wire_open(open_a, [saved, done], lambda s, d: h.side(s, d, "a"), speak, note, runs_dir)
+    wire_open(open_b, [saved, done], lambda s, d: h.side(s, d, "b"), speak, note, runs_dir)
+    return {"runs": runs}
+
+
+class _Handlers:
+    """The section's event handlers, on the sessions under one runs folder."""
+
+    def __init__(self, runs_dir: str):
+        self.runs_dir = runs_dir
+
+    def _session(self, session_name: str, chosen: list[str] | None = None, shuffle: int = 0) -> Session:
+        return Session.open(self.runs_dir, (session_name or "").strip(), chosen or None, int(shuffle or 0))
+
+    @staticmethod
     def _show(session: Session, listener: str):
+        import gradio as gr
+
         index, text, a, b = ask(session, listener)
         return index, text, a, b, gr.update(choices=answered(session, listener), value=None), results(session)
 
-    def _start(chosen, session_name, listener, shuffle):
+    def start(self, chosen, session_name, listener, shuffle):
         try:
             listener = (listener or "").strip()
             if not listener:
                 raise ListeningError("say who is listening (a name or initials): votes are kept per listener")
-            session = _session(session_name, chosen, shuffle)
-            return ({"session": session.folder.name, "who": listener}, *_show(session, listener))
+            session = self._session(session_name, chosen, shuffle)
+            return ({"session": session.folder.name, "who": listener}, *self._show(session, listener))
         except Exception as e:
             raise tab_error(e) from e
 
-    def _restore(state):
-        # On load (and when the state changes): the session this browser had open, if any.
+    def restore(self, state):
+        """On load (and when the state changes): the session this browser had open, if any."""
+        import gradio as gr
+
         if not state or not state.get("session") or not state.get("who"):
             return (gr.skip(),) * 8
         try:
-            session = _session(state["session"])
+            session = self._session(state["session"])
         except ListeningError:
             return (gr.skip(),) * 8  # the session is gone (another runs folder): start afresh
-        return (state["session"], state["who"], *_show(session, state["who"]))
+        return (state["session"], state["who"], *self._show(session, state["who"]))
 
-    def _answer(state, index, choice):
+    def answer(self, state, index, choice):
         try:
             if not state or not state.get("session") or index is None:
                 raise ListeningError("start (or resume) a session first")
-            session = _session(state["session"])
+            session = self._session(state["session"])
             session.answer(state["who"], int(index), choice)
-            return _show(session, state["who"])
+            return self._show(session, state["who"])
         except Exception as e:
             raise tab_error(e) from e
 
-    shown = [pair, line, a_audio, b_audio, done, report]
-    start.click(_start, [runs, name, who, seed], [saved, *shown], api_name="eval_listening_start")
-    gr.on(triggers=None, fn=_restore, inputs=[saved], outputs=[name, who, *shown], api_visibility="private")
-    for button, choice in ((pick_a, "A"), (same, "same"), (pick_b, "B")):
-        button.click(lambda s, i, c=choice: _answer(s, i, c), [saved, pair], shown, api_visibility="private")
-
-    def _side(state, picked, side):
+    def side(self, state, picked, side):
+        """An answered pair's run on one side, and its utterance id (to open it in the demo)."""
         if not picked or not state or not state.get("session"):
             return None, None
-        session = _session(state["session"])
-        p = session.pairs[int(picked)]
+        p = self._session(state["session"]).pairs[int(picked)]
         return p.a["run"] if side == "a" else p.b["run"], p.id
-
-    wire_open(open_a, [saved, done], lambda s, d: _side(s, d, "a"), speak, note, runs_dir)
-    wire_open(open_b, [saved, done], lambda s, d: _side(s, d, "b"), speak, note, runs_dir)
-    return {"runs": runs}

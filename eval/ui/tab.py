@@ -82,30 +82,10 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
     """Create the Eval tab's components in the current Gradio context (see the module doc)."""
     import gradio as gr
 
-    from gepard_demo.alignment.weights import bundled_sizes
-
     runs_dir = str(runs_dir)
     gr.Markdown("Evaluate a whole test set: synthesize, transcribe with Whisper, and score. "
                 "Corpus WER = sum(S+D+I) / sum(reference words) after Whisper's English normalizer; 95% bootstrap CIs.")
-    with gr.Row():
-        with gr.Column():
-            set_name = gr.Dropdown(builtin_sets(), value="smoke", label="Test set", elem_id="eval-set")
-            set_file = gr.File(label="...or your own set (.txt one sentence a line, or .jsonl with id/text/category)",
-                               file_types=[".txt", ".jsonl"], type="filepath")
-            with gr.Row():
-                limit = gr.Number(value=0, precision=0, minimum=0, label="Limit (0 = all)", elem_id="eval-limit")
-                batch_size = gr.Number(value=4, precision=0, minimum=1, maximum=256, label="Batch size", elem_id="eval-batch")
-                base_seed = gr.Number(value=1234, precision=0, minimum=0, label="Base seed")
-            engine_name = gr.Radio(["local", "piper"], value="local", label="Engine (piper = real-speech reference)")
-            run_name = gr.Textbox(label="Run name (blank: timestamp)")
-        with gr.Column():
-            settings = build_settings_form()
-        with gr.Column():
-            sizes = bundled_sizes() or ["tiny.en"]
-            asr_backend = gr.Radio(["faster-whisper", "openai-whisper"], value="faster-whisper", label="ASR")
-            asr_model = gr.Dropdown(sizes, value=sizes[0], label="Whisper model", allow_custom_value=True)
-            vad = gr.Checkbox(value=True, label="VAD trim (Silero)")
-            run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
+    form, run_name, run_btn = _run_form()
     summary = gr.Markdown(elem_id="eval-summary")
     with gr.Row():
         failed = gr.Dropdown([], label="Play an utterance (the failure table's first)", elem_id="eval-failed")
@@ -122,8 +102,6 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             refresh = gr.Button("Refresh the lists")
             open_btn = gr.Button("Open")
     pickers = [pick, *build_compare_section(runs_dir, speak).values(), *build_listening_section(runs_dir, speak).values()]
-    fields = (set_name, set_file, limit, batch_size, base_seed, engine_name, asr_backend, asr_model, vad)
-    form = {**dict(zip(RUN_FIELDS, fields)), **settings}
     build_sweep_section(engine_provider, runs_dir, limits, form)
 
     def _refresh():
@@ -160,3 +138,33 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
     open_btn.click(_open, [pick], [summary, table, charts, failed], api_name="eval_open")
     failed.change(_play, [pick, failed], [failed_audio, row_words], api_name="eval_play_failed")
     wire_open(open_row, [pick, failed], lambda name, uid: (name, uid), speak, open_note, runs_dir)
+
+
+def _run_form():
+    """The set, engine, settings and ASR columns: (the form's components by RUN_FIELDS and the
+    declared settings, the run name box, the Run button)."""
+    import gradio as gr
+
+    from gepard_demo.alignment.weights import bundled_sizes
+
+    with gr.Row():
+        with gr.Column():
+            set_name = gr.Dropdown(builtin_sets(), value="smoke", label="Test set", elem_id="eval-set")
+            set_file = gr.File(label="...or your own set (.txt one sentence a line, or .jsonl with id/text/category)",
+                               file_types=[".txt", ".jsonl"], type="filepath")
+            with gr.Row():
+                limit = gr.Number(value=0, precision=0, minimum=0, label="Limit (0 = all)", elem_id="eval-limit")
+                batch_size = gr.Number(value=4, precision=0, minimum=1, maximum=256, label="Batch size", elem_id="eval-batch")
+                base_seed = gr.Number(value=1234, precision=0, minimum=0, label="Base seed")
+            engine_name = gr.Radio(["local", "piper"], value="local", label="Engine (piper = real-speech reference)")
+            run_name = gr.Textbox(label="Run name (blank: timestamp)")
+        with gr.Column():
+            settings = build_settings_form()
+        with gr.Column():
+            sizes = bundled_sizes() or ["tiny.en"]
+            asr_backend = gr.Radio(["faster-whisper", "openai-whisper"], value="faster-whisper", label="ASR")
+            asr_model = gr.Dropdown(sizes, value=sizes[0], label="Whisper model", allow_custom_value=True)
+            vad = gr.Checkbox(value=True, label="VAD trim (Silero)")
+            run_btn = gr.Button("Run evaluation", variant="primary", elem_id="eval-run")
+    fields = (set_name, set_file, limit, batch_size, base_seed, engine_name, asr_backend, asr_model, vad)
+    return {**dict(zip(RUN_FIELDS, fields)), **settings}, run_name, run_btn
