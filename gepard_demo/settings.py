@@ -10,7 +10,7 @@ import dataclasses
 import secrets
 from dataclasses import dataclass
 
-from .declare import Control, served_as, setting
+from .declare import Control, declared, served_as, setting, values_of
 
 # 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
@@ -373,3 +373,14 @@ class TrafficSettings:
         changes = {"per_client": max(1, max_batch // 2), **changes}
         changes.setdefault("max_running", max(TrafficSettings.max_running, max_batch, changes["per_client"]))
         return TrafficSettings(**changes).validate()
+
+
+def fixed_by_server(sampling: SamplingSettings | None = None, stream: StreamSettings | None = None) -> str:
+    """The settings a speech server fixes at its start (declared served="fixed": vLLM-Omni takes
+    no `extra_params`), in words: each with its value when the server's settings are given."""
+    words = []
+    for cls, given in ((SamplingSettings, sampling), (StreamSettings, stream)):
+        written = declared(cls)
+        for name in served_as(cls, "fixed"):
+            words.append(name.replace("_", " ") + ("" if given is None else f" {written[name].write(values_of(given)[name])}"))
+    return ", ".join(words)

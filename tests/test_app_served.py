@@ -47,7 +47,7 @@ def test_banner_and_disabled_controls(served_app):
     config = httpx.get(f"{url}/config", timeout=30).json()
     text = json.dumps(config)
     assert server_url in text and "The server fixes" in text and "random weights" in text
-    assert "temperature 0.7" in text and "chunks 3 then 5 frames" in text  # read from the server
+    assert "temperature 0.7" in text and "first chunk frames 3, chunk frames 5" in text  # read from the server
     by_id = {c["props"].get("elem_id"): c["props"] for c in config["components"] if c.get("props", {}).get("elem_id")}
     for elem in ("gepard-temperature", "gepard-top-k", "gepard-stop-threshold", "gepard-chunk", "gepard-fade"):
         assert by_id[elem]["interactive"] is False and "Fixed by the server" in by_id[elem]["info"], elem

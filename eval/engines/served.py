@@ -53,7 +53,7 @@ from gepard_demo.serving.client import (
 )
 from gepard_demo.declare import changed, served_as
 from gepard_demo.serving.protocol import pcm16_to_float
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings, fixed_by_server
 from gepard_demo.units import SAMPLE_RATE
 
 RESUME_HINT = ("Is it running (`python -m gepard_demo serve` or vLLM-Omni)? Finished rows are kept: "
@@ -75,9 +75,8 @@ def check_server_settings(sampling: SamplingSettings, stream: StreamSettings) ->
     fixed = [f"{k}={v}" for settings in (sampling, stream) for k, v in changed(settings).items()
              if k in served_as(type(settings), "fixed")]
     if fixed:
-        raise ServerError(f"--engine server cannot set {', '.join(fixed)}: temperature, top-k, greedy, stop threshold "
-                          "and chunking / fade / silence are fixed per server (start the server with them); "
-                          "only the seed and --max-frames go with each request")
+        raise ServerError(f"--engine server cannot set {', '.join(fixed)}: {fixed_by_server()} are fixed per server "
+                          "(start the server with them); only the seed and --max-frames go with each request")
 
 
 def extensions_for(servers: list["GepardServer"], sampling: SamplingSettings) -> dict:

@@ -40,7 +40,7 @@ from eval.runs.environment import environment
 from eval.runs.seeds import DEFAULT_BASE_SEED, sample_seed
 from eval.runs.sets import SetError, Utterance, expand_samples, load_set, resolve_set_path
 from eval.scoring.audio import write_wav_atomic
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings, fixed_by_server
 
 # Changing any of these between a run and its resume would mix two experiments in one folder.
 IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio", "seeds")
@@ -237,7 +237,7 @@ def row_settings(cfg: RunConfig, seed: int) -> dict:
         s = cfg.sampling
         return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": s.max_frames,
                 "guardrails": guardrail_fields(s),
-                "fixed_by_server": "temperature, top-k, stop threshold, streaming: see environment.json"}
+                "fixed_by_server": f"{fixed_by_server()}: see environment.json"}
     if cfg.engine == "piper":
         return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}
     if cfg.engine == "files":

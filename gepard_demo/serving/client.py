@@ -7,8 +7,8 @@ Used by eval's served engine and the app's served mode; the wire format lives in
     for pcm in client.stream("Hello.", seed=1, max_new_tokens=200, mode="sse"):
         ...                                # int16 arrays as they arrive (22050 Hz mono)
 
-Only the seed, the frame budget and a reference voice go with a request: temperature, top-k,
-stop threshold and the chunking are fixed per server (vLLM-Omni refuses `extra_params`). A
+Only the seed, the frame budget and a reference voice go with a request: sampling and chunking
+are fixed per server (settings.fixed_by_server; vLLM-Omni refuses `extra_params`). A
 reference voice goes as vLLM-Omni's `ref_audio` field (a data URL); our server clones with it,
 vLLM-Omni 0.30 refuses it for Gepard (a 400, "refused").
 """

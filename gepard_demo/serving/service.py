@@ -42,9 +42,8 @@ def refusal(exc: Exception) -> tuple[str, int, str | None]:
 
 @dataclass
 class SpeechService:
-    """engine, codec: loaded. sampling: the server's fixed temperature / top-k / greedy / stop
-    threshold (its max_frames the default max_new_tokens, its seed if any the default seed).
-    stream: the fixed chunking, decode mode, fade and silence. prefixer: a SpeakerPrefixer for
+    """engine, codec: loaded. sampling, stream: what the server fixes (settings.fixed_by_server);
+    sampling's max_frames is the default max_new_tokens and its seed, if any, the default seed. prefixer: a SpeakerPrefixer for
     `ref_audio` (None: the cloning fields are refused). aligner: for `word_timestamps` (None:
     refused, as vLLM-Omni refuses it without --forced-aligner)."""
 

@@ -5,8 +5,8 @@ its player, stats and controls. `ServedHost` stands where `ModelHost` stands (th
 asks it for a session), and `ServedSession` streams one request over SSE (`serving/client.py`)
 with the interface of `SynthesisSession`, so the same player route, Stop button and stats work.
 
-What a served model fixes: temperature, top-k, greedy, stop threshold and all chunking / fade
-/ silence are the server's (vLLM-Omni takes no `extra_params`); only the text, the seed and
+What a served model fixes (settings.fixed_by_server: sampling and all chunking / fade / silence)
+is the server's (vLLM-Omni takes no `extra_params`); only the text, the seed and
 the frame budget (max_new_tokens) go with a request, plus a reference voice (`ref_audio`) and
 guidance (`cfg_scale` / `cfg_frames`) where the server's /v1/models entry says it takes them
 (ours does; vLLM-Omni 0.30's Gepard takes neither). The page disables the other controls and
@@ -41,7 +41,7 @@ from gepard_demo.serving.client import (
 )
 from gepard_demo.declare import served_as
 from gepard_demo.serving.protocol import pcm16_to_float
-from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings, fixed_by_server
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text
@@ -216,13 +216,9 @@ class ServedHost(PageHost):
             lines.append("⚠️ **The server runs a model with random weights: it makes noise, not speech.**")
         fixed = self.fixed_settings()
         if fixed:
-            s, st = fixed
-            what = (f"temperature {s.temperature:g}, top-k {s.top_k}, greedy {str(s.greedy).lower()}, stop threshold "
-                    f"{s.stop_threshold:g}; chunks {st.first_chunk_frames} then {st.chunk_frames} frames, "
-                    f"{st.decode_mode} decode, fade {st.fade_ms:g} ms, silence {st.silence_ms:g} ms")
-        else:
-            what = ("temperature, stop threshold (gepard_config.json), chunking, lookback and fade (the "
-                    "VLLM_GEPARD_* env vars); it does not report their values")
+            what = fixed_by_server(*fixed)
+        else:  # vLLM-Omni reads them from gepard_config.json and its VLLM_GEPARD_* env vars
+            what = f"{fixed_by_server()} (gepard_config.json, the VLLM_GEPARD_* env vars); it does not report their values"
         extras = [name for name, on in (("a reference voice", self.features.voice_cloning),
                                         ("CFG", self.features.guidance)) if on]
         sent = "the text, the seed and max frames" + "".join(f", {x}" for x in extras)
