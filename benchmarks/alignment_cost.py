@@ -26,7 +26,6 @@ Measure on a quiet machine.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from alignment_fixtures import (RATE, WORD_GAPS, WORDS, boundary_errors, core_se
 
 from gepard_demo.alignment.aligner import Aligner  # noqa: E402
 from gepard_demo.alignment.settings import AlignmentSettings  # noqa: E402
+from gepard_demo.speed.select import detect_hardware  # noqa: E402
 
 CONFIGS = [("tiny.en", True), ("base", True), ("tiny.en", False)]  # (weights, trimmed encoder context)
 
@@ -118,7 +118,7 @@ def main() -> int:
         for label, audio, text in cases:
             for c in CONFIGS:
                 costs[c][label].append(cost(aligners[c], audio, text, 2 if args.quick else args.rounds))
-    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in Path("/proc/cpuinfo").read_text()]
+    flags = detect_hardware("cpu").cpu_flags  # the one reading of /proc/cpuinfo
     print(f"# Word aligner: cost and edge error ({args.threads} torch threads; CPU flags: {', '.join(flags)})\n")
     names = [f"{w}{'' if trim else ' (30 s window)'}" for w, trim in CONFIGS]
     print("| CPU-s per audio-s | " + " | ".join(names) + " |")

@@ -30,6 +30,7 @@ import soundfile as sf  # noqa: E402
 from eval.engines.served import load_server_engine  # noqa: E402
 from eval.runs.run import RunConfig, run  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
+from processes import spawn, stop_process  # noqa: E402
 
 
 def free_port() -> int:

@@ -185,11 +185,9 @@ def main() -> int:
 
 
 def _flags() -> str:
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0]
-    except (OSError, IndexError):
-        return "?"
-    return " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f" {f}" in flags)
+    from gepard_demo.speed.select import detect_hardware
+
+    return " ".join(detect_hardware("cpu").cpu_flags)  # the one reading of /proc/cpuinfo
 
 
 if __name__ == "__main__":

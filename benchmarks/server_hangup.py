@@ -29,7 +29,6 @@ import argparse
 import json
 import socket
 import statistics
-import subprocess
 import sys
 import time
 from contextlib import contextmanager
