@@ -1,7 +1,8 @@
 # make demo: set up .venv and launch the app on http://127.0.0.1:7860
 # make test: install the system packages the tests need (.ci/apt-packages.txt: as root or with
 #            passwordless sudo, else it stops and prints the command), set up .venv (+ test
-#            extras) and run the whole test suite
+#            extras) and run the whole test suite (.ci/suite.sh: two workers, then the modules
+#            that fork a GPU worker alone)
 # make test-slowed: the whole suite with a busy loop pinned on each core (.ci/slowed.sh), as the
 #            pool's slowest host runs it: the check before a submission that no test assumes speed
 # make test-isa: the numerics-sensitive tests again under the pool's other CPU kinds' instruction
@@ -40,10 +41,10 @@ demo: setup
 	$(PY) app.py
 
 test: system-packages setup-test
-	$(PY) -m pytest
+	PY=$(PY) .ci/suite.sh
 
 test-slowed: system-packages setup-test
-	.ci/slowed.sh $(PY) -m pytest
+	PY=$(PY) .ci/slowed.sh .ci/suite.sh
 
 test-isa: setup-test
 	PY=$(PY) .ci/test-isa.sh

@@ -1,4 +1,4 @@
-"""Command line: `python -m gepard_demo synth "TEXT" -o out.wav`, `serve` and `make-tiny DIR`.
+"""Command line: `python -m gepard_demo synth "TEXT" -o out.wav`, `serve`, `speak` and `make-tiny DIR`.
 
 The only place (with app.py and eval's CLI) that reads GEPARD_MODEL / GEPARD_CACHE_DIR: flags and
 env vars become settings dataclasses here and are passed down.
@@ -150,6 +150,53 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_speak(args: argparse.Namespace) -> int:
+    """Standard input spoken as it arrives, through a server's speech WebSocket (ours or vLLM-Omni's)."""
+    import asyncio
+
+    from gepard_demo.serving.stream_client import StreamError, speak_pieces
+
+    config = {"split_granularity": args.split}
+    config.update({k: v for k, v in (("seed", args.seed), ("max_new_tokens", args.max_new_tokens)) if v is not None})
+    units = []
+
+    async def run() -> None:
+        async for unit in speak_pieces(args.server, _stdin_pieces(), **config):
+            print(json.dumps({"unit": unit.index, "text": unit.text, "text_to_audio_ms": None if unit.wait_s is None
+                              else round(unit.wait_s * 1000), "audio_s": round(len(unit.pcm) / unit.sample_rate, 3),
+                              "error": unit.error}), file=sys.stderr)
+            if args.out == "-":
+                sys.stdout.buffer.write(unit.pcm.astype("<i2").tobytes())
+                sys.stdout.buffer.flush()
+            units.append(unit)
+
+    try:
+        asyncio.run(run())
+    except StreamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.out not in (None, "-") and units:
+        import numpy as np
+        import soundfile as sf
+
+        sf.write(args.out, np.concatenate([u.pcm for u in units]), units[0].sample_rate, subtype="PCM_16")
+    return 0
+
+
+async def _stdin_pieces():
+    """Standard input as it arrives (a pipe gives what the writer flushed), decoded as UTF-8."""
+    import asyncio
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    loop = asyncio.get_running_loop()
+    while data := await loop.run_in_executor(None, os.read, sys.stdin.fileno(), 4096):
+        if text := decoder.decode(data):
+            yield text
+    if tail := decoder.decode(b"", final=True):
+        yield tail
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its flags (tests/test_docs.py checks the docs' commands against it)."""
     parser = argparse.ArgumentParser(prog="python -m gepard_demo", description="Gepard-1.0 TTS on CPU or one GPU")
@@ -188,6 +235,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve vLLM-Omni's word_timestamps field with our aligner (Whisper weights: tiny.en when "
                             "no value, base, or a path); off by default, as vLLM-Omni without --forced-aligner")
     serve.set_defaults(func=cmd_serve)
+
+    speak = sub.add_parser("speak", help="speak standard input as it arrives through a server's speech WebSocket "
+                                          "(ours or vLLM-Omni's): `some-llm | python -m gepard_demo speak --server URL`")
+    speak.add_argument("--server", required=True, help="the server's address, e.g. http://127.0.0.1:8091")
+    speak.add_argument("-o", "--out", default=None,
+                       help="WAV file to write at the end, or - for raw s16le PCM on stdout as each unit comes "
+                            "(| aplay -r 22050 -f S16_LE)")
+    speak.add_argument("--split", choices=["sentence", "clause", "none"], default="sentence",
+                       help="where a unit ends (vLLM-Omni's split_granularity); none: all of the input at its end")
+    speak.add_argument("--seed", type=int, default=None, help="unit k takes the seed a long text's segment k takes")
+    speak.add_argument("--max-new-tokens", type=int, default=None, help="frames per unit at most")
+    speak.set_defaults(func=cmd_speak)
     return parser
 
 

@@ -22,6 +22,8 @@ from gepard_demo.settings import SamplingSettings
 from gepard_demo.ui.gpu_host import GpuHost
 from gepard_demo.ui.model_host import ModelHost
 
+pytestmark = pytest.mark.forks  # a GPU worker is forked (pytest.ini)
+
 
 @pytest.fixture(scope="module")
 def gpu_host(tiny_cache_dir):

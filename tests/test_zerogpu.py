@@ -29,6 +29,8 @@ from gepard_demo.zerogpu.resident import OutsideGpuCall, Resident
 from gepard_demo.zerogpu.runners import InProcess, ZeroGpu
 from gepard_demo.zerogpu.session import GpuSession
 
+pytestmark = pytest.mark.forks  # a GPU worker is forked (pytest.ini)
+
 STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=6, fade_ms=10.0)
 
 

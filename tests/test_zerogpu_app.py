@@ -23,7 +23,7 @@ from hold_fixtures import ENDLESS_SEED
 
 from gepard_demo.ui.voice import example_voices
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.forks]
 ROOT = Path(__file__).resolve().parent.parent
 
 PLAYER_DONE = """(jobId) => {

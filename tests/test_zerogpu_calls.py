@@ -27,7 +27,7 @@ from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import Resident
 from gepard_demo.zerogpu.session import GpuSession
 
-pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+pytestmark = [pytest.mark.numerics, pytest.mark.forks]  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
 SENTENCE = "The weather is sunny today, with a light breeze from the west."
 STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=9, fade_ms=20.0, silence_ms=40.0)

@@ -22,7 +22,7 @@ from zerogpu_device import ILLEGAL, NO_GPU, QUEUE_TIMEOUT, QUOTA, DeviceApi, spa
 
 from gepard_demo.ui.voice import example_voices
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.forks]
 
 # A JWT-shaped X-IP-Token (spaces reads its payload): what Hugging Face's page sends for a visitor.
 TOKEN = "eyJhbGciOiJub25lIn0.eyJ1c2VyIjoidmlzaXRvciJ9.c2lnbmF0dXJl"

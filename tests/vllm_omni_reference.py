@@ -29,16 +29,30 @@ def wheel_root() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
-@lru_cache(maxsize=1)
-def request_model():
-    path = wheel_root() / "entrypoints/openai/protocol/audio.py"
-    spec = importlib.util.spec_from_file_location("vllm_omni_protocol_audio", path)
+@lru_cache(maxsize=None)
+def _module(rel: str, name: str):
+    """A module of the wheel that needs no vLLM, loaded by file path."""
+    spec = importlib.util.spec_from_file_location(name, wheel_root() / rel)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # pydantic resolves the model's annotations through it
+    sys.modules[spec.name] = module  # pydantic resolves a model's annotations through it
     with warnings.catch_warnings():  # its CreateAudio uses pydantic's deprecated class Config
         warnings.simplefilter("ignore", DeprecationWarning)
         spec.loader.exec_module(module)
-    return module.OpenAICreateSpeechRequest
+    return module
+
+
+def request_model():
+    return _module("entrypoints/openai/protocol/audio.py", "vllm_omni_protocol_audio").OpenAICreateSpeechRequest
+
+
+def stream_config_model():
+    """The speech WebSocket's session.config model (StreamingSpeechSessionConfig)."""
+    return _module("entrypoints/openai/protocol/audio.py", "vllm_omni_protocol_audio").StreamingSpeechSessionConfig
+
+
+def text_splitter():
+    """The speech WebSocket's SpeechTextSplitter class."""
+    return _module("entrypoints/openai/speech_text_splitter.py", "vllm_omni_speech_text_splitter").SpeechTextSplitter
 
 
 def _tree(rel: str) -> ast.Module:

@@ -48,7 +48,7 @@ import logging
 from typing import Any
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -66,6 +66,8 @@ from gepard_demo.serving.protocol import (
     streaming_wav_header,
 )
 from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
+from gepard_demo.serving.speech_stream import SpeechStreamHandler
+from gepard_demo.serving.stream_protocol import STREAM_PATH
 from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
 from gepard_demo.streaming.report import report_headers, run_report
 from gepard_demo.streaming.session import SynthesisSession
@@ -167,6 +169,12 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
     async def server_error(request: Request, exc: Exception):
         log.exception("speech request failed")
         return _error(f"{type(exc).__name__}: {exc}", 500)
+
+    streams = SpeechStreamHandler(service, ahead=max(1, batching.look_ahead))
+
+    @app.websocket(STREAM_PATH)
+    async def speech_stream(ws: WebSocket):
+        await streams.handle(ws)
 
     @app.get(MODELS_PATH)
     async def models():

@@ -84,15 +84,32 @@ class SpeechService:
     async def open(self, body: dict) -> tuple[SpeechRequest, cloning.CloningFields, SynthesisSession]:
         """A JSON body -> its request, cloning fields and session (not started: it starts when
         iterated). Raises one of REFUSALS for a request it refuses."""
+        req, clone = self.check(body)  # text and settings checked before any reference audio is decoded
+        return req, clone, self.session(req, clone, await self.speaker(clone))
+
+    def check(self, body: dict) -> tuple[SpeechRequest, cloning.CloningFields]:
+        """The body's request and cloning fields, every check made but the reference clip's
+        decoding (raises one of REFUSALS)."""
         plain, extensions = cloning.split_extensions(body)
         req = parse_speech_request(plain, self.model_id, self.rules)
         clone = cloning.parse_cloning_fields({**plain, **extensions}, self._settings(req))
-        self._session(req, clone)  # text and settings checked before any reference audio is decoded
-        speaker = None
-        if clone.ref_audio is not None:
-            async with self.encoder_lock:
-                speaker = (await anyio.to_thread.run_sync(self.prefixer.from_bytes, clone.ref_audio)).tokens
-        return req, clone, self._session(req, clone, speaker)
+        self.session(req, clone)
+        return req, clone
+
+    async def speaker(self, clone: cloning.CloningFields) -> Any:
+        """The speaker prefix of the request's reference clip (None: the default voice); one
+        encode at a time, off the event loop. Raises ReferenceAudioError for a bad clip."""
+        if clone.ref_audio is None:
+            return None
+        async with self.encoder_lock:
+            return (await anyio.to_thread.run_sync(self.prefixer.from_bytes, clone.ref_audio)).tokens
+
+    def session(self, req: SpeechRequest, clone: cloning.CloningFields, speaker: Any = None) -> SynthesisSession:
+        """The request's session (checks its text and settings up front, without the engine)."""
+        settings = self._settings(req).replace(seed=req.seed if req.seed is not None else self.sampling.seed,
+                                               **clone.cfg)
+        return SynthesisSession(self.scheduler, self.stream_codec, req.text, settings, self.stream, speaker=speaker,
+                                look_ahead=self.batching.look_ahead)
 
     def headers(self, session: SynthesisSession, clone: cloning.CloningFields) -> dict[str, str]:
         """The headers every answer carries, known before the first frame."""
@@ -104,10 +121,3 @@ class SpeechService:
 
     def _settings(self, req: SpeechRequest) -> SamplingSettings:
         return self.sampling.replace(max_frames=req.max_new_tokens or self.sampling.max_frames)
-
-    def _session(self, req: SpeechRequest, clone: cloning.CloningFields, speaker: Any = None) -> SynthesisSession:
-        settings = self._settings(req).replace(seed=req.seed if req.seed is not None else self.sampling.seed,
-                                               **clone.cfg)
-        # Checks text and settings up front, without touching the engine.
-        return SynthesisSession(self.scheduler, self.stream_codec, req.text, settings, self.stream, speaker=speaker,
-                                look_ahead=self.batching.look_ahead)

@@ -1,0 +1,305 @@
+"""The speech WebSocket on our server (`/v1/audio/speech/stream`; the messages: stream_protocol.py).
+
+Text comes in pieces, as a language model writes it. The splitter (streaming/text_splitter.py)
+cuts units as vLLM-Omni's does; each unit is a REST request of its own, checked as one
+(SpeechService.check: the session's config is checked once when it comes, so a bad field is
+refused there, naming it). Unlike the wheel, which makes one unit's audio before it reads the
+next message, a unit starts generating as soon as it closes: while one unit's audio is sent,
+the next ones (up to `ahead` at once) already run as rows of the running batch, so speech keeps
+up with text that comes faster than it is spoken. Audio goes out in order, one unit after
+another.
+
+Unit k of an utterance takes the seed segment k of a long text takes (streaming/segments.py
+`segment_seed`, from the config's seed, or one drawn per utterance): each unit's audio is what a
+REST request of that text and seed gives.
+
+A closed socket, at any moment, cancels every unit the connection started (their rows leave the
+batch at the next step) and ends the connection's tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import numpy as np
+from fastapi import WebSocket
+
+from gepard_demo.serving import stream_protocol as sp
+from gepard_demo.serving import timestamps
+from gepard_demo.serving.protocol import encode_audio, pcm16
+from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
+from gepard_demo.streaming.segments import segment_seed
+from gepard_demo.streaming.text_splitter import TextSplitter
+from gepard_demo.units import SAMPLE_RATE
+
+log = logging.getLogger(__name__)
+
+_END = object()  # a unit's chunk queue: its audio is all there
+
+
+class _UnitFailed(Exception):
+    """A unit refused, or its generation broke: told to the client in its turn."""
+
+    def __init__(self, message: str, sent: int):
+        super().__init__(message)
+        self.sent = sent
+
+
+@dataclass(eq=False)  # a unit is itself: kept in a set by identity
+class _Unit:
+    """One unit of text: its session (None: refused), its chunks as they are made."""
+
+    utterance: int
+    index: int
+    text: str
+    session: Any = None
+    refused: str | None = None
+    chunks: asyncio.Queue = field(default_factory=asyncio.Queue)
+    task: asyncio.Task | None = None
+
+
+class SpeechStreamHandler:
+    """One handler per server; `handle` serves one connection until it ends."""
+
+    def __init__(self, service: SpeechService, ahead: int = 2, idle_timeout_s: float = sp.IDLE_TIMEOUT_S,
+                 config_timeout_s: float = sp.CONFIG_TIMEOUT_S):
+        self.service = service
+        self.ahead = ahead  # units generating at once beyond the one being sent
+        self.idle_timeout_s = idle_timeout_s
+        self.config_timeout_s = config_timeout_s
+
+    async def handle(self, ws: WebSocket) -> None:
+        await ws.accept()
+        conn = _Connection(self, ws)
+        try:
+            await conn.run()
+        finally:
+            await conn.close()
+
+
+class _Connection:
+    def __init__(self, handler: SpeechStreamHandler, ws: WebSocket):
+        self.handler, self.service, self.ws = handler, handler.service, ws
+        self.config: sp.StreamConfig | None = None
+        self.extensions: dict = {}
+        self.speaker: Any = None
+        self.splitter = TextSplitter("none")
+        self.utterance = 0
+        self.units_sent = 0  # units of this utterance so far
+        self.open = False  # from an utterance's first text to its input.done
+        self.seed: int | None = None  # this utterance's seed (unit k: segment_seed(seed, k))
+        self.out: asyncio.Queue = asyncio.Queue()  # what goes to the client, in order
+        self.busy = 0  # items queued or being sent
+        self.generating = asyncio.Semaphore(1 + handler.ahead)
+        self.units: set[_Unit] = set()
+        self.sender = asyncio.create_task(self._send_all())
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            timeout = self.handler.config_timeout_s if self.config is None else self.handler.idle_timeout_s
+            try:
+                message = await asyncio.wait_for(self.ws.receive(), timeout)
+            except asyncio.TimeoutError:
+                if self.config is None:
+                    return await self._fail("Timeout waiting for session.config")
+                if self.busy:  # the client waits for audio still coming: not idle
+                    continue
+                return await self._fail("Idle timeout: no message received")
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("text") is None:
+                self._say(sp.error("binary frames are not accepted: send JSON text messages"))
+                continue
+            try:
+                msg = sp.parse_message(message["text"])
+                if await self._take(msg) == "close":
+                    return await self._finish_and_close()
+            except sp.StreamError as exc:
+                if self.config is None:  # a bad handshake ends the connection, as the wheel's
+                    return await self._fail(str(exc))
+                self._say(sp.error(str(exc)))
+
+    async def _take(self, msg: dict) -> str | None:
+        kind = msg.get("type")
+        if kind == "session.config":
+            if self.open:
+                raise sp.StreamError(sp.CONFIG_MID_UTTERANCE)
+            await self._configure(msg)
+        elif self.config is None:
+            raise sp.StreamError(f"Expected session.config, got: {kind}")
+        elif kind == "input.text":
+            text = msg.get("text", "")
+            if not isinstance(text, str):
+                raise sp.StreamError("input.text requires a string value")
+            self.open = self.open or bool(text)
+            for unit in self.splitter.feed(text):
+                self._start(unit)
+        elif kind == "input.done":
+            for unit in self.splitter.flush():
+                self._start(unit)
+            self._say(sp.session_done(self.utterance, self.units_sent))
+            self.utterance, self.units_sent, self.open, self.seed = self.utterance + 1, 0, False, None
+        elif kind == "session.close":
+            return "close"
+        else:
+            raise sp.StreamError(f"Unknown message type: {kind}")
+        return None
+
+    async def _configure(self, msg: dict) -> None:
+        """A session.config: checked as a REST request of its fields would be (the reference
+        clip decoded once, here), then the connection's until the next one."""
+        config, extensions = sp.parse_config(msg)
+        if config.word_timestamps and self.service.aligner is None:
+            raise sp.StreamError(sp.NO_ALIGNER)
+        if config.word_timestamps and not (config.stream_audio and config.response_format == "pcm"):
+            raise sp.StreamError(sp.TIMESTAMPS_NEED_PCM_STREAM)
+        body = sp.sentence_body(config, extensions, "Hello.", config.seed)
+        try:
+            _, clone = self.service.check(body)
+            speaker = await self.service.speaker(clone)
+        except REFUSALS as exc:
+            message, _, param = refusal(exc)
+            raise sp.StreamError(f"Invalid session config: {param}: {message}" if param else
+                                 f"Invalid session config: {message}") from None
+        self.config, self.extensions, self.speaker = config, extensions, speaker
+        self.splitter = TextSplitter(config.split_granularity)
+
+    # -- generating ------------------------------------------------------------------------
+
+    def _start(self, text: str) -> None:
+        """A unit closed: its session starts now (as a row of the running batch, once fewer than
+        1 + ahead units are generating), its audio is sent in its turn."""
+        if self.seed is None:
+            self.seed = self.config.seed if self.config.seed is not None else secrets.randbelow(2**53)
+        unit = _Unit(self.utterance, self.units_sent, text)
+        self.units_sent += 1
+        body = sp.sentence_body(self.config, self.extensions, text, segment_seed(self.seed, unit.index))
+        try:
+            req, clone = self.service.check(body)
+            unit.session = self.service.session(req, clone, self.speaker)
+        except REFUSALS as exc:
+            unit.refused = refusal(exc)[0]
+        if unit.session is not None:
+            self.units.add(unit)
+            unit.task = asyncio.create_task(self._generate(unit))
+        self._say(unit)
+
+    async def _generate(self, unit: _Unit) -> None:
+        try:
+            async with self.generating:
+                it = iter(unit.session)
+                while (chunk := await anyio.to_thread.run_sync(next, it, None)) is not None:
+                    if len(chunk.samples):
+                        unit.chunks.put_nowait(chunk.samples)
+            unit.chunks.put_nowait(_END)
+        except Exception as exc:  # noqa: BLE001  told to the client in the unit's turn
+            log.exception("speech stream: a unit failed")
+            unit.chunks.put_nowait(exc)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(unit.session.close)
+            self.units.discard(unit)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _say(self, item: Any) -> None:
+        self.busy += 1
+        self.out.put_nowait(item)
+
+    async def _send_all(self) -> None:
+        try:
+            while True:
+                item = await self.out.get()
+                try:
+                    if isinstance(item, _Unit):
+                        await self._send_unit(item)
+                    else:
+                        await self.ws.send_json(item)
+                finally:
+                    self.busy -= 1
+        except Exception:  # noqa: BLE001  the client went away (a send on a closed socket): nothing more to send
+            log.debug("speech stream: sending ended", exc_info=True)
+
+    async def _send_unit(self, unit: _Unit) -> None:
+        await self.ws.send_json(sp.audio_start(unit.utterance, unit.index, unit.text, self.config))
+        try:
+            sent, failed = await self._send_audio(unit), False
+        except _UnitFailed as exc:
+            sent, failed = exc.sent, True
+            await self.ws.send_json(sp.error(f"Generation failed for utterance {unit.utterance}, sentence "
+                                             f"{unit.index}: {exc}", partial_audio=exc.sent > 0))
+        await self.ws.send_json(sp.audio_done(unit.utterance, unit.index, sent, failed))
+
+    async def _send_audio(self, unit: _Unit) -> int:
+        """The unit's audio, as the config asks: PCM as it is made (binary frames, or audio.chunk
+        JSON frames and then the words), or one encoded file. Returns the audio bytes sent."""
+        config, sent, parts, chunk_id = self.config, 0, [], 0
+        if unit.refused is not None:
+            raise _UnitFailed(unit.refused, 0)
+        while (item := await unit.chunks.get()) is not _END:
+            if isinstance(item, Exception):
+                raise _UnitFailed(f"{type(item).__name__}: {item}", sent)
+            parts.append(item)
+            if config.stream_audio:
+                data, start = pcm16(item), sent // 2
+                sent += len(data)
+                if config.word_timestamps:
+                    await self.ws.send_json(sp.audio_chunk(unit.utterance, unit.index, chunk_id, _ms(start),
+                                                           _ms(sent // 2), data, None))
+                    chunk_id += 1
+                else:
+                    await self.ws.send_bytes(data)
+        if config.word_timestamps:  # after the audio: nothing the sound waits on
+            alignment = await anyio.to_thread.run_sync(timestamps.align_session, self.service.aligner, unit.session)
+            words = None if alignment is None else timestamps.wire_timestamps(alignment)
+            await self.ws.send_json(sp.audio_chunk(unit.utterance, unit.index, chunk_id, 0, _ms(sent // 2), b"", words))
+        elif not config.stream_audio:
+            audio = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+            data, _ = encode_audio(audio, config.response_format)
+            sent = len(data)
+            await self.ws.send_bytes(data)
+        return sent
+
+    # -- ending ----------------------------------------------------------------------------
+
+    async def _fail(self, message: str) -> None:
+        """A fatal refusal: said, then the connection ends."""
+        self._say(sp.error(message))
+        await self._drain()
+        await self._close_socket()
+
+    async def _finish_and_close(self) -> None:
+        """session.close: what was asked before it is sent first, as the wheel's (which reads
+        nothing while it generates) would have sent it."""
+        await self._drain()
+        await self._close_socket()
+
+    async def _drain(self) -> None:
+        while self.busy and not self.sender.done():
+            await asyncio.sleep(0.01)
+
+    async def _close_socket(self) -> None:
+        try:
+            await self.ws.close()
+        except RuntimeError:  # already closed
+            pass
+
+    async def close(self) -> None:
+        """Every unit this connection started stops (its rows leave the batch), and the sender ends."""
+        units = list(self.units)
+        for unit in units:
+            unit.session.cancel()  # from any thread: the row leaves the batch at the next step
+            unit.task.cancel()
+        self.sender.cancel()
+        await asyncio.gather(*[u.task for u in units], self.sender, return_exceptions=True)
+
+
+def _ms(samples: int) -> int:
+    return int(round(samples / SAMPLE_RATE * 1000.0))
