@@ -32,6 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gepard_demo.model.batch as batch_module  # noqa: E402
+from gepard_demo.speed.select import detect_hardware  # noqa: E402
 from gepard_demo.model.batch import BatchRequest, DecodeBatch  # noqa: E402
 from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
@@ -93,7 +94,7 @@ def main() -> int:
         engine.talker.stop_head.bias.fill_(-30.0)
     configs = ("base", "penalty", "probe", "both")
     print(f"full size, {args.precision}, {args.threads} threads, {args.steps} steps x {args.rounds} rounds; "
-          f"CPU flags: {_flags()}")
+          f"CPU flags: {' '.join(detect_hardware('cpu').cpu_flags)}")
     print(f"{'batch':>5} {'config':>8} {'sample ms':>10} {'step ms':>9} {'added ms':>9} {'share of a step':>16}")
     for rows in (1, 4):
         got = {c: ([], []) for c in configs}
@@ -110,12 +111,6 @@ def main() -> int:
             share = "" if c == "base" else f"{100 * added / base_step:+.2f}%"
             print(f"{rows:>5} {c:>8} {1000 * s:>10.3f} {1000 * t:>9.2f} {1000 * added:>9.3f} {share:>16}")
     return 0
-
-
-def _flags() -> str:
-    from gepard_demo.speed.select import detect_hardware
-
-    return " ".join(detect_hardware("cpu").cpu_flags)  # the one reading of /proc/cpuinfo
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from demo_latency import (  # noqa: E402  (the same app, browser and measures as
     start_server,
 )
 
+from gepard_demo.speed.select import detect_hardware  # noqa: E402
 from gepard_demo.speed.flags import add_speed_flags  # noqa: E402
 
 SENTENCE = ("The river ran slowly past the old mill, and the miller's children watched the boats go by while "
@@ -167,7 +168,8 @@ def main() -> int:
         return ttfa_rounds(base, text, args)
     rows = [run_mode(base, n, args.max_batch, text, args) for n in (0, args.look_ahead)]
     seq, ahead = rows
-    result = {"cpu": _flags(), "speed": base.engine.model_info.speed, "one_after_another": seq, "ahead": ahead,
+    result = {"cpu": " ".join(detect_hardware("cpu").cpu_flags),
+              "speed": base.engine.model_info.speed, "one_after_another": seq, "ahead": ahead,
               "rtf_ratio": round(ahead["effective_rtf"] / seq["effective_rtf"], 3),
               "targets": {"effective_rtf<=0.5": ahead["effective_rtf"] <= 0.5,
                           "zero_gaps": ahead["underruns"] == 0,
@@ -182,12 +184,6 @@ def main() -> int:
               f"{r['underruns']:>5} {r['start_wait_s']:>12.2f} {r['smallest_gapless_wait_s']:>15.2f}")
     print(f"ahead / one after another, effective RTF: {result['rtf_ratio']:.2f}; targets: {result['targets']}")
     return 0
-
-
-def _flags() -> str:
-    from gepard_demo.speed.select import detect_hardware
-
-    return " ".join(detect_hardware("cpu").cpu_flags)  # the one reading of /proc/cpuinfo
 
 
 if __name__ == "__main__":

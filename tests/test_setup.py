@@ -95,4 +95,5 @@ def test_make_test_checks_system_packages_first():
                        text=True, timeout=30, env={**env, "VENV": "/nonexistent-venv"})
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert lines[0].endswith(".ci/system-packages.sh"), lines[:3]
-    assert any("pytest" in line for line in lines)
+    assert any(line.endswith(".ci/suite.sh") for line in lines)  # the suite, which runs pytest
+    assert "-m pytest" in (ROOT / ".ci" / "suite.sh").read_text()

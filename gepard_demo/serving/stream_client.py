@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,8 +105,9 @@ class StreamingSpeech:
         async for unit in self.units():
             yield unit
 
-    async def units(self) -> AsyncIterator[Unit]:
-        """This utterance's units as their audio completes, until its session.done."""
+    async def units(self, on_audio: Callable[[int], None] | None = None) -> AsyncIterator[Unit]:
+        """This utterance's units as their audio completes, until its session.done. on_audio:
+        called with each binary frame's sample count as it arrives (a player's clock)."""
         import websockets
 
         unit: Unit | None = None
@@ -114,6 +115,8 @@ class StreamingSpeech:
             while True:
                 raw = await self._ws.recv()
                 if isinstance(raw, bytes):
+                    if on_audio is not None:
+                        on_audio(len(raw) // 2)
                     if unit is not None:
                         if unit.first_audio_at is None and raw:
                             unit.first_audio_at = time.perf_counter()
