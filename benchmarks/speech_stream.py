@@ -53,7 +53,8 @@ def serve(size: str, port: int) -> None:
     from gepard_demo.model.tiny import ensure_tiny
     from gepard_demo.serving.server import build_speech_app
     from gepard_demo.settings import BatchingSettings, StreamSettings
-    from gepard_demo.speed.select import apply_speed, speed_for
+    from gepard_demo.speed.flags import speed_for
+    from gepard_demo.speed.select import apply_speed
 
     cache = Path.home() / ".cache" / "gepard-demo"
     if size == "tiny":
@@ -62,7 +63,7 @@ def serve(size: str, port: int) -> None:
     else:
         engine, codec = build_full_size_engine(ensure_tiny(cache)), build_random_codec(seed=0)
     engine = apply_speed(engine, speed_for(engine, "cpu", "auto", 0, "off"))
-    sampling = engine.default_sampling().replace(stop_threshold=1.0)  # random weights: the budget ends each unit
+    sampling = engine.default_sampling().replace(stop_threshold=0.999)  # random weights: the budget ends each unit
     app = build_speech_app(engine, codec, sampling, StreamSettings(first_chunk_frames=10, chunk_frames=10),
                            batching=BatchingSettings(max_batch=4))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
@@ -77,14 +78,14 @@ def start(size: str) -> tuple[subprocess.Popen, str]:
     proc = spawn([sys.executable, __file__, "--serve", size, str(port)], cwd=REPO, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
                 return proc, url
         except httpx.HTTPError:
             time.sleep(0.5)
     stop_process(proc)
-    raise TimeoutError(f"the {size} server did not start")
+    raise RuntimeError(f"the {size} server did not start (exit code {proc.returncode})")
 
 
 def rest_ttfa(url: str, text: str, seed: int, frames: int) -> float:
@@ -92,14 +93,14 @@ def rest_ttfa(url: str, text: str, seed: int, frames: int) -> float:
     body = {"input": text, "response_format": "pcm", "stream": True, "stream_format": "audio", "seed": seed,
             "max_new_tokens": frames}
     t0 = time.perf_counter()
+    first = None
     with httpx.stream("POST", url + "/v1/audio/speech", json=body, timeout=300) as r:
         for chunk in r.iter_bytes():
-            if chunk:
+            if chunk and first is None:
                 first = time.perf_counter() - t0
-                for _ in r.iter_bytes():
-                    pass
-                return first
-    raise RuntimeError("no audio")
+    if first is None:
+        raise RuntimeError("no audio")
+    return first
 
 
 async def fed(url: str, rate_wps: float, frames: int) -> dict:
