@@ -87,6 +87,41 @@ def test_sse_sends_the_same_words_after_the_last_audio_and_before_done(piper_ser
     assert event["timestamps"] == whole  # the same audio (a fixed recording), the same words
 
 
+def test_the_websocket_sends_pcm_chunks_then_the_same_words_in_a_closing_chunk(piper_server):
+    """The speech WebSocket with word_timestamps: the unit's PCM as audio.chunk frames (no words),
+    then an empty closing chunk with the words, the same as the whole response's header."""
+    import asyncio
+    import base64
+
+    import websockets
+
+    whole = json.loads(_speak(piper_server).headers["X-Word-Timestamps"])
+    url = str(piper_server.base_url).replace("http://", "ws://") + "/v1/audio/speech/stream"
+
+    async def talk():
+        got = []
+        async with websockets.connect(url, max_size=None) as ws:
+            for m in ({"type": "session.config", "response_format": "pcm", "stream_audio": True,
+                       "word_timestamps": True, "seed": 3}, {"type": "input.text", "text": SPEECH.text},
+                      {"type": "input.done"}):
+                await ws.send(json.dumps(m))
+            while (m := json.loads(await asyncio.wait_for(ws.recv(), 120)))["type"] != "session.done":
+                got.append(m)
+        return got
+
+    got = asyncio.run(talk())
+    assert got[0]["type"] == "audio.start" and got[0]["word_timestamps"] is True and got[-1]["type"] == "audio.done"
+    chunks = [m for m in got if m["type"] == "audio.chunk"]
+    *audio, closing = chunks
+    assert [c["chunk_id"] for c in chunks] == list(range(len(chunks)))
+    assert all(c["timestamps"] is None and c["audio_b64"] for c in audio)
+    assert all(a["chunk_end_ms"] == b["chunk_start_ms"] for a, b in zip(audio, audio[1:]))
+    pcm = b"".join(base64.b64decode(c["audio_b64"]) for c in audio)
+    assert len(pcm) == got[-1]["total_bytes"] and closing["audio_b64"] == ""
+    assert closing["chunk_end_ms"] == round(len(pcm) / 2 / RATE * 1000)
+    assert closing["timestamps"] == whole  # the same recording, the same words where they are spoken
+
+
 def test_a_raw_stream_refuses_the_field_by_name(piper_server):
     r = _speak(piper_server, stream_format="audio", response_format="pcm")
     assert r.status_code == 400 and r.json()["error"]["param"] == "word_timestamps"

@@ -10,8 +10,8 @@ up with text that comes faster than it is spoken. Audio goes out in order, one u
 another.
 
 Unit k of an utterance takes the seed segment k of a long text takes (streaming/segments.py
-`segment_seed`, from the config's seed, or one drawn per utterance): each unit's audio is what a
-REST request of that text and seed gives.
+`segment_seed`, from the config's seed, else the server's `--seed`, else one drawn per
+utterance): each unit's audio is what a REST request of that text and seed gives.
 
 A closed socket, at any moment, cancels every unit the connection started (their rows leave the
 batch at the next step) and ends the connection's tasks.
@@ -57,6 +57,7 @@ class _Unit:
     utterance: int
     index: int
     text: str
+    config: sp.StreamConfig  # the config it was made under (a new one may come before it is sent)
     session: Any = None
     refused: str | None = None
     chunks: asyncio.Queue = field(default_factory=asyncio.Queue)
@@ -176,9 +177,10 @@ class _Connection:
     def _start(self, text: str) -> None:
         """A unit closed: its session starts now (as a row of the running batch, once fewer than
         1 + ahead units are generating), its audio is sent in its turn."""
-        if self.seed is None:
-            self.seed = self.config.seed if self.config.seed is not None else secrets.randbelow(2**53)
-        unit = _Unit(self.utterance, self.units_sent, text)
+        if self.seed is None:  # the config's, else the server's --seed, else a fresh one per utterance
+            given = [s for s in (self.config.seed, self.service.sampling.seed) if s is not None]
+            self.seed = given[0] if given else secrets.randbelow(2**53)
+        unit = _Unit(self.utterance, self.units_sent, text, self.config)
         self.units_sent += 1
         body = sp.sentence_body(self.config, self.extensions, text, segment_seed(self.seed, unit.index))
         try:
@@ -228,7 +230,7 @@ class _Connection:
             log.debug("speech stream: sending ended", exc_info=True)
 
     async def _send_unit(self, unit: _Unit) -> None:
-        await self.ws.send_json(sp.audio_start(unit.utterance, unit.index, unit.text, self.config))
+        await self.ws.send_json(sp.audio_start(unit.utterance, unit.index, unit.text, unit.config))
         try:
             sent, failed = await self._send_audio(unit), False
         except _UnitFailed as exc:
@@ -240,7 +242,7 @@ class _Connection:
     async def _send_audio(self, unit: _Unit) -> int:
         """The unit's audio, as the config asks: PCM as it is made (binary frames, or audio.chunk
         JSON frames and then the words), or one encoded file. Returns the audio bytes sent."""
-        config, sent, parts, chunk_id = self.config, 0, [], 0
+        config, sent, parts, chunk_id = unit.config, 0, [], 0
         if unit.refused is not None:
             raise _UnitFailed(unit.refused, 0)
         while (item := await unit.chunks.get()) is not _END:
