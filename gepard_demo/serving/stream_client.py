@@ -111,6 +111,7 @@ class StreamingSpeech:
         import websockets
 
         unit: Unit | None = None
+        parts: list[bytes] = []  # the unit's audio frames, joined once at its audio.done
         try:
             while True:
                 raw = await self._ws.recv()
@@ -120,7 +121,7 @@ class StreamingSpeech:
                     if unit is not None:
                         if unit.first_audio_at is None and raw:
                             unit.first_audio_at = time.perf_counter()
-                        unit.pcm = np.concatenate([unit.pcm, np.frombuffer(raw, "<i2")])
+                        parts.append(raw)
                     continue
                 msg = json.loads(raw)
                 kind = msg.get("type")
@@ -128,7 +129,9 @@ class StreamingSpeech:
                     k = msg["sentence_index"]
                     unit = Unit(msg["utterance_index"], k, msg["sentence_text"], int(msg.get("sample_rate") or 24000),
                                 closed_at=self._closed[k] if k < len(self._closed) else None)
+                    parts = []
                 elif kind == "audio.done" and unit is not None:
+                    unit.pcm = np.frombuffer(b"".join(parts), "<i2")
                     yield unit
                     unit = None
                 elif kind == "error":
