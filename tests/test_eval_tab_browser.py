@@ -89,6 +89,9 @@ def choose(page, elem_id: str, option: str) -> None:
     box = page.locator(f"#{elem_id} input")
     item = page.locator(f"ul[role=listbox] li[aria-label='{option}']").first
     for attempt in range(3):  # on a loaded host the list may not open on a click that lands mid re-render
+        # The list opens on the input's focus event: an input still focused from the last pick
+        # (its re-render not yet done on a slow host) would take the click without opening it.
+        box.blur()
         box.click()
         box.fill(option)  # filters the list down to it, highlighted
         try:
