@@ -240,6 +240,7 @@ GUARDRAIL_FIELDS = served_as(SamplingSettings, "guardrails")
 EXTENSION_GROUPS = {"guidance": GUIDANCE_FIELDS, "guardrails": GUARDRAIL_FIELDS}
 
 DECODE_MODES = ("exact", "lookback")
+CHUNK_SCHEDULES = ("ramp", "fixed")  # streaming/pacing.py
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,8 @@ class StreamSettings:
     """How committed frames become audio chunks (facts §4-5).
 
     first_chunk_frames / chunk_frames: decode cadence (vLLM-Omni: 10 then 86).
+    chunk_schedule: "ramp" makes each later chunk as long as the audio sent before it, up to
+        chunk_frames (streaming/pacing.py); "fixed" always takes chunk_frames, as vLLM-Omni does.
     decode_mode: "exact" carries the decoder's causal state (no re-decode, equals one whole
         decode); "lookback" re-decodes lookback_frames of history per chunk, as vLLM-Omni does.
     fade_ms / silence_ms: end of speech: linear fade of the last fade_ms, then silence.
@@ -254,8 +257,12 @@ class StreamSettings:
 
     first_chunk_frames: int = setting(10, int, help="frames in the first chunk", metavar="FRAMES",
                                       page=Control("stream", "First chunk frames", "first-chunk", lo=1, hi=100))
-    chunk_frames: int = setting(86, int, help="frames in each later chunk", metavar="FRAMES",
+    chunk_frames: int = setting(86, int, help="frames in each later chunk (ramp: at most)", metavar="FRAMES",
                                 page=Control("stream", "Chunk frames", "chunk", lo=1, hi=200))
+    chunk_schedule: str = setting("ramp", str, help="ramp: each later chunk as long as the audio sent before it, "
+                                  "up to chunk_frames (no gap while RTF <= ~0.5); fixed: chunk_frames each (vLLM-Omni)", choices=CHUNK_SCHEDULES,
+                                  page=Control("stream", "Chunk schedule (ramp: no gap at RTF up to ~0.5)",
+                                               "chunk-schedule", widget="radio"))
     decode_mode: str = setting("exact", str, help="exact: carry the decoder's state; lookback: re-decode history "
                                "(vLLM-Omni)", choices=DECODE_MODES,
                                page=Control("stream", "Decode mode (exact = one whole decode)", "decode-mode",
@@ -271,6 +278,8 @@ class StreamSettings:
     def validate(self) -> "StreamSettings":
         _check(1 <= self.first_chunk_frames <= 1000, "first_chunk_frames", f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")
         _check(1 <= self.chunk_frames <= 1000, "chunk_frames", f"chunk_frames must be in [1, 1000], got {self.chunk_frames}")
+        _check(self.chunk_schedule in CHUNK_SCHEDULES, "chunk_schedule",
+               f"chunk_schedule must be one of {CHUNK_SCHEDULES}, got {self.chunk_schedule!r}")
         _check(self.decode_mode in DECODE_MODES, "decode_mode", f"decode_mode must be one of {DECODE_MODES}, got {self.decode_mode!r}")
         _check(0 <= self.lookback_frames <= 256, "lookback_frames", f"lookback_frames must be in [0, 256], got {self.lookback_frames}")
         _check(0.0 <= self.fade_ms <= 5000.0, "fade_ms", f"fade_ms must be in [0, 5000], got {self.fade_ms}")

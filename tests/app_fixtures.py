@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 from processes import spawn, stop_process  # noqa: F401  (stop_process: re-exported to the tests)
 
+from gepard_demo.model.frames import FrameMaker
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
 CHROMIUM = os.environ.get("GEPARD_CHROMIUM", "/usr/bin/chromium")
@@ -226,7 +228,7 @@ def set_number(page, elem_id: str, value: float, attempts: int = 3) -> None:
 
 DEFAULTS = dict(
     text="Hello world, this is Gepard.", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5,
-    seed=1234, random_seed=False, max_frames=60, first_chunk_frames=10, chunk_frames=10,
+    seed=1234, random_seed=False, max_frames=60, first_chunk_frames=10, chunk_frames=10, chunk_schedule="ramp",
     decode_mode="exact", lookback_frames=8, fade_ms=20, silence_ms=100, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
     repetition_penalty=1.0, repetition_window=32, force_stop_frames="off",
 )
@@ -300,3 +302,19 @@ def client_at(url: str, address: str):
     from gradio_client import Client
 
     return Client(url, verbose=False, headers={"X-Forwarded-For": address})
+
+
+class SlowEngine(FrameMaker):
+    """The tiny engine, slower than real time (a wait after each frame), as the real-shape model is
+    on a small CPU: what the automatic start buffer is for."""
+
+    def __init__(self, inner, step_s: float):
+        self.inner, self.step_s = inner, step_s
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def stream_frames(self, *args, **kwargs):
+        for step in self.inner.stream_frames(*args, **kwargs):
+            time.sleep(self.step_s)
+            yield step

@@ -132,7 +132,7 @@ def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo
         from gradio_client import Client
 
         other = Client(live_demo.url, verbose=False)
-        values = ["Someone else talks forever.", 0.3, 0, False, 0.99, endless, False, 4000, 10, 10, "exact", 8, 0, 0]
+        values = ["Someone else talks forever.", 0.3, 0, False, 0.99, endless, False, 4000, 10, 10, "ramp", "exact", 8, 0, 0]
         first = secrets.token_hex(16)
         running = other.submit(first, *values, api_name="/generate")
         deadline = time.monotonic() + 20

@@ -79,7 +79,7 @@ def test_generate_streams_the_servers_audio_through_the_page(served_app):
     listener.start()
     connected.wait(10)
     text = "Hello from the served model."
-    values = [job, text, 0.3, 0, False, 0.5, 77, False, FRAMES, 10, 10, "exact", 8, 20, 100, None, 1.0, 0]
+    values = [job, text, 0.3, 0, False, 0.5, 77, False, FRAMES, 10, 10, "ramp", "exact", 8, 20, 100, None, 1.0, 0]
     status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
     listener.join(30)
     assert status.startswith("Done") and "`77`" in status
@@ -107,7 +107,7 @@ def test_a_reference_voice_and_guidance_reach_the_server(served_app, tmp_path):
     ref = tmp_path / "me.wav"
     sf.write(ref, voice_like(4.0, 22050, seed=5), 22050, subtype="PCM_16")
     text = "A cloned and guided voice."
-    values = ["", text, 0.3, 0, False, 0.5, 78, False, FRAMES, 10, 10, "exact", 8, 20, 100,
+    values = ["", text, 0.3, 0, False, 0.5, 78, False, FRAMES, 10, 10, "ramp", "exact", 8, 20, 100,
               handle_file(str(ref)), 2.5, 6]
     status, wav, _stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=180)
     assert status.startswith("Done"), status
@@ -132,7 +132,7 @@ def test_the_guardrails_reach_the_server_and_its_report_comes_back(served_app):
 
     url, server_url = served_app
     text = "A guarded voice."
-    values = ["", text, 0.3, 0, False, 0.5, 79, False, FRAMES, 10, 10, "exact", 8, 20, 100, None, 1.0, 0,
+    values = ["", text, 0.3, 0, False, 0.5, 79, False, FRAMES, 10, 10, "ramp", "exact", 8, 20, 100, None, 1.0, 0,
               1.3, 8, "15"]
     status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
     assert status.startswith("Done"), status

@@ -6,7 +6,6 @@ interactive and live p_stop plot, and the automatic start buffer on a run slower
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from pathlib import Path
 
@@ -14,10 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import (  # noqa: F401  (fixtures)
-    PLAYER_ENDED, LiveDemo, browser, fixed_seed, live_demo, serve_in_thread, set_number, tiny_codec,
+    PLAYER_ENDED, LiveDemo, SlowEngine, browser, fixed_seed, live_demo, serve_in_thread, set_number, tiny_codec,
 )
 
-from gepard_demo.model.frames import FrameMaker
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -32,29 +30,13 @@ ENTROPY_POINTS = ("() => (document.querySelector('#gepard-plot polyline.gepard-e
 STEP_S = 0.07  # the slow engine's wait per frame: 1 / 21.5 s of audio per 0.07 s, ~0.65x real time
 
 
-class SlowEngine(FrameMaker):
-    """The tiny engine, slower than real time (a wait after each frame), as the real-shape model is
-    on a small CPU: what the automatic start buffer is for."""
-
-    def __init__(self, inner, step_s: float = STEP_S):
-        self.inner, self.step_s = inner, step_s
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def stream_frames(self, *args, **kwargs):
-        for step in self.inner.stream_frames(*args, **kwargs):
-            time.sleep(self.step_s)
-            yield step
-
-
 @pytest.fixture(scope="module")
 def slow_demo(tiny_engine, tiny_codec, tmp_path_factory):  # noqa: F811
     from app import DEMO_STREAM
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
-    host = ModelHost(SlowEngine(tiny_engine), tiny_codec, requested="tiny")
+    host = ModelHost(SlowEngine(tiny_engine, STEP_S), tiny_codec, requested="tiny")
     demo = build_app(host, stream=DEMO_STREAM, wav_dir=tmp_path_factory.mktemp("wavs-slow"))
     with serve_in_thread(demo.app, "demo-slow") as port:
         yield LiveDemo(f"http://127.0.0.1:{port}", port, demo)

@@ -48,7 +48,7 @@ class FakeClock:
 
 GOOD = dict(
     text="hi", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5, seed=5, random_seed=False,
-    max_frames=100, first_chunk_frames=10, chunk_frames=10, decode_mode="exact", lookback_frames=8,
+    max_frames=100, first_chunk_frames=10, chunk_frames=10, chunk_schedule="ramp", decode_mode="exact", lookback_frames=8,
     fade_ms=0, silence_ms=0, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
     repetition_penalty=1.0, repetition_window=32, force_stop_frames="off",
 )

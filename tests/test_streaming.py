@@ -118,7 +118,7 @@ def expected_audio(engine, seed, fade_ms, silence_ms):
 
 
 def test_chunk_schedule_first_then_chunk_frames():
-    sess, engine, codec = make(17, first_chunk_frames=3, chunk_frames=5)
+    sess, engine, codec = make(17, first_chunk_frames=3, chunk_frames=5, chunk_schedule="fixed")
     chunks = list(sess)
     assert [(c.frame_start, c.frame_end) for c in chunks] == [(0, 3), (3, 8), (8, 13), (13, 17)]
     assert codec.last_streamer.pushes == [3, 5, 5, 4]
@@ -129,6 +129,13 @@ def test_chunk_schedule_first_then_chunk_frames():
     assert all(c.samples.dtype == np.float32 for c in chunks)
     walls = [c.wall_s for c in chunks]
     assert walls == sorted(walls)
+
+
+def test_the_ramp_cuts_each_later_chunk_as_long_as_the_audio_before_it():
+    sess, engine, codec = make(40, first_chunk_frames=3, chunk_frames=10)
+    chunks = list(sess)
+    assert codec.last_streamer.pushes == [3, 3, 6, 10, 10, 8]
+    assert [c.frame_end - c.frame_start for c in chunks] == [3, 3, 6, 10, 10, 8]
 
 
 @pytest.mark.parametrize("fade_ms,silence_ms", [(0, 0), (5, 0), (40, 20), (200, 10), (1000, 0)])
@@ -153,7 +160,7 @@ def test_fade_hold_back_delays_only_the_fade():
 
 
 def test_stats_stop_fired():
-    sess, engine, _ = make(17, first_chunk_frames=3, chunk_frames=5, silence_ms=30)
+    sess, engine, _ = make(17, first_chunk_frames=3, chunk_frames=5, chunk_schedule="fixed", silence_ms=30)
     list(sess)
     st = sess.stats
     assert st.complete and not st.cancelled
@@ -281,7 +288,7 @@ def test_long_text_streams_segments_in_order_in_one_session():
 def test_budget_end_on_chunk_boundary_goes_out_as_the_final_chunk():
     # The budget's last frame is known to be last: it is not sent as a plain chunk followed by
     # an empty final one.
-    sess, _, _ = make(8, end="budget", first_chunk_frames=3, chunk_frames=5)
+    sess, _, _ = make(8, end="budget", first_chunk_frames=3, chunk_frames=5, chunk_schedule="fixed")
     chunks = list(sess)
     assert [(c.frame_start, c.frame_end, c.final) for c in chunks] == [(0, 3, False), (3, 8, True)]
 
@@ -289,7 +296,7 @@ def test_budget_end_on_chunk_boundary_goes_out_as_the_final_chunk():
 def test_stop_on_chunk_boundary_ends_with_a_marker_chunk():
     # The stop step comes after the last frame, so that frame's chunk is already out; the final
     # chunk then carries only the held fade samples (or nothing, with no fade or silence).
-    sess, _, _ = make(8, first_chunk_frames=3, chunk_frames=5)
+    sess, _, _ = make(8, first_chunk_frames=3, chunk_frames=5, chunk_schedule="fixed")
     chunks = list(sess)
     assert [(c.frame_start, c.frame_end, c.final) for c in chunks] == [(0, 3, False), (3, 8, False), (8, 8, True)]
     assert len(chunks[-1].samples) == 0

@@ -49,7 +49,7 @@ def run(engine, codec, text="Hello world, this is Gepard.", **kw):
 
 
 def test_chunk_schedule_on_tiny(layout_engine, tiny_codec):
-    sess, chunks, rec = run(layout_engine, tiny_codec, first_chunk_frames=5, chunk_frames=8)
+    sess, chunks, rec = run(layout_engine, tiny_codec, first_chunk_frames=5, chunk_frames=8, chunk_schedule="fixed")
     # 37 frames: 5, then 8 at a time, then the remainder with the end shaping.
     assert [(c.frame_start, c.frame_end) for c in chunks] == [(0, 5), (5, 13), (13, 21), (21, 29), (29, 37)]
     assert [len(c.samples) for c in chunks] == [n * 1024 for n in (5, 8, 8, 8, 8)]
@@ -61,8 +61,8 @@ def test_exact_chunks_equal_whole_decode_plus_end_shaping(layout_engine, tiny_co
     # 100 ms is 2205 samples: more than the 2-frame final chunk (2048), so the fade reaches back
     # into samples held from the previous chunk.
     sess, chunks, rec = run(
-        layout_engine, tiny_codec, first_chunk_frames=5, chunk_frames=10, fade_ms=fade_ms, silence_ms=silence_ms
-    )
+        layout_engine, tiny_codec, first_chunk_frames=5, chunk_frames=10, chunk_schedule="fixed", fade_ms=fade_ms,
+        silence_ms=silence_ms)
     if fade_ms == 100:
         last = chunks[-1]
         assert (last.frame_end - last.frame_start) * 1024 < int(22050 * fade_ms / 1000)

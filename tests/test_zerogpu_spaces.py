@@ -90,7 +90,7 @@ def api_client(url: str, token: str | None = TOKEN):
 
 
 def api_args(text: str = "Hello from ZeroGPU.", seed: int = 7, max_frames: int = 20) -> list:
-    return ["", text, 0.3, 0, False, 0.99, seed, False, max_frames, 10, 10, "exact", 8, 20, 0, None, 1.0, 0]
+    return ["", text, 0.3, 0, False, 0.99, seed, False, max_frames, 10, 10, "ramp", "exact", 8, 20, 0, None, 1.0, 0]
 
 
 def test_start_up_under_spaces_reports_and_touches_no_gpu(spaces_app, device_api):

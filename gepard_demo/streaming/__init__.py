@@ -1,9 +1,13 @@
 """From a request's text to audio chunks: what the app plays, the CLI writes and eval scores.
 
 - text_input.py  `clean_text` (what text a request may carry, `TextError`), `split_text` (long text)
+- text_splitter.py  text arriving in pieces cut into units to speak, as vLLM-Omni's WebSocket cuts it
+- segments.py    a long text's segments as frame sources, later ones made ahead of their turn
 - session.py     `SynthesisSession`: text + settings -> `AudioChunk`s, then `SynthesisStats`; over
                  several calls with `SessionCarry`
 - chunks.py      what a session hands out and reports: `AudioChunk`, `StepEvent`, `SynthesisStats`, `SessionCarry`
 - decoding.py    `ChunkDecoder`: the codec side (pending frames, the codec stream, the fade hold-back)
+- pacing.py      how many frames each chunk takes: the first, then a ramp (or vLLM-Omni's fixed size)
+- report.py      a finished run as every surface reports it (headers, SSE done event, synth's line)
 - base.py        `OnceIterableSession`: iterate once, audio so far, cancel; shared with the served session
 """

@@ -49,6 +49,7 @@ from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clea
 
 from .chunks import AudioChunk, SessionCarry, StepEvent, SynthesisStats, stack_codes
 from .decoding import ChunkDecoder
+from .pacing import next_chunk_frames
 from .segments import SegmentSources
 
 __all__ = ["AudioChunk", "SessionCarry", "StepEvent", "SynthesisSession", "SynthesisStats"]
@@ -272,7 +273,7 @@ class SynthesisSession(OnceIterableSession):
                 yield StepEvent(self.stats.frames, float(step.p_stop), time.perf_counter() - call.t0,
                                 float(step.entropy))
             # The utterance's last frames go out with the end shaping in the final chunk.
-            if self._due(call.dec, step) and not (step.done is not None and last_segment):
+            if self._due(call, step) and not (step.done is not None and last_segment):
                 chunk = self._cut(call)
                 if chunk is not None:  # all of it may be held back for a long fade
                     yield chunk
@@ -312,14 +313,14 @@ class SynthesisSession(OnceIterableSession):
             st.frames += 1
             call.made += 1
 
-    def _due(self, dec: ChunkDecoder, step: Any) -> bool:
+    def _due(self, call: "_Call", step: Any) -> bool:
         """Whether the frames pending make a chunk now."""
-        stream = self.stream
-        due = len(dec.pending) >= (stream.first_chunk_frames if self.stats.chunks == 0 else stream.chunk_frames)
+        dec = call.dec
+        due = len(dec.pending) >= next_chunk_frames(self.stream, dec.pending_start)
         if self.stats.chunks > 0 and dec.pending and dec.aligned:
             # A pooled codec stream cuts at the batch's clock, so the streams of one running
             # batch push together (batching/codec_pool.py); exact decoding makes the cuts inaudible.
-            due = due or (step.batch_step + 1) % stream.chunk_frames == 0
+            due = due or (step.batch_step + 1) % self.stream.chunk_frames == 0
         return due
 
     def _cut(self, call: "_Call") -> AudioChunk | None:

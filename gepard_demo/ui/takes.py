@@ -227,13 +227,14 @@ def decode_prefix(codec: Any, codes: np.ndarray, stream: StreamSettings) -> np.n
     import torch
 
     from gepard_demo.codec import apply_end_of_speech
+    from gepard_demo.streaming.pacing import chunk_sizes
 
     decoder = codec.streamer(mode=stream.decode_mode, lookback=stream.lookback_frames)
-    parts, start, size = [], 0, stream.first_chunk_frames
-    while start < len(codes):
+    parts, start = [], 0
+    for size in chunk_sizes(stream, len(codes)):
         block = torch.from_numpy(np.asarray(codes[start:start + size], dtype=np.int64))
         parts.append(np.asarray(decoder.push(block), dtype=np.float32).reshape(-1))
-        start, size = start + size, stream.chunk_frames
+        start += size
     audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
     return np.asarray(apply_end_of_speech(audio, int(codec.sample_rate), stream.fade_ms, stream.silence_ms),
                       dtype=np.float32)
