@@ -221,6 +221,48 @@ def cmd_tail_chart(args) -> int:
     return 0
 
 
+def cmd_load(args) -> int:
+    import dataclasses as dc
+
+    from eval.load.client import LoadError
+    from eval.load.folder import default_out, run_load
+    from eval.load.gate import LoadGate
+    from eval.load.metrics import PERCENTILES, parse_goodput
+    from eval.load.runner import LoadConfig
+    from eval.runs.sets import load_set
+
+    try:
+        extra = json.loads(args.extra_body) if args.extra_body else {}
+        if not isinstance(extra, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        raise LoadError(f"--extra-body: {args.extra_body!r} is not a JSON object of request fields ({e})") from None
+    try:
+        goodput = parse_goodput(args.goodput)
+    except ValueError as e:
+        raise LoadError(str(e)) from None
+    percentiles = args.percentiles or PERCENTILES
+    base = LoadConfig(urls=tuple(u.rstrip("/") for u in args.url), texts=tuple(u.text for u in load_set(args.set)),
+                      num_prompts=args.num_prompts, request_rate=args.request_rate, burstiness=args.burstiness,
+                      num_warmups=args.num_warmups, extra_body=extra, goodput=goodput, percentiles=percentiles,
+                      seed=args.seed, timeout_s=args.timeout,
+                      max_concurrency=args.max_concurrency if args.max_concurrency is not None
+                      else None if args.request_rate != float("inf") and not args.sweep_concurrency else 1)
+    points = [dc.replace(base, max_concurrency=c) for c in args.sweep_concurrency] if args.sweep_concurrency else [base]
+    gate = LoadGate.load(args.gate, percentiles) if args.gate else None
+    out = Path(args.out) if args.out else default_out()
+    outcome = run_load(points, out, gate, log=lambda m: print(m, file=sys.stderr))
+    print(outcome.report)
+    if outcome.interrupted:
+        return 130
+    if not outcome.measured:
+        print("error: no request completed: nothing was measured (see the failed requests in the report)", file=sys.stderr)
+        return 2
+    for breach in outcome.breaches or []:
+        print(f"gate: {breach}", file=sys.stderr)
+    return 1 if outcome.breaches else 0
+
+
 COMMANDS = {
     "run": cmd_run,
     "score": cmd_score,
@@ -231,12 +273,14 @@ COMMANDS = {
     "stream-chart": cmd_stream_chart,
     "tail-chart": cmd_tail_chart,
     "sets": cmd_sets,
+    "load": cmd_load,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     from eval.engines.base import EngineError
     from eval.compare.table import CompareError
+    from eval.load.client import LoadError
     from eval.runs.run import RunError
     from eval.runs.sets import SetError
     from eval.scoring.derail import DerailRuleError
@@ -248,6 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.cmd](args)
     except (SetError, RunError, EngineError, SettingsError, WeightsNotFound, CompareError, FileNotFoundError,
-            DerailRuleError, FileExistsError, NotADirectoryError, ModelNotFoundError, CodecLoadError) as e:
+            DerailRuleError, LoadError, FileExistsError, NotADirectoryError, ModelNotFoundError, CodecLoadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_stream_chart(sub)
     _add_tail_chart(sub)
     _add_sets(sub)
+    _add_load(sub)
     return p
 
 
@@ -179,3 +180,51 @@ def _add_tail_chart(sub) -> None:
 
 def _add_sets(sub) -> None:
     sub.add_parser("sets", help="list the built-in test sets")
+
+
+def _add_load(sub) -> None:
+    ld = sub.add_parser("load", help="load a speech server as `vllm bench serve --omni` does: audio_ttfp, e2el, "
+                                     "audio_rtf, underrun and continuity at a concurrency or a request rate; "
+                                     "exit 1 when a --gate bound breaks, 2 when nothing could be measured")
+    ld.add_argument("url", nargs="+", help="http://HOST:PORT of a speech server (ours or vLLM-Omni); several: a pool, "
+                                           "request i going to server i mod n")
+    ld.add_argument("--out", default=None, help="the run's folder (default runs/load-DATE-TIME); must be new or empty")
+    ld.add_argument("--set", default="core", help=f"texts: a built-in set ({', '.join(builtin_sets())}) or a .jsonl/.txt "
+                                                   "file, taken in order and cycled")
+    ld.add_argument("--num-prompts", type=int, default=12, help="requests a point")
+    loop = ld.add_mutually_exclusive_group()
+    loop.add_argument("--max-concurrency", type=int, default=None,
+                      help="requests in flight at once (a closed loop with no --request-rate; default 1)")
+    loop.add_argument("--sweep-concurrency", type=_int_list, default=None, metavar="N,N,...",
+                      help="one point a concurrency, one after another (e.g. 1,2,4,8), and the knee chart")
+    ld.add_argument("--request-rate", type=float, default=float("inf"),
+                    help="requests per second, released at gamma-distributed intervals (Poisson at --burstiness 1); "
+                         "default inf: all at once, --max-concurrency in flight")
+    ld.add_argument("--burstiness", type=float, default=1.0, help="the intervals' gamma shape (1: Poisson)")
+    ld.add_argument("--num-warmups", type=int, default=1, help="unmeasured requests before the first point")
+    ld.add_argument("--extra-body", default=None, metavar="JSON",
+                    help="fields added to every request, e.g. '{\"max_new_tokens\": 300, \"seed\": 1}' or our "
+                         "extension fields (cfg_scale, repetition_penalty, ...: refused before the run by a server "
+                         "that does not list them)")
+    ld.add_argument("--goodput", nargs="+", default=None, metavar="KEY:MS",
+                    help="SLOs for request_goodput, as the bench takes them: audio_ttfp:MS (or audio_ttft:MS) e2el:MS")
+    ld.add_argument("--percentiles", type=_float_list, default=None, metavar="P,P,...",
+                    help="percentiles of each figure (default 50,95,99)")
+    ld.add_argument("--gate", default=None, help="YAML bounds per point (eval/gates/load-example.yaml): exit 1 naming "
+                                                 "each breach")
+    ld.add_argument("--seed", type=int, default=0, help="seeds the open loop's intervals")
+    ld.add_argument("--timeout", type=float, default=600.0, help="seconds a request may wait for its next bytes")
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
+
+
+def _float_list(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None

@@ -19,7 +19,7 @@ LAYERS = [
     "gepard_demo.ui",
     "gepard_demo.__main__",
     "eval.jsonio", "eval.scoring", "eval.engines", "eval.runs", "eval.charts", "eval.report", "eval.compare",
-    "eval.listening", "eval.sweeps",
+    "eval.listening", "eval.sweeps", "eval.load",
     "eval.ui", "eval.parser", "eval.cli", "eval.__main__",
 ]
 MAX_LINES = 400

@@ -153,3 +153,25 @@ def aligner_words():
 def serving_source() -> str:
     """serving_speech.py's text: the header names, the 4 KB limit and how the list is written."""
     return (wheel_root() / "entrypoints/openai/serving_speech.py").read_text()
+
+
+def continuity_stats():
+    """The bench's compute_continuity_stats (benchmarks/audio_continuity.py: no vLLM import)."""
+    return _module("benchmarks/audio_continuity.py", "vllm_omni_audio_continuity").compute_continuity_stats
+
+
+@lru_cache(maxsize=1)
+def bench_names() -> dict[str, str]:
+    """The bench's metric names (metrics/definitions.py's string constants, f-strings evaluated
+    in order; the module itself imports vLLM-Omni's package, so it is read, not imported)."""
+    names: dict[str, str] = {}
+    for n in _tree("metrics/definitions.py").body:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+                and isinstance(n.value, (ast.Constant, ast.JoinedStr)):
+            try:
+                value = eval(compile(ast.Expression(n.value), "definitions.py", "eval"), {}, dict(names))
+            except NameError:
+                continue
+            if isinstance(value, str):
+                names[n.targets[0].id] = value
+    return names
