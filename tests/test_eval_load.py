@@ -241,3 +241,19 @@ def test_ctrl_c_keeps_the_finished_rows_and_hangs_up_on_the_rest(served, tiny_en
     report = (out / "report.md").read_text()
     assert "Interrupted" in report and "| concurrency 2 | 1 / 0 |" in report
     assert [r["index"] for r in read_jsonl(out / "rows.jsonl")] == [0]
+
+
+def test_the_eval_tab_runs_the_same_load_and_refuses_bad_input_naming_it(served, tmp_path):
+    from eval.load.client import LoadError
+    from eval.load.gate import LoadGate
+    from eval.ui.load_section import load_in_tab
+
+    url, _ = served
+    text, chart, folder = load_in_tab(tmp_path, url + "/", "1, 2", 2, 8, set_name="smoke")
+    assert "| concurrency 1 | 2 / 0 |" in text and "| concurrency 2 | 2 / 0 |" in text
+    assert chart and Path(chart).is_file() and Path(folder).parent == tmp_path / "load"
+    for args, says in [(("ftp://x", "1", 2, 8), "server URL"), ((url, "1,x", 2, 8), "concurrency"),
+                       ((url, "1", 0, 8), "requests a point"), ((url, "0", 2, 8), "concurrency: name one or more, each at least 1")]:
+        with pytest.raises(LoadError, match=says):
+            load_in_tab(tmp_path, *args, set_name="smoke")
+    LoadGate.load(ROOT / "eval" / "gates" / "load-example.yaml", (50.0, 95.0, 99.0))  # the example is a valid gate

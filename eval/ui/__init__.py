@@ -7,6 +7,7 @@
 - compare_section.py    a base against one or more runs: table, forest plot, gate, regressions side by side
 - listening_section.py  the blind A / B / same listening test
 - sweep_section.py      the tab's sweep section
+- load_section.py       a speech server at a few concurrencies, as `python -m eval load`
 - demo_link.py          "Open in the demo": a row's text, settings, voice and seed into the Speak tab
 - common.py             the app's engine as an eval engine (holding the app's lock), chart images
 """

@@ -133,10 +133,11 @@ def tab_error(exc: Exception):
 
     from eval.engines.base import EngineError
     from eval.compare.table import CompareError
+    from eval.load.client import LoadError
     from eval.runs.sets import SetError
     from gepard_demo.settings import SettingsError
 
-    refused = isinstance(exc, (RunError, EngineError, SetError, CompareError, SettingsError, ValueError,
+    refused = isinstance(exc, (RunError, EngineError, SetError, CompareError, SettingsError, LoadError, ValueError,
                                FileNotFoundError))
     if refused:
         log.warning("eval tab refused a request: %s: %s", type(exc).__name__, exc)

@@ -16,8 +16,8 @@ caller's current Blocks/Tab context and returns None.
 The tab: pick a set (built-in or an uploaded .txt/.jsonl) and settings, run with a progress
 bar (synthesis, then Whisper scoring, then the report), see the summary, the per-utterance
 table and the charts, play any row (failures first) and open it in the demo, reopen earlier
-runs, compare runs (compare_section.py), a blind listening test (listening_section.py) and
-sweeps (sweep_section.py).
+runs, compare runs (compare_section.py), a blind listening test (listening_section.py),
+sweeps (sweep_section.py) and a speech server under load (load_section.py).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from eval.ui.common import EvalLimits, chart_images, eval_engine_from_provider, 
 from eval.ui.compare_section import build_compare_section
 from eval.ui.demo_link import wire_open
 from eval.ui.listening_section import build_listening_section
+from eval.ui.load_section import build_load_section
 from eval.ui.runs_view import TABLE_COLUMNS, list_runs, row_audio, row_choices, run_folder, view_run
 from eval.ui.word_view import row_words as row_words_view
 from eval.ui.sweep_section import build_sweep_section
@@ -103,6 +104,7 @@ def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "r
             open_btn = gr.Button("Open")
     pickers = [pick, *build_compare_section(runs_dir, speak).values(), *build_listening_section(runs_dir, speak).values()]
     build_sweep_section(engine_provider, runs_dir, limits, form)
+    build_load_section(runs_dir)
 
     def _refresh():
         names = list_runs(runs_dir)
