@@ -1,0 +1,119 @@
+"""Our speech server under load as `vllm bench serve --omni` measures it (issue 43), side by side in one run.
+
+For each model size (tiny; full: a random model with Gepard-1.0's shape), each admission rule
+(`realtime`, `cap`) and each chunk schedule (`ramp`, `fixed`: vLLM-Omni's 10 then 86), a server is
+started (a real second process, `--serve` below: `--max-batch 4`, vLLM-Omni's 10 / 86 frames, a
+stop head that cannot fire so each request runs its whole budget) and loaded by `python -m eval
+load`'s own runner at each concurrency (closed loop), one point after another. The figures are
+the bench's (eval/load/metrics.py); each configuration's knee chart and folder go to --out.
+
+    .venv/bin/python benchmarks/load_knee.py [--sizes tiny full] [--concurrency 1 2 4 8] \
+        [--prompts 12] [--frames 300] [--admissions realtime cap] [--schedules ramp fixed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+import httpx  # noqa: E402
+
+from eval.load.folder import run_load  # noqa: E402
+from eval.load.runner import LoadConfig  # noqa: E402
+from eval.runs.sets import load_set  # noqa: E402
+from processes import spawn, stop_process  # noqa: E402
+
+
+def serve(size: str, port: int, admission: str, schedule: str) -> None:
+    """The server side (runs until terminated)."""
+    import uvicorn
+
+    from gepard_demo.codec import build_random_codec, load_codec
+    from gepard_demo.model.engine import GepardEngine
+    from gepard_demo.model.full_size import build_full_size_engine
+    from gepard_demo.model.tiny import ensure_tiny
+    from gepard_demo.serving.server import build_speech_app
+    from gepard_demo.settings import BatchingSettings, StreamSettings
+    from gepard_demo.speed.flags import speed_for
+    from gepard_demo.speed.select import apply_speed
+
+    cache = Path.home() / ".cache" / "gepard-demo"
+    if size == "tiny":
+        engine = GepardEngine.load(str(ensure_tiny(cache)))
+        codec = load_codec(engine.codec_source())
+    else:
+        engine, codec = build_full_size_engine(ensure_tiny(cache)), build_random_codec(seed=0)
+    engine = apply_speed(engine, speed_for(engine, "cpu", "auto", 0, "off"))
+    sampling = engine.default_sampling().replace(stop_threshold=0.999)  # random weights: the budget ends each request
+    app = build_speech_app(engine, codec, sampling, StreamSettings(chunk_schedule=schedule),
+                           batching=BatchingSettings(max_batch=4, admission=admission))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def start(size: str, admission: str, schedule: str) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = spawn([sys.executable, __file__, "--serve", size, str(port), admission, schedule], cwd=REPO,
+                 stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    stop_process(proc)
+    raise RuntimeError(f"the {size} server did not start (exit code {proc.returncode})")
+
+
+def main() -> int:
+    if len(sys.argv) == 6 and sys.argv[1] == "--serve":
+        serve(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", nargs="+", default=["tiny", "full"], choices=["tiny", "full"])
+    ap.add_argument("--concurrency", nargs="+", type=int, default=[1, 2, 4, 8])
+    ap.add_argument("--prompts", type=int, default=12, help="requests a point")
+    ap.add_argument("--frames", type=int, default=300, help="each request's max_new_tokens (its whole length)")
+    ap.add_argument("--admissions", nargs="+", default=["realtime", "cap"], choices=["realtime", "cap"])
+    ap.add_argument("--schedules", nargs="+", default=["ramp", "fixed"], choices=["ramp", "fixed"])
+    ap.add_argument("--out", default="runs/load-knee")
+    args = ap.parse_args()
+    texts = tuple(u.text for u in load_set("core"))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    print("| size | admission | schedule | concurrency | audio_ttfp p50 / p95 | audio_rtf p50 | underrun p50 / p95 | "
+          "continuity OK | audio throughput | goodput (ttfp <= 1 s) |")
+    print("| --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: | ---: |")
+    for size in args.sizes:
+        for admission in args.admissions:
+            for schedule in args.schedules:
+                proc, url = start(size, admission, schedule)
+                try:
+                    base = LoadConfig(urls=(url,), texts=texts, num_prompts=args.prompts, num_warmups=1,
+                                      extra_body={"max_new_tokens": args.frames}, goodput={"audio_ttfp": 1000.0})
+                    points = [dataclasses.replace(base, max_concurrency=c) for c in args.concurrency]
+                    out = Path(args.out) / f"{stamp}-{size}-{admission}-{schedule}"
+                    outcome = run_load(points, out, log=lambda m: print(m, file=sys.stderr))
+                finally:
+                    stop_process(proc)
+                for s in outcome.summaries:
+                    print(f"| {size} | {admission} | {schedule} | {s['max_concurrency']} | "
+                          f"{s['median_audio_ttfp_ms']:.0f} / {s['p95_audio_ttfp_ms']:.0f} ms | {s['median_audio_rtf']:.2f} | "
+                          f"{s['median_audio_underrun_s']:.2f} / {s['p95_audio_underrun_s']:.2f} s | "
+                          f"{s['audio_continuity_ok_rate']:.0%} | {s['audio_throughput']:.1f} s/s | "
+                          f"{s['request_goodput']:.2f} req/s |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
