@@ -305,8 +305,8 @@ def client_at(url: str, address: str):
 
 
 class SlowEngine(FrameMaker):
-    """The tiny engine, slower than real time (a wait after each frame), as the real-shape model is
-    on a small CPU: what the automatic start buffer is for."""
+    """The tiny engine at a set pace (a frame every step_s), slower than real time as the
+    real-shape model is on a small CPU: what the automatic start buffer is for."""
 
     def __init__(self, inner, step_s: float):
         self.inner, self.step_s = inner, step_s
@@ -315,6 +315,11 @@ class SlowEngine(FrameMaker):
         return getattr(self.inner, name)
 
     def stream_frames(self, *args, **kwargs):
+        # Frame k comes step_s x k after the first: the pace is the same on any host whose own
+        # step (and what the consumer does between two steps) takes less than step_s.
+        due = None
         for step in self.inner.stream_frames(*args, **kwargs):
-            time.sleep(self.step_s)
+            now = time.monotonic()
+            due = now + self.step_s if due is None else due + self.step_s
+            time.sleep(max(0.0, due - now))
             yield step
