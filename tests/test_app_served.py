@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from app_fixtures import free_port, start_process, stop_process
+from app_fixtures import args, free_port, start_process, stop_process
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ def test_generate_streams_the_servers_audio_through_the_page(served_app):
     listener.start()
     connected.wait(10)
     text = "Hello from the served model."
-    values = [job, text, 0.3, 0, False, 0.5, 77, False, FRAMES, 10, 10, "ramp", "exact", 8, 20, 100, None, 1.0, 0]
+    values = args(job, text=text, seed=77, max_frames=FRAMES)
     status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
     listener.join(30)
     assert status.startswith("Done") and "`77`" in status
@@ -107,8 +107,7 @@ def test_a_reference_voice_and_guidance_reach_the_server(served_app, tmp_path):
     ref = tmp_path / "me.wav"
     sf.write(ref, voice_like(4.0, 22050, seed=5), 22050, subtype="PCM_16")
     text = "A cloned and guided voice."
-    values = ["", text, 0.3, 0, False, 0.5, 78, False, FRAMES, 10, 10, "ramp", "exact", 8, 20, 100,
-              handle_file(str(ref)), 2.5, 6]
+    values = args("", text=text, seed=78, max_frames=FRAMES, ref_audio=handle_file(str(ref)), cfg_scale=2.5, cfg_frames=6)
     status, wav, _stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=180)
     assert status.startswith("Done"), status
     page, _ = sf.read(wav, dtype="float32")
@@ -132,8 +131,8 @@ def test_the_guardrails_reach_the_server_and_its_report_comes_back(served_app):
 
     url, server_url = served_app
     text = "A guarded voice."
-    values = ["", text, 0.3, 0, False, 0.5, 79, False, FRAMES, 10, 10, "ramp", "exact", 8, 20, 100, None, 1.0, 0,
-              1.3, 8, "15"]
+    values = args("", text=text, seed=79, max_frames=FRAMES, repetition_penalty=1.3, repetition_window=8,
+                  force_stop_frames="15")
     status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
     assert status.startswith("Done"), status
     assert "force-stopped" in stats and "frames 0-9:" in stats and "| frames | 15 |" in stats, stats

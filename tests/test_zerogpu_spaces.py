@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from app_fixtures import ARTIFACTS, PLAYER_ENDED, browser, fixed_seed, free_port, set_number, start_process, stop_process  # noqa: F401
+from app_fixtures import ARTIFACTS, PLAYER_ENDED, args, browser, fixed_seed, free_port, set_number, start_process, stop_process  # noqa: F401
 from hold_fixtures import BOUND_S, ENDLESS_SEED
 from zerogpu_device import ILLEGAL, NO_GPU, QUEUE_TIMEOUT, QUOTA, DeviceApi, spaces_app_command, spaces_env, wait_until
 
@@ -90,7 +90,7 @@ def api_client(url: str, token: str | None = TOKEN):
 
 
 def api_args(text: str = "Hello from ZeroGPU.", seed: int = 7, max_frames: int = 20) -> list:
-    return ["", text, 0.3, 0, False, 0.99, seed, False, max_frames, 10, 10, "ramp", "exact", 8, 20, 0, None, 1.0, 0]
+    return args("", text=text, stop_threshold=0.99, seed=seed, max_frames=max_frames, silence_ms=0)
 
 
 def test_start_up_under_spaces_reports_and_touches_no_gpu(spaces_app, device_api):
