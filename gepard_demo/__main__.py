@@ -154,7 +154,7 @@ def cmd_speak(args: argparse.Namespace) -> int:
     """Standard input spoken as it arrives, through a server's speech WebSocket (ours or vLLM-Omni's)."""
     import asyncio
 
-    from gepard_demo.serving.stream_client import StreamError, speak_pieces
+    from gepard_demo.serving.stream_client import SpeakError, speak_pieces
 
     config = {"split_granularity": args.split}
     config.update({k: v for k, v in (("seed", args.seed), ("max_new_tokens", args.max_new_tokens)) if v is not None})
@@ -172,7 +172,7 @@ def cmd_speak(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(run())
-    except StreamError as exc:
+    except SpeakError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.out not in (None, "-") and units:

@@ -226,6 +226,7 @@ class _Connection:
                         await self.ws.send_json(item)
                 finally:
                     self.busy -= 1
+                    self.out.task_done()
         except Exception:  # noqa: BLE001  the client went away (a send on a closed socket): nothing more to send
             log.debug("speech stream: sending ended", exc_info=True)
 
@@ -284,8 +285,10 @@ class _Connection:
         await self._close_socket()
 
     async def _drain(self) -> None:
-        while self.busy and not self.sender.done():
-            await asyncio.sleep(0.01)
+        """Until everything queued is sent, or the sender has stopped (the client is gone)."""
+        sent = asyncio.ensure_future(self.out.join())
+        await asyncio.wait({sent, self.sender}, return_when=asyncio.FIRST_COMPLETED)
+        sent.cancel()
 
     async def _close_socket(self) -> None:
         try:

@@ -26,7 +26,7 @@ from gepard_demo.serving.stream_protocol import STREAM_PATH
 from gepard_demo.streaming.text_splitter import TextSplitter
 
 
-class StreamError(RuntimeError):
+class SpeakError(RuntimeError):
     """The server refused something (its `error` message), or the connection broke."""
 
 
@@ -79,7 +79,7 @@ class StreamingSpeech:
         try:
             self._ws = await websockets.connect(self.url, max_size=None)
         except OSError as exc:
-            raise StreamError(f"speech server at {self.url}: cannot connect ({exc})") from None
+            raise SpeakError(f"speech server at {self.url}: cannot connect ({exc})") from None
         await self._ws.send(json.dumps({"type": "session.config", **self.config}))
         return self
 
@@ -136,13 +136,13 @@ class StreamingSpeech:
                     unit = None
                 elif kind == "error":
                     if unit is None:
-                        raise StreamError(msg.get("message", "error"))
+                        raise SpeakError(msg.get("message", "error"))
                     unit.error = msg.get("message")
                 elif kind == "session.done":
                     self._closed, self.utterance = [], self.utterance + 1
                     return
         except websockets.ConnectionClosed as exc:
-            raise StreamError(f"speech server at {self.url} closed the connection ({exc})") from None
+            raise SpeakError(f"speech server at {self.url} closed the connection ({exc})") from None
 
 
 async def speak_pieces(server_url: str, pieces: AsyncIterator[str], **config: Any) -> AsyncIterator[Unit]:
