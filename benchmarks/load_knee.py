@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import socket
 import subprocess
 import sys
 import time
@@ -24,34 +23,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-import httpx  # noqa: E402
-
 from eval.load.folder import run_load  # noqa: E402
 from eval.load.runner import LoadConfig  # noqa: E402
 from eval.runs.sets import load_set  # noqa: E402
-from processes import spawn, stop_process  # noqa: E402
+from processes import start_server, stop_process  # noqa: E402
 
 
 def serve(size: str, port: int, admission: str, schedule: str) -> None:
     """The server side (runs until terminated)."""
     import uvicorn
 
-    from gepard_demo.codec import build_random_codec, load_codec
-    from gepard_demo.model.engine import GepardEngine
-    from gepard_demo.model.full_size import build_full_size_engine
-    from gepard_demo.model.tiny import ensure_tiny
     from gepard_demo.serving.server import build_speech_app
     from gepard_demo.settings import BatchingSettings, StreamSettings
-    from gepard_demo.speed.flags import speed_for
-    from gepard_demo.speed.select import apply_speed
+    from random_models import random_engine
 
-    cache = Path.home() / ".cache" / "gepard-demo"
-    if size == "tiny":
-        engine = GepardEngine.load(str(ensure_tiny(cache)))
-        codec = load_codec(engine.codec_source())
-    else:
-        engine, codec = build_full_size_engine(ensure_tiny(cache)), build_random_codec(seed=0)
-    engine = apply_speed(engine, speed_for(engine, "cpu", "auto", 0, "off"))
+    engine, codec = random_engine(size)
     sampling = engine.default_sampling().replace(stop_threshold=0.999)  # random weights: the budget ends each request
     app = build_speech_app(engine, codec, sampling, StreamSettings(chunk_schedule=schedule),
                            batching=BatchingSettings(max_batch=4, admission=admission))
@@ -59,21 +45,8 @@ def serve(size: str, port: int, admission: str, schedule: str) -> None:
 
 
 def start(size: str, admission: str, schedule: str) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = spawn([sys.executable, __file__, "--serve", size, str(port), admission, schedule], cwd=REPO,
-                 stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    stop_process(proc)
-    raise RuntimeError(f"the {size} server did not start (exit code {proc.returncode})")
+    return start_server(lambda port: [sys.executable, __file__, "--serve", size, str(port), admission, schedule],
+                        cwd=REPO)
 
 
 def main() -> int:

@@ -35,7 +35,7 @@ import httpx  # noqa: E402
 from gepard_demo.serving.stream_client import StreamingSpeech  # noqa: E402
 from gepard_demo.streaming.segments import segment_seed  # noqa: E402
 from gepard_demo.units import SAMPLE_RATE  # noqa: E402
-from processes import spawn, stop_process  # noqa: E402
+from processes import start_server, stop_process  # noqa: E402
 
 PARAGRAPH = ("The river was quiet this morning. A heron stood in the shallows and watched the water. "
              "Two boats drifted past without a sound. Somewhere upstream a dog was barking at the geese. "
@@ -47,22 +47,11 @@ def serve(size: str, port: int) -> None:
     """The server side: our speech server on `size` (runs until terminated)."""
     import uvicorn
 
-    from gepard_demo.codec import build_random_codec, load_codec
-    from gepard_demo.model.engine import GepardEngine
-    from gepard_demo.model.full_size import build_full_size_engine
-    from gepard_demo.model.tiny import ensure_tiny
     from gepard_demo.serving.server import build_speech_app
     from gepard_demo.settings import BatchingSettings, StreamSettings
-    from gepard_demo.speed.flags import speed_for
-    from gepard_demo.speed.select import apply_speed
+    from random_models import random_engine
 
-    cache = Path.home() / ".cache" / "gepard-demo"
-    if size == "tiny":
-        engine = GepardEngine.load(str(ensure_tiny(cache)))
-        codec = load_codec(engine.codec_source())
-    else:
-        engine, codec = build_full_size_engine(ensure_tiny(cache)), build_random_codec(seed=0)
-    engine = apply_speed(engine, speed_for(engine, "cpu", "auto", 0, "off"))
+    engine, codec = random_engine(size)
     sampling = engine.default_sampling().replace(stop_threshold=0.999)  # random weights: the budget ends each unit
     app = build_speech_app(engine, codec, sampling, StreamSettings(first_chunk_frames=10, chunk_frames=10),
                            batching=BatchingSettings(max_batch=4))
@@ -70,22 +59,7 @@ def serve(size: str, port: int) -> None:
 
 
 def start(size: str) -> tuple[subprocess.Popen, str]:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = spawn([sys.executable, __file__, "--serve", size, str(port)], cwd=REPO, stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    stop_process(proc)
-    raise RuntimeError(f"the {size} server did not start (exit code {proc.returncode})")
+    return start_server(lambda port: [sys.executable, __file__, "--serve", size, str(port)], cwd=REPO)
 
 
 def rest_ttfa(url: str, text: str, seed: int, frames: int) -> float:

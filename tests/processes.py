@@ -30,3 +30,29 @@ def stop_process(proc: subprocess.Popen, grace_s: float = 15) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:  # the group is gone: nothing was left
         pass
+
+
+def start_server(command, cwd=None, ready_path: str = "/v1/models", timeout_s: float = 300.0):
+    """A server in a second process on a free 127.0.0.1 port, ready: `command(port)` is its argv.
+    Returns (process, "http://127.0.0.1:PORT"); raises RuntimeError when it dies or never answers
+    `ready_path` within timeout_s (the process is stopped first)."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = spawn(command(port), cwd=cwd, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url + ready_path, timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.5)
+    stop_process(proc)
+    raise RuntimeError(f"the server `{' '.join(command(port))}` did not start (exit code {proc.returncode})")
