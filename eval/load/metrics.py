@@ -133,11 +133,12 @@ def summary_keys(percentiles: tuple[float, ...] = PERCENTILES) -> list[str]:
             "total_audio_frames", "audio_throughput", "audio_continuity_ok_rate", "max_concurrent_requests"]
     for name, (unit, _) in SUMMARIZED.items():
         keys += [f"{stat}_{name}{unit}" for stat in ("mean", "median", "std")]
-        keys += [f"p{_p_word(p)}_{name}{unit}" for p in percentiles]
+        keys += [f"p{p_word(p)}_{name}{unit}" for p in percentiles]
     return keys
 
 
-def _p_word(p: float) -> str:
+def p_word(p: float) -> str:
+    """A percentile as the bench's keys spell it: 95 -> "95", 99.9 -> "99.9"."""
     return str(int(p)) if int(p) == p else str(p)
 
 
@@ -167,7 +168,7 @@ def summarize(rows: list[RequestRow], duration_s: float, goodput: dict[str, floa
         out[f"median_{name}{unit}"] = float(np.median(values))
         out[f"std_{name}{unit}"] = float(np.std(values))
         for p in percentiles:
-            out[f"p{_p_word(p)}_{name}{unit}"] = float(np.percentile(values, p))
+            out[f"p{p_word(p)}_{name}{unit}"] = float(np.percentile(values, p))
     out["start_times"] = [r.start_time for r in rows]
     out["errors"] = [r.error for r in rows]
     out["failed_reasons"] = dict(Counter(r.error.splitlines()[0] if r.error else "" for r in failed))

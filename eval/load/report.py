@@ -14,22 +14,17 @@ from pathlib import Path
 import pandas as pd
 
 from eval.charts.style import finish, new_figure, save_chart, series_style
-from eval.jsonio import write_json_atomic, replace_atomic
+from eval.jsonio import replace_atomic, write_json_atomic
+from eval.load.metrics import p_word
 
 
 def point_file(out: Path, label: str) -> Path:
     return out / "points" / (label.replace(", ", "_").replace(" ", "-") + ".json")
 
 
-def _top(percentiles) -> str:
-    """The highest percentile's key word (p95 for the bench's 50/95/99 would hide p99: use p99)."""
-    p = max(percentiles)
-    return str(int(p)) if int(p) == p else str(p)
-
-
 def _mid(percentiles) -> str:
     """The percentile the tables call the tail: 95 when measured, else the highest."""
-    return "95" if 95.0 in percentiles else _top(percentiles)
+    return "95" if 95.0 in percentiles else p_word(max(percentiles))
 
 
 def markdown(summaries: list[dict], breaches: list[str] | None, interrupted: str | None) -> str:

@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 
 from eval.load.client import LoadError, Server, check_server, send, stream_body
-from eval.load.metrics import PERCENTILES, RequestRow, summarize
+from eval.load.metrics import PERCENTILES, RequestRow, p_word, summarize
 
 
 @dataclass(frozen=True)
@@ -164,8 +164,7 @@ async def _point(client, cfg: LoadConfig, servers: list[Server], on_row) -> tupl
 
 def line(s: dict) -> str:
     """One point in one line, for the log (the median and the highest percentile measured)."""
-    top = max(s["percentiles"])
-    p = str(int(top)) if int(top) == top else str(top)
+    p = p_word(max(s["percentiles"]))
     return (f"{s['label']}: {s['completed']} done, {s['failed']} failed in {s['duration']:.1f} s; "
             f"audio_ttfp p50 {s['median_audio_ttfp_ms']:.0f} ms, p{p} {s[f'p{p}_audio_ttfp_ms']:.0f} ms; "
             f"audio_rtf p50 {s['median_audio_rtf']:.2f}; underrun p{p} {s[f'p{p}_audio_underrun_s']:.2f} s; "
