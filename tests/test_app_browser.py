@@ -90,7 +90,12 @@ def test_player_start_buffer_holds_playback(page):
     r = a["rate"] / 1.25
     need = 0.0 if r >= 1.1 else max(0.0, a["expectedS"] * max(0.0, 1 - r) * 1.1 + 0.2)
     assert a["needS"] == pytest.approx(need, abs=1e-6), a
-    assert second["startBufferMs"] <= min(need * 1000, 40 * 1024 / 22.05) + 10 * 1024 / 22.05 + 1, (second["startBufferMs"], a)
+    # What it held for reached the audio thread, and it decided to start when that was queued. The
+    # audio queued when the audio thread then ran (startBufferMs) is not bounded: a loaded host
+    # can start that thread late, with more arrived meanwhile.
+    assert second["startPrebufferMs"] == pytest.approx(max(need * 1000, 1000 / 22050), abs=0.1), (second, a)
+    assert second["readyBufferMs"] <= min(need * 1000, 40 * 1024 / 22.05) + 10 * 1024 / 22.05 + 1, (second, a)
+    assert second["startBufferMs"] >= second["readyBufferMs"] > 0, second
 
 
 def test_stop_stops_playback_and_frees_the_engine(page, live_demo, endless):

@@ -235,9 +235,10 @@ def test_live_plot_and_gapless_playback_slower_than_real_time(browser, slow_demo
         a, total = stats["auto"], stats["samplesReceived"] / 22050
         need = max(0.0, a["expectedS"] * (1 - a["rate"] / 1.25) * 1.1 + 0.2)
         assert a["needS"] == pytest.approx(need, abs=1e-6), a
-        assert stats["startBufferMs"] / 1000 <= need + 10 * 1024 / 22050 + 0.001, (stats["startBufferMs"], a)
+        assert stats["startPrebufferMs"] == pytest.approx(need * 1000, abs=0.1), (stats, a)
+        assert stats["readyBufferMs"] / 1000 <= need + 10 * 1024 / 22050 + 0.001, (stats, a)
         if need < total - 10 * 1024 / 22050:
-            assert stats["startBufferMs"] / 1000 < total, (stats["startBufferMs"], total, a)
+            assert stats["readyBufferMs"] / 1000 < total, (stats["readyBufferMs"], total, a)
         page.wait_for_selector("#gepard-plot .gepard-pstop[data-live='0']", timeout=30_000)
     finally:
         ctx.close()

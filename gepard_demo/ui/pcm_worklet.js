@@ -35,6 +35,9 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
     this.underruns = 0;
     this.gapFrames = 0;
     this.prebuffer = 0;    // samples to hold before starting (0 = start on the first sample)
+    // Samples queued when the start condition was first met, as messages arrive: the player's
+    // decision, apart from when the audio thread next runs (a loaded host can run it late).
+    this.readyBuffered = -1;
     this.rebuffer = Math.round(REBUFFER_START_S * sampleRate);
     this.sinceReport = 0;
     this.doneReported = false;
@@ -57,7 +60,9 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
     } else if (msg.type === 'end') {
       if (msg.jobId !== this.jobId) return;
       this.ended = true;
-    } else if (msg.type === 'ping') {
+    }
+    if (!this.started && this.readyBuffered < 0 && this.mayStart()) this.readyBuffered = this.buffered;
+    if (msg.type === 'ping') {
       // Lets a caller know every earlier message has been handled (used by the tests).
       this.port.postMessage({type: 'pong', id: msg.id});
     }
@@ -71,10 +76,15 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
     }, extra || {}));
   }
 
+  // Is enough queued to start (or has the stream ended)?
+  mayStart() {
+    return this.jobId !== null && this.buffered > 0 && (this.buffered >= Math.max(1, this.prebuffer) || this.ended);
+  }
+
   // May samples flow in this quantum?
   flowing() {
     if (this.jobId === null || this.buffered === 0) return false;
-    if (!this.started) return this.buffered >= Math.max(1, this.prebuffer) || this.ended;
+    if (!this.started) return this.mayStart();
     if (this.starvedAt < 0) return true;
     if (this.buffered < this.rebuffer && !this.ended) return false;
     // Resuming after a gap the listener heard.
@@ -97,7 +107,8 @@ class GepardPcmPlayer extends AudioWorkletProcessor {
         out.set(head.subarray(this.offset, this.offset + take), i);
         if (!this.started) {
           this.started = true;
-          this.report('started', {firstFrame: currentFrame + i});
+          this.report('started', {firstFrame: currentFrame + i, ready: this.readyBuffered,
+                                  prebuffer: this.prebuffer});
         }
         i += take;
         this.offset += take;

@@ -35,6 +35,7 @@
       firstByteAt: null, firstPlayAt: null, doneAt: null, clickToSoundMs: null,
       samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
       contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null, startBufferMs: null,
+      readyBufferMs: null, startPrebufferMs: null,
       streamDone: false, queue: null, auto: null, arrivals: [], longText: null,
     };
   }
@@ -301,6 +302,10 @@
         s.clickToSoundMs = s.firstPlayAt - s.clickAt;
         s.outputLatencyMs = (this.ctx.outputLatency || this.ctx.baseLatency || 0) * 1000;
         s.startBufferMs = m.buffered * 1000 / this.ctx.sampleRate;  // queued when it started
+        // Queued when it decided to start, and the buffer it held for: the plan, apart from
+        // how late the audio thread then ran.
+        s.readyBufferMs = m.ready * 1000 / this.ctx.sampleRate;
+        s.startPrebufferMs = m.prebuffer * 1000 / this.ctx.sampleRate;
         s.state = 'playing';
       } else if (m.type === 'done') {
         s.state = 'ended';
