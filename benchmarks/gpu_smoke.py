@@ -1,6 +1,6 @@
 """GPU smoke test: everything a GPU Space depends on, in one run on one device, offline, on a talker
 with Gepard-1.0's real shapes and random weights (gepard_demo/model/full_size.py) and a full-size
-random NanoCodec. Under 3 minutes on one GPU. One table:
+random NanoCodec. About 3 minutes on one GPU (183 s on an H200). One table:
 
 - pick: the device, its compute capability and the precision the speed layer picks for it
   (bf16 from 8.0, fp16 below; on a CPU this script runs bf16, what an Ampere-or-later GPU runs).

@@ -35,7 +35,8 @@ CPU_FASTEST_FIRST = ("int8", "fp16w")
 # bf16 layers miss it narrowly: max |dp_stop| 0.011 with the heads fp32 (0.017 when the heads were
 # bf16 too), so a CPU never picks it on its own. A GPU runs bf16 layers (fp16 below compute
 # capability 8.0), as vLLM-Omni deploys Gepard; benchmarks/gpu_smoke.py reports the guard on the
-# GPU itself. fp16 on a GPU has not been measured: no GPU has been lent to this project yet.
+# GPU itself: on an H200 (2026-12-04) bf16 layers missed it too, max |dp_stop| 0.0122
+# (docs/PERFORMANCE.md §7). fp16 on a GPU has not been measured.
 GUARD_PASSES = {"fp32": True, "fp16w": True, "int8": False, "bf16": False, "fp16": True}
 GUARD_NOTE = "cpu_realtime.py, real-shape random model, 500 steps"
 # The codec's bf16 autocast against the 40 dB SNR guard (fidelity.MIN_CODEC_SNR_DB), full-size
