@@ -170,3 +170,42 @@ def test_our_server_streams_a_long_text_made_ahead_as_one_after_another_makes_it
             streamed = b"".join(r.iter_bytes())
         assert streamed == pcm16(want)
         assert app.state.scheduler.load()["running"] == 0
+
+
+def test_a_streams_pace_is_that_of_its_last_frames():
+    """A long text's later segments join the batch after its first chunk and the pace falls then:
+    the pace its progress reports (the page's start buffer) is over the last frames, not since the first."""
+    import time
+    from types import SimpleNamespace
+
+    from gepard_demo.batching.tickets import PACE_FRAMES, Ticket, TicketFrames
+
+    ticket = Ticket(number=0, stream=True, request=None, on_step=None)
+    now = time.perf_counter()
+    fast = [now - 1.5 + 0.005 * k for k in range(PACE_FRAMES)]  # alone: 200 frames/s
+    slow = [now - 0.1 * (PACE_FRAMES - 1 - k) for k in range(PACE_FRAMES)]  # with the rows: 10 frames/s
+    for t in fast + slow:
+        ticket.frames += 1
+        ticket.recent.append(t)
+    ticket.first_frame_at = fast[0]
+    pace = TicketFrames(SimpleNamespace(), ticket, None).pace()
+    assert pace == pytest.approx((PACE_FRAMES - 1) / 21.5 / (0.1 * (PACE_FRAMES - 1)), rel=0.05)  # 0.465
+    assert pace < 0.5 < 2 * PACE_FRAMES / 21.5 / 1.5  # since the first frame it would say 0.62
+
+
+def test_the_hosts_pace_hint_is_one_streams():
+    """The player's first start buffer comes from X-Gepard-Speed (controller.rate_hint): a long
+    text's speech / wall is its rows' pace together, so it is left out."""
+    import threading
+    from types import SimpleNamespace
+
+    from gepard_demo.streaming.chunks import SynthesisStats
+    from gepard_demo.ui.controller import DemoController
+
+    one = SynthesisStats(speech_s=10.0, wall_s=10.0)
+    chapter = SynthesisStats(speech_s=40.0, wall_s=10.0, segments=8)
+    host = SimpleNamespace(_recent_lock=threading.Lock(), _recent={"a": one, "b": chapter, "c": chapter},
+                           host=SimpleNamespace(warm_rate=3.0))
+    assert DemoController.rate_hint(host) == 1.0
+    host._recent = {"b": chapter}
+    assert DemoController.rate_hint(host) == 3.0  # none of one stream: the warm-up's

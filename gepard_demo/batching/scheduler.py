@@ -315,6 +315,7 @@ class BatchScheduler(FrameMaker):
             t = self._running[h]
             if step.codes is not None:
                 t.frames += 1
+                t.recent.append(now)
                 if t.first_frame_at is None:
                     t.first_frame_at = now
                 if t.codes is not None:  # a look-ahead ticket keeps its frames: a preemption resumes from them

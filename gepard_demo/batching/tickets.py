@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -20,6 +21,9 @@ from gepard_demo.model.frames import FrameSource
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.units import FRAME_RATE_HZ
 
+# The pace a stream reports is measured over its last this many frames (half a second of audio): a
+# long text's later segments join the batch after its first chunk, and the pace falls then.
+PACE_FRAMES = 10
 _CLOSED = object()  # what cancel() puts in a stream's handoff: a consumer waiting for a frame stops waiting
 
 
@@ -39,6 +43,7 @@ class Ticket:
     handle: int | None = None  # its place in the batch, once admitted
     first_frame_at: float | None = None
     frames: int = 0
+    recent: deque = field(default_factory=lambda: deque(maxlen=PACE_FRAMES))  # its last frames' times
     reason: str | None = None  # why it waits (None: queued behind others, or running)
     ahead: int = 0  # requests in the queue before it
     cancelled: bool = False
@@ -124,11 +129,12 @@ class TicketFrames(FrameSource):
         return self.ticket.frames
 
     def pace(self) -> float | None:
-        """Audio seconds it makes per wall second (its frames since its first one), or None yet."""
-        t = self.ticket
-        if t.first_frame_at is None or t.frames < 2:
+        """Audio seconds it makes per wall second over its last PACE_FRAMES frames (until now), or
+        None yet: the batch as it runs now, not as it ran at its start."""
+        times = list(self.ticket.recent)
+        if len(times) < 2:
             return None
-        return t.frames / FRAME_RATE_HZ / max(time.perf_counter() - t.first_frame_at, 1e-3)
+        return (len(times) - 1) / FRAME_RATE_HZ / max(time.perf_counter() - times[0], 1e-3)
 
     @property
     def finished(self) -> bool:

@@ -139,7 +139,7 @@ class SegmentSources:
         """Where the text stands (the page's line and the player's start buffer): which segments
         are wholly generated, the audio generated in order beyond what was read (`ahead_s`), and
         `rate`, the pace audio comes at in order past that: the earliest unfinished segment's own
-        frames per second (audio s per s). The audio plays in order, so the rows' pace together
+        frames per second (audio s per s) over its last frames (the batch as it runs now). The audio plays in order, so the rows' pace together
         (`text_rate`) would promise audio that comes only once the segment before it is whole:
         measured in benchmarks/long_text.py, a player sized from it started at 3 s where 12 s
         were needed, and heard 3 gaps."""

@@ -292,12 +292,14 @@ class DemoController:
         return path
 
     def rate_hint(self) -> float | None:
-        """Audio seconds this host makes per wall second: the median of the last few sessions
-        (speech / wall, first-audio wait included: on the low side), else the warm-up's. The
-        page's player sizes its start buffer from it until it has measured the stream itself."""
+        """Audio seconds this host makes per wall second for one stream: the median of the last
+        few single-segment sessions (speech / wall, first-audio wait included: on the low side),
+        else the warm-up's. A long text's speech / wall is its rows' pace together, not the pace its
+        audio comes in order (segments.progress). The page's player sizes its start buffer from it
+        until it has measured the stream itself."""
         with self._recent_lock:
             rates = sorted(st.speech_s / st.wall_s for st in list(self._recent.values())[-5:]
-                           if st.wall_s and st.speech_s and not st.cancelled)
+                           if st.wall_s and st.speech_s and not st.cancelled and st.segments == 1)
         if rates:
             return rates[len(rates) // 2]
         return self.host.warm_rate

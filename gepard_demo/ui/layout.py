@@ -11,7 +11,7 @@ from typing import Any, Callable
 import gradio as gr
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS
+from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS, SEGMENT_CHARS
 
 from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
@@ -71,7 +71,7 @@ def page_head(sample_rate: int, gain: float = 1.0, max_chars: int = MAX_TEXT_CHA
     """<head> markup: the player's and the page's config and code (inline, so it runs before any click)."""
     # Relative URLs, so the page also works when a proxy serves it under a path prefix.
     config = {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX.lstrip("/"), "workletUrl": WORKLET_PATH.lstrip("/"),
-              "queuePrefix": QUEUE_PREFIX.lstrip("/"), "gain": gain}
+              "queuePrefix": QUEUE_PREFIX.lstrip("/"), "gain": gain, "segmentChars": SEGMENT_CHARS}
     here = Path(__file__).parent
     player_js = (here / "player.js").read_text(encoding="utf-8")
     page_js = (here / "page.js").read_text(encoding="utf-8")
@@ -98,7 +98,7 @@ def _start_js(n_inputs: int) -> str:
         " const auto = autoBox ? autoBox.checked : true;"
         " const text = document.querySelector('#gepard-text textarea');"
         " const words = text ? (text.value.match(/[\\p{L}\\p{N}]+/gu) || []).length : 0;"
-        " out[0] = window.gepardPlayer ? window.gepardPlayer.start({prebufferMs, auto, words}) : ''; return out; }" % n_inputs
+        " out[0] = window.gepardPlayer ? window.gepardPlayer.start({prebufferMs, auto, words, chars: text ? text.value.length : 0}) : ''; return out; }" % n_inputs
     )
 
 

@@ -7,7 +7,9 @@
 //   clickAt, firstByteAt, firstPlayAt (performance.now() ms; firstPlayAt is when the first
 //   sample reached the output, from the worklet's frame clock), clickToSoundMs,
 //   samplesReceived, samplesPlayed, underruns, gapMs, outputPeak (largest |sample| seen at
-//   the output tap), state, contextState.
+//   the output tap), state, contextState; startBufferMs (queued when the audio thread began),
+//   readyBufferMs and startPrebufferMs (queued when it decided to start, and what it held for);
+//   arrivals ([time, samples received]) and gaps ({atS, ms, receivedS, at}: where each was heard).
 (function () {
   const CFG = window.GEPARD_PLAYER_CONFIG || {};
   const SAMPLE_RATE = CFG.sampleRate || 22050;
@@ -15,6 +17,7 @@
   const WORKLET_URL = CFG.workletUrl || '/gepard/pcm-worklet.js';
   const QUEUE_PREFIX = CFG.queuePrefix || 'gepard/queue/';
   const GAIN = CFG.gain || 1.0;  // below 1 on random-weight models: their noise plays quieter
+  const SEGMENT_CHARS = CFG.segmentChars || 400;  // a text longer than this may be split into segments (text_input.py)
 
   // The authors' scorer's expected length of an utterance: 0.7 s + 0.4 s per word.
   function expectedSeconds(words) { return 0.7 + 0.4 * words; }
@@ -36,7 +39,7 @@
       samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
       contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null, startBufferMs: null,
       readyBufferMs: null, startPrebufferMs: null,
-      streamDone: false, queue: null, auto: null, arrivals: [], longText: null,
+      streamDone: false, queue: null, auto: null, arrivals: [], longText: null, gaps: [],
     };
   }
 
@@ -93,7 +96,8 @@
       // Auto: hold everything until the stream's rate says how much must be buffered (autoBuffer).
       const prebuffer = auto ? 1 << 30 : Math.round(((opts && opts.prebufferMs) || 0) * SAMPLE_RATE / 1000);
       this.stats.auto = auto ? {expectedS: expectedSeconds((opts && opts.words) || 0), rate: null, hint: null,
-                                needS: null, pushes: 0, firstChunkS: null} : null;
+                                needS: null, pushes: 0, firstChunkS: null, basis: null,
+                                maybeLong: ((opts && opts.chars) || 0) > SEGMENT_CHARS} : null;
       const controller = new AbortController();
       this.abort = controller;
       this.render();
@@ -227,10 +231,16 @@
       // A long text's later segments are made beside the one playing. The audio plays in order: what
       // was made in order beyond what was sent (text.ahead_s) comes as fast as the codec decodes it,
       // the rest at the pace of the earliest segment still being made (text.rate): A + G >= T (1 - R).
+      // A long text's later segments join the batch once its first chunk is out, and its pace falls
+      // then: neither the host's hint (one stream's pace) nor the first chunk says it, so a text
+      // that may be long starts only on a pace measured on this stream, the lower of the arrivals'
+      // and the server's (the earliest unfinished segment's recent frames: segments.progress).
       const text = s.longText;
-      const rate = text && text.rate ? text.rate : (measured !== null ? measured : a.hint);
+      const own = measured !== null ? measured : (a.maybeLong ? null : a.hint);
+      const rate = text && text.rate ? (measured !== null ? Math.min(text.rate, measured) : null) : own;
       const ready = text ? text.ahead_s : 0;
       a.rate = rate;
+      a.basis = rate === null ? null : text && text.rate ? 'text' : measured !== null ? 'measured' : 'hint';
       a.expectedS = Math.max(a.expectedS, got + 0.5);
       let need;
       if (rate !== null && rate / PACE_MARGIN >= 1.1) need = 0;  // well ahead of real time: start now
@@ -307,6 +317,10 @@
         s.readyBufferMs = m.ready * 1000 / this.ctx.sampleRate;
         s.startPrebufferMs = m.prebuffer * 1000 / this.ctx.sampleRate;
         s.state = 'playing';
+      } else if (m.type === 'underrun') {
+        // Where each gap was heard (audio seconds into the stream), how long, and what had come by then.
+        s.gaps.push({atS: m.played / this.ctx.sampleRate, ms: m.frames * 1000 / this.ctx.sampleRate,
+                     receivedS: m.received / this.ctx.sampleRate, at: performance.now()});
       } else if (m.type === 'done') {
         s.state = 'ended';
         s.doneAt = performance.now();
