@@ -28,9 +28,8 @@ import sys
 from typing import Any
 
 from gepard_demo.model.source import DEFAULT_MODEL
-from gepard_demo.settings import (
-    LOOPBACK_PROXIES, PRIVATE_PROXIES, SamplingSettings, SettingsError, StreamSettings, TrafficSettings,
-)
+from gepard_demo.host_settings import LOOPBACK_PROXIES, PRIVATE_PROXIES, TrafficSettings
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.settings_flags import add_batching_flags, batching_from_args
 from gepard_demo.speed.flags import add_speed_flags
 from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS

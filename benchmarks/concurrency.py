@@ -45,7 +45,8 @@ from gepard_demo.model.engine import GepardEngine  # noqa: E402
 from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.serving.protocol import pcm16_array  # noqa: E402
-from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings  # noqa: E402
+from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
+from gepard_demo.host_settings import BatchingSettings  # noqa: E402
 from gepard_demo.units import FRAME_RATE_HZ  # noqa: E402
 from gepard_demo.speed.flags import speed_for  # noqa: E402
 from gepard_demo.speed.select import apply_speed  # noqa: E402

@@ -39,7 +39,7 @@ def build(mode: str, cold_start_s: float):
     from app import DEMO_STREAM
     from gepard_demo.codec import load_codec
     from gepard_demo.model.engine import GepardEngine
-    from gepard_demo.settings import BatchingSettings
+    from gepard_demo.host_settings import BatchingSettings
     from gepard_demo.ui.gpu_host import GpuHost
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app

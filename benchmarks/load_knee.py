@@ -34,7 +34,8 @@ def serve(size: str, port: int, admission: str, schedule: str) -> None:
     import uvicorn
 
     from gepard_demo.serving.server import build_speech_app
-    from gepard_demo.settings import BatchingSettings, StreamSettings
+    from gepard_demo.settings import StreamSettings
+    from gepard_demo.host_settings import BatchingSettings
     from random_models import random_engine
 
     engine, codec = random_engine(size)

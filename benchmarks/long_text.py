@@ -67,7 +67,7 @@ def run_mode(engine_host, look_ahead: int, max_batch: int, text: str, args) -> d
     from playwright.sync_api import sync_playwright
 
     from app import DEMO_STREAM
-    from gepard_demo.settings import BatchingSettings, TrafficSettings
+    from gepard_demo.host_settings import BatchingSettings, TrafficSettings
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
@@ -117,7 +117,7 @@ def ttfa_rounds(base, text: str, args) -> int:
     import time
 
     from app import DEMO_STREAM
-    from gepard_demo.settings import BatchingSettings
+    from gepard_demo.host_settings import BatchingSettings
     from gepard_demo.ui.model_host import ModelHost
 
     hosts = {}

@@ -6,6 +6,7 @@ The subpackages follow the data path, text -> prompt -> talker frames -> codec a
 - bounded.py                     `Bounded`: the dict that keeps its newest entries (every cache and memory)
 - declare.py                     how a setting is declared once: as text, on the page, to a server
 - settings.py, settings_flags.py  the per-request settings every layer receives (and their CLI flags)
+- host_settings.py               how a host serves: batching on one engine, the page's traffic
 - model/      the talker: config, prompt layout, sampling, the decode loop, `GepardEngine`
 - codec/      NanoCodec: codes -> audio (exact / lookback streaming), end-of-speech shaping
 - voice/      reference audio -> speaker prefix (voice cloning), example voices

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .declare import values_of
 from .settings import GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SettingsError, StreamSettings
-from .settings_flags import add_batching_flags, add_settings_flags, batching_from_args, settings_from_args
+from .settings_flags import (add_batching_flags, add_feed_flags, add_settings_flags, batching_from_args, feed_from_args,
+                             settings_from_args)
 from .speed.flags import add_speed_flags
 
 
@@ -74,6 +75,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from gepard_demo.streaming.report import run_report
     from gepard_demo.streaming.session import SynthesisSession
 
+    from gepard_demo.streaming.text_feed import write
     from gepard_demo.streaming.text_input import CHAPTER_CHARS, clean_text, read_text_file, split_text
     from gepard_demo.units import wire_float
 
@@ -88,14 +90,16 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
         prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
         speaker = prefixer.from_file(args.ref_audio)
+    feed = feed_from_args(args)
     runner = engine
-    if len(split_text(text)) > 1 and batching.look_ahead > 0:
+    units = len(write(text, feed.rate).units) if feed.rate is not None else len(split_text(text))
+    if units > 1 and batching.look_ahead > 0:
         # A long text: its later segments run ahead in one batch beside the first (streaming/segments.py).
         from gepard_demo.batching.scheduler import BatchScheduler
 
         runner = BatchScheduler(engine, batching)
     session = SynthesisSession(runner, codec, text, sampling, stream, speaker=None if speaker is None else speaker.tokens,
-                               max_text_chars=CHAPTER_CHARS, look_ahead=batching.look_ahead)
+                               max_text_chars=CHAPTER_CHARS, look_ahead=batching.look_ahead, words_per_s=feed.rate)
     try:
         audio = session.run()
     finally:
@@ -216,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("-o", "--output", type=Path, help="WAV file to write")
     add_model_args(synth)
     add_settings_flags(synth)
+    add_feed_flags(synth)  # the text written word by word, as a language model writes it
     add_batching_flags(synth)  # a long text's segments ahead: --look-ahead, and the batch they share
     synth.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed in the stats")
     synth.add_argument("--ref-audio", type=Path, default=None,

@@ -23,8 +23,9 @@ from typing import Any, Callable
 
 # The page's groups of controls, in the order Generate takes them after the text: the Sampling
 # accordion, the Streaming one, "Voice and guidance" (after its reference clip), and the
-# derailment guardrails (a sub-group of Sampling on the page, last in the API for old clients).
-PAGE_GROUPS = ("sampling", "stream", "voice", "guardrails")
+# derailment guardrails (a sub-group of Sampling on the page), then how the text arrives (the Text
+# arrival accordion); the later groups came later, so they come last in the API for old clients.
+PAGE_GROUPS = ("sampling", "stream", "voice", "guardrails", "text")
 # How a speech server takes a setting: fixed when the server starts (vLLM-Omni reads it from
 # gepard_config.json and refuses extra_params per request), with each request (the seed,
 # max_new_tokens), or as one of our extension-field groups, which a server lists in its /v1/models

@@ -1,4 +1,5 @@
-"""Per-request settings, passed explicitly from the UI / CLI / eval down to the engine.
+"""Per-request settings, passed explicitly from the UI / CLI / eval down to the engine (how a
+host serves them, batching and the page's traffic: host_settings.py).
 
 Nothing below reads environment variables: the entry points (app.py, the CLIs) turn flags
 and env vars into these dataclasses once, and every layer below receives them.
@@ -42,7 +43,8 @@ class SettingsError(ValueError):
         return type(self), (str(self), self.field)
 
 
-def _check(cond: bool, field: str, message: str) -> None:
+def check_field(cond: bool, field: str, message: str) -> None:
+    """Refuse with a SettingsError naming `field` unless cond."""
     if not cond:
         raise SettingsError(message, field)
 
@@ -95,7 +97,7 @@ def _real(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
 
 
-def _whole(x) -> bool:
+def is_whole(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -181,46 +183,46 @@ class SamplingSettings:
         return self.repetition_penalty != 1.0
 
     def validate(self) -> "SamplingSettings":
-        _check(0.0 < self.temperature <= 5.0, "temperature", f"temperature must be in (0, 5], got {self.temperature}")
-        _check(self.top_k >= 0, "top_k", f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        _check(0.0 < self.stop_threshold < 1.0, "stop_threshold", f"stop_threshold must be in (0, 1), got {self.stop_threshold}")
-        _check(
+        check_field(0.0 < self.temperature <= 5.0, "temperature", f"temperature must be in (0, 5], got {self.temperature}")
+        check_field(self.top_k >= 0, "top_k", f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        check_field(0.0 < self.stop_threshold < 1.0, "stop_threshold", f"stop_threshold must be in (0, 1), got {self.stop_threshold}")
+        check_field(
             1 <= self.max_frames <= MAX_FRAMES_LIMIT,
             "max_frames", f"max_frames must be in [1, {MAX_FRAMES_LIMIT}], got {self.max_frames}",
         )
-        _check(
+        check_field(
             # vLLM-Omni's range; torch seeds a generator with the value's two's complement.
             self.seed is None or -(2**63) <= self.seed < 2**63,
             "seed", f"seed must be a 64-bit integer, got {self.seed}",
         )
-        _check(
+        check_field(
             isinstance(self.cfg_scale, (int, float)) and 0.0 <= self.cfg_scale <= MAX_CFG_SCALE,
             "cfg_scale", f"cfg_scale must be in [0, {MAX_CFG_SCALE:g}] (1 = off), got {self.cfg_scale}",
         )
-        _check(
+        check_field(
             self.cfg_frames is None or (isinstance(self.cfg_frames, int) and 1 <= self.cfg_frames <= MAX_FRAMES_LIMIT),
             "cfg_frames", f"cfg_frames must be unset (guide every frame) or in [1, {MAX_FRAMES_LIMIT}], got {self.cfg_frames}",
         )
-        _check(
+        check_field(
             _real(self.repetition_penalty) and 1.0 <= self.repetition_penalty <= MAX_REPETITION_PENALTY,
             "repetition_penalty", f"repetition_penalty must be in [1, {MAX_REPETITION_PENALTY:g}] (1 = off; the authors' typical 1.1-1.3), "
             f"got {self.repetition_penalty}",
         )
-        _check(
-            _whole(self.repetition_window) and 0 <= self.repetition_window <= MAX_FRAMES_LIMIT,
+        check_field(
+            is_whole(self.repetition_window) and 0 <= self.repetition_window <= MAX_FRAMES_LIMIT,
             "repetition_window", f"repetition_window must be a whole number of frames in [0, {MAX_FRAMES_LIMIT}] (0 = all history), "
             f"got {self.repetition_window}",
         )
         f = self.force_stop_frames
-        _check(
-            f is None or f == AUTO or _whole(f),
+        check_field(
+            f is None or f == AUTO or is_whole(f),
             "force_stop_frames", f"force_stop_frames must be unset (off), {AUTO!r} or a whole number of frames, got {f!r}",
         )
-        _check(
-            not _whole(f) or 1 <= f <= self.max_frames,
+        check_field(
+            not is_whole(f) or 1 <= f <= self.max_frames,
             "force_stop_frames", f"force_stop_frames must be in [1, max_frames = {self.max_frames}], got {f}",
         )
-        _check(isinstance(self.text_repetition, bool), "text_repetition", f"text_repetition must be true or false, got {self.text_repetition!r}")
+        check_field(isinstance(self.text_repetition, bool), "text_repetition", f"text_repetition must be true or false, got {self.text_repetition!r}")
         return self
 
     def replace(self, **changes) -> "SamplingSettings":
@@ -276,112 +278,43 @@ class StreamSettings:
                                 page=Control("stream", "End silence (ms)", "silence", hi=2000, step=10))
 
     def validate(self) -> "StreamSettings":
-        _check(1 <= self.first_chunk_frames <= 1000, "first_chunk_frames", f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")
-        _check(1 <= self.chunk_frames <= 1000, "chunk_frames", f"chunk_frames must be in [1, 1000], got {self.chunk_frames}")
-        _check(self.chunk_schedule in CHUNK_SCHEDULES, "chunk_schedule",
+        check_field(1 <= self.first_chunk_frames <= 1000, "first_chunk_frames", f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")
+        check_field(1 <= self.chunk_frames <= 1000, "chunk_frames", f"chunk_frames must be in [1, 1000], got {self.chunk_frames}")
+        check_field(self.chunk_schedule in CHUNK_SCHEDULES, "chunk_schedule",
                f"chunk_schedule must be one of {CHUNK_SCHEDULES}, got {self.chunk_schedule!r}")
-        _check(self.decode_mode in DECODE_MODES, "decode_mode", f"decode_mode must be one of {DECODE_MODES}, got {self.decode_mode!r}")
-        _check(0 <= self.lookback_frames <= 256, "lookback_frames", f"lookback_frames must be in [0, 256], got {self.lookback_frames}")
-        _check(0.0 <= self.fade_ms <= 5000.0, "fade_ms", f"fade_ms must be in [0, 5000], got {self.fade_ms}")
-        _check(0.0 <= self.silence_ms <= 10000.0, "silence_ms", f"silence_ms must be in [0, 10000], got {self.silence_ms}")
+        check_field(self.decode_mode in DECODE_MODES, "decode_mode", f"decode_mode must be one of {DECODE_MODES}, got {self.decode_mode!r}")
+        check_field(0 <= self.lookback_frames <= 256, "lookback_frames", f"lookback_frames must be in [0, 256], got {self.lookback_frames}")
+        check_field(0.0 <= self.fade_ms <= 5000.0, "fade_ms", f"fade_ms must be in [0, 5000], got {self.fade_ms}")
+        check_field(0.0 <= self.silence_ms <= 10000.0, "silence_ms", f"silence_ms must be in [0, 10000], got {self.silence_ms}")
         return self
 
     def replace(self, **changes) -> "StreamSettings":
         return dataclasses.replace(self, **changes)
 
 
-ADMISSION_RULES = ("realtime", "cap")
-MAX_LOOK_AHEAD = 64  # segments requested ahead at once; their frames wait in memory (a few MB)
-MAX_BATCH_LIMIT = 256  # eval's largest batch; the authors' interactive range per GPU is 64-128 streams
+TEXT_ARRIVALS = ("at once", "as written")
+MAX_WORDS_PER_S = 100.0  # a fast language model's pace
 
 
 @dataclass(frozen=True)
-class BatchingSettings:
-    """How one engine serves several callers at once (gepard_demo/batching).
+class FeedSettings:
+    """How the page hands its text over: at once, or word by word at words_per_s as a language model
+    writes it (10-100 a second; speech is about 2.5), each sentence starting as it closes (streaming/text_feed.py)."""
 
-    max_batch: requests decoding together in the running batch (vLLM-Omni's Gepard deploy file:
-        max_num_seqs 4); more wait in a queue, streams ahead of batch work.
-    admission: "realtime" admits a newcomer only while every running stream stays at or above
-        real time (from the measured step and codec times; on a GPU that is up to the cap);
-        "cap" admits up to max_batch whatever it costs (batch evaluation, no listener).
-    headroom: the share of a frame's real-time budget (1 / 21.5 s) a step may take under
-        "realtime", leaving the rest for jitter.
-    codec_batching: the streams' codec chunks that line up decode in one call, each stream with
-        its own exact state (batching/codec_pool.py); off: every stream decodes alone.
-    look_ahead: how many later segments of a long text are generated ahead of the one playing,
-        as rows of the running batch (streaming/segments.py); 0: one segment after another.
-    """
+    text_arrival: str = setting("at once", str, help="as written: word by word, as a language model writes it", choices=TEXT_ARRIVALS,
+                                served="request", page=Control("text", "Text arrives", "text-arrival", widget="radio"))
+    words_per_s: float = setting(10.0, float, _g, "the pace of the writing", "WORDS", served="request", page=Control(
+        "text", "Words per second, as written", "words-per-s", lo=1, hi=MAX_WORDS_PER_S, step=1))
 
-    max_batch: int = 4
-    admission: str = "realtime"
-    headroom: float = 0.85
-    codec_batching: bool = True
-    look_ahead: int = 8
-
-    def validate(self) -> "BatchingSettings":
-        _check(1 <= self.max_batch <= MAX_BATCH_LIMIT, "max_batch", f"max_batch must be in [1, {MAX_BATCH_LIMIT}], got {self.max_batch}")
-        _check(self.admission in ADMISSION_RULES, "admission", f"admission must be one of {ADMISSION_RULES}, got {self.admission!r}")
-        _check(0.1 <= self.headroom <= 1.0, "headroom", f"headroom must be in [0.1, 1.0], got {self.headroom}")
-        _check(_whole(self.look_ahead) and 0 <= self.look_ahead <= MAX_LOOK_AHEAD,
-               "look_ahead", f"look_ahead must be in [0, {MAX_LOOK_AHEAD}] segments, got {self.look_ahead}")
+    def validate(self) -> "FeedSettings":
+        check_field(self.text_arrival in TEXT_ARRIVALS, "text_arrival", f"text_arrival must be one of {TEXT_ARRIVALS}, got {self.text_arrival!r}")
+        check_field(0 < self.words_per_s <= MAX_WORDS_PER_S, "words_per_s", f"words_per_s must be in (0, {MAX_WORDS_PER_S:g}], got {self.words_per_s}")
         return self
 
-
-LOOPBACK_PROXIES = "127.0.0.1,::1"  # uvicorn's own default: a proxy on this machine (nginx, a tunnel)
-PRIVATE_PROXIES = "127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"  # a Space's proxies
-
-
-@dataclass(frozen=True)
-class TrafficSettings:
-    """How the page shares itself among its visitors (gepard_demo/ui/jobs.py, kept_jobs.py, server.py).
-
-    per_client: one client's Generates running (or waiting for the engine) at once; one more is
-        refused when it reaches the handler. A client is an address (see trusted_proxies).
-    max_running: Generates running at once from everyone together (a backstop: Gradio's queue
-        already runs at most --max-batch at once).
-    keep_audio_bytes: the finished jobs' audio kept for a listener that comes late, all together
-        (each job also counts KEPT_JOB_OVERHEAD); past it the oldest are dropped first.
-    keep_s: at most this long after it finished is a job's audio kept.
-    trusted_proxies: peers (addresses or networks, comma-separated) whose X-Forwarded-For names
-        the client: uvicorn's forwarded_allow_ips. Any other peer is the client itself.
-    keep_running_bytes: a running job keeps at most this much of the audio its listeners already
-        have (ui/mailbox.py): 32 MB, about 6 minutes of float32 at 22.05 kHz.
-    max_text_chars: the longest text a Generate takes: 2000 where visitors share the engine or a
-        GPU quota (a public Space), a chapter (CHAPTER_CHARS) elsewhere; the page states it.
-    max_ahead_s: how far a Generate's audio may run ahead of real time since its first chunk (the
-        player plays in real time): beyond it the session waits, so a chapter on a fast GPU does
-        not pile its whole audio up in the browser and the mailbox. 300 s: 26 MB as float32.
-    """
-
-    per_client: int = 2
-    max_running: int = 64
-    keep_audio_bytes: int = 64 * 2**20
-    keep_s: float = 60.0
-    trusted_proxies: str = LOOPBACK_PROXIES
-    keep_running_bytes: int = 32 * 2**20
-    max_text_chars: int = 2000
-    max_ahead_s: float = 300.0
-
-    def validate(self) -> "TrafficSettings":
-        _check(self.per_client >= 1, "per_client", f"per_client must be at least 1, got {self.per_client}")
-        _check(self.max_running >= self.per_client,
-               "max_running", f"max_running must be at least per_client ({self.per_client}), got {self.max_running}")
-        _check(self.keep_audio_bytes >= 0, "keep_audio_bytes", f"keep_audio_bytes must be 0 or more, got {self.keep_audio_bytes}")
-        _check(self.keep_s >= 0, "keep_s", f"keep_s must be 0 or more, got {self.keep_s}")
-        _check(bool(self.trusted_proxies.strip()), "trusted_proxies", "trusted_proxies is empty (name at least one address, "
-               "e.g. 127.0.0.1)")
-        _check(self.keep_running_bytes >= 0, "keep_running_bytes", f"keep_running_bytes must be 0 or more, got {self.keep_running_bytes}")
-        _check(1 <= self.max_text_chars <= 1_000_000, "max_text_chars", f"max_text_chars must be in [1, 1000000], got {self.max_text_chars}")
-        _check(self.max_ahead_s > 0, "max_ahead_s", f"max_ahead_s must be above 0, got {self.max_ahead_s}")
-        return self
-
-    @staticmethod
-    def for_batch(max_batch: int, **changes) -> "TrafficSettings":
-        """Half the places for one client (at least 1), so others keep the rest; the backstop
-        never below the places themselves."""
-        changes = {"per_client": max(1, max_batch // 2), **changes}
-        changes.setdefault("max_running", max(TrafficSettings.max_running, max_batch, changes["per_client"]))
-        return TrafficSettings(**changes).validate()
+    @property
+    def rate(self) -> float | None:
+        """Words a second as written; None when the text comes at once."""
+        return self.words_per_s if self.text_arrival == "as written" else None
 
 
 def fixed_by_server(sampling: SamplingSettings | None = None, stream: StreamSettings | None = None) -> str:

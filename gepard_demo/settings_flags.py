@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 
 from .declare import declared, switch, values_of
-from .settings import ADMISSION_RULES, BatchingSettings, SamplingSettings, SettingsError, StreamSettings
+from .settings import FeedSettings, SamplingSettings, SettingsError, StreamSettings
+from .host_settings import ADMISSION_RULES, BatchingSettings
 
 
 def _flag_type(name: str, read):
@@ -46,6 +47,17 @@ def add_settings_flags(p: argparse.ArgumentParser) -> None:
     _add_flags(p.add_argument_group("stream (StreamSettings)"), StreamSettings)
 
 
+def add_feed_flags(p: argparse.ArgumentParser) -> None:
+    """--text-arrival and --words-per-s (FeedSettings): the text written word by word, as a
+    language model writes it (synth, and a take's synth line)."""
+    _add_flags(p.add_argument_group("text arrival (FeedSettings)"), FeedSettings)
+
+
+def feed_from_args(args: argparse.Namespace) -> FeedSettings:
+    given = vars(args)
+    return FeedSettings(**{k: given[k] for k in declared(FeedSettings) if k in given}).validate()
+
+
 def settings_from_args(
     args: argparse.Namespace, base_sampling: SamplingSettings, base_stream: StreamSettings
 ) -> tuple[SamplingSettings, StreamSettings]:
@@ -56,11 +68,14 @@ def settings_from_args(
     return base_sampling.replace(**samp).validate(), base_stream.replace(**strm).validate()
 
 
-def setting_args(sampling: SamplingSettings, stream: StreamSettings) -> list[str]:
+def setting_args(sampling: SamplingSettings, stream: StreamSettings, feed: FeedSettings | None = None) -> list[str]:
     """The flags that give exactly these settings (a take's synth line): every declared setting,
-    a true switch as itself, a value written as nothing (cfg_frames unset) left out."""
+    a true switch as itself, a value written as nothing (cfg_frames unset) left out; the text's
+    arrival only when it was written as it came."""
     args: list[str] = []
-    for settings in (sampling, stream):
+    for settings in (sampling, stream, feed if feed is not None and feed.rate is not None else None):
+        if settings is None:
+            continue
         for name, value in values_of(settings, declared(type(settings))).items():
             text, flag = declared(type(settings))[name], "--" + name.replace("_", "-")
             if isinstance(value, bool):

@@ -135,7 +135,7 @@ class LiveDemo:
 def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
     """The real app (PCM route + Gradio page) on a free 127.0.0.1 port, in this process."""
     from app import DEMO_STREAM, find_eval_tab
-    from gepard_demo.settings import BatchingSettings
+    from gepard_demo.host_settings import BatchingSettings
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
@@ -155,7 +155,7 @@ def live_batching_demo(tiny_engine, tiny_codec, tmp_path_factory):
     admits a newcomer depends on this machine's measured speed (test_scheduler.py tests that
     rule with costs it sets)."""
     from app import DEMO_STREAM
-    from gepard_demo.settings import BatchingSettings
+    from gepard_demo.host_settings import BatchingSettings
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 

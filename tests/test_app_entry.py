@@ -44,7 +44,8 @@ def test_app_falls_back_to_tiny_offline_and_says_why(tiny_cache_dir, tmp_path):
 
 def test_traffic_flags_default_from_the_places_and_bad_ones_are_named(monkeypatch):
     from app import parse_args, traffic_from_args
-    from gepard_demo.settings import LOOPBACK_PROXIES, PRIVATE_PROXIES, SettingsError
+    from gepard_demo.settings import SettingsError
+    from gepard_demo.host_settings import LOOPBACK_PROXIES, PRIVATE_PROXIES
 
     monkeypatch.delenv("SPACE_ID", raising=False)
     traffic = traffic_from_args(parse_args([]), 4)

@@ -19,7 +19,7 @@ from app_fixtures import (  # noqa: F401  (fixtures)
 )
 from app_fixtures import Listener
 
-from gepard_demo.settings import BatchingSettings, TrafficSettings
+from gepard_demo.host_settings import BatchingSettings, TrafficSettings
 from gepard_demo.streaming.text_input import split_text
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gepard_demo.settings import SettingsError, TrafficSettings
+from gepard_demo.settings import SettingsError
+from gepard_demo.host_settings import TrafficSettings
 from gepard_demo.ui.banner import banner_markdown
 from gepard_demo.ui.controls import CONTROL_NAMES, parse_controls
 from gepard_demo.ui.jobs import Busy, JobError, JobRegistry, TooManyListeners
@@ -50,7 +51,7 @@ GOOD = dict(
     text="hi", temperature=0.3, top_k=0, greedy=False, stop_threshold=0.5, seed=5, random_seed=False,
     max_frames=100, first_chunk_frames=10, chunk_frames=10, chunk_schedule="ramp", decode_mode="exact", lookback_frames=8,
     fade_ms=0, silence_ms=0, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
-    repetition_penalty=1.0, repetition_window=32, force_stop_frames="off",
+    repetition_penalty=1.0, repetition_window=32, force_stop_frames="off", text_arrival="at once", words_per_s=10,
 )
 
 
@@ -78,6 +79,21 @@ def test_parse_controls_keeps_big_seeds_exact_and_names_bad_values():
     ]:
         with pytest.raises(SettingsError, match=msg):
             parse_controls({**GOOD, key: value})
+
+
+def test_the_text_arrival_controls_read_and_name_bad_values():
+    from gepard_demo.ui.controls import parse_feed
+
+    assert parse_feed(GOOD).rate is None  # at once
+    assert parse_feed({**GOOD, "text_arrival": "as written", "words_per_s": 25}).rate == 25.0
+    no_feed = {k: v for k, v in GOOD.items() if k not in ("text_arrival", "words_per_s")}
+    assert parse_feed(no_feed).rate is None  # an API client from before them: the text at once
+    for key, value, msg in [("text_arrival", "slowly", "text_arrival must be one of at once, as written"),
+                            ("words_per_s", 0, "words_per_s must be between 1 and 100"),
+                            ("words_per_s", "fast", "words_per_s must be a number")]:
+        with pytest.raises(SettingsError, match=msg) as caught:
+            parse_feed({**GOOD, key: value})
+        assert caught.value.field == key
 
 
 def test_parse_controls_reads_the_guardrails_and_names_bad_ones():

@@ -19,7 +19,7 @@ from app_fixtures import (  # noqa: F401  (fixtures)
 )
 from hold_fixtures import endless, wait_until, within  # noqa: F401  (fixture)
 
-from gepard_demo.settings import BatchingSettings, TrafficSettings
+from gepard_demo.host_settings import BatchingSettings, TrafficSettings
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_app_units import FakeClock, run_async
 
-from gepard_demo.settings import TrafficSettings
+from gepard_demo.host_settings import TrafficSettings
 from gepard_demo.ui.jobs import Busy, JobGone, JobRegistry
 from gepard_demo.ui.kept_jobs import KEPT_JOB_OVERHEAD
 

@@ -15,7 +15,8 @@ from alignment_fixtures import RATE, WORD_GAPS, WORDS, PiperCodec, aligner, spok
 from app_fixtures import Listener, args, new_id, serve_in_thread, tiny_codec  # noqa: F401  (tiny_codec: fixture)
 
 from gepard_demo.alignment.aligner import NO_SPEECH
-from gepard_demo.settings import BatchingSettings, StreamSettings
+from gepard_demo.settings import StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import split_text
 from gepard_demo.ui.captions import CaptionDesk

@@ -9,7 +9,8 @@ import pytest
 from alignment_fixtures import WORD_GAPS, WORDS, PiperCodec, aligner, spoken  # noqa: F401  (aligner: fixture)
 from app_fixtures import ARTIFACTS, PLAYER_ENDED, browser, serve_in_thread, set_number  # noqa: F401,F811  (fixtures)
 
-from gepard_demo.settings import BatchingSettings, StreamSettings
+from gepard_demo.settings import StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

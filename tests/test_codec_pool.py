@@ -17,7 +17,8 @@ from gepard_demo.batching.codec_pool import CodecPool, PooledStream
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.codec.batched import decode_together
 from gepard_demo.serving.protocol import pcm16_array
-from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs

@@ -22,7 +22,8 @@ from eval.cli import main
 from eval.jsonio import read_jsonl
 from eval.load.metrics import RequestRow, continuity, parse_goodput, summarize
 from eval.load.runner import LoadConfig
-from gepard_demo.settings import BatchingSettings, StreamSettings
+from gepard_demo.settings import StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
 
 ROOT = Path(__file__).resolve().parent.parent

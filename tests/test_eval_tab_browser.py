@@ -61,7 +61,7 @@ def runs(tmp_path_factory, tiny_engine, tiny_codec):  # noqa: F811
 def eval_demo(runs, tiny_engine, tiny_codec, tmp_path_factory):  # noqa: F811
     from app import DEMO_STREAM
     from eval.ui.tab import build_eval_tab
-    from gepard_demo.settings import BatchingSettings
+    from gepard_demo.host_settings import BatchingSettings
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 

@@ -17,7 +17,8 @@ from hold_fixtures import BOUND_S, endless_text_patch, held_codec, wait_until, w
 from test_stop_states import Running
 
 from gepard_demo.batching.scheduler import BatchScheduler
-from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import split_text
 

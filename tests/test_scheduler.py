@@ -14,7 +14,8 @@ from hold_fixtures import endless, wait_until  # noqa: F401  (fixture)
 
 from gepard_demo.batching.admission import Costs, Newcomer, Running, refusal
 from gepard_demo.batching.scheduler import BatchScheduler, SchedulerClosed
-from gepard_demo.settings import BatchingSettings, SamplingSettings, SettingsError
+from gepard_demo.settings import SamplingSettings, SettingsError
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.units import FRAME_RATE_HZ
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs

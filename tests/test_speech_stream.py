@@ -19,7 +19,8 @@ from hold_fixtures import BOUND_S, endless, wait_until, within  # noqa: F401
 from vllm_omni_reference import stream_config_model
 
 from gepard_demo.serving.stream_protocol import STREAM_PATH, StreamConfig, StreamError, parse_config
-from gepard_demo.settings import BatchingSettings, StreamSettings
+from gepard_demo.settings import StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.segments import segment_seed
 
 STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=7, fade_ms=5.0, silence_ms=20.0)

@@ -13,7 +13,8 @@ from hold_fixtures import HELD_TEXT, STOP_S, endless, held_codec, held_prefill, 
 
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
-from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.speed.pipeline import PipelinedEngine
 from gepard_demo.streaming.session import SynthesisSession
 

@@ -18,7 +18,8 @@ from app_fixtures import Listener, args, client, live_demo, new_id, serve_in_thr
 from hold_fixtures import BOUND_S, HELD_TEXT, HeldCodec, endless, held_prefill, wait_until, within  # noqa: F401
 
 from gepard_demo.batching.codec_pool import CodecPool
-from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 
 pytestmark = pytest.mark.slow
 

@@ -33,7 +33,7 @@ def _app(engine, codec, aligner=None):
     from gepard_demo.serving.server import build_speech_app
 
     sampling = engine.default_sampling().replace(stop_threshold=0.99, max_frames=CODEC.frames)  # runs to the budget
-    from gepard_demo.settings import BatchingSettings
+    from gepard_demo.host_settings import BatchingSettings
 
     return build_speech_app(engine, codec, sampling, STREAM, aligner=aligner,
                             batching=BatchingSettings(codec_batching=False))  # the Piper codec decodes alone

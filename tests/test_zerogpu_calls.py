@@ -16,7 +16,8 @@ import torch
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.codec import load_codec
 from gepard_demo.model.engine import GepardEngine
-from gepard_demo.settings import BatchingSettings, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.chunks import SegmentFrames
 from gepard_demo.streaming.session import AudioChunk, SessionCarry, SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, split_text

@@ -84,7 +84,7 @@ class GepardLocal(EvalEngine):
         utterance at once, and each decoded here while the batch runs on. The rows equal
         `synthesize`'s up to the last bits batching may change in the logits (facts §3)."""
         from gepard_demo.batching.scheduler import BatchScheduler
-        from gepard_demo.settings import BatchingSettings
+        from gepard_demo.host_settings import BatchingSettings
 
         speakers = self.speakers(refs)
         texts = [text for text, _ in requests]

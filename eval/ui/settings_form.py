@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.ui.controls import CONTROL_NAMES, REFERENCE, default_values, parse_controls
+from gepard_demo.ui.controls import CONTROL_NAMES, REFERENCE, default_values, group_controls, parse_controls
 
 # The Speak tab's controls this form shows, in their order (the tab's inputs after its own fields).
-FORM_NAMES = tuple(n for n in CONTROL_NAMES if n not in ("text", "seed", "random_seed", REFERENCE))
+# An eval run hands each text over at once: the Speak tab's text arrival is not the form's.
+FORM_NAMES = tuple(n for n in CONTROL_NAMES if n not in ("text", "seed", "random_seed", REFERENCE, *group_controls("text")))
 PREFIX = "eval-"  # the form's element ids: eval-temperature, eval-max-frames, eval-force-stop...
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from gepard_demo.settings import BatchingSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.units import FRAME_RATE_HZ
 
 EMA = 0.2  # weight of a new measurement in the running means

@@ -41,7 +41,8 @@ import torch
 from gepard_demo.model.batch import DecodeBatch
 from gepard_demo.model.frames import FrameMaker
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
-from gepard_demo.settings import BatchingSettings, SamplingSettings
+from gepard_demo.settings import SamplingSettings
+from gepard_demo.host_settings import BatchingSettings
 
 from .admission import Costs, Newcomer, Running, refusal
 from .tickets import SchedulerClosed, Ticket, TicketFrames

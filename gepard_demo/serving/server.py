@@ -68,7 +68,8 @@ from gepard_demo.serving.protocol import (
 from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
 from gepard_demo.serving.speech_stream import SpeechStreamHandler
 from gepard_demo.serving.stream_protocol import STREAM_PATH
-from gepard_demo.settings import BatchingSettings, SamplingSettings, StreamSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.report import report_headers, run_report
 from gepard_demo.streaming.session import SynthesisSession
 

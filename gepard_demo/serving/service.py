@@ -18,7 +18,8 @@ from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.serving import cloning, timestamps
 from gepard_demo.serving.protocol import SAMPLE_RATE, RequestError, SpeechRequest, parse_speech_request
-from gepard_demo.settings import EXTENSION_GROUPS, BatchingSettings, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.reference_audio import ReferenceAudioError

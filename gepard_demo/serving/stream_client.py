@@ -80,10 +80,16 @@ class StreamingSpeech:
             self._ws = await websockets.connect(self.url, max_size=None)
         except OSError as exc:
             raise SpeakError(f"speech server at {self.url}: cannot connect ({exc})") from None
+        except websockets.InvalidHandshake as exc:  # an HTTP answer: no speech WebSocket there
+            raise SpeakError(f"speech server at {self.url}: no speech WebSocket ({exc})") from None
         await self._ws.send(json.dumps({"type": "session.config", **self.config}))
         return self
 
     async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection (the server stops every unit it started for it)."""
         if self._ws is not None:
             await self._ws.close()
 
@@ -108,6 +114,16 @@ class StreamingSpeech:
     async def units(self, on_audio: Callable[[int], None] | None = None) -> AsyncIterator[Unit]:
         """This utterance's units as their audio completes, until its session.done. on_audio:
         called with each binary frame's sample count as it arrives (a player's clock)."""
+        async for kind, unit, frame in self.events():
+            if kind == "audio" and on_audio is not None:
+                on_audio(len(frame) // 2)
+            elif kind == "done":
+                yield unit
+
+    async def events(self) -> AsyncIterator[tuple[str, Unit | None, bytes]]:
+        """This utterance's messages as they come, until its session.done: ("start", unit, b""),
+        ("audio", unit, a binary frame of int16 PCM: None for a frame outside a unit), and
+        ("done", unit, b"") with the unit's whole pcm."""
         import websockets
 
         unit: Unit | None = None
@@ -116,12 +132,11 @@ class StreamingSpeech:
             while True:
                 raw = await self._ws.recv()
                 if isinstance(raw, bytes):
-                    if on_audio is not None:
-                        on_audio(len(raw) // 2)
                     if unit is not None:
                         if unit.first_audio_at is None and raw:
                             unit.first_audio_at = time.perf_counter()
                         parts.append(raw)
+                    yield "audio", unit, raw
                     continue
                 msg = json.loads(raw)
                 kind = msg.get("type")
@@ -130,9 +145,10 @@ class StreamingSpeech:
                     unit = Unit(msg["utterance_index"], k, msg["sentence_text"], int(msg.get("sample_rate") or 24000),
                                 closed_at=self._closed[k] if k < len(self._closed) else None)
                     parts = []
+                    yield "start", unit, b""
                 elif kind == "audio.done" and unit is not None:
                     unit.pcm = np.frombuffer(b"".join(parts), "<i2")
-                    yield unit
+                    yield "done", unit, b""
                     unit = None
                 elif kind == "error":
                     if unit is None:

@@ -82,6 +82,8 @@ class SynthesisStats:
     segments: how many pieces long text was split into; cancelled: closed before the end.
     speed: the engine's speed path (device, precision, threads, pipeline), when one was picked.
     gpu_asks_s: behind ZeroGPU, the seconds each GPU call of the utterance asked for (zerogpu/budget.py).
+    text_waits_s: text written word by word (streaming/text_feed.py): each sentence's wait from
+        its last word written to its first audio out, in order.
     """
 
     text: str = ""
@@ -106,6 +108,7 @@ class SynthesisStats:
     complete: bool = False
     speed: str | None = None
     gpu_asks_s: list[int] = field(default_factory=list)  # on ZeroGPU: what each of its calls asked for
+    text_waits_s: list[float] = field(default_factory=list)  # text written as it comes: each sentence's wait
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -143,7 +146,7 @@ class SynthesisStats:
         return replace(self, **{name: list(value) for name, value in values_of(self, _LISTS).items()})
 
 
-_LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "gpu_asks_s")
+_LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "gpu_asks_s", "text_waits_s")
 
 
 def stack_codes(codes: list[Any]):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from gepard_demo.model.frames import FrameSource, frame_source
 from gepard_demo.settings import SamplingSettings
@@ -48,8 +48,11 @@ class SegmentSources:
     """The frame iterators of one session's segments, opened in order, some ahead."""
 
     def __init__(self, engine: Any, segments: list[str], sampling: SamplingSettings, speaker: Any,
-                 look_ahead: int, group: Any):
+                 look_ahead: int, group: Any, ready: Callable[[int], bool] | None = None):
+        """ready(j): whether segment j's text is there yet (a text being written: text_feed.py);
+        None: every segment's is."""
         self.engine, self.segments, self.sampling, self.speaker = engine, segments, sampling, speaker
+        self.ready = ready or (lambda j: True)
         self.look_ahead = look_ahead if engine.takes_look_ahead else 0
         self.group = group
         self._ahead: dict[int, Any] = {}  # segment -> its look-ahead iterator, opened before its turn
@@ -104,7 +107,7 @@ class SegmentSources:
             return
         generating = sum(1 for src in self._ahead.values() if not src.finished)
         j = max([self.index, *self._ahead]) + 1
-        while generating < self.look_ahead and j < len(self.segments):
+        while generating < self.look_ahead and j < len(self.segments) and self.ready(j):
             self._ahead[j] = frame_source(self.engine.stream_frames(
                 self.segments[j], segment_sampling(self.sampling, j),
                 **({} if self.speaker is None else {"speaker": self.speaker}), look_ahead=True, group=self.group))

@@ -15,12 +15,12 @@ frames, then `chunk_frames` at a time. End-of-speech shaping (fade + silence, fa
 applied once, at the very end.
 
 Long text: text above `segment_chars` is split into sentences, packed into segments of at most
-`segment_chars` characters. While one segment plays, up to `look_ahead` later ones are generated
-ahead as rows of the running batch (segments.py); on a plain engine they run one after another,
-with the same frames. The audio is decoded in order, one decoder stream for the whole text, so it
-is continuous and chunk timing carries on. Text above `max_text_chars` is rejected with
-`TextError`: 2000 characters where visitors share the engine or a GPU quota (a public Space), a
-chapter (text_input.CHAPTER_CHARS) elsewhere.
+`segment_chars` characters; text written as it comes (`words_per_s`, text_feed.py) into the speech
+WebSocket's sentences, each starting when it closes. While one segment plays, up to `look_ahead`
+later ones are generated as rows of the running batch (segments.py); on a plain engine they run
+one after another, with the same frames. The audio is decoded in order, one decoder stream for the
+whole text. Text above `max_text_chars` is refused (TextError): 2000 characters where visitors
+share the engine or a GPU quota (a public Space), a chapter (text_input.CHAPTER_CHARS) elsewhere.
 
 One utterance, several calls: `call_frames` ends the session at the first chunk boundary after
 that many frames, and `one_segment` at the end of its segment when more follow; either leaves a
@@ -51,6 +51,7 @@ from .chunks import AudioChunk, SessionCarry, StepEvent, SynthesisStats, stack_c
 from .decoding import ChunkDecoder
 from .pacing import next_chunk_frames
 from .segments import SegmentSources
+from .text_feed import Writing, write
 
 __all__ = ["AudioChunk", "SessionCarry", "StepEvent", "SynthesisSession", "SynthesisStats"]
 
@@ -64,12 +65,9 @@ class SynthesisSession(OnceIterableSession):
     the frame iterator itself, waiting at most for the decode step in flight (a lock guards
     each step), so it frees the engine even when nobody resumes the iteration.
 
-    The end fade: apply_end_of_speech fades the last fade_ms of the utterance. A final chunk
-    can be shorter than the fade (or the end can come right after a chunk boundary), so the
-    fade would have to reach back into audio that was already sent. To keep the fade exact,
-    each chunk holds back the last fade_ms of samples decoded so far; they go out with the
-    next chunk, or, at the end, faded together with the silence in the final chunk. The cost
-    is fade_ms of extra latency on the first chunk.
+    The end fade reaches back fade_ms, past a short final chunk into audio already sent: so each
+    chunk holds back the last fade_ms decoded (they go with the next chunk, or faded with the
+    silence in the final one), at the cost of fade_ms of latency on the first chunk.
     """
 
     def __init__(
@@ -90,19 +88,22 @@ class SynthesisSession(OnceIterableSession):
         resume: SessionCarry | None = None,
         call_frames: int | None = None,
         one_segment: bool = False,
+        words_per_s: float | None = None,
     ) -> None:
         """speaker: a (K, hidden) speaker prefix (SpeakerPrefix.tokens) for a reference voice; None = the default voice.
         resume / call_frames / one_segment: one utterance over several calls (module docstring).
         look_ahead: how many segments of a long text may be generated ahead of the one playing,
             on an engine that takes it (segments.py); 0: one after another.
         max_ahead_s: the audio may run at most this far ahead of real time since its first chunk
-            (a listener plays in real time); beyond it the session waits. None: no bound."""
+            (a listener plays in real time); beyond it the session waits. None: no bound.
+        words_per_s: the text is written word by word at this rate (text_feed.py); None: at once."""
         sampling.validate()
         stream.validate()
         self.engine = engine
         self.codec = codec
         self.text = clean_text(text, max_text_chars)
-        self.segments = split_text(self.text, segment_chars)
+        self.writing = None if words_per_s is None else Writing(write(self.text, words_per_s))
+        self.segments = list(self.writing.written.units) if self.writing else split_text(self.text, segment_chars)
         # Fix the seed here, not in the engine, so the stats can say which seed was used
         # and a listener can replay the exact utterance.
         self.sampling = sampling.with_concrete_seed()
@@ -122,7 +123,8 @@ class SynthesisSession(OnceIterableSession):
         # Held around each engine step and around closing the frame iterator: a generator
         # cannot be closed while another thread is inside it.
         self._lock = threading.RLock()
-        self._sources = SegmentSources(engine, self.segments, self.sampling, speaker, look_ahead, self)
+        self._sources = SegmentSources(engine, self.segments, self.sampling, speaker, look_ahead, self,
+                                       ready=self.writing.ready if self.writing else None)
         self.max_ahead_s = max_ahead_s
         self._segment_ends: list[float] = []  # audio seconds sent when each segment's frames were all read
         self._decoder: ChunkDecoder | None = None  # the codec side, while iterating
@@ -151,9 +153,10 @@ class SynthesisSession(OnceIterableSession):
     def progress(self) -> dict[str, Any]:
         """A long text's progress (segments.py: segments generated, audio made ahead of what was read,
         the rate its frames are made at), `ends_s`: where each segment read so far ends in the audio
-        sent, and `rate`: the slower of that and the codec's own (audio s per s it spends decoding),
-        since the audio arrives no faster than either."""
+        sent, `rate`: the slower of that and the codec's own (audio s per s it spends decoding), and,
+        written as it came, `written_s`: when each segment's last word was, after the request's start."""
         out = {**self._sources.progress(), "ends_s": list(self._segment_ends)}
+        out.update({} if self.writing is None else {"written_s": list(self.writing.written.written_s)})
         dec, st = self._decoder, self.stats
         if dec is not None and st.decode_time_s > 0 and out["rate"]:
             decode_rate = dec.pending_start * self.samples_per_frame / self.sample_rate / st.decode_time_s
@@ -200,7 +203,7 @@ class SynthesisSession(OnceIterableSession):
             return
         first = t0 + self.stats.ttfa_s
         while not self._cancel.is_set():
-            over = _ahead_of_real_time(dec.emitted / self.sample_rate, first, time.perf_counter()) - self.max_ahead_s
+            over = dec.emitted / self.sample_rate - (time.perf_counter() - first) - self.max_ahead_s  # ahead of real time
             if over <= 0:
                 return
             self._cancel.wait(min(over, 0.5))
@@ -211,6 +214,8 @@ class SynthesisSession(OnceIterableSession):
             for seg_no in range(first, len(self.segments)):
                 # seg_codes: the frames this segment has; the first goes on from an earlier call's
                 seg_codes = list(replay) if seg_no == first and replay is not None else []
+                if self.writing is not None and not self.writing.wait(seg_no, self._cancel):
+                    break  # cancelled while its text was being written
                 frames = self._open(seg_no, seg_codes)
                 if frames is None:  # cancelled
                     break
@@ -242,6 +247,8 @@ class SynthesisSession(OnceIterableSession):
         an earlier call made (None: from its start)."""
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
         dec = self._decoder = ChunkDecoder(self.codec, self.stream, self.stats, self.engine.note_decode)
+        if self.writing is not None:
+            self.writing.start(t0)
         carry = self._resume
         if carry is None:
             return _Call(t0, dec, []), 0, None
@@ -253,6 +260,8 @@ class SynthesisSession(OnceIterableSession):
         with self._lock:
             if self._cancel.is_set():
                 return None
+            if self.writing is not None:
+                self.writing.opened(seg_no, self.stats.frames)
             return self._sources.open(seg_no, _as_codes(seg_codes) if seg_codes else None)
 
     def _segment(self, call: "_Call", seg_no: int, frames: Any, seg_codes: list[Any]):
@@ -332,6 +341,8 @@ class SynthesisSession(OnceIterableSession):
     def _emit(self, call: "_Call", samples: np.ndarray, frame_start: int, final: bool) -> AudioChunk:
         chunk = call.dec.chunk(samples, frame_start, call.dec.pending_start, final, time.perf_counter() - call.t0)
         self._keep(samples)
+        if self.writing is not None and len(samples):
+            self.stats.text_waits_s += self.writing.sent(call.dec.pending_start)
         if self.stats.ttfa_s is not None and not self._sources.released:
             self._sources.refill(released=True)  # the first audio is out: the next segments may start
         return chunk
@@ -380,10 +391,6 @@ class _Call:
     dec: ChunkDecoder
     ended_by: list[str]  # per segment ended so far: "stop", "budget", "force_stop" or "cancel"
     made: int = 0  # frames this call made
-
-
-def _ahead_of_real_time(emitted_s: float, first_audio_at: float, now: float) -> float:
-    return emitted_s - (now - first_audio_at)
 
 
 def _as_codes(codes: list[Any]):

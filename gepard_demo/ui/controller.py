@@ -34,7 +34,7 @@ from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 from .audio_route import client_of
 from .captions import CaptionDesk
-from .controls import CONTROL_NAMES, default_values, parse_controls
+from .controls import CONTROL_NAMES, default_values, parse_controls, parse_feed
 from .jobs import JobError, JobRegistry
 from .page_host import PageHost
 from .pstop_plot import Trace, pstop_svg
@@ -113,11 +113,13 @@ class DemoController:
         try:
             try:
                 sampling, stream = parse_controls(values)
+                feed = parse_feed(values)
                 speaker = self.voices.speaker(values.get("ref_audio"))
                 voice = {} if speaker is None else {"speaker": speaker}
                 traffic = self.registry.traffic
                 session = self.host.new_session(values["text"], sampling, stream, request_start=t0, **voice,
-                                                max_text_chars=traffic.max_text_chars, max_ahead_s=traffic.max_ahead_s)
+                                                max_text_chars=traffic.max_text_chars, max_ahead_s=traffic.max_ahead_s,
+                                                words_per_s=feed.rate)
             except (SettingsError, TextError) as exc:
                 title = "Text not accepted" if isinstance(exc, TextError) else "Setting out of range"
                 raise self._rejected(title, exc) from None

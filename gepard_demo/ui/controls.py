@@ -1,5 +1,5 @@
 """The page's controls as values, derived from the settings' declarations (declare.Control on each
-field of SamplingSettings and StreamSettings): their names in the order Generate takes them, the
+field of SamplingSettings, StreamSettings and FeedSettings): their names in the order Generate takes them, the
 values that show given settings, and `parse_controls`, which reads them back into validated
 settings naming any bad control. The page, its API, the takes' "use these settings" and the
 Eval tab's "Open in the demo" all go through here; fields.py builds the widgets.
@@ -12,9 +12,9 @@ import re
 from typing import Any
 
 from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, values_of, whole_number
-from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.settings import FeedSettings, SamplingSettings, SettingsError, StreamSettings
 
-SETTINGS = (SamplingSettings, StreamSettings)
+SETTINGS = (SamplingSettings, StreamSettings, FeedSettings)
 SEED_BOX = "42"  # what the seed box holds while the seed is random: a fixed seed to start from
 REFERENCE = "ref_audio"  # the voice group's clip, before its settings (voice.py reads it, not a setting)
 
@@ -37,11 +37,12 @@ def _control_names() -> tuple[str, ...]:
 CONTROL_NAMES = _control_names()
 
 
-def control_values(sampling: SamplingSettings, stream: StreamSettings | None = None) -> dict[str, Any]:
+def control_values(sampling: SamplingSettings, stream: StreamSettings | None = None,
+                   feed: FeedSettings | None = None) -> dict[str, Any]:
     """Settings -> the controls that show them (parse_controls read backwards). A random seed
-    leaves the seed box out (it keeps what the visitor typed); no `stream`, no stream controls."""
+    leaves the seed box out (it keeps what the visitor typed); no `stream` (`feed`), none of its controls."""
     out: dict[str, Any] = {}
-    for settings in (sampling, stream):
+    for settings in (sampling, stream, feed):
         if settings is None:
             continue
         text = declared(type(settings))
@@ -59,7 +60,7 @@ def control_values(sampling: SamplingSettings, stream: StreamSettings | None = N
 
 def default_values() -> dict[str, Any]:
     """Every control's value on a fresh page (what an API call that leaves some out gets)."""
-    return {"text": "", REFERENCE: None, "seed": SEED_BOX, **control_values(SamplingSettings(), StreamSettings())}
+    return {"text": "", REFERENCE: None, "seed": SEED_BOX, **control_values(SamplingSettings(), StreamSettings(), FeedSettings())}
 
 
 def _number(name: str, value: Any) -> float:
@@ -120,12 +121,18 @@ def _read(cls: type, name: str, c: Control, values: dict[str, Any]) -> Any:
     return None if c.unset is not None and x == c.unset else x
 
 
+def _parse(values: dict[str, Any], cls: type) -> Any:
+    values = {**default_values(), **values}  # an API call may leave later controls out
+    changes = {name: _read(cls, name, c, values) for group in PAGE_GROUPS
+               for name, (owner, c) in group_controls(group).items() if owner is cls}
+    return cls(**changes).validate()
+
+
 def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
     """Page values -> validated settings; raises SettingsError naming the bad control."""
-    values = {**default_values(), **values}  # an API call may leave later controls out
-    changes: dict[type, dict[str, Any]] = {cls: {} for cls in SETTINGS}
-    for group in PAGE_GROUPS:
-        for name, (cls, c) in group_controls(group).items():
-            changes[cls][name] = _read(cls, name, c, values)
-    return (SamplingSettings(**changes[SamplingSettings]).validate(),
-            StreamSettings(**changes[StreamSettings]).validate())
+    return _parse(values, SamplingSettings), _parse(values, StreamSettings)
+
+
+def parse_feed(values: dict[str, Any]) -> FeedSettings:
+    """The page's text arrival controls -> validated FeedSettings (SettingsError names the bad one)."""
+    return _parse(values, FeedSettings)

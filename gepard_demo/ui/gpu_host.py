@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gepard_demo.bounded import Bounded
+from gepard_demo.settings import SettingsError
 from gepard_demo.units import SAMPLE_RATE
 from gepard_demo.voice.reference_audio import (
     REFERENCE_WINDOW,
@@ -36,6 +37,10 @@ from .gpu_refusals import explain
 from .model_host import EngineFacts
 from .turns import FairLock
 from .voice import PageVoices
+
+# A GPU call plans its segments when it starts and pays for the time it holds the GPU: text that is
+# still being written would hold it idle between sentences.
+AS_WRITTEN_REASON = "not behind ZeroGPU: a GPU call would wait, paid for, between the sentences as they are written"
 
 MODES = ("zerogpu", "emulate")
 
@@ -92,8 +97,11 @@ class GpuHost(EngineFacts):
     # -- GPU calls --------------------------------------------------------------------------------
 
     def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,
-                    speaker: Any = None, max_text_chars: int | None = None, max_ahead_s: float | None = None) -> GpuSession:
+                    speaker: Any = None, max_text_chars: int | None = None, max_ahead_s: float | None = None,
+                    words_per_s: float | None = None) -> GpuSession:
         """max_ahead_s: unused (each GPU call is sized to its part, so no call runs far ahead)."""
+        if words_per_s is not None:
+            raise SettingsError(f"text_arrival as written: {AS_WRITTEN_REASON}", "text_arrival")
         return GpuSession(self.gpu, text, sampling, stream, sample_rate=self.sample_rate, request_start=request_start,
                           speaker=speaker, speed=self.info.speed, budget=self.budget, starts=self.starts,
                           max_text_chars=max_text_chars)
@@ -105,6 +113,9 @@ class GpuHost(EngineFacts):
 
     def voices(self) -> "GpuVoices":
         return GpuVoices(self)
+
+    def locked_controls(self) -> dict[str, str]:
+        return {"text_arrival": AS_WRITTEN_REASON, "words_per_s": AS_WRITTEN_REASON}
 
 
 class GpuVoices(PageVoices):

@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from gepard_demo.bounded import Bounded
-from gepard_demo.settings import TrafficSettings
+from gepard_demo.host_settings import TrafficSettings
 
 from .kept_jobs import KeptJobs
 from .mailbox import Job

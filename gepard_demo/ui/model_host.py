@@ -92,7 +92,8 @@ class ModelHost(EngineFacts):
         return time.perf_counter() - t0
 
     def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,
-                    speaker: Any = None, max_text_chars: int | None = None, max_ahead_s: float | None = None) -> Any:
+                    speaker: Any = None, max_text_chars: int | None = None, max_ahead_s: float | None = None,
+                    words_per_s: float | None = None) -> Any:
         """A SynthesisSession on this engine + codec (ui/served.py's host streams from a server instead).
         speaker: a reference voice's prefix (ui/voice.py), None = the default voice. max_text_chars,
         max_ahead_s: the page's limits (TrafficSettings)."""
@@ -102,7 +103,8 @@ class ModelHost(EngineFacts):
         look_ahead = self.scheduler.settings.look_ahead if self.scheduler is not None else 0
         return SynthesisSession(self(), self.codec_pool or self.codec, text, sampling, stream,
                                 request_start=request_start, speaker=speaker, look_ahead=look_ahead,
-                                max_text_chars=max_text_chars or MAX_TEXT_CHARS, max_ahead_s=max_ahead_s)
+                                max_text_chars=max_text_chars or MAX_TEXT_CHARS, max_ahead_s=max_ahead_s,
+                                words_per_s=words_per_s)
 
     def voices(self) -> Any:
         """Reference audio -> speaker prefix for this engine (ui/voice.py; a served host sends it instead)."""

@@ -32,7 +32,9 @@ class PageHost:
 
     def new_session(self, text: str, sampling: Any, stream: Any, **options: Any) -> Any:
         """A session for one Generate (streaming.base.OnceIterableSession); raises SettingsError,
-        TextError or ReferenceAudioError for what it refuses, before any work."""
+        TextError or ReferenceAudioError for what it refuses, before any work. options:
+        request_start, speaker, max_text_chars, max_ahead_s (the page's limits), words_per_s (the
+        text written word by word at this pace, FeedSettings; None: at once)."""
         raise NotImplementedError
 
     def voices(self) -> Any:

@@ -9,7 +9,8 @@
 //   samplesReceived, samplesPlayed, underruns, gapMs, outputPeak (largest |sample| seen at
 //   the output tap), state, contextState; startBufferMs (queued when the audio thread began),
 //   readyBufferMs and startPrebufferMs (queued when it decided to start, and what it held for);
-//   arrivals ([time, samples received]) and gaps ({atS, ms, receivedS, at}: where each was heard).
+//   arrivals ([time, samples received]) and gaps ({atS, ms, receivedS, at}: where each was heard);
+//   heardWaits (text written as it comes: each sentence's wait from its last word to its sound, s).
 (function () {
   const CFG = window.GEPARD_PLAYER_CONFIG || {};
   const SAMPLE_RATE = CFG.sampleRate || 22050;
@@ -39,7 +40,7 @@
       samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
       contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null, startBufferMs: null,
       readyBufferMs: null, startPrebufferMs: null,
-      streamDone: false, queue: null, auto: null, arrivals: [], longText: null, gaps: [],
+      streamDone: false, queue: null, auto: null, arrivals: [], longText: null, gaps: [], heardWaits: [],
     };
   }
 
@@ -139,10 +140,11 @@
     }
 
     // A long text (several segments): while it streams, ask how far its later segments are (made
-    // ahead of playback, in the same batch): the start buffer and the line below read it. A text
-    // of one segment answers without `long_text` and the polling stops.
+    // ahead of playback, in the same batch): the start buffer and the line below read it; a text
+    // written as it comes, where each sentence ends in the audio (its wait). A text of one segment
+    // answers without `long_text` and the polling stops; a finished job answers once more.
     async watchText(jobId, signal) {
-      while (this.jobId === jobId && !signal.aborted && !this.stats.streamDone) {
+      while (this.jobId === jobId && !signal.aborted) {
         try {
           const r = await fetch(QUEUE_PREFIX + encodeURIComponent(jobId), {signal, cache: 'no-store'});
           if (!r.ok) return;
@@ -150,9 +152,27 @@
           if (this.jobId !== jobId || !q.long_text) return;
           this.stats.longText = q.long_text;
           if (this.stats.auto && this.stats.firstPlayAt === null) this.autoBuffer(jobId);
+          this.noteHeard();
           this.render();
+          if (q.state === 'finished') return;
         } catch (err) { return; }
         await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+
+    // Text written as it comes (FeedSettings "as written"): each sentence's wait from its last word
+    // (written_s after the request's start, about the click) to its first sound, once its first
+    // sample has played (seen at the worklet's next report, within ~46 ms and the output latency).
+    noteHeard() {
+      const s = this.stats, t = s.longText;
+      if (!t || !t.written_s || s.firstPlayAt === null) return;
+      const played = s.samplesPlayed / SAMPLE_RATE;
+      while (s.heardWaits.length < t.segments) {
+        const k = s.heardWaits.length;
+        const start = k === 0 ? 0 : t.ends_s[k - 1];
+        if (start === undefined || played <= start) break;
+        const at = k === 0 ? s.firstPlayAt : performance.now() + s.outputLatencyMs;
+        s.heardWaits.push(Math.max(0, (at - s.clickAt) / 1000 - t.written_s[k]));
       }
     }
 
@@ -307,6 +327,7 @@
       s.underruns = m.underruns;
       s.gapMs = m.gapFrames * 1000 / this.ctx.sampleRate;
       s.contextState = this.ctx.state;
+      this.noteHeard();
       if (m.type === 'started') {
         s.firstPlayAt = this.frameToPerf(m.firstFrame);
         s.clickToSoundMs = s.firstPlayAt - s.clickAt;
@@ -359,6 +380,9 @@
         const audioAhead = Math.max(0, (s.samplesReceived - s.samplesPlayed) / SAMPLE_RATE) + (s.longText.ahead_s || 0);
         text += ` · ${ahead.done} of ${ahead.segments} segments made, ${ahead.ready} of the ${ahead.after} after ` +
                 `this one ready ahead of playback (${audioAhead.toFixed(0)} s of audio)`;
+      }
+      if (s.heardWaits.length) {
+        text += ` · from each sentence's last word to its sound: ${s.heardWaits.map((w) => w.toFixed(2)).join(', ')} s`;
       }
       if (s.clickToSoundMs !== null && s.state !== 'connecting') {
         text += ' · click→sound ' + Math.round(s.clickToSoundMs) + ' ms';

@@ -17,8 +17,8 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
     job = registry.get(job_id)
     if job is not None:
         # Started, but the engine's scheduler keeps it waiting (its place and why).
-        session = None if job.finished else job.session  # None too before the session is attached
-        line = session.wait_line() if session is not None else None
+        session = job.session  # None before the session is attached
+        line = session.wait_line() if session is not None and not job.finished else None
         if line:
             return {"state": "queued", "text": f"{line[0].upper()}{line[1:]}."}
         info = {"state": "finished" if job.finished else "running"}

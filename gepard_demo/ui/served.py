@@ -2,8 +2,10 @@
 
 A vLLM-Omni server (or our `python -m gepard_demo serve`) does the synthesis; the page keeps
 its player, stats and controls. `ServedHost` stands where `ModelHost` stands (the controller
-asks it for a session), and `ServedSession` streams one request over SSE (`serving/client.py`)
-with the interface of `SynthesisSession`, so the same player route, Stop button and stats work.
+asks it for a session): `ServedSession` (served_session.py) streams one request over SSE
+(`serving/client.py`) with the interface of `SynthesisSession`, so the same player route, Stop
+button and stats work; with the text written as it comes (FeedSettings), `ServedWrittenSession`
+(served_written.py) sends it word by word over the server's speech WebSocket instead.
 
 What a served model fixes (settings.fixed_by_server: sampling and all chunking / fade / silence)
 is the server's (vLLM-Omni takes no `extra_params`); only the text, the seed and
@@ -19,122 +21,29 @@ from __future__ import annotations
 
 import html
 import io
-import math
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import soundfile as sf
 
-from gepard_demo.serving.client import (
-    ServedFeatures,
-    ServedEnd,
-    SpeechClient,
-    SpeechServerError,
-    StreamResult,
-    bytes_data_url,
-    extension_fields,
-    no_extension_reason,
-    unserved_extension,
-)
 from gepard_demo.declare import served_as
-from gepard_demo.serving.protocol import pcm16_to_float
-from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings, fixed_by_server
-from gepard_demo.streaming.base import OnceIterableSession
-from gepard_demo.streaming.session import AudioChunk, SynthesisStats
-from gepard_demo.streaming.text_input import clean_text
-from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
+from gepard_demo.serving.client import ServedFeatures, SpeechClient, SpeechServerError, bytes_data_url
+from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, StreamSettings, fixed_by_server
+from gepard_demo.units import SAMPLE_RATE
 from gepard_demo.voice.reference_audio import ReferenceAudioError, page_audio, prepare_reference
 
 from .page_host import PageHost
+from .served_session import NO_CLONING_REASON, NO_EXTENSION_REASONS, ServedSession
 from .turns import FairLock
 
 # The page's controls a served model fixes (declare.SERVED), and why they are greyed out.
 FIXED_BY_SERVER = served_as(SamplingSettings, "fixed") + served_as(StreamSettings, "fixed")
 FIXED_REASON = ("Fixed by the server (vLLM-Omni reads it from gepard_config.json / env vars at start and refuses "
                 "extra_params per request)")
-NO_CLONING_REASON = ("This server does not clone voices (vLLM-Omni 0.30's Gepard is zero-shot and refuses ref_audio; "
-                     "`python -m gepard_demo serve` clones when its checkpoint has the voice compressor)")
-NO_EXTENSION_REASONS = {group: f"This server {no_extension_reason(group)}" for group in EXTENSION_GROUPS}
 NO_GUIDANCE_REASON, NO_GUARDRAILS_REASON = NO_EXTENSION_REASONS["guidance"], NO_EXTENSION_REASONS["guardrails"]
-
-
-class ServedSession(OnceIterableSession):
-    """One utterance from the server, with SynthesisSession's interface (iterate, stats,
-    audio(), cancel(), close())."""
-
-    def __init__(self, client: SpeechClient, text: str, sampling: SamplingSettings, *,
-                 request_start: float | None = None, ref_audio: str | None = None,
-                 features: ServedFeatures = ServedFeatures()):
-        sampling.validate()
-        if (unserved := unserved_extension(sampling, features)) is not None:  # dropped unread: refuse, don't ignore
-            group, name, value = unserved
-            raise SettingsError(f"{name} {value}: {NO_EXTENSION_REASONS[group]}", name)
-        if ref_audio is not None and not features.voice_cloning:
-            raise ReferenceAudioError(NO_CLONING_REASON)
-        self.client = client
-        self.text = clean_text(text)  # the page's own limits, checked before any request
-        self.sampling = sampling.with_concrete_seed()  # sent, so the page can show and replay it
-        self.ref_audio = ref_audio
-        self.sample_rate = SAMPLE_RATE
-        self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed)
-        self._request_start = request_start
-        self._result = StreamResult()
-        # vLLM-Omni's word_timestamps, only to a server that lists it (ServedFeatures): its words, after the audio
-        self.word_timestamps = features.word_timestamps
-        self.low_confidence = features.low_confidence
-        self.word_alignment: Any = None
-        super().__init__()
-
-    def _extensions(self) -> dict:
-        return {k: v for fields in extension_fields(self.sampling).values() for k, v in fields.items()}
-
-    def cancel(self) -> None:
-        """Any thread: the connection closes now, also while the server still holds the request
-        in its queue (no chunk would come to notice the cancel at), so the server frees it."""
-        self._cancel.set()
-        self._result.hang_up()
-
-    close = cancel
-
-    def _generate(self) -> Iterator[AudioChunk]:
-        t0 = self._request_start if self._request_start is not None else time.perf_counter()
-        st, result, emitted = self.stats, self._result, 0
-        done_info: dict = {}
-        try:
-            for pcm in self.client.stream(self.text, seed=self.sampling.seed, max_new_tokens=self.sampling.max_frames,
-                                          mode="sse", result=result, cancel=self._cancel, done=done_info,
-                                          ref_audio=self.ref_audio, guidance=self._extensions(),
-                                          word_timestamps=self.word_timestamps):
-                samples = pcm16_to_float(pcm)
-                now = time.perf_counter() - t0
-                if st.ttfa_s is None:
-                    st.ttfa_s = now
-                self._keep(samples)
-                first = emitted // SAMPLES_PER_FRAME
-                emitted += len(samples)
-                st.chunks += 1
-                st.frames = math.ceil(emitted / SAMPLES_PER_FRAME)
-                yield AudioChunk(samples, SAMPLE_RATE, emitted - len(samples), first, st.frames, now)
-        finally:
-            st.cancelled = self.cancelled
-            st.wall_s = st.gen_time_s = time.perf_counter() - t0
-            st.audio_s = st.speech_s = emitted / SAMPLE_RATE
-            st.rtf = st.wall_s / st.speech_s if st.speech_s else None
-            if not st.cancelled and (emitted or "gepard" in done_info):
-                end = ServedEnd.read(done_info, emitted, self.sampling.max_frames)
-                st.frames, st.ended_by, st.stop_frame = end.frames, [end.ended_by], end.stop_frame
-                st.entropy = [float("nan") if h is None else h for h in end.entropy or []]
-                st.nll = [float("nan") if h is None else h for h in end.nll or []]
-            st.complete = not st.cancelled
-            if "word_timestamps" in done_info:
-                from gepard_demo.alignment.result import from_wire
-
-                ev = done_info["word_timestamps"]
-                self.word_alignment = from_wire(ev.get("timestamps"), ev.get("confidence"), ev.get("note"),
-                                                self.low_confidence)
 
 
 @dataclass
@@ -201,11 +110,16 @@ class ServedHost(PageHost):
 
     def new_session(self, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
                     request_start: float | None = None, speaker: str | None = None, max_text_chars: int | None = None,
-                    max_ahead_s: float | None = None) -> ServedSession:
+                    max_ahead_s: float | None = None, words_per_s: float | None = None) -> ServedSession:
         """speaker: a reference voice as ServedVoices makes it (a `ref_audio` data URL). The text
-        limit is the server's own (it answers 400 past it); max_ahead_s: the server paces itself."""
-        return ServedSession(self.client, text, sampling, request_start=request_start, ref_audio=speaker,
-                             features=self.features)
+        limit is the server's own (it answers 400 past it); max_ahead_s: the server paces itself.
+        words_per_s: the text written word by word to the server's speech WebSocket (served_written.py)."""
+        options = dict(request_start=request_start, ref_audio=speaker, features=self.features)
+        if words_per_s is not None:
+            from .served_written import ServedWrittenSession
+
+            return ServedWrittenSession(self.client, text, sampling, words_per_s=words_per_s, **options)
+        return ServedSession(self.client, text, sampling, **options)
 
     def banner_markdown(self) -> str:
         name = html.escape(str(self.entry.get("id")))

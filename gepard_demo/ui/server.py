@@ -11,7 +11,8 @@ import gradio as gr
 from fastapi import FastAPI
 
 from gepard_demo.alignment.settings import AlignmentSettings
-from gepard_demo.settings import LOOPBACK_PROXIES, SamplingSettings, StreamSettings, TrafficSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.host_settings import LOOPBACK_PROXIES, TrafficSettings
 
 from .audio_route import make_audio_router
 from .captions import CaptionDesk, load_in_background

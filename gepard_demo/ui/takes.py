@@ -29,7 +29,10 @@ from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, recut, recut_limit
 from gepard_demo.settings import SamplingSettings, StreamSettings, force_stop_text
 from gepard_demo.settings_flags import setting_args
+from gepard_demo.streaming.text_feed import write
 from gepard_demo.streaming.text_input import split_text
+
+from .controls import parse_feed
 
 MAX_TAKES = 10
 
@@ -73,9 +76,15 @@ class Take:
         """The frame count this take was force-stopped at ("auto" scaled to its text), or None."""
         return force_stop_for(self.sampling, self.text)
 
+    def texts(self) -> list[str]:
+        """Its text's segments as the session made them: a long text's, or, written as it came,
+        the sentences (text_feed.py)."""
+        rate = parse_feed(self.controls).rate
+        return list(write(self.text, rate).units) if rate is not None else split_text(self.text)
+
     def segments(self) -> list[tuple[str, list[float], int, bool]]:
         """Per text segment: its text, its p_stop steps, its frames, whether its stop fired."""
-        texts, st = split_text(self.text), self.stats
+        texts, st = self.texts(), self.stats
         frames, ends = list(st.get("segment_frames") or []), list(st.get("ended_by") or [])
         if len(texts) == 1 and not frames:  # a take from before segments were counted
             return [(self.text, self.p_stop, int(st["frames"]), bool(st["stop_fired"]))]
@@ -163,7 +172,7 @@ def synth_command(take: Take) -> str:
     args = ["python", "-m", "gepard_demo", "synth", take.text]
     if take.model:
         args += ["--model", take.model]
-    args += ["--seed", str(s.seed), *setting_args(s, st)]
+    args += ["--seed", str(s.seed), *setting_args(s, st, parse_feed(take.controls))]
     if take.controls.get("ref_audio"):  # the clip downloads beside the JSON while the server has it
         args += ["--ref-audio", Path(str(take.controls["ref_audio"])).name]
     args += ["-o", f"take-{take.number}.wav"]

@@ -50,6 +50,10 @@ def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     ]
     if stats.speed:
         rows.append(("speed path", stats.speed))
+    if stats.text_waits_s:  # the text written as it came: what each sentence waited for its audio
+        waits = sorted(stats.text_waits_s)
+        rows.append(("text as written", f"{len(waits)} sentences; from each one's last word to its first audio "
+                                        f"(server): median {waits[len(waits) // 2]:.2f} s, longest {waits[-1]:.2f} s"))
     if stats.gpu_asks_s:  # behind ZeroGPU: each call asks the visitor's quota for its own part
         calls = len(stats.gpu_asks_s)
         rows.append(("GPU calls", f"{calls} ({' + '.join(f'{a} s' for a in stats.gpu_asks_s)} asked; "
