@@ -151,3 +151,43 @@ def test_the_player_says_what_is_ready_ahead_and_plays_without_a_gap(browser, lo
     # first chunk and the pace falls then), never on the host's hint alone (player.js autoBuffer).
     assert stats["auto"]["basis"] in ("text", "measured"), stats["auto"]
     assert stats["underruns"] == 0, (stats["gaps"], stats["auto"])
+
+
+def test_text_as_written_plays_without_a_gap_and_the_line_shows_each_sentences_wait(browser, long_demo):  # noqa: F811
+    """The "as written" mode: the text box's words go to the session at 10 a second, each sentence
+    starting as the splitter lets it go; the text comes faster than it is spoken, so playback has
+    no gap, and the line says each sentence's wait from its last word to its first sound."""
+    from gepard_demo.streaming.text_feed import write
+
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    text = "The first one is short. A second sentence follows it. Then a third. And the last one ends it."
+    try:
+        page.goto(long_demo.url + "/", wait_until="load")
+        page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
+        page.fill("#gepard-text textarea", text)
+        set_number(page, "gepard-max-frames", 40)
+        set_number(page, "gepard-stop-threshold", 0.99)
+        fixed_seed(page, 3)
+        page.get_by_text("Text arrival", exact=False).first.click()  # the accordion starts closed
+        page.locator("#gepard-text-arrival").get_by_text("as written").click()
+        set_number(page, "gepard-words-per-s", 10)
+        page.click("#gepard-generate")
+        job = page.evaluate("window.gepardPlayer.stats.jobId")
+        stats = page.wait_for_function(PLAYER_ENDED, arg=job, timeout=120_000).json_value()
+        page.wait_for_function("() => document.querySelector('#gepard-stats')?.innerText.includes('seed used')",
+                               timeout=60_000)
+        table = page.inner_text("#gepard-stats")
+        line = page.inner_text("#gepard-player-status")
+    finally:
+        ctx.close()
+    assert not errors, errors
+    n = len(write(text, 10).units)
+    assert n == 4 and stats["state"] == "ended" and stats["samplesReceived"] == n * 40 * 1024, stats
+    assert f"{n} sentences" in table and "text as written" in table, table
+    # Each sentence's wait, once its first sample played: at least the word until the splitter let it go.
+    assert len(stats["heardWaits"]) == n and all(w >= 0.1 - 0.05 for w in stats["heardWaits"]), stats["heardWaits"]
+    assert "from each sentence's last word to its sound" in line, line
+    assert stats["underruns"] == 0, (stats["gaps"], stats["auto"])

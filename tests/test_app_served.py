@@ -95,6 +95,80 @@ def test_generate_streams_the_servers_audio_through_the_page(served_app):
     assert np.array_equal(played, np.frombuffer(direct.content, "<i2").astype(np.float32) / 32768.0)
 
 
+def test_text_as_written_goes_word_by_word_to_the_servers_websocket(served_app):
+    """The page's "as written" mode in front of a server: the words go over its speech WebSocket
+    at the page's pace; each sentence is spoken with segment k's seed, so the page plays exactly
+    what REST makes for each sentence alone, in order; each sentence's wait is counted."""
+    from gradio_client import Client
+
+    from gepard_demo.streaming.segments import segment_seed
+    from gepard_demo.streaming.text_feed import write
+
+    url, server_url = served_app
+    job = secrets.token_hex(16)
+    got = bytearray()
+    connected = threading.Event()
+
+    def listen():
+        with httpx.stream("GET", f"{url}/gepard/pcm/{job}", timeout=120) as r:
+            connected.set()
+            for part in r.iter_bytes():
+                got.extend(part)
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    connected.wait(10)
+    text = "Hello there. The server speaks each sentence as it closes. Then the last one."
+    values = args(job, text=text, seed=77, max_frames=FRAMES, text_arrival="as written", words_per_s=20)
+    status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
+    listener.join(30)
+    assert status.startswith("Done"), status
+    units = write(text, 20).units
+    assert len(units) == 3 and "| text as written | 3 sentences" in stats, stats
+    played = np.frombuffer(bytes(got), dtype="<f4")
+    page_wav, _ = sf.read(wav, dtype="float32")
+    assert np.array_equal(played, page_wav) and len(played) > 0
+    alone = []  # each sentence alone through REST, with segment k's seed
+    for k, unit in enumerate(units):
+        r = httpx.post(f"{server_url}/v1/audio/speech", timeout=120, json={
+            "input": unit, "seed": segment_seed(77, k), "max_new_tokens": FRAMES, "response_format": "pcm"})
+        assert r.status_code == 200
+        alone.append(np.frombuffer(r.content, "<i2").astype(np.float32) / 32768.0)
+    want = np.concatenate(alone)
+    # The same audio, up to the one LSB a pooled codec call may move a sample by (the server
+    # decodes the sentences made ahead beside each other: docs/DESIGN.md, "What is exact").
+    assert len(played) == len(want) and np.abs(np.round(played * 32768) - np.round(want * 32768)).max() <= 1
+
+
+def test_stop_ends_text_as_written_while_it_is_still_being_written(served_app):
+    """Stop after the first sentence's audio, with the rest of the text still being written (2
+    words a second): the page's WebSocket to the server closes and the Generate ends at once."""
+    import time
+
+    from gradio_client import Client
+
+    url, _ = served_app
+    job = secrets.token_hex(16)
+    first = threading.Event()
+
+    def listen():
+        with httpx.stream("GET", f"{url}/gepard/pcm/{job}", timeout=120) as r:
+            for _part in r.iter_bytes():
+                first.set()
+
+    threading.Thread(target=listen, daemon=True).start()
+    client = Client(url, verbose=False)
+    text = "Hi there. " + "This sentence is still being written when Stop comes, " * 3 + "and so it never ends."
+    running = client.submit(*args(job, text=text, max_frames=FRAMES, text_arrival="as written", words_per_s=2),
+                            api_name="/generate")
+    assert first.wait(60), "no audio came"
+    client.predict(job, api_name="/stop")
+    asked = time.monotonic()
+    status = running.result(timeout=60)[0]
+    assert status.startswith("Stopped"), status
+    assert time.monotonic() - asked < 10  # a hang guard: the text alone would take 15 s more
+
+
 def test_a_reference_voice_and_guidance_reach_the_server(served_app, tmp_path):
     """The page's reference and CFG go with the request: the page plays exactly what the server
     makes for the same reference file, seed and cfg fields, which is not the plain voice."""

@@ -65,6 +65,8 @@ def test_each_sentence_is_its_own_segment_with_its_segment_seed(tiny_engine, tin
         assert all(at >= session.writing.t0 + closed[k] for k, at in made.items()), (made, session.writing.t0, closed)
         assert session.segments == list(write(TEXT, 10).units) and session.stats.segments == 4
         assert session.stats.complete and len(session.stats.segment_frames) == 4
+        # Where each sentence ends in the audio (the page's line finds the one playing from it).
+        assert session.progress()["ends_s"] == [f * 1024 / 22050 for f in np.cumsum(session.stats.segment_frames)]
         # Each sentence's wait is counted, from its last word: at least the word until it is let go.
         waits = session.stats.text_waits_s
         assert len(waits) == 4 and all(w >= c - s - 0.002 for w, s, c in

@@ -120,13 +120,12 @@ class SynthesisSession(OnceIterableSession):
             from gepard_demo.codec import apply_end_of_speech as end_of_speech
         self._end_of_speech = end_of_speech
         super().__init__()
-        # Held around each engine step and around closing the frame iterator: a generator
-        # cannot be closed while another thread is inside it.
+        # Held around each engine step and closing the frame iterator (a generator in use cannot close).
         self._lock = threading.RLock()
         self._sources = SegmentSources(engine, self.segments, self.sampling, speaker, look_ahead, self,
                                        ready=self.writing.ready if self.writing else None)
         self.max_ahead_s = max_ahead_s
-        self._segment_ends: list[float] = []  # audio seconds sent when each segment's frames were all read
+        self._segment_ends: list[float] = []  # where each segment read so far ends in the audio, s
         self._decoder: ChunkDecoder | None = None  # the codec side, while iterating
         self.speaker = speaker
         self._step_events = False
@@ -352,6 +351,7 @@ class SynthesisSession(OnceIterableSession):
             self._sources.close_current()
         call.ended_by.append(seg_end)
         self.stats.segment_frames.append(len(seg_codes))
+        self._segment_ends.append(self.stats.frames * self.samples_per_frame / self.sample_rate)  # frame f: sample 1024 f
         self._compact(len(seg_codes))
         self.stats.ended_by = list(call.ended_by)
 
