@@ -277,6 +277,16 @@ class Listener(threading.Thread):
                     return  # leaving the with-block closes the connection mid-stream
 
 
+def lsb_apart(a, b) -> int:
+    """The largest difference between two float streams made from int16 PCM, in LSBs (a different
+    length is a failure). A server decodes the requests that share its batch
+    in one pooled codec call, which may move a sample by one LSB (docs/DESIGN.md, "What is exact")."""
+    import numpy as np
+
+    assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+    return int(np.abs(np.round(np.asarray(a) * 32768) - np.round(np.asarray(b) * 32768)).max())
+
+
 def generate_with_stream(client, url, **over):
     job_id = new_id()
     listener = Listener(url, job_id)
