@@ -213,13 +213,18 @@ def test_live_plot_and_gapless_playback_slower_than_real_time(browser, slow_demo
         page.wait_for_function("() => { const t = document.querySelector('#gepard-player-status').innerText;"
                                " return t.startsWith('Buffering: ') && t.includes(' s more (generation runs at 0.'); }",
                                timeout=30_000)
-        counts = [page.evaluate(POINTS)]
-        entropy = [page.evaluate(ENTROPY_POINTS)]
+        # Both traces read in one evaluation, from the plot that met the condition (a later read
+        # could meet the next re-render on a loaded host).
+        both = f"[({POINTS})(), ({ENTROPY_POINTS})()]"
+        p, e = page.evaluate(f"() => {both}")
+        counts, entropy = [p], [e]
         for _ in range(2):
-            page.wait_for_function(f"(n) => ({POINTS})() > n && document.querySelector("
-                                   "\"#gepard-plot .gepard-pstop[data-live='1']\")", arg=counts[-1], timeout=30_000)
-            counts.append(page.evaluate(POINTS))
-            entropy.append(page.evaluate(ENTROPY_POINTS))
+            p, e = page.wait_for_function(
+                f"([n, m]) => {{ const [p, e] = {both}; return p > n && e > m && document.querySelector("
+                "\"#gepard-plot .gepard-pstop[data-live='1']\") ? [p, e] : false; }",
+                arg=[counts[-1], entropy[-1]], timeout=30_000).json_value()
+            counts.append(p)
+            entropy.append(e)
         assert counts[0] < counts[1] < counts[2], counts
         assert entropy[0] < entropy[1] < entropy[2] and entropy[2] > 0, entropy  # the probe fills in beside p_stop
         # The player buffered first, said so, and then played without a gap.

@@ -102,3 +102,27 @@ def test_a_refused_generate_ends_the_listener_waiting_for_it():
     run_async(scenario)
     with pytest.raises(JobGone, match="its Generate was refused: this address already has 1"):
         reg.admit("refused-job-1", "10.0.0.2")
+
+
+def test_a_finished_long_texts_progress_outlives_its_audio():
+    """The player's line reads where each segment of a long text ends while it still plays, after
+    the job finished and its audio was sent and let go: the queue route answers its last progress."""
+    from types import SimpleNamespace
+
+    from gepard_demo.ui.queue_line import queue_status
+
+    reg = JobRegistry(TrafficSettings())
+    progress = {"segments": 3, "ends_s": [1.0, 2.0, 3.0]}
+    job = reg.claim("job-long")
+    job.attach(SimpleNamespace(progress=lambda: progress, wait_line=lambda: None, cancel=lambda: None))
+    assert queue_status(reg, "job-long", None) == {"state": "running", "long_text": progress}
+    job.finish()
+    assert queue_status(reg, "job-long", None) == {"state": "finished", "long_text": progress}
+    reg.discard_if_done("job-long")  # its listener took all of its audio
+    reg.discard_if_done("job-long")
+    assert reg.get("job-long") is None
+    assert queue_status(reg, "job-long", None) == {"state": "finished", "long_text": progress}
+    short = reg.claim("job-short")  # one segment: nothing to keep
+    short.attach(SimpleNamespace(progress=lambda: {"segments": 1}, wait_line=lambda: None, cancel=lambda: None))
+    short.finish()
+    assert queue_status(reg, "job-short", None) == {"state": "finished"}

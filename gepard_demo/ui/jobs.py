@@ -73,6 +73,9 @@ class JobRegistry:
         self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._waiting_since: dict[str, float] = {}  # job id -> when its first listener came
         self._cancelled: Bounded[str, None] = Bounded(remember)
+        # A finished long text's last progress (a few floats a segment), for the player's line
+        # after its audio is let go: it still plays, and reads where each segment ends.
+        self._progress: Bounded[str, dict] = Bounded(256)
         self._clients: Counter[str] = Counter()  # open listeners per client address
         self._lock = threading.Lock()
 
@@ -125,6 +128,8 @@ class JobRegistry:
     def _finished(self, job: Job) -> None:
         """Job.finish's hook: from the running to the kept (or gone, past the memory bound)."""
         with self._lock:
+            if job.last_progress is not None:
+                self._progress[job.job_id] = job.last_progress
             if self._running.get(job.job_id) is not job:
                 return  # its listener took it all already (discard_if_done)
             del self._running[job.job_id]
@@ -248,6 +253,11 @@ class JobRegistry:
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self._lookup(job_id)
+
+    def finished_progress(self, job_id: str) -> dict | None:
+        """A finished long text's last progress, kept after its job is let go (None: none)."""
+        with self._lock:
+            return self._progress.get(job_id)
 
     def gone(self, job_id: str) -> str | None:
         """Why this id's audio is not here any more (None: running, kept, or never seen)."""

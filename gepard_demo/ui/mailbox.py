@@ -33,6 +33,7 @@ class Job:
     claimed: bool = False  # a producer has taken it
     error: str | None = None
     session: Any = None  # the running SynthesisSession, to cancel it on Stop
+    last_progress: dict | None = None  # a long text's progress when it finished (its session is let go)
     client: str = ""  # who asked for it (an address: audio_route.client_of)
     nbytes: int = 0  # PCM bytes put so far
     on_finish: Callable[["Job"], None] | None = None  # the registry's: it moves the job to the kept ones
@@ -72,9 +73,11 @@ class Job:
 
     def finish(self, error: str | None = None) -> None:
         """The first call counts (the handler and the session's thread may both end it)."""
+        progress = self.session.progress() if self.session is not None else None
         with self._cond:
             if self.finished:
                 return
+            self.last_progress = progress if progress and progress.get("segments", 1) > 1 else None
             self.finished = True
             self.finished_at = time.monotonic()
             self.error = error

@@ -17,18 +17,19 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
     job = registry.get(job_id)
     if job is not None:
         # Started, but the engine's scheduler keeps it waiting (its place and why).
-        session = job.session  # None before the session is attached
+        session = job.session  # None before the session is attached, and once the registry let it go
         line = session.wait_line() if session is not None and not job.finished else None
         if line:
             return {"state": "queued", "text": f"{line[0].upper()}{line[1:]}."}
         info = {"state": "finished" if job.finished else "running"}
-        text = session.progress() if session is not None else None
+        text = job.last_progress if job.finished else session.progress() if session is not None else None
         if text and text["segments"] > 1:  # a long text: the player's start buffer and its line read this
             info["long_text"] = text
         return info
     ahead = registry.waiting_ahead(job_id)
     if ahead is None:
-        return {"state": "unknown"}
+        done = registry.finished_progress(job_id)  # its audio already sent and let go
+        return {"state": "unknown"} if done is None else {"state": "finished", "long_text": done}
     running = registry.running()
     low = high = 0.0
     if running is not None and running.session is not None:
