@@ -73,7 +73,10 @@ class Job:
 
     def finish(self, error: str | None = None) -> None:
         """The first call counts (the handler and the session's thread may both end it)."""
-        progress = self.session.progress() if self.session is not None else None
+        try:  # a long text's last progress; nothing may keep a job from finishing
+            progress = self.session.progress() if self.session is not None else None
+        except Exception:  # noqa: BLE001
+            progress = None
         with self._cond:
             if self.finished:
                 return
