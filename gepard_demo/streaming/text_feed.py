@@ -15,6 +15,7 @@ instead of a thread sending words.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import threading
 import time
@@ -48,9 +49,7 @@ def write(text: str, words_per_s: float, split: str = SPLIT) -> WrittenText:
     if not words_per_s > 0:
         raise ValueError(f"words_per_s must be above 0, got {words_per_s}")
     sent = pieces(text)
-    ends = []  # where each piece ends in the text
-    for piece in sent:
-        ends.append((ends[-1] if ends else 0) + len(piece))
+    ends = list(itertools.accumulate(map(len, sent)))  # where each piece ends in the text
     splitter, units, closed = TextSplitter(split), [], []
     for k, piece in enumerate(sent):
         for unit in splitter.feed(piece):
@@ -80,7 +79,7 @@ class Writing:
         self.written = written
         self.t0: float | None = None
         self._first_frame: dict[int, int] = {}  # unit -> the utterance's frame it begins at
-        self.waits_s: list[float] = []  # per unit whose audio went out, in order
+        self._heard = 0  # units whose first audio went out (their waits are the session's stats)
 
     def start(self, t0: float) -> None:
         self.t0 = t0
@@ -103,8 +102,7 @@ class Writing:
     def sent(self, frames_end: int) -> list[float]:
         """The audio sent now reaches frame `frames_end`: the waits of the units it starts."""
         now, out = time.perf_counter(), []
-        for index in sorted(self._first_frame):
-            if index >= len(self.waits_s) and self._first_frame[index] < frames_end and self.t0 is not None:
-                out.append(round(now - self.t0 - self.written.written_s[index], 3))
-                self.waits_s.append(out[-1])
+        while self.t0 is not None and self._first_frame.get(self._heard, frames_end) < frames_end:
+            out.append(round(now - self.t0 - self.written.written_s[self._heard], 3))
+            self._heard += 1
         return out
