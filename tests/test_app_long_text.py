@@ -194,6 +194,7 @@ def test_text_as_written_plays_without_a_gap_and_the_line_shows_each_sentences_w
     assert stats["heardWaits"] and all(w >= 0.1 - 0.05 for w in stats["heardWaits"]), stats["heardWaits"]
     assert "from each sentence's last word to its sound" in line, line
     if len(stats["heardWaits"]) < n or stats["underruns"]:
-        # Known under a loaded host (issue 44): the whole suite under .ci/slowed.sh showed 1 of 4
-        # waits (the line's last poll came before the later segments' ends) and gapped; reported.
-        pytest.xfail(f"issue 44: under load {len(stats['heardWaits'])} of {n} waits shown, gaps {stats['gaps']}")
+        # Known, open (issues 42, 44): the line's last progress poll can miss the later segments'
+        # ends (1 of 4 waits under the slowed suite, 3 of 4 once in 5 quiet runs), and the slowed
+        # suite gapped; reported, not hidden.
+        pytest.xfail(f"issues 42/44: {len(stats['heardWaits'])} of {n} waits shown, gaps {stats['gaps']}")
