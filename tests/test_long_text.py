@@ -189,7 +189,7 @@ def test_a_streams_pace_is_that_of_its_last_frames():
         ticket.frames += 1
         ticket.recent.append(t)
     ticket.first_frame_at = fast[0]
-    pace = TicketFrames(SimpleNamespace(), ticket, None).pace()
+    pace = TicketFrames(SimpleNamespace(cancel=lambda ticket: None), ticket, None).pace()
     assert pace == pytest.approx((PACE_FRAMES - 1) / 21.5 / (0.1 * (PACE_FRAMES - 1)), rel=0.05)  # 0.465
     assert pace < 0.5 < 2 * PACE_FRAMES / 21.5 / 1.5  # since the first frame it would say 0.62
 
