@@ -193,8 +193,11 @@ def test_text_as_written_plays_without_a_gap_and_the_line_shows_each_sentences_w
     # Each sentence's wait, once its first sample played: at least the word until the splitter let it go.
     assert stats["heardWaits"] and all(w >= 0.1 - 0.05 for w in stats["heardWaits"]), stats["heardWaits"]
     assert "from each sentence's last word to its sound" in line, line
-    if len(stats["heardWaits"]) < n or stats["underruns"]:
-        # Known, open (issues 42, 44): the line's last progress poll can miss the later segments'
-        # ends (1 of 4 waits under the slowed suite, 3 of 4 once in 5 quiet runs), and the slowed
-        # suite gapped; reported, not hidden.
-        pytest.xfail(f"issues 42/44: {len(stats['heardWaits'])} of {n} waits shown, gaps {stats['gaps']}")
+    # The line has every sentence's wait: the player follows the text's progress to its last answer
+    # (a later sentence waiting in the engine's queue answers 'queued', a job whose audio was all
+    # sent answers 'gone' with its last progress), however fast the host made the audio.
+    assert stats["longText"]["generated"] == [True] * n and len(stats["longText"]["ends_s"]) == n, stats["longText"]
+    assert len(stats["heardWaits"]) == n, stats
+    if stats["underruns"]:
+        # Known, open (issue 44): the whole suite under .ci/slowed.sh gapped here; reported, not hidden.
+        pytest.xfail(f"issue 44: the text as written gapped under load ({stats['gaps']})")

@@ -152,6 +152,8 @@ class SegmentSources:
         made = self.made_before + self.read
         ahead_frames = 0
         current, ahead = self.current, dict(self._ahead)
+        if current is None and self.index is not None:
+            generated[index] = True  # read to its end and closed (close_current): the last one, at the end
         if current is not None:
             cur_made = current.made
             generated[index] = current.finished

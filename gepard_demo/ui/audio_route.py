@@ -83,8 +83,11 @@ def make_audio_router(registry: JobRegistry, sample_rate: int,
         except JobError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
         why = registry.gone(job_id)
-        if why is not None:  # the page stops asking: this id will not start
-            return JSONResponse({"state": "gone", "text": why}, headers={"Cache-Control": "no-store"})
+        if why is not None:  # the page stops asking: this id will not start, or its audio was all sent
+            info = {"state": "gone", "text": why}
+            done = registry.finished_progress(job_id)  # a long text's last progress (the line's last waits)
+            return JSONResponse(info if done is None else {**info, "long_text": done},
+                                headers={"Cache-Control": "no-store"})
         info = queue_status(job_id) if queue_status else {"state": "unknown"}
         return JSONResponse(info, headers={"Cache-Control": "no-store"})
 

@@ -24,6 +24,7 @@
   function expectedSeconds(words) { return 0.7 + 0.4 * words; }
   const MEASURE_S = 0.25;  // the automatic start buffer measures a stream's pace over this long at least
   const PACE_MARGIN = 1.25;  // ... and plans for a pace this much slower (autoBuffer)
+  const UNKNOWN_POLLS = 5;  // a long text's progress: 'unknown' answers in a row (100 ms apart) before it gives up (watchText)
 
   function newJobId() {
     if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
@@ -141,22 +142,31 @@
 
     // A long text (several segments): while it streams, ask how far its later segments are (made
     // ahead of playback, in the same batch): the start buffer and the line below read it; a text
-    // written as it comes, where each sentence ends in the audio (its wait). A text of one segment
-    // answers without `long_text` and the polling stops; a finished job answers once more.
+    // written as it comes, where each sentence ends in the audio (its wait). A running text of one
+    // segment answers without `long_text` and the polling stops; a finished job answers its last
+    // progress once (as 'finished', or 'gone' once all its audio was sent). A later segment waiting in the engine's queue answers 'queued', and a job
+    // whose audio was all sent can be let go a moment before its last progress is kept
+    // ('unknown'): neither ends the polling, which runs until the finished answer (or a few
+    // unknowns in a row: a job not kept).
     async watchText(jobId, signal) {
+      let unknown = 0;
       while (this.jobId === jobId && !signal.aborted) {
         try {
           const r = await fetch(QUEUE_PREFIX + encodeURIComponent(jobId), {signal, cache: 'no-store'});
           if (!r.ok) return;
           const q = await r.json();
-          if (this.jobId !== jobId || !q.long_text) return;
-          this.stats.longText = q.long_text;
-          if (this.stats.auto && this.stats.firstPlayAt === null) this.autoBuffer(jobId);
-          this.noteHeard();
-          this.render();
-          if (q.state === 'finished') return;
+          if (this.jobId !== jobId) return;
+          unknown = q.state === 'unknown' ? unknown + 1 : 0;
+          if (q.long_text) {
+            this.stats.longText = q.long_text;
+            if (this.stats.auto && this.stats.firstPlayAt === null) this.autoBuffer(jobId);
+            this.noteHeard();
+            this.render();
+          }
+          const over = q.state === 'finished' || q.state === 'gone';  // 'gone': its audio was all sent and let go
+          if (over || (q.state === 'running' && !q.long_text) || unknown > UNKNOWN_POLLS) return;
         } catch (err) { return; }
-        await new Promise((r) => setTimeout(r, 500));
+        await new Promise((r) => setTimeout(r, unknown ? 100 : 500));
       }
     }
 
