@@ -112,7 +112,7 @@
     now() {
       if (this.audio && !this.audio.paused && this.audio.dataset.job === this.jobId) return this.audio.currentTime;
       const p = window.gepardPlayer;
-      if (p && p.stats.jobId === this.jobId && p.stats.state === 'playing') return p.stats.samplesPlayed / RATE;
+      if (p && p.stats.jobId === this.jobId && p.stats.state === 'playing') return p.heardSeconds();
       const media = document.querySelector('#gepard-audio audio');
       if (media && !media.paused && wavUrl('#gepard-audio', this.jobId)) return media.currentTime;
       return null;

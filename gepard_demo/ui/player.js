@@ -6,7 +6,7 @@
 // Stop. `stats` is what the tests and the latency benchmark read:
 //   clickAt, firstByteAt, firstPlayAt (performance.now() ms; firstPlayAt is when the first
 //   sample reached the output, from the worklet's frame clock), clickToSoundMs,
-//   samplesReceived, samplesPlayed, underruns, gapMs, outputPeak (largest |sample| seen at
+//   samplesReceived, samplesPlayed (playedHeardAt: when the last of them is heard), underruns, gapMs, outputPeak (largest |sample| seen at
 //   the output tap), state, contextState; startBufferMs (queued when the audio thread began),
 //   readyBufferMs and startPrebufferMs (queued when it decided to start, and what it held for);
 //   arrivals ([time, samples received]) and gaps ({atS, ms, receivedS, at}: where each was heard);
@@ -38,7 +38,7 @@
     return {
       jobId, state: jobId ? 'connecting' : 'idle', clickAt: null, responseAt: null,
       firstByteAt: null, firstPlayAt: null, doneAt: null, clickToSoundMs: null,
-      samplesReceived: 0, samplesPlayed: 0, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
+      samplesReceived: 0, samplesPlayed: 0, playedHeardAt: null, underruns: 0, gapMs: 0, outputPeak: 0, error: null,
       contextState: null, sampleRate: SAMPLE_RATE, outputLatencyMs: null, startBufferMs: null,
       readyBufferMs: null, startPrebufferMs: null,
       streamDone: false, queue: null, auto: null, arrivals: [], longText: null, gaps: [], heardWaits: [],
@@ -172,7 +172,7 @@
 
     // Text written as it comes (FeedSettings "as written"): each sentence's wait from its last word
     // (written_s after the request's start, about the click) to its first sound, once its first
-    // sample has played (seen at the worklet's next report, within ~46 ms and the output latency).
+    // sample has played (when it was heard: heardAt, from the worklet's frame clock).
     noteHeard() {
       const s = this.stats, t = s.longText;
       if (!t || !t.written_s || s.firstPlayAt === null) return;
@@ -181,9 +181,23 @@
         const k = s.heardWaits.length;
         const start = k === 0 ? 0 : t.ends_s[k - 1];
         if (start === undefined || played <= start) break;
-        const at = k === 0 ? s.firstPlayAt : performance.now() + s.outputLatencyMs;
+        const at = k === 0 ? s.firstPlayAt : this.heardAt(start);
         s.heardWaits.push(Math.max(0, (at - s.clickAt) / 1000 - t.written_s[k]));
       }
+    }
+
+    // When (performance.now() time) the stream's second `pos` is heard, pos within what has played
+    // (no gap since: a gap puts it earlier than it was).
+    heardAt(pos) {
+      return this.stats.playedHeardAt - (this.stats.samplesPlayed / SAMPLE_RATE - pos) * 1000;
+    }
+
+    // The stream's second being heard now: what the worklet has played, less what is still on its
+    // way to the output (captions.js lights the word said there).
+    heardSeconds() {
+      const played = this.stats.samplesPlayed / SAMPLE_RATE;
+      if (this.stats.playedHeardAt === null) return 0;
+      return Math.max(0, Math.min(played, played - (this.stats.playedHeardAt - performance.now()) / 1000));
     }
 
     // Segments wholly generated after the one now playing (its end in the stream: ends_s).
@@ -334,6 +348,9 @@
       if (m.jobId !== this.jobId || !m.jobId) return;
       const s = this.stats;
       s.samplesPlayed = m.played;
+      // The last of them is heard at this performance.now() time: the audio thread renders ahead
+      // of the output (by its latency, more in bursts on a loaded host); heardSeconds reads it.
+      s.playedHeardAt = this.frameToPerf(m.frame);
       s.underruns = m.underruns;
       s.gapMs = m.gapFrames * 1000 / this.ctx.sampleRate;
       s.contextState = this.ctx.state;
