@@ -287,6 +287,24 @@ def lsb_apart(a, b) -> int:
     return int(np.abs(np.round(np.asarray(a) * 32768) - np.round(np.asarray(b) * 32768)).max())
 
 
+def received_by(stats: dict, when_ms: float) -> float:
+    """Audio seconds the page had received by performance.now() time `when_ms` (its arrivals)."""
+    return max((n for t, n in stats["arrivals"] if t <= when_ms), default=0) / 22050
+
+
+def gaps_with_audio_in_hand(stats: dict, slack_s: float = 0.2) -> list[dict]:
+    """The player's gaps its own audio could have filled: when the silence was rendered (heard at
+    starvedAt, less the output latency), the page had received more than had played, by more than
+    slack_s (a read on its way to the audio thread, the clocks' mapping under load). A gap a slow
+    host makes (the audio had not come) is not one; a player that starves with audio in hand is."""
+    out = []
+    for g in stats["gaps"]:
+        came = received_by(stats, g["starvedAt"] - (stats["outputLatencyMs"] or 0))
+        if came > g["atS"] + slack_s:
+            out.append({**g, "receivedByThenS": came})
+    return out
+
+
 def generate_with_stream(client, url, **over):
     job_id = new_id()
     listener = Listener(url, job_id)

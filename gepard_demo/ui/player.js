@@ -9,7 +9,7 @@
 //   samplesReceived, samplesPlayed (playedHeardAt: when the last of them is heard), underruns, gapMs, outputPeak (largest |sample| seen at
 //   the output tap), state, contextState; startBufferMs (queued when the audio thread began),
 //   readyBufferMs and startPrebufferMs (queued when it decided to start, and what it held for);
-//   arrivals ([time, samples received]) and gaps ({atS, ms, receivedS, at}: where each was heard);
+//   arrivals ([time, samples received]) and gaps ({atS, ms, receivedS, at, starvedAt}: where each was heard);
 //   heardWaits (text written as it comes: each sentence's wait from its last word to its sound, s).
 (function () {
   const CFG = window.GEPARD_PLAYER_CONFIG || {};
@@ -193,11 +193,14 @@
     }
 
     // The stream's second being heard now: what the worklet has played, less what is still on its
-    // way to the output (captions.js lights the word said there).
+    // way to the output (captions.js lights the word said there); null when none of it is heard
+    // now (not started, stopped, or its last sample heard: an ended stream is still heard until then).
     heardSeconds() {
-      const played = this.stats.samplesPlayed / SAMPLE_RATE;
-      if (this.stats.playedHeardAt === null) return 0;
-      return Math.max(0, Math.min(played, played - (this.stats.playedHeardAt - performance.now()) / 1000));
+      const s = this.stats;
+      if (s.playedHeardAt === null || !['playing', 'ended'].includes(s.state)) return null;
+      const played = s.samplesPlayed / SAMPLE_RATE, left = (s.playedHeardAt - performance.now()) / 1000;
+      if (s.state === 'ended' && left <= 0) return null;
+      return Math.max(0, Math.min(played, played - left));
     }
 
     // Segments wholly generated after the one now playing (its end in the stream: ends_s).
@@ -367,8 +370,10 @@
         s.state = 'playing';
       } else if (m.type === 'underrun') {
         // Where each gap was heard (audio seconds into the stream), how long, and what had come by then.
+        // ...and when it began to be heard (starvedAt: performance.now() time, the worklet's frame clock).
         s.gaps.push({atS: m.played / this.ctx.sampleRate, ms: m.frames * 1000 / this.ctx.sampleRate,
-                     receivedS: m.received / this.ctx.sampleRate, at: performance.now()});
+                     receivedS: m.received / this.ctx.sampleRate, at: performance.now(),
+                     starvedAt: this.frameToPerf(m.at)});
       } else if (m.type === 'done') {
         s.state = 'ended';
         s.doneAt = performance.now();
