@@ -145,7 +145,7 @@ def _add_sweep(sub) -> None:
                     help="run every point on its own (default with --engine local: one generation per temperature "
                          "group serves every stop threshold, exactly)")
     sw.add_argument("--ref-audio", default=None, help="speak every sentence in this voice (voice cloning; "
-                                                       "CFG scale is an axis: --axis cfg_scale=1,2,3)")
+                                                       "CFG scale is an axis: --axis cfg-scale=1,2,3)")
     add_settings_flags(sw)
     add_asr_flags(sw)
     add_derail_flags(sw)

@@ -51,7 +51,7 @@ class Control:
     """How the page shows a setting.
 
     widget: "slider" (a number in [lo, hi] by step), "checkbox", "radio" (the Text's choices),
-        "text" (read and written by the Text: force_stop_frames takes "auto" and "off"), or
+        "text" (read and written by the Text: the force stop takes "auto" and "off"), or
         "seed" (a text box, exact past 2**53, beside a "random seed" checkbox).
     unset: what a slider shows for an unset setting (cfg_frames: 0 = every frame).
     """
@@ -72,12 +72,13 @@ class Control:
 
 def setting(default: Any, read: Callable[[str], Any] | None = None, write: Callable[[Any], str | None] = str,
             help: str = "", metavar: str | None = None, choices: tuple[str, ...] | None = None,
-            page: Control | None = None, served: str = "fixed") -> Any:
+            page: Control | None = None, served: str = "fixed", needs: str | None = None) -> Any:
     """A dataclass field with its declarations: a Text when it has a `read` (a flag), a Control
-    when it has a `page`, and how a speech server takes it (SERVED)."""
+    when it has a `page`, how a speech server takes it (SERVED), and the setting it only
+    qualifies (`needs`: it changes nothing while that one is at its default; in_effect)."""
     if served not in SERVED:
         raise ValueError(f"served must be one of {SERVED}, got {served!r}")
-    meta: dict[str, Any] = {"served": served}
+    meta: dict[str, Any] = {"served": served, "needs": needs}
     if read is not None:
         meta["text"] = Text(read, write, help, metavar, choices)
     if page is not None:
@@ -112,6 +113,16 @@ def changed(settings) -> dict[str, Any]:
     return {k: v for k, v in values_of(settings).items() if v != default[k]}
 
 
+def in_effect(settings, names) -> dict[str, Any]:
+    """Of `names`, the settings that change something, with their values: those that differ from
+    their default, and each that qualifies one of them (`needs`) whenever that one does and it
+    is set. A request carries only these, so one that changes nothing is the plain protocol's."""
+    moved, values = changed(settings), values_of(settings)
+    needs = {f.name: f.metadata.get("needs") for f in dataclasses.fields(settings)}
+    return {n: values[n] for n in names
+            if (n in moved if needs[n] is None else needs[n] in moved and values[n] is not None)}
+
+
 def switch(cls, name: str) -> bool:
     """Whether a setting is an on/off switch (a bool field: a flag without a value)."""
     return _type(cls, name) == "bool"
@@ -127,6 +138,11 @@ def whole_number(cls, name: str) -> bool:
     return "int" in kind and "float" not in kind
 
 
+def may_be_unset(cls, name: str) -> bool:
+    """Whether a setting's value may be None (unset: the seed, the guided frames, the force stop)."""
+    return "None" in _type(cls, name)
+
+
 def takes_a_word(cls, name: str) -> bool:
-    """Whether a setting's value may be a word besides a number (force_stop_frames: "auto")."""
+    """Whether a setting's value may be a word besides a number (the force stop's "auto")."""
     return "str" in _type(cls, name)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+from typing import Any
 from dataclasses import dataclass
 
-from .declare import Control, declared, served_as, setting, values_of
+from .declare import Control, declared, in_effect, served_as, setting, values_of
 
 # 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
@@ -153,7 +154,7 @@ class SamplingSettings:
                                page=Control("voice", "CFG scale (1 = off; 2-3 helps short phrases)", "cfg-scale",
                                             hi=MAX_CFG_SCALE, step=0.1))
     cfg_frames: int | None = setting(None, _read_unset_int, _write_unset, "guide only the first N frames (unset: all)",
-                                     "FRAMES", served="guidance", page=Control("voice", "Guide only the first N frames (0 = every frame)",
+                                     "FRAMES", served="guidance", needs="cfg_scale", page=Control("voice", "Guide only the first N frames (0 = every frame)",
                                                             "cfg-frames", hi=MAX_FRAMES_LIMIT, unset=0))
     repetition_penalty: float = setting(1.0, float, _g, "the authors' guard against loops, 1 = off (typical 1.1-1.3)",
                                         served="guardrails",
@@ -161,7 +162,8 @@ class SamplingSettings:
                                                      "1.1-1.3)", "repetition-penalty", lo=1.0,
                                                      hi=MAX_REPETITION_PENALTY, step=0.05))
     repetition_window: int = setting(32, int, help="the penalty's window of recent frames, 0 = all history",
-                                     metavar="FRAMES", served="guardrails", page=Control("guardrails", "Penalty window: recent frames whose "
+                                     metavar="FRAMES", served="guardrails", needs="repetition_penalty",
+                                     page=Control("guardrails", "Penalty window: recent frames whose "
                                                                     "codes are penalized (0 = all)",
                                                                     "repetition-window", hi=MAX_FRAMES_LIMIT))
     force_stop_frames: int | str | None = setting(
@@ -240,6 +242,13 @@ class SamplingSettings:
 GUIDANCE_FIELDS = served_as(SamplingSettings, "guidance")
 GUARDRAIL_FIELDS = served_as(SamplingSettings, "guardrails")
 EXTENSION_GROUPS = {"guidance": GUIDANCE_FIELDS, "guardrails": GUARDRAIL_FIELDS}
+
+
+def extension_fields(sampling: SamplingSettings) -> dict[str, dict[str, Any]]:
+    """Our extension fields a request with these settings carries, by group: those in effect
+    (declare.in_effect), so a group that changes nothing carries none and a plain request stays
+    exactly vLLM-Omni's."""
+    return {group: in_effect(sampling, names) for group, names in EXTENSION_GROUPS.items()}
 
 DECODE_MODES = ("exact", "lookback")
 CHUNK_SCHEDULES = ("ramp", "fixed")  # streaming/pacing.py

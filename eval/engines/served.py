@@ -6,12 +6,12 @@ over the speech API, one server or a pool of them.
   max_new_tokens (= max_frames) and, for a sentence with a reference voice (--ref-audio or the
   set's ref_audio column), vLLM-Omni's `ref_audio` field as a data URL of the file; our server
   clones with it, vLLM-Omni 0.30 refuses it for Gepard (HTTP 400: the run ends). A CFG scale
-  other than 1 goes as our `cfg_scale` / `cfg_frames` extension fields, only to servers whose
+  other than 1 goes as our guidance extension fields, only to servers whose
   /v1/models entry says they take guidance (ours); vLLM-Omni would drop them unread, so such a
   run is refused before the first request instead of scoring unguided audio. Temperature,
   top-k, greedy, stop threshold and all stream settings are fixed per server, so non-default
-  values are refused rather than silently ignored. The authors' guardrails (repetition_penalty,
-  repetition_window, force_stop_frames) go as our extension fields the same way: only to servers
+  values are refused rather than silently ignored. The authors' guardrails go as our extension
+  fields the same way (settings.EXTENSION_GROUPS): only to servers
   whose entry says `"guardrails": true`, else refused before the first request. Frames, the stop,
   runaways, how the run ended (ended_by, force_stopped) and the onset-entropy probe traces come
   from our server's `speech.audio.done` extension, or, from vLLM-Omni, from the audio's length against

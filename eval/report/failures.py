@@ -8,7 +8,7 @@ on (a transcript entry needs ASR scores, a frame loop needs codes). Per utteranc
 - runaway: the frame budget or the force stop ended it before the stop head fired (the engine
   says so; a served model: our server's report, or frames >= max_new_tokens from the audio's
   length).
-- force_stop: the force stop (force_stop_frames, the authors' guardrail) ended it. A force-stopped
+- force_stop: the force stop (the authors' guardrail, `--force-stop-frames`) ended it. A force-stopped
   run is a runaway the guard caught: it counts as both, so runaway keeps meaning "the stop head
   never ended it" whether or not a guard was on.
 - derail: the onset-entropy probe says the run never settled, or settled and rose again
@@ -48,7 +48,7 @@ ENTRIES = ("catastrophic", "runaway", "force_stop", "derail", "truncated", "loop
 DEFINITIONS = {
     "catastrophic": f"per-utterance WER > {CATASTROPHIC_WER}",
     "runaway": "the frame budget or the force stop ended it before the stop head fired",
-    "force_stop": "the force stop (force_stop_frames) ended it: a runaway the guard caught, counted in runaway too",
+    "force_stop": "the force stop ended it: a runaway the guard caught, counted in runaway too",
     "derail": "the probe's belief entropy did not settle below the derail rule's share of its onset "
               "(eval/scoring/derail.py; the rule in use is the summary's derail_rule)",
     "truncated": f"duration ratio < {TRUNCATION_RATIO} (audio / (0.7 + 0.4 x words) s)",

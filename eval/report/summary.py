@@ -40,7 +40,7 @@ DEFINITIONS = {
     "ci": "95% percentile bootstrap over utterances, fixed seed (eval.scoring.bootstrap); rates of events (exact match, catastrophic, stop fired, runaway, truncation, overlong, premature stop, every failure) are k of n with a Wilson 95% interval (eval.scoring.rates)",
     "stop_fired_rate": "share of utterances where the stop head ended generation",
     "runaway_rate": "share of utterances that hit the frame budget (max_frames) or the force stop without the stop head firing",
-    "force_stop_rate": "share of utterances the force stop (force_stop_frames) ended: runaways the guard caught (counted in the runaway rate too)",
+    "force_stop_rate": "share of utterances the force stop ended: runaways the guard caught (counted in the runaway rate too)",
     "derail_rate": "share of the utterances the derail rule could judge (a probe trace, at least judge_from frames) whose belief entropy did not settle (derail_rule below; eval/scoring/derail.py)",
     "reward": "the authors' reward per utterance (gepard-train score.py): -1.0 x WER - 0.5 x max(0, dur - dur_max) - 2.0 x [dur < dur_min] - 2.0 x [empty ASR] - 0.5 x (1 - SIM); WER with Whisper's BasicTextNormalizer, dur_min / dur_max = 0.3 / 2.0 x (0.7 + 0.4 x words) s, dur = frames x 1024 / 22050 s (else audio minus end silence), SIM = GE2E speaker_sim where there is a reference voice, else the term is 0 (eval/scoring/reward.py); mean with bootstrap CI",
     "clean_rate": "share of scored utterances that are clean rollouts (score.py): reward WER <= 0.2, dur_min <= dur <= dur_max, not a runaway (its frame cap hit), transcript not empty",

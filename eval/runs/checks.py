@@ -2,7 +2,7 @@
 
 - `input_error`: an utterance no engine can speak (the app's own text rule: nothing speakable, or
   above gepard_demo's 2000-character limit), or one the run's settings cannot apply to: with
-  `force_stop_frames "auto"` a text with no word has no length to scale the cap from (the setting
+  the force stop's "auto" a text with no word has no length to scale the cap from (the setting
   names the field). Such an utterance goes to errors.jsonl with the reason and the run goes on
   without it: one wordless line of a set should not cost the other sentences their run.
 - `check_text_repetition`: `--text-repetition off` (the authors' no-repetition baseline,

@@ -7,7 +7,7 @@ Run folder layout:
   rows.jsonl        one row per finished utterance (written after its WAV)
   errors.jsonl      one row per utterance refused before synthesis (text the app would refuse
                     too: empty, or above gepard_demo's 2000-character limit; or a text with no
-                    word under force_stop_frames "auto"), the same rule for every engine
+                    word under the force stop's "auto"), the same rule for every engine
                     (eval/runs/checks.py); the run goes on without it
   wav/<id>.wav      16-bit PCM at the engine's sample rate
   status.json       done / total / complete

@@ -5,7 +5,7 @@
 - `parse_axes`: `--axis NAME=V1,V2` into extra axes.
 - `point_name` / `point_dir`: a point's folder, T{temperature}_S{threshold}[_{axis}{value}...].
 - `default_point`: the grid point whose every axis equals SamplingSettings' default (temperature
-  0.3, stop threshold 0.5, each extra axis's default, e.g. cfg_scale 1.0); where the grid lacks
+  0.3, stop threshold 0.5, each extra axis's default, e.g. a CFG scale of 1.0); where the grid lacks
   that value, the grid value nearest to it on that axis (ties: the lower one).
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from eval.runs.run import RunConfig, RunError
-from gepard_demo.declare import declared, values_of
+from gepard_demo.declare import declared, may_be_unset, values_of
 from gepard_demo.settings import SamplingSettings
 
 # Axes with their own flags and short folder-name prefixes.
@@ -31,7 +31,7 @@ class SweepConfig:
     base: RunConfig = field(default_factory=RunConfig)
     temperatures: tuple[float, ...] = (0.3, 0.7, 1.0)
     stop_thresholds: tuple[float, ...] = (0.3, 0.5, 0.7)
-    # Other SamplingSettings fields to sweep: (("cfg_scale", (1.0, 2.0)), ...).
+    # Other SamplingSettings fields to sweep: ((name, (value, ...)), ...), from --axis.
     extra_axes: tuple[tuple[str, tuple], ...] = ()
     one_pass: bool = True
 
@@ -69,7 +69,7 @@ class SweepConfig:
 
 
 def parse_axes(specs: list[str]) -> tuple:
-    """--axis NAME=V1,V2,... for any other SamplingSettings field (e.g. cfg_scale=1,2,3)."""
+    """--axis NAME=V1,V2,... for any other SamplingSettings field (e.g. cfg-scale=1,2,3)."""
     fields = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
     out = []
     for spec in specs:
@@ -87,7 +87,7 @@ def parse_axes(specs: list[str]) -> tuple:
 
 def _parse_value(text: str, default, name: str = ""):
     read = declared(SamplingSettings).get(name)
-    if read is not None:  # as its flag reads it (force_stop_frames: frames, "auto" or "off")
+    if read is not None:  # as its flag reads it (the force stop: frames, "auto" or "off")
         return read.read(text)  # a SettingsError is a ValueError
     if text.lower() == "none":
         return None
@@ -108,25 +108,33 @@ def _fmt(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def _unset(name: str) -> str:
+    """How an unset value of this setting is spelled: as its flag writes it (the force stop's
+    "off"), else "None"."""
+    text = declared(SamplingSettings).get(name)
+    word = text.write(None) if text is not None and may_be_unset(SamplingSettings, name) else None
+    return word or "None"
+
+
 def point_name(point: dict) -> str:
-    head = f"T{_fmt(point['temperature'])}_S{_fmt(point['stop_threshold'])}"
-    return head + "".join(f"_{k}{'off' if k == 'force_stop_frames' and v is None else _fmt(v)}"
-                          for k, v in point.items() if k not in FIXED_AXES)
+    head = "_".join(f"{tag}{_fmt(point[name])}" for name, tag in FIXED_AXES.items())
+    return head + "".join(f"_{k}{_unset(k) if v is None else _fmt(v)}" for k, v in point.items() if k not in FIXED_AXES)
 
 
 def canonical(value, name: str = ""):
     """One spelling of an axis value, whether it comes from sweep.json (None, 200, "auto") or back
-    from sweep.csv (NaN, "200", 200.0): numbers as floats, unset as "off" (force_stop_frames) or
+    from sweep.csv (NaN, "200", 200.0): numbers as floats, unset as its flag writes it ("off") or
     "None", text as itself; so points, the default and the charts' cells match by value."""
     if value is None or (isinstance(value, float) and value != value):
-        return "off" if name == "force_stop_frames" else "None"
+        return _unset(name)
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, str):
         try:
             return float(value)
         except ValueError:
-            return "off" if name == "force_stop_frames" and value.lower() in ("off", "none", "") else value
+            unset = _unset(name)
+            return unset if unset != "None" and value.lower() in (unset.lower(), "none", "") else value
     return float(value)
 
 

@@ -2,7 +2,7 @@
 
 Every grid point is an ordinary run folder, <out>/T{temperature}_S{threshold}[_{axis}{value}...]/
 (scored and reported when an ASR is given). Extra axes are any other SamplingSettings field
-(e.g. ("cfg_scale", (1.0, 2.0))): each becomes a value in the point's sampling, a part of
+(e.g. a CFG scale axis, `--axis cfg-scale=1,2`): each becomes a value in the point's sampling, a part of
 its folder name and a column of sweep.csv.
 
 With the local engine (default) the points that differ only in stop threshold are made from
@@ -26,12 +26,13 @@ import pandas as pd
 from eval.jsonio import replace_atomic, write_json_atomic
 from eval.runs.run import RunError, run
 from eval.sweeps.grid import SweepConfig, point_name
+from gepard_demo.model.stop_rule import CUT_ONLY
 
 
 def _groups(points: list[dict], one_pass: bool = True) -> list[list[dict]]:
     """Points one generation can serve (eval/sweeps/thresholds.py), in grid order: those that differ
     only in stop threshold and force stop (one_pass), else only in stop threshold."""
-    free = ("stop_threshold", "force_stop_frames") if one_pass else ("stop_threshold",)
+    free = CUT_ONLY if one_pass else CUT_ONLY[:1]
     groups: dict[tuple, list[dict]] = {}
     for p in points:
         groups.setdefault(tuple((k, v) for k, v in p.items() if k not in free), []).append(p)

@@ -123,7 +123,7 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
             temps = gr.Textbox(value="0.3 0.7 1.0", label="Temperatures")
             thresholds = gr.Textbox(value="0.3 0.5 0.7", label="Stop thresholds")
             extra = gr.Textbox(value="", label="Extra axes (NAME=V1,V2; separate several with ';'), e.g. "
-                                                   "repetition_penalty=1,1.15,1.3; force_stop_frames=off,auto")
+                                                   "repetition-penalty=1,1.15,1.3; force-stop-frames=off,auto")
         with gr.Row():
             run_btn = gr.Button("Run sweep", variant="primary")
             pick = gr.Dropdown(list_sweeps(runs_dir), label="Open a sweep")

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 
 from .ending import BUDGET, FORCE_STOP, STOP, Ended
 
+# The settings that only cut a generation short (derive, capped): runs that differ in these alone
+# are one generation's prefixes (the page's re-cut, eval's one-pass sweep).
+CUT_ONLY = ("stop_threshold", "force_stop_frames")
+
 
 @dataclass(frozen=True)
 class Derived(Ended):

@@ -37,7 +37,7 @@ from gepard_demo.serving.protocol import (
     iter_sse_events,
     sse_audio,
 )
-from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings
+from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, extension_fields
 from gepard_demo.units import SAMPLES_PER_FRAME
 
 
@@ -75,8 +75,8 @@ class ServedFeatures:
     with a 400, and it drops unknown fields unread, so guidance sent to it would be silently lost."""
 
     voice_cloning: bool = False  # `ref_audio` (our server when its checkpoint has a compressor)
-    guidance: bool = False  # our `cfg_scale` / `cfg_frames` extension fields
-    guardrails: bool = False  # our `repetition_penalty` / `repetition_window` / `force_stop_frames`
+    guidance: bool = False  # our extension fields of the group of that name (settings.EXTENSION_GROUPS)
+    guardrails: bool = False  # ditto
     probe: bool = False  # the SSE done event carries the onset-entropy probe and how the run ended
     word_timestamps: bool = False  # vLLM-Omni's field, served (ours with --word-timestamps; serving/timestamps.py)
     low_confidence: float = 0.7  # below it the server's word confidence is low (its /v1/models says)
@@ -103,29 +103,13 @@ class ServedFeatures:
 
 
 def guidance_fields(sampling: SamplingSettings) -> dict:
-    """Our extension fields for classifier-free guidance; none when it is off (scale 1), so a
-    plain request stays exactly vLLM-Omni's."""
-    if not sampling.guided:
-        return {}
-    return {"cfg_scale": float(sampling.cfg_scale), **({"cfg_frames": int(sampling.cfg_frames)} if sampling.cfg_frames else {})}
+    """Our extension fields for classifier-free guidance; none when it is off (settings.extension_fields)."""
+    return extension_fields(sampling)["guidance"]
 
 
 def guardrail_fields(sampling: SamplingSettings) -> dict:
-    """Our extension fields for the authors' guardrails; only those that are on, so a plain
-    request stays exactly vLLM-Omni's (the window only matters with a penalty)."""
-    fields: dict[str, Any] = {}
-    if sampling.penalized:
-        fields.update(repetition_penalty=float(sampling.repetition_penalty),
-                      repetition_window=int(sampling.repetition_window))
-    if sampling.force_stop_frames is not None:
-        fields["force_stop_frames"] = sampling.force_stop_frames
-    return fields
-
-
-def extension_fields(sampling: SamplingSettings) -> dict[str, dict]:
-    """Our extension fields this request carries, by group (settings.EXTENSION_GROUPS); a group
-    that changes nothing carries none, so a plain request stays exactly vLLM-Omni's."""
-    return {"guidance": guidance_fields(sampling), "guardrails": guardrail_fields(sampling)}
+    """Our extension fields for the authors' guardrails; only those in effect (settings.extension_fields)."""
+    return extension_fields(sampling)["guardrails"]
 
 
 def no_extension_reason(group: str) -> str:

@@ -9,12 +9,11 @@ vLLM-Omni's cloning fields (its Qwen3-TTS "Base" task; vLLM-Omni 0.30 refuses th
   says so in the `X-Gepard-Ref-Text: ignored` header).
 - `task_type`: accepted when it is "Base" (vLLM-Omni's name for cloning), refused otherwise.
 
-Our extension fields (not in vLLM-Omni): `cfg_scale` (classifier-free guidance weight, 1 = off,
-0-10) and `cfg_frames` (guide only the first N frames; absent = all); the authors' guardrails
-(facts §15; gepard_demo/model/guardrails.py) `repetition_penalty` (1-2, 1 = off),
-`repetition_window` (frames, 0 = all history) and `force_stop_frames` (a number of frames, "auto",
-or null = off). Each is checked against the request's own frame budget (max_new_tokens), and a
-bad one is a 400 whose `param` names it.
+Our extension fields (not in vLLM-Omni) are the sampling settings declared served "guidance"
+(classifier-free guidance) or "guardrails" (the authors' guards, gepard_demo/model/guardrails.py)
+in settings.py, each read as its declaration reads it (`EXTENSION_FIELDS`, listed in
+/v1/models). Each is checked against the request's own frame budget (max_new_tokens), and a bad
+one is a 400 whose `param` names it.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ class CloningFields:
 
 def parse_cloning_fields(body: dict[str, Any], sampling: SamplingSettings) -> CloningFields:
     """sampling: the request's settings before these fields (its max_frames is the request's
-    max_new_tokens, which force_stop_frames must not exceed)."""
+    max_new_tokens, which a force stop must not exceed)."""
     ref = body.get("ref_audio")
     data = None
     if ref is not None:

@@ -13,8 +13,8 @@ is decided by `protocol.py` (vLLM-Omni's request model + its Gepard adapter's ru
   `max_body_bytes` is refused with 413 from its Content-Length, before it is read.
 - Voice cloning and guidance (cloning.py), when the server has a speaker prefixer:
   `ref_audio` (base64 or a data URL), `ref_text` (accepted, ignored), `task_type` "Base"; always
-  our extension fields `cfg_scale` / `cfg_frames` and the authors' guardrails `repetition_penalty` /
-  `repetition_window` / `force_stop_frames` (cloning.py). Bad reference audio is a 400 naming `ref_audio`.
+  our extension fields, guidance and the authors' guardrails (settings.EXTENSION_GROUPS, read in
+  cloning.py). Bad reference audio is a 400 naming `ref_audio`.
 - How each utterance ended and the onset-entropy probe (gepard_demo/model/probe.py) come back: on a
   whole response as `X-Gepard-Ended-By` (stop, budget or force_stop), `X-Gepard-Force-Stopped` and
   `X-Gepard-Entropy-{Onset,Settled,Drop}` headers; on an SSE stream in the `speech.audio.done`

@@ -10,7 +10,7 @@ button and stats work; with the text written as it comes (FeedSettings), `Served
 What a served model fixes (settings.fixed_by_server: sampling and all chunking / fade / silence)
 is the server's (vLLM-Omni takes no `extra_params`); only the text, the seed and
 the frame budget (max_new_tokens) go with a request, plus a reference voice (`ref_audio`) and
-guidance (`cfg_scale` / `cfg_frames`) where the server's /v1/models entry says it takes them
+guidance and guardrails (our extension fields) where the server's /v1/models entry says it takes them
 (ours does; vLLM-Omni 0.30's Gepard takes neither). The page disables the other controls and
 says why, each with its own reason. The server reports no p_stop; frames and the stop come
 from our server's `speech.audio.done` extension, or are inferred from the audio length (1024

@@ -27,7 +27,8 @@ import numpy as np
 from gepard_demo.model.ending import STOP, utterance_end
 from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, recut, recut_limit
-from gepard_demo.settings import SamplingSettings, StreamSettings, force_stop_text
+from gepard_demo.declare import declared, may_be_unset, page_controls, takes_a_word, values_of
+from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.settings_flags import setting_args
 from gepard_demo.streaming.text_feed import write
 from gepard_demo.streaming.text_input import split_text
@@ -146,20 +147,36 @@ def find(takes: list[Take] | None, label: str | None) -> Take | None:
     return None
 
 
-TABLE_HEADERS = ["take", "text", "temperature", "top-k", "greedy", "threshold", "seed", "frames", "ended",
-                 "audio s", "RTF", "TTFA ms", "cfg", "rep. penalty", "force stop", "entropy drop"]
+# A take's row shows every sampling setting the page has a control for (declared in settings.py),
+# so a new one gets its column without an edit here, then what the take did.
+SHOWN_SETTINGS = tuple(page_controls(SamplingSettings))
+TABLE_HEADERS = ["take", "text", *SHOWN_SETTINGS, "frames", "ended", "audio s", "RTF", "TTFA ms", "entropy drop"]
 
 
 def table_rows(takes: list[Take] | None) -> list[list[Any]]:
     rows = []
     for t in takes or []:
-        s, st = t.sampling, t.stats
+        st = t.stats
         text = t.text if len(t.text) <= 48 else t.text[:47] + "…"
-        rows.append([t.number, text, s.temperature, s.top_k, s.greedy, s.stop_threshold, str(s.seed), st.get("frames"),
-                     t.ended(), round(st.get("audio_s") or 0.0, 2), _round(st.get("rtf"), 3),
-                     _round(st.get("ttfa_s") and st["ttfa_s"] * 1000, 0), s.cfg_scale, s.repetition_penalty,
-                     force_stop_text(s.force_stop_frames), _round(st.get("entropy_drop"), 3)])
+        values = values_of(t.sampling, SHOWN_SETTINGS)
+        rows.append([t.number, text, *(_cell(name, v) for name, v in values.items()), st.get("frames"), t.ended(),
+                     round(st.get("audio_s") or 0.0, 2), _round(st.get("rtf"), 3),
+                     _round(st.get("ttfa_s") and st["ttfa_s"] * 1000, 0), _round(st.get("entropy_drop"), 3)])
     return rows
+
+
+# Columns whose values may be a word or unset are text throughout (one type per column).
+_TEXT_COLUMNS = {n for n in SHOWN_SETTINGS if may_be_unset(SamplingSettings, n) or takes_a_word(SamplingSettings, n)}
+
+
+def _cell(name: str, value: Any) -> Any:
+    """A setting as the table shows it: a number as is; in a text column as its flag writes it
+    ("off", "auto"), or as text (the seed: a browser's numbers would round one past 2**53)."""
+    if name not in _TEXT_COLUMNS:
+        return value
+    text = declared(SamplingSettings).get(name)
+    shown = text.write(value) if text is not None else None  # None: no flag (unset)
+    return shown if shown is not None else _show(value)
 
 
 def _round(x, digits):

@@ -2,7 +2,7 @@
 the example voices Piper makes on the spot) and the classifier-free guidance controls.
 
 The group is its own small block of the Speak tab: the reference clip, then the settings declared
-in the "voice" group (cfg_scale, cfg_frames; controls.CONTROL_NAMES). The controller turns the
+in the "voice" group (guidance; controls.CONTROL_NAMES). The controller turns the
 reference into a speaker prefix through `VoiceCloning`, which builds the prefixer on first use
 (the checkpoint's compressor and the codec's encoder) and caches prefixes by content hash.
 """
