@@ -12,6 +12,7 @@ import gradio as gr
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS, SEGMENT_CHARS
+from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S
 
 from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
@@ -71,7 +72,8 @@ def page_head(sample_rate: int, gain: float = 1.0, max_chars: int = MAX_TEXT_CHA
     """<head> markup: the player's and the page's config and code (inline, so it runs before any click)."""
     # Relative URLs, so the page also works when a proxy serves it under a path prefix.
     config = {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX.lstrip("/"), "workletUrl": WORKLET_PATH.lstrip("/"),
-              "queuePrefix": QUEUE_PREFIX.lstrip("/"), "gain": gain, "segmentChars": SEGMENT_CHARS}
+              "queuePrefix": QUEUE_PREFIX.lstrip("/"), "gain": gain, "segmentChars": SEGMENT_CHARS,
+              "expected": {"baseS": EXPECTED_BASE_S, "perWordS": EXPECTED_PER_WORD_S}}
     here = Path(__file__).parent
     player_js = (here / "player.js").read_text(encoding="utf-8")
     page_js = (here / "page.js").read_text(encoding="utf-8")

@@ -20,8 +20,10 @@
   const GAIN = CFG.gain || 1.0;  // below 1 on random-weight models: their noise plays quieter
   const SEGMENT_CHARS = CFG.segmentChars || 400;  // a text longer than this may be split into segments (text_input.py)
 
-  // The authors' scorer's expected length of an utterance: 0.7 s + 0.4 s per word.
-  function expectedSeconds(words) { return 0.7 + 0.4 * words; }
+  // The authors' scorer's expected length of an utterance (units.expected_speech_s: 0.7 s + 0.4 s
+  // a word, at least one word; its constants come with the config).
+  const EXPECTED = CFG.expected || {baseS: 0.7, perWordS: 0.4};
+  function expectedSeconds(words) { return EXPECTED.baseS + EXPECTED.perWordS * Math.max(1, words); }
   const MEASURE_S = 0.25;  // the automatic start buffer measures a stream's pace over this long at least
   const PACE_MARGIN = 1.25;  // ... and plans for a pace this much slower (autoBuffer)
   const UNKNOWN_POLLS = 5;  // a long text's progress: 'unknown' answers in a row (100 ms apart) before it gives up (watchText)
