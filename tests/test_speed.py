@@ -113,7 +113,12 @@ def test_pipeline_yields_the_engines_frames_from_its_own_thread(tiny_engine):
 
     piped = list(PipelinedEngine(Spy()).stream_frames(TEXT, settings))
     assert seen_threads == {"gepard-talker"}
-    assert [(s.index, s.done, s.p_stop) for s in piped] == [(s.index, s.done, s.p_stop) for s in direct]
+    # The same frames, in order, ended the same way. p_stop to the float's last bits: once, in a
+    # whole suite under .ci/slowed.sh, the talker's thread computed step 11's as 0.0411637872
+    # against 0.0411637761 (the BLAS may split a product differently on another thread of a
+    # loaded host); the codes were the same.
+    assert [(s.index, s.done) for s in piped] == [(s.index, s.done) for s in direct]
+    assert [s.p_stop for s in piped] == pytest.approx([s.p_stop for s in direct], rel=1e-5, abs=1e-7)
     assert all((a.codes is None and b.codes is None) or torch.equal(a.codes, b.codes) for a, b in zip(piped, direct))
     assert PipelinedEngine(tiny_engine).model_info is tiny_engine.model_info
 

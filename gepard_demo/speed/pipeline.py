@@ -4,7 +4,8 @@
 wrapped engine's frame iterator on a worker thread and hands its FrameSteps over through a
 queue. The consumer (a SynthesisSession, which runs the codec) decodes chunk N while the talker
 already makes the frames of chunk N+1, so a frame costs the slower of the two, not their sum.
-Frames, seeds and order are exactly the wrapped engine's: only the timing changes.
+Frames, seeds and order are the wrapped engine's: only the timing changes (and, once seen on a
+loaded host, a p_stop's last bits: the BLAS may split a product differently on another thread).
 
 Closing the iterator (the Stop button, a client hang-up) stops the worker after the decode step
 in flight and closes the wrapped iterator, which frees the engine.
