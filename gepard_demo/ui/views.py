@@ -27,8 +27,8 @@ def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     elif stats.stop_fired:
         ending = f"stop head fired after frame {stats.stop_frame}"
     elif stats.force_stopped:
-        ending = ("**force-stopped** (a runaway the guard caught): the force stop "
-                  f"({force_stop_text(sampling.force_stop_frames)}) came before the stop head fired")
+        ending = ("**force-stopped** (a runaway the guard caught): force_stop_frames "
+                  f"{force_stop_text(sampling.force_stop_frames)} reached before the stop head fired")
     elif stats.runaway:
         per = " per text segment" if stats.segments > 1 else ""
         ending = f"**runaway**: frame budget ({sampling.max_frames}{per}) reached, the stop head never fired"
