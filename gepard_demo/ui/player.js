@@ -6,8 +6,8 @@
 // Stop. `stats` is what the tests and the latency benchmark read:
 //   clickAt, firstByteAt, firstPlayAt (performance.now() ms; firstPlayAt is when the first
 //   sample reached the output, from the worklet's frame clock), clickToSoundMs,
-//   samplesReceived, samplesPlayed (playedHeardAt: when the last of them is heard), underruns, gapMs, outputPeak (largest |sample| seen at
-//   the output tap), state, contextState; startBufferMs (queued when the audio thread began),
+//   samplesReceived, samplesPlayed (playedHeardAt: when the last of them is heard), underruns,
+//   gapMs, outputPeak (largest |sample| seen at the output tap), state, contextState; startBufferMs (queued when the audio thread began),
 //   readyBufferMs and startPrebufferMs (queued when it decided to start, and what it held for);
 //   arrivals ([time, samples received]) and gaps ({atS, ms, receivedS, at, starvedAt}: where each was heard);
 //   heardWaits (text written as it comes: each sentence's wait from its last word to its sound, s).
@@ -146,10 +146,10 @@
     // ahead of playback, in the same batch): the start buffer and the line below read it; a text
     // written as it comes, where each sentence ends in the audio (its wait). A running text of one
     // segment answers without `long_text` and the polling stops; a finished job answers its last
-    // progress once (as 'finished', or 'gone' once all its audio was sent). A later segment waiting in the engine's queue answers 'queued', and a job
-    // whose audio was all sent can be let go a moment before its last progress is kept
-    // ('unknown'): neither ends the polling, which runs until the finished answer (or a few
-    // unknowns in a row: a job not kept).
+    // progress once (as 'finished', or 'gone' once all its audio was sent). A later segment
+    // waiting in the engine's queue answers 'queued', and a job whose audio was all sent can be
+    // let go a moment before its last progress is kept ('unknown'): neither ends the polling,
+    // which runs until the finished answer (or a few unknowns in a row: a job not kept).
     async watchText(jobId, signal) {
       let unknown = 0;
       while (this.jobId === jobId && !signal.aborted) {
