@@ -153,7 +153,7 @@ class SegmentSources:
         ahead_frames = 0
         current, ahead = self.current, dict(self._ahead)
         if current is None and self.index is not None:
-            generated[index] = True  # read to its end and closed (close_current): the last one, at the end
+            generated[index] = True  # closed once read to its end (close_current; a Stop also closes it)
         if current is not None:
             cur_made = current.made
             generated[index] = current.finished
