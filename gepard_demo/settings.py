@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from .declare import Control, declared, in_effect, served_as, setting, values_of
 
@@ -249,6 +249,7 @@ def extension_fields(sampling: SamplingSettings) -> dict[str, dict[str, Any]]:
     (declare.in_effect), so a group that changes nothing carries none and a plain request stays
     exactly vLLM-Omni's."""
     return {group: in_effect(sampling, names) for group, names in EXTENSION_GROUPS.items()}
+
 
 DECODE_MODES = ("exact", "lookback")
 CHUNK_SCHEDULES = ("ramp", "fixed")  # streaming/pacing.py

@@ -48,7 +48,7 @@ def client_of(request) -> str:
 
 
 def make_audio_router(registry: JobRegistry, sample_rate: int,
-                      queue_status: Callable[[str], dict] | None = None,
+                      queue_status: Callable[[str], dict],
                       rate_hint: Callable[[], float | None] | None = None) -> APIRouter:
     router = APIRouter()
     worklet_js = _WORKLET_FILE.read_text(encoding="utf-8")
@@ -82,14 +82,7 @@ def make_audio_router(registry: JobRegistry, sample_rate: int,
             registry.check_id(job_id)
         except JobError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
-        why = registry.gone(job_id)
-        if why is not None:  # the page stops asking: this id will not start, or its audio was all sent
-            info = {"state": "gone", "text": why}
-            done = registry.finished_progress(job_id)  # a long text's last progress (the line's last waits)
-            return JSONResponse(info if done is None else {**info, "long_text": done},
-                                headers={"Cache-Control": "no-store"})
-        info = queue_status(job_id) if queue_status else {"state": "unknown"}
-        return JSONResponse(info, headers={"Cache-Control": "no-store"})
+        return JSONResponse(queue_status(job_id), headers={"Cache-Control": "no-store"})
 
     @router.get(LOAD_PATH)
     async def load():

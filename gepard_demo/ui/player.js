@@ -146,7 +146,7 @@
     // ahead of playback, in the same batch): the start buffer and the line below read it; a text
     // written as it comes, where each sentence ends in the audio (its wait). A running text of one
     // segment answers without `long_text` and the polling stops; a finished job answers its last
-    // progress once (as 'finished', or 'gone' once all its audio was sent). A later segment
+    // progress once ('finished', also once all its audio was sent and let go). A later segment
     // waiting in the engine's queue answers 'queued', and a job whose audio was all sent can be
     // let go a moment before its last progress is kept ('unknown'): neither ends the polling,
     // which runs until the finished answer (or a few unknowns in a row: a job not kept).
@@ -165,7 +165,7 @@
             this.noteHeard();
             this.render();
           }
-          const over = q.state === 'finished' || q.state === 'gone';  // 'gone': its audio was all sent and let go
+          const over = q.state === 'finished' || q.state === 'gone';  // 'gone': let go with no progress kept
           if (over || (q.state === 'running' && !q.long_text) || unknown > UNKNOWN_POLLS) return;
         } catch (err) { return; }
         await new Promise((r) => setTimeout(r, unknown ? 100 : 500));

@@ -26,10 +26,13 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
         if text and text["segments"] > 1:  # a long text: the player's start buffer and its line read this
             info["long_text"] = text
         return info
+    why = registry.gone(job_id)
+    if why is not None:  # the page stops asking: this id will not start, or its audio was all sent
+        done = registry.finished_progress(job_id)  # a long text's last progress: the line's last waits
+        return {"state": "gone", "text": why} if done is None else {"state": "finished", "long_text": done}
     ahead = registry.waiting_ahead(job_id)
     if ahead is None:
-        done = registry.finished_progress(job_id)  # its audio already sent and let go
-        return {"state": "unknown"} if done is None else {"state": "finished", "long_text": done}
+        return {"state": "unknown"}
     running = registry.running()
     low = high = 0.0
     if running is not None and running.session is not None:

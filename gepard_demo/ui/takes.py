@@ -165,8 +165,10 @@ def table_rows(takes: list[Take] | None) -> list[list[Any]]:
     return rows
 
 
-# Columns whose values may be a word or unset are text throughout (one type per column).
+# Columns whose values may be a word or unset are text throughout (one type per column), each as
+# its flag writes it.
 _TEXT_COLUMNS = {n for n in SHOWN_SETTINGS if may_be_unset(SamplingSettings, n) or takes_a_word(SamplingSettings, n)}
+_WRITERS = declared(SamplingSettings)
 
 
 def _cell(name: str, value: Any) -> Any:
@@ -174,7 +176,7 @@ def _cell(name: str, value: Any) -> Any:
     ("off", "auto"), or as text (the seed: a browser's numbers would round one past 2**53)."""
     if name not in _TEXT_COLUMNS:
         return value
-    text = declared(SamplingSettings).get(name)
+    text = _WRITERS.get(name)
     shown = text.write(value) if text is not None else None  # None: no flag (unset)
     return shown if shown is not None else _show(value)
 
