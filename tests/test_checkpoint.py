@@ -60,7 +60,11 @@ def test_missing_sidecar_fields_take_published_defaults(tiny_model_dir):
     cfg = GepardConfig.from_dicts(bb, {})
     assert cfg.special_tokens.start_of_speech == 248070
     assert cfg.text_repetition.target_text_tokens == 16
-    assert cfg.num_speaker_prefix == 8 and cfg.stop_threshold == 0.5
+    assert cfg.num_speaker_prefix == 8 and cfg.operating_point == {"stop_threshold": 0.5, "temperature": 0.3, "max_frames": 1000}
+    # a sidecar's own operating point, read with each setting's type (the engine's default sampling)
+    own = GepardConfig.from_dicts(bb, {"temperature": "0.7", "max_frames": 500.0})
+    assert own.operating_point == {"stop_threshold": 0.5, "temperature": 0.7, "max_frames": 500}
+    assert type(own.operating_point["max_frames"]) is int
     assert cfg.codec.codec_id == "nvidia/nemo-nano-codec-22khz-1.89kbps-21.5fps"
     with pytest.raises(ConfigError, match="qwen3_5_text"):
         GepardConfig.from_dicts({**bb, "model_type": "llama"}, {})

@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # transformers is imported where a backbone config is built: 
 BACKBONE_MODEL_TYPE = "qwen3_5_text"
 # Template leftovers in the sidecar's backbone_config; the model uses plain 1D RoPE.
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")
+# The sampling settings gepard_config.json carries at its top level, with the values the published
+# checkpoint ships (and the reference runner falls back to when a key is missing).
+OPERATING_POINT = {"stop_threshold": 0.5, "temperature": 0.3, "max_frames": 1000}
 
 
 class ConfigError(ValueError):
@@ -68,9 +71,9 @@ class GepardConfig:
     # both the flat and the nested rope copies of the backbone config.
     partial_rotary_factor: float = 1.0
     voice_cloning: bool = False  # the sidecar says the checkpoint carries a ref_compressor
-    stop_threshold: float = 0.5
-    temperature: float = 0.3
-    max_frames: int = 1000
+    # The sampling settings the sidecar publishes (SamplingSettings fields; vLLM-Omni fixes them at
+    # its start): the checkpoint's own operating point.
+    operating_point: dict = field(default_factory=lambda: dict(OPERATING_POINT))
 
     @property
     def num_heads(self) -> int:
@@ -142,9 +145,7 @@ class GepardConfig:
             num_speaker_prefix=int(compressor.get("num_queries", 8)),
             partial_rotary_factor=rotary,
             voice_cloning=bool((sidecar.get("voice_cloning") or {}).get("enabled", False)),
-            stop_threshold=float(sidecar.get("stop_threshold", 0.5)),
-            temperature=float(sidecar.get("temperature", 0.3)),
-            max_frames=int(sidecar.get("max_frames", 1000)),
+            operating_point={k: type(v)(sidecar.get(k, v)) for k, v in OPERATING_POINT.items()},
         )
 
 

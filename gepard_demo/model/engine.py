@@ -92,11 +92,7 @@ class GepardEngine(FrameMaker):
 
     def default_sampling(self) -> SamplingSettings:
         """The checkpoint's own operating point (gepard_config.json)."""
-        return SamplingSettings(
-            temperature=self.config.temperature,
-            stop_threshold=self.config.stop_threshold,
-            max_frames=self.config.max_frames,
-        )
+        return SamplingSettings(**self.config.operating_point)
 
     def codec_source(self) -> str:
         """What `load_codec` should open: a .nemo beside the weights, or the codec's hub id."""

@@ -32,7 +32,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3_5TextConfig
 
-from .config import GepardConfig
+from .config import OPERATING_POINT, GepardConfig
 
 TINY_VERSION = "tiny-v2"
 LAYOUTS = ("full", "hybrid")
@@ -151,9 +151,7 @@ def sidecar(backbone: dict, layout: str = "full") -> dict:
         },
         "voice_cloning": voice_cloning,
         "model_dtype": "bfloat16",
-        "stop_threshold": 0.5,
-        "temperature": 0.3,
-        "max_frames": 1000,
+        **OPERATING_POINT,
         "random_weights": True,
         "tiny_version": TINY_VERSION,
         "tiny_layout": layout,
