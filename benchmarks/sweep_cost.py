@@ -69,22 +69,22 @@ def main() -> int:
     t0 = time.perf_counter()
     for s in args.thresholds:
         cfg = dataclasses.replace(base, sampling=base.sampling.replace(temperature=args.temperature, stop_threshold=s))
-        d = point_dir(out / "brute", args.temperature, s)
+        d = point_dir(out / "brute", temperature=args.temperature, stop_threshold=s)
         run(cfg, d, engine=local, log=quiet)
         if asr:
             score(d, asr, transcriber=transcriber, log=quiet)
     brute_s = time.perf_counter() - t0
     brute_audio_s = sum(r["duration_s"] for s in args.thresholds
-                        for r in map(json.loads, (point_dir(out / "brute", args.temperature, s) / "rows.jsonl").read_text().splitlines()))
+                        for r in map(json.loads, (point_dir(out / "brute", temperature=args.temperature, stop_threshold=s) / "rows.jsonl").read_text().splitlines()))
 
     t0 = time.perf_counter()
-    sc = SweepConfig(base=base, temperatures=(args.temperature,), stop_thresholds=tuple(args.thresholds))
+    sc = SweepConfig(base=base, swept=(("temperature", (args.temperature,)), ("stop_threshold", tuple(args.thresholds))))
     sweep(sc, out / "one-pass", asr=asr, engine=local, transcriber=transcriber, log=quiet)
     one_total_s = time.perf_counter() - t0
     info = json.loads((out / "one-pass" / "sweep.json").read_text())["last_call"]
     one_s = info["synthesis_s"] + info.get("asr_s", 0.0)  # the same work as brute force (reports and charts apart)
 
-    same = all(rows(point_dir(out / "brute", args.temperature, s)) == rows(point_dir(out / "one-pass", args.temperature, s))
+    same = all(rows(point_dir(out / "brute", temperature=args.temperature, stop_threshold=s)) == rows(point_dir(out / "one-pass", temperature=args.temperature, stop_threshold=s))
                for s in args.thresholds)
     n = len(args.thresholds)
     print(f"model: {local.engine.model_info.name}; grid: temperature {args.temperature}, thresholds {args.thresholds}, {args.utts} utterances, "

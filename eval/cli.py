@@ -188,7 +188,7 @@ def cmd_sets(args) -> int:
 
 def cmd_sweep(args) -> int:
     from eval.runs.run import RunConfig
-    from eval.sweeps.grid import SweepConfig, parse_axes
+    from eval.sweeps.grid import DEFAULT_AXES, SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
 
     derail = rule_from_args(args)
@@ -196,8 +196,8 @@ def cmd_sweep(args) -> int:
     base = RunConfig(engine=args.engine, model=args.model, set=args.set, sampling=sampling, stream=stream,
                      batch_size=args.batch_size, base_seed=args.seed, seeds=args.seeds, limit=args.limit, device=args.device,
                      model_cache=args.model_cache, ref_audio=str(Path(args.ref_audio).resolve()) if args.ref_audio else None)
-    sc = SweepConfig(base=base, temperatures=tuple(args.temperatures), stop_thresholds=tuple(args.stop_thresholds),
-                     extra_axes=parse_axes(args.axis or []), one_pass=not args.brute_force)
+    flags = tuple((name, tuple(vars(args)[f"axis_{name}"])) for name in DEFAULT_AXES)
+    sc = SweepConfig(base=base, swept=flags + parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
     print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "on"), derail=derail))
     return 0

@@ -126,7 +126,12 @@ def _add_listening(sub) -> None:
 
 
 def _add_sweep(sub) -> None:
-    sw = sub.add_parser("sweep", help="grid over temperature x stop threshold (x --axis), one run folder per point")
+    from eval.sweeps.grid import DEFAULT_AXES, axis_words
+    from gepard_demo.declare import declared
+    from gepard_demo.settings import SamplingSettings
+
+    grid = " x ".join(n.replace("_", " ") for n in DEFAULT_AXES)
+    sw = sub.add_parser("sweep", help=f"grid over {grid} (x --axis), one run folder per point")
     sw.add_argument("--out", required=True)
     sw.add_argument("--engine", choices=["local", "local-stream"], default="local")
     sw.add_argument("--model", default="tiny")
@@ -137,13 +142,16 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--seeds", type=int, default=1, metavar="K", help="K samples of every sentence at every point")
     sw.add_argument("--device", default="cpu")
     sw.add_argument("--model-cache", default=None)
-    sw.add_argument("--temperatures", type=float, nargs="+", default=[0.3, 0.7, 1.0])
-    sw.add_argument("--stop-thresholds", type=float, nargs="+", default=[0.3, 0.5, 0.7])
+    for name, values in DEFAULT_AXES.items():
+        words = axis_words(name)
+        sw.add_argument("--" + words.replace(" ", "-"), dest=f"axis_{name}", type=declared(SamplingSettings)[name].read,
+                        nargs="+", default=list(values), metavar="VALUE",
+                        help=f"the {words} to sweep")
     sw.add_argument("--axis", action="append", metavar="NAME=V1,V2",
                     help="another sampling setting to sweep (repeatable), e.g. top_k=0,4")
     sw.add_argument("--brute-force", action="store_true",
-                    help="run every point on its own (default with --engine local: one generation per temperature "
-                         "group serves every stop threshold, exactly)")
+                    help="run every point on its own (default with --engine local: one generation serves every "
+                         "stop threshold of a point's other settings, exactly)")
     sw.add_argument("--ref-audio", default=None, help="speak every sentence in this voice (voice cloning; "
                                                        "CFG scale is an axis: --axis cfg-scale=1,2,3)")
     add_settings_flags(sw)

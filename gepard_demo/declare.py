@@ -5,6 +5,8 @@ is written as text and how the page shows it, and every surface derives from tha
 - `served`: how a speech server takes it (fixed at its start, per request, or in a group of our
   extension fields): the server's checks and /v1/models listing, and what a served page greys out
   and a served eval refuses, follow it.
+- `tag` / `sweep`: a short name (a take's label, a sweep point's folder) and, for the settings an
+  eval sweep varies unless told otherwise, their default values (eval/sweeps/grid.py).
 - `Control`: the page's control, on the Speak tab and the Eval tab's forms alike (ui/controls.py
   parses and ui/fields.py builds them): its group, widget, range, step, label and element id. The
   page's range sits inside `validate`'s, which is the semantic bound; the control's is what a
@@ -72,13 +74,17 @@ class Control:
 
 def setting(default: Any, read: Callable[[str], Any] | None = None, write: Callable[[Any], str | None] = str,
             help: str = "", metavar: str | None = None, choices: tuple[str, ...] | None = None,
-            page: Control | None = None, served: str = "fixed", needs: str | None = None) -> Any:
+            page: Control | None = None, served: str = "fixed", needs: str | None = None,
+            tag: str | None = None, sweep: tuple = ()) -> Any:
     """A dataclass field with its declarations: a Text when it has a `read` (a flag), a Control
-    when it has a `page`, how a speech server takes it (SERVED), and the setting it only
-    qualifies (`needs`: it changes nothing while that one is at its default; in_effect)."""
+    when it has a `page`, how a speech server takes it (SERVED), the setting it only qualifies
+    (`needs`: it changes nothing while that one is at its default; in_effect), its short `tag`,
+    and the values a sweep gives it by default (`sweep`: a default axis of every sweep)."""
     if served not in SERVED:
         raise ValueError(f"served must be one of {SERVED}, got {served!r}")
-    meta: dict[str, Any] = {"served": served, "needs": needs}
+    if sweep and tag is None:
+        raise ValueError("a default sweep axis needs a tag: it names the sweep's point folders")
+    meta: dict[str, Any] = {"served": served, "needs": needs, "tag": tag, "sweep": tuple(sweep)}
     if read is not None:
         meta["text"] = Text(read, write, help, metavar, choices)
     if page is not None:
@@ -94,6 +100,30 @@ def declared(cls) -> dict[str, Text]:
 def page_controls(cls) -> dict[str, Control]:
     """The settings of `cls` the page shows, by name, in field order."""
     return {f.name: f.metadata["page"] for f in dataclasses.fields(cls) if "page" in f.metadata}
+
+
+def tags(cls) -> dict[str, str]:
+    """The settings of `cls` with a short tag, by name, in field order."""
+    return {f.name: f.metadata["tag"] for f in dataclasses.fields(cls) if f.metadata.get("tag")}
+
+
+def tagged(settings) -> list[str]:
+    """A settings dataclass in short: "T 0.3", "k 0"... for each tagged setting, a switch as its
+    tag alone when on (and left out when off)."""
+    parts, values = [], values_of(settings)
+    for name, tag in tags(type(settings)).items():
+        value = values[name]
+        if isinstance(value, bool):
+            parts += [tag] if value else []
+        else:
+            parts.append(f"{tag} {value:g}" if isinstance(value, float) else f"{tag} {value}")
+    return parts
+
+
+def sweep_defaults(cls) -> dict[str, tuple]:
+    """The axes every sweep of `cls` has unless told otherwise, with their default values, in
+    field order."""
+    return {f.name: f.metadata["sweep"] for f in dataclasses.fields(cls) if f.metadata.get("sweep")}
 
 
 def served_as(cls, how: str) -> tuple[str, ...]:

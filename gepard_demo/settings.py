@@ -133,19 +133,21 @@ class SamplingSettings:
     # The seed and text_repetition carry no Text: each CLI means something of its own by --seed (one
     # request's seed, a server's default, a run's base seed), and only eval's run takes
     # --text-repetition (an experiment, not a sweep axis). Field order is the page's within a group.
-    temperature: float = setting(0.3, float, _g, "divides every head's logits before sampling",
+    temperature: float = setting(0.3, float, _g, "divides every head's logits before sampling", tag="T",
+                                 sweep=(0.3, 0.7, 1.0),
                                  page=Control("sampling", "Temperature", "temperature", lo=0.05, hi=5.0, step=0.05))
-    top_k: int = setting(0, int, help="keep each head's k best levels (0 = all)",
+    top_k: int = setting(0, int, help="keep each head's k best levels (0 = all)", tag="k",
                          page=Control("sampling", "Top-k (0 = off; heads have 6-8 levels)", "top-k", hi=8))
-    greedy: bool = setting(False, _read_bool, help="argmax instead of sampling",
+    greedy: bool = setting(False, _read_bool, help="argmax instead of sampling", tag="greedy",
                            page=Control("sampling", "Greedy (argmax; ignores temperature and top-k)", "greedy",
                                         widget="checkbox"))
-    stop_threshold: float = setting(0.5, float, _g, "stop once the stop head's probability passes it",
+    stop_threshold: float = setting(0.5, float, _g, "stop once the stop head's probability passes it", tag="S",
+                                    sweep=(0.3, 0.5, 0.7),
                                     page=Control("sampling", "Stop threshold", "stop-threshold",
                                                  lo=0.01, hi=0.99, step=0.01))
     # A text box, not a number field: a browser's numbers are doubles, which round a seed above 2**53
     # (an eval row's seeds are 63-bit) to another seed; the page parses it exactly.
-    seed: int | None = setting(None, served="request", page=Control("sampling", "Seed", "seed", widget="seed", hi=2**63 - 1))
+    seed: int | None = setting(None, served="request", tag="seed", page=Control("sampling", "Seed", "seed", widget="seed", hi=2**63 - 1))
     max_frames: int = setting(1000, int, help="the frame budget: a run that reaches it is a runaway", metavar="FRAMES",
                               served="request",
                               page=Control("sampling", "Max frames per text segment (21.5 per second; text over 400 "

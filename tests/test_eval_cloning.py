@@ -97,7 +97,7 @@ def test_per_sentence_ref_audio_column(tmp_path, cloning_local, voices):
 
 def test_cfg_scale_is_a_sweep_axis(tmp_path, cloning_local, voices):
     base = RunConfig(set="smoke", limit=2, batch_size=2, sampling=SamplingSettings(max_frames=12), ref_audio=str(voices[0]))
-    cfg = SweepConfig(base=base, temperatures=(0.7,), stop_thresholds=(0.5,), extra_axes=(("cfg_scale", (1.0, 2.5)),))
+    cfg = SweepConfig(base=base, swept=(("temperature", (0.7,)), ("stop_threshold", (0.5,)), ("cfg_scale", (1.0, 2.5))))
     csv = sweep(cfg, tmp_path / "sw", engine=cloning_local, log=lambda m: None)
     df = pd.read_csv(csv)
     assert list(df["cfg_scale"]) == [1.0, 2.5]

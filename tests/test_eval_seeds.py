@@ -94,7 +94,7 @@ def test_a_sweep_with_seeds_runs_every_point_k_times(tiny_engine, tiny_codec, tm
     from eval.engines.local import GepardLocal
 
     base = RunConfig(set="smoke", limit=2, seeds=2, sampling=SamplingSettings(max_frames=12))
-    sweep(SweepConfig(base=base, temperatures=(0.5,), stop_thresholds=(0.3, 0.6)), tmp_path / "sw",
+    sweep(SweepConfig(base=base, swept=(("temperature", (0.5,)), ("stop_threshold", (0.3, 0.6)))), tmp_path / "sw",
           engine=GepardLocal(tiny_engine, tiny_codec), log=lambda m: None)
     for point in ("T0.5_S0.3", "T0.5_S0.6"):
         rows = rows_of(tmp_path / "sw" / point)

@@ -32,7 +32,7 @@ def test_sweep_from_the_tab_reports_progress_and_charts(provider, tmp_path):
 
     steps = []
     name, text, table, charts = run_sweep_ui(
-        provider, tmp_path, "s1", {**FORM, "max_frames": 12}, "0.5 1.0", "0.2, 0.9", "", progress=lambda f, d: steps.append((f, d)))
+        provider, tmp_path, "s1", {**FORM, "max_frames": 12}, {"temperature": "0.5 1.0", "stop_threshold": "0.2, 0.9"}, "", progress=lambda f, d: steps.append((f, d)))
     assert name == "s1" and list_sweeps(tmp_path) == ["s1"]
     assert len(table) == 4 and {"temperature", "stop_threshold", "wer_corpus"} <= set(table.columns)
     assert {"sweep_wer_corpus.png", "calibration_tradeoff.png"} <= {p.rsplit("/", 1)[-1] for p in charts}
@@ -42,7 +42,7 @@ def test_sweep_from_the_tab_reports_progress_and_charts(provider, tmp_path):
     assert fracs == sorted(fracs) and fracs[-1] == 1.0 and any("ASR" in d for _, d in steps)
     assert view_sweep(tmp_path, "s1")[1].shape[0] == 4
     with pytest.raises(ValueError, match="temperatures"):
-        run_sweep_ui(provider, tmp_path, "s2", {**FORM, "max_frames": 12}, "hot", "0.5", "")
+        run_sweep_ui(provider, tmp_path, "s2", {**FORM, "max_frames": 12}, {"temperature": "hot", "stop_threshold": "0.5"}, "")
 
 
 def test_tail_chart_on_piper_speech(tmp_path):

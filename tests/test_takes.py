@@ -130,6 +130,9 @@ def test_the_ab_diff_marks_what_differs(take):
     b = dataclasses.replace(a, number=2, sampling=a.sampling.replace(temperature=1.1))
     md = diff_markdown(a, b)
     assert "| temperature ◀ | 0.7 | 1.1 | +0.4 |" in md and "| seed |" in md
+    # the label: each tagged setting in short (settings.py's tag=), a switch only when on
+    assert b.label.startswith(f"#2 · T 1.1 · k {a.sampling.top_k} · S {a.sampling.stop_threshold:g} · seed {a.sampling.seed} · ")
+    assert " · greedy · " in dataclasses.replace(b, sampling=b.sampling.replace(greedy=True)).label
     takes = []
     for _ in range(12):
         takes = add_take(takes, dataclasses.replace(a, number=next_number(takes)))

@@ -147,19 +147,27 @@ def test_cached_transcriber_answers_each_audio_once(tmp_path):
 
 def test_sweep_axes_are_generic():
     from eval.runs.run import RunError
-    from eval.sweeps.grid import SweepConfig, parse_axes, point_name
+    from eval.sweeps.grid import SweepConfig, axis_words, parse_axes, point_name
 
     assert parse_axes(["top_k=0,4", "greedy=false,true"]) == (("top_k", (0, 4)), ("greedy", (False, True)))
     for bad in ("colour=1,2", "top_k=", "top_k=a,b", "seed=1,2"):
         with pytest.raises(RunError):
             parse_axes([bad])
-    cfg = SweepConfig(temperatures=(0.3,), stop_thresholds=(0.3, 0.5), extra_axes=parse_axes(["top_k=0,4"]))
+    cfg = SweepConfig(swept=(("temperature", (0.3,)), ("stop_threshold", (0.3, 0.5)), *parse_axes(["top_k=0,4"])))
     pts = cfg.validate().points()
     assert len(pts) == 4 and [point_name(p) for p in pts][:2] == ["T0.3_S0.3_top_k0", "T0.3_S0.5_top_k0"]
     with pytest.raises(RunError, match="repeats"):
-        SweepConfig(stop_thresholds=(0.5, 0.5)).validate()
+        SweepConfig(swept=(("stop_threshold", (0.5, 0.5)),)).validate()
     with pytest.raises(Exception, match="stop_threshold"):
-        SweepConfig(stop_thresholds=(1.5,)).validate()
+        SweepConfig(swept=(("stop_threshold", (1.5,)),)).validate()
+    # the default axes come from the settings' declarations, filled in where left out, the stop
+    # threshold last (it varies fastest: one generation serves its points)
+    only = SweepConfig(swept=(("top_k", (0, 4)),))
+    assert [n for n, _ in only.axes()] == ["temperature", "top_k", "stop_threshold"]
+    assert dict(only.axes())["temperature"] == (0.3, 0.7, 1.0) and len(only.points()) == 18
+    with pytest.raises(RunError, match="given twice"):
+        SweepConfig(swept=(("top_k", (0,)), ("top_k", (4,)))).validate()
+    assert axis_words("stop_threshold") == "stop thresholds" and axis_words("min_frames") == "min frames values"
 
 
 def test_cfg_scale_is_a_sweep_axis_and_its_one_pass_prefixes_stay_exact(tiny_engine):
@@ -168,7 +176,7 @@ def test_cfg_scale_is_a_sweep_axis_and_its_one_pass_prefixes_stay_exact(tiny_eng
 
     axes = parse_axes(["cfg_scale=1,2.5"])
     assert axes == (("cfg_scale", (1.0, 2.5)),)
-    pts = SweepConfig(temperatures=(1.0,), stop_thresholds=(0.5,), extra_axes=axes).validate().points()
+    pts = SweepConfig(swept=(("temperature", (1.0,)), ("stop_threshold", (0.5,)), *axes)).validate().points()
     assert [point_name(p) for p in pts] == ["T1_S0.5_cfg_scale1", "T1_S0.5_cfg_scale2.5"]
     s = SamplingSettings(temperature=1.0, stop_threshold=0.99, max_frames=MAX_FRAMES, seed=7, cfg_scale=2.5)
     src = tiny_engine.generate([TEXT], s)[0]

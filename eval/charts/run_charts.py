@@ -18,6 +18,7 @@ from eval.charts.probe_charts import entropy_curves, probe_prediction
 from eval.charts.style import GREY, OKABE_ITO, RunContext, finish, new_figure, save_chart
 from eval.scoring.derail import DerailRule
 from eval.scoring.metrics import OVERLONG_RATIO, TRUNCATION_RATIO
+from gepard_demo.model.stop_rule import THRESHOLD
 from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, FRAME_RATE_HZ, expected_speech_s
 
 
@@ -143,7 +144,7 @@ def stop_head(df: pd.DataFrame, path: Path, threshold: float | None, context=Non
 def write_charts(run_dir: str | Path, df: pd.DataFrame, summary: dict, derail: DerailRule = DerailRule()) -> list[Path]:
     out = Path(run_dir) / "charts"
     out.mkdir(exist_ok=True)
-    threshold = (summary.get("run") or {}).get("run", {}).get("sampling", {}).get("stop_threshold")
+    threshold = (summary.get("run") or {}).get("run", {}).get("sampling", {}).get(THRESHOLD)
     context = RunContext.from_run(run_dir, n=len(df), asr=summary.get("asr"))
     made = [
         wer_by_category(summary, out / "wer_by_category.png", context),

@@ -1,7 +1,7 @@
 """Several samples per sentence (`--seeds K`): does a sentence always fail, or fail by chance?
 
-The authors found Gepard's failures to be sampling instability: "the minimum WER across multiple
-temperature-scaled rollouts remains zero" (gepard-train docs/MODEL_GUIDE.md §5.1). With K
+The authors found Gepard's failures to be sampling instability: over several sampled rollouts of
+a sentence the minimum WER stays zero (gepard-train docs/MODEL_GUIDE.md §5.1). With K
 samples of every sentence:
 
 - p_fail of a sentence: the share of its samples with any failure (eval/report/failures.py);

@@ -1,13 +1,12 @@
 """What the stop head does near the end of speech, from recorded p_stop traces.
 
-Source traces: the rows of a sweep's highest-threshold point of each temperature (x extra
-axes) group: every lower threshold's outcome is a prefix of them (eval.sweeps.thresholds), so a
+Source traces: the rows of a sweep's highest-threshold point of each group of the other axes: every lower threshold's outcome is a prefix of them (eval.sweeps.thresholds), so a
 fine threshold curve costs no generation at all.
 
 Charts (per category, because short texts behave differently; "all" is the whole set):
 - calibration_tradeoff: premature stops (truncation: derived duration under half the expected
   length) against runaways (frame budget hit) as the threshold moves from low to high, one
-  line per temperature group, Wilson 95% intervals (k of n utterances) as bars on both axes at
+  line per group of the other axes, Wilson 95% intervals (k of n utterances) as bars on both axes at
   the sweep's own thresholds, the engine's default threshold (0.5) ringed whenever the source
   runs can derive it (it is at most the highest threshold).
 - calibration_stop_aligned: p_stop in the steps before the stop (step 0 = the stop step) at
@@ -35,10 +34,12 @@ from eval.charts.style import RunContext, finish, fmt_value, new_figure, save_ch
 from eval.scoring.metrics import TRUNCATION_RATIO
 from eval.scoring.rates import wilson
 from eval.sweeps.thresholds import derive
+from gepard_demo.declare import tags
+from gepard_demo.model.stop_rule import THRESHOLD, threshold_of
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME, expected_speech_s
 
-DEFAULT_THRESHOLD = SamplingSettings().stop_threshold  # the engine's default, marked on the charts
+DEFAULT_THRESHOLD = threshold_of(SamplingSettings())  # the engine's default, marked on the charts
 WINDOW = 30  # steps before the stop shown in the aligned chart
 CURVE_POINTS = 40  # evenly spaced thresholds of the trade-off curve (derived: they cost no generation)
 # Steps before the speech end that still count as "at the end" in the max-inside chart. 2 frames
@@ -200,7 +201,7 @@ def _panels(n: int):
 
 
 def tradeoff_chart(curves: dict[str, pd.DataFrame], grid_thresholds, context, path: Path) -> Path | None:
-    """curves: label (temperature group) -> tradeoff() frame."""
+    """curves: label (a group of the other axes) -> tradeoff() frame."""
     curves = {k: v for k, v in curves.items() if not v.empty}
     if not curves:
         return None
@@ -303,12 +304,12 @@ def _default_view(df: pd.DataFrame, tables: dict[str, pd.DataFrame], dflt: dict,
     d = df
     for k in group_axes:
         d = d[d[k] == dflt[k]]
-    d = d.assign(_dist=(d["stop_threshold"] - float(dflt["stop_threshold"])).abs()).sort_values(["_dist", "stop_threshold"])
+    d = d.assign(_dist=(d[THRESHOLD] - float(dflt[THRESHOLD])).abs()).sort_values(["_dist", THRESHOLD])
     stopped = [r for r in d["run"] if tables[r]["stop_fired"].fillna(False).astype(bool).any()]
     run = stopped[0] if stopped else d["run"].iloc[0]
-    thr = float(d.set_index("run").loc[run, "stop_threshold"])
-    where = "the default point" if thr == float(dflt["stop_threshold"]) else \
-        f"threshold {thr:g} (nothing stopped at the default {float(dflt['stop_threshold']):g})"
+    thr = float(d.set_index("run").loc[run, THRESHOLD])
+    where = "the default point" if thr == float(dflt[THRESHOLD]) else \
+        f"threshold {thr:g} (nothing stopped at the default {float(dflt[THRESHOLD]):g})"
     return run, thr, where
 
 
@@ -317,19 +318,20 @@ def calibration_charts(out: Path, df: pd.DataFrame, tables: dict[str, pd.DataFra
     """All calibration charts of a sweep folder (called by eval.sweeps.heatmaps.sweep_charts)."""
     from eval.sweeps.grid import default_point
 
-    group_axes = [k for k in axes if k != "stop_threshold"]
-    top = max(axes["stop_threshold"])
+    group_axes = [k for k in axes if k != THRESHOLD]
+    top = max(axes[THRESHOLD])
     dflt = default_point(axes)
+    short = tags(SamplingSettings)
     curves, default_rows = {}, None
-    for _, r in df[np.isclose(df["stop_threshold"], top)].iterrows():
+    for _, r in df[np.isclose(df[THRESHOLD], top)].iterrows():
         rows = tables[r["run"]]
         cfg = json.loads((out / r["run"] / "config.json").read_text())["run"]
-        label = ", ".join(f"{'T' if k == 'temperature' else k} {fmt_value(r[k])}" for k in group_axes)
-        curves[label] = tradeoff(rows, top, cfg["sampling"]["max_frames"], curve_thresholds(top, axes["stop_threshold"]),
+        label = ", ".join(f"{short.get(k, k)} {fmt_value(r[k])}" for k in group_axes)
+        curves[label] = tradeoff(rows, top, cfg["sampling"]["max_frames"], curve_thresholds(top, axes[THRESHOLD]),
                                  cfg["stream"]["silence_ms"])
         if all(r[k] == dflt[k] for k in group_axes):
             default_rows = (r["run"], rows)
-    made = [tradeoff_chart(curves, axes["stop_threshold"], context, charts / "calibration_tradeoff.png")]
+    made = [tradeoff_chart(curves, axes[THRESHOLD], context, charts / "calibration_tradeoff.png")]
     run, thr, where = _default_view(df, tables, dflt, group_axes)
     made.append(aligned_chart(stop_aligned(tables[run]), thr, "decode steps relative to the stop step (0 = stop)",
                               f"p_stop in the steps before the stop, at {where}", context,

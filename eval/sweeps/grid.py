@@ -1,11 +1,15 @@
 """The sweep grid: which points a sweep has, what each is called, and which one is the default.
 
-- `SweepConfig`: a base RunConfig, temperatures x stop thresholds (x any other sampling setting
-  as an extra axis); `points()` in grid order, the stop threshold varying fastest.
-- `parse_axes`: `--axis NAME=V1,V2` into extra axes.
-- `point_name` / `point_dir`: a point's folder, T{temperature}_S{threshold}[_{axis}{value}...].
-- `default_point`: the grid point whose every axis equals SamplingSettings' default (temperature
-  0.3, stop threshold 0.5, each extra axis's default, e.g. a CFG scale of 1.0); where the grid lacks
+- `SweepConfig`: a base RunConfig and the sampling settings swept, each with its values: the
+  declared default axes (settings.py's `sweep=` values, declare.sweep_defaults) unless given
+  otherwise, and any other sampling setting as an extra axis; `points()` in grid order, the
+  settings that only cut a generation short (stop_rule.CUT_ONLY) varying fastest.
+- `parse_axes`: `--axis NAME=V1,V2` into extra axes; `axis_words`: a default axis's plural, as
+  its flag (--temperatures) and the Eval tab's box name it.
+- `point_name` / `point_dir`: a point's folder, each default axis as its tag and value
+  (T0.3_S0.5), then each extra axis as _{name}{value}.
+- `default_point`: the grid point whose every axis equals SamplingSettings' default (each extra
+  axis's too, e.g. a CFG scale of 1.0); where the grid lacks
   that value, the grid value nearest to it on that axis (ties: the lower one).
 """
 
@@ -19,31 +23,43 @@ from pathlib import Path
 import numpy as np
 
 from eval.runs.run import RunConfig, RunError
-from gepard_demo.declare import declared, may_be_unset, values_of
+from gepard_demo.declare import declared, may_be_unset, sweep_defaults, tags, values_of
+from gepard_demo.model.stop_rule import CUT_ONLY
 from gepard_demo.settings import SamplingSettings
 
-# Axes with their own flags and short folder-name prefixes.
-FIXED_AXES = {"temperature": "T", "stop_threshold": "S"}
+# Every sweep's axes unless told otherwise, with their short folder-name tags.
+DEFAULT_AXES = sweep_defaults(SamplingSettings)
+FIXED_AXES = {name: tags(SamplingSettings)[name] for name in DEFAULT_AXES}
+
+
+def axis_words(name: str) -> str:
+    """A default axis's values in words: "temperatures", "stop thresholds" (a name already plural
+    takes " values", so its flag stays apart from the setting's own)."""
+    words = name.replace("_", " ")
+    return words + (" values" if words.endswith("s") else "s")
 
 
 @dataclass(frozen=True)
 class SweepConfig:
     base: RunConfig = field(default_factory=RunConfig)
-    temperatures: tuple[float, ...] = (0.3, 0.7, 1.0)
-    stop_thresholds: tuple[float, ...] = (0.3, 0.5, 0.7)
-    # Other SamplingSettings fields to sweep: ((name, (value, ...)), ...), from --axis.
-    extra_axes: tuple[tuple[str, tuple], ...] = ()
+    # The settings swept, ((name, (value, ...)), ...): any sampling setting but the seed. A default
+    # axis left out takes its declared values.
+    swept: tuple[tuple[str, tuple], ...] = ()
     one_pass: bool = True
 
     def axes(self) -> list[tuple[str, tuple]]:
-        """Every axis in grid order; the stop threshold last (it varies fastest)."""
-        return [("temperature", tuple(self.temperatures)), *[(n, tuple(v)) for n, v in self.extra_axes],
-                ("stop_threshold", tuple(self.stop_thresholds))]
+        """Every axis in grid order: the default axes that change the generation, the others given,
+        then the default axes that only cut it short (they vary fastest)."""
+        given = {n: tuple(v) for n, v in self.swept}
+        default = [(n, given.get(n, v)) for n, v in DEFAULT_AXES.items()]
+        extra = [(n, v) for n, v in given.items() if n not in DEFAULT_AXES]
+        return [a for a in default if a[0] not in CUT_ONLY] + extra + [a for a in default if a[0] in CUT_ONLY]
 
     def validate(self) -> "SweepConfig":
         names = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
         seen = set()
-        for name, values in self.axes():
+        left_out = [(n, v) for n, v in DEFAULT_AXES.items() if n not in dict(self.swept)]
+        for name, values in [*self.swept, *left_out]:
             if name == "text_repetition":
                 raise RunError("text_repetition is not a sweep axis: `python -m eval run --text-repetition off` makes the "
                                "no-repetition baseline (it checks that the set has texts it changes)")
@@ -138,8 +154,8 @@ def canonical(value, name: str = ""):
     return float(value)
 
 
-def point_dir(out: Path, temperature: float, threshold: float, **extra) -> Path:
-    return Path(out) / point_name({"temperature": temperature, "stop_threshold": threshold, **extra})
+def point_dir(out: Path, **point) -> Path:
+    return Path(out) / point_name(point)
 
 
 def default_point(axes: dict[str, list]) -> dict:

@@ -1,4 +1,5 @@
-"""Charts of a sweep: heatmaps over temperature x stop threshold, small multiples per extra axis.
+"""Charts of a sweep: heatmaps over its two default axes (settings.py declares them), small
+multiples per extra axis.
 
 For corpus WER (with its 95% bootstrap CI in each cell), the failure table's runaway, truncation,
 loop, long-pause and any-failure rates (Wilson 95% intervals, from sweep.csv), median duration
@@ -32,6 +33,8 @@ from eval.charts.style import HEATMAP_CMAP, RunContext, finish, fmt_value, new_f
 from eval.jsonio import write_json_atomic
 from eval.scoring.bootstrap import paired_mean_diff_ci, paired_ratio_diff_ci
 from eval.sweeps.grid import FIXED_AXES, canonical, default_point
+from gepard_demo.declare import declared
+from gepard_demo.settings import SamplingSettings
 
 # Held out of every tuning rule (best point): in the built-in core set the 7th, 14th and 21st
 # sentence of each category (30 of 210), in smoke "smoke-6" (the dialogue line).
@@ -169,28 +172,30 @@ def _cell_text(metric: str, row, mark: str) -> str:
 
 def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, list], dflt: dict,
             context: RunContext | str, path: Path, best_run: str | None = None) -> Path | None:
-    """One figure: temperature (rows) x stop threshold (columns); one panel per extra-axis value combo."""
+    """One figure: the first default axis (rows) x the last (columns: the stop threshold, which varies
+    fastest); one panel per extra-axis value combo."""
     if metric not in df or df[metric].isna().all():
         return None
     title, unit, scale = METRICS[metric]
-    extra = [k for k in axes if k not in ("temperature", "stop_threshold")]
+    row_axis, col_axis = list(FIXED_AXES)[0], list(FIXED_AXES)[-1]
+    extra = [k for k in axes if k not in FIXED_AXES]
     combos = [dict(zip(extra, c)) for c in (pd.MultiIndex.from_product([axes[k] for k in extra]) if extra else [()])]
-    temps, thresholds = list(axes["temperature"]), list(axes["stop_threshold"])
+    rows, cols = list(axes[row_axis]), list(axes[col_axis])
     d = df.merge(marks, on="run", how="left")
     vmin, vmax = np.nanmin(d[metric].astype(float)) * scale, np.nanmax(d[metric].astype(float)) * scale
     if vmin == vmax:
         vmin, vmax = vmin - 0.5, vmax + 0.5
     ncols = len(combos)
-    fig, axs = new_figure(1, ncols, width=max(4.8, 1.25 * len(thresholds) + 2.2) * ncols, height=1.0 * len(temps) + 2.6)
+    fig, axs = new_figure(1, ncols, width=max(4.8, 1.25 * len(cols) + 2.2) * ncols, height=1.0 * len(rows) + 2.6)
     im = None
     drawn = []
     for ax, combo in zip(axs[0], combos):
         sel = d
         for k, v in combo.items():
             sel = sel[sel[k] == v]
-        grid = np.full((len(temps), len(thresholds)), np.nan)
+        grid = np.full((len(rows), len(cols)), np.nan)
         for _, r in sel.iterrows():
-            i, j = temps.index(r["temperature"]), thresholds.index(r["stop_threshold"])
+            i, j = rows.index(r[row_axis]), cols.index(r[col_axis])
             grid[i, j] = float(r[metric]) * scale if not pd.isna(r[metric]) else np.nan
             mark = r.get(f"{metric}_mark") or ""
             is_default = all(r[k] == dflt[k] for k in axes)
@@ -207,10 +212,10 @@ def heatmap(df: pd.DataFrame, marks: pd.DataFrame, metric: str, axes: dict[str, 
                           "delta_ci_high": r.get(f"{metric}_ci_high_delta"), "mark": mark, "default": is_default,
                           "best": r["run"] == best_run})
         im = ax.imshow(grid, cmap=HEATMAP_CMAP, vmin=vmin, vmax=vmax, aspect="auto")
-        ax.set_xticks(range(len(thresholds)), [f"{t:g}" for t in thresholds])
-        ax.set_yticks(range(len(temps)), [f"{t:g}" for t in temps])
-        ax.set_xlabel("stop threshold (p_stop above it ends the utterance)")
-        ax.set_ylabel("temperature")
+        ax.set_xticks(range(len(cols)), [f"{t:g}" for t in cols])
+        ax.set_yticks(range(len(rows)), [f"{t:g}" for t in rows])
+        ax.set_xlabel(f"{col_axis.replace('_', ' ')} ({declared(SamplingSettings)[col_axis].help})")
+        ax.set_ylabel(row_axis.replace("_", " "))
         ax.grid(False)
         ax.set_title(", ".join(f"{k} = {fmt_value(v)}" for k, v in combo.items()) if combo else "")
     cb = fig.colorbar(im, ax=list(axs[0]), shrink=0.9, pad=0.02)

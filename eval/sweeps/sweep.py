@@ -1,6 +1,6 @@
-"""Grid sweep over temperature x stop threshold (x any other sampling setting), resumable.
+"""Grid sweep over the default axes (grid.DEFAULT_AXES) x any other sampling setting, resumable.
 
-Every grid point is an ordinary run folder, <out>/T{temperature}_S{threshold}[_{axis}{value}...]/
+Every grid point is an ordinary run folder, <out>/T0.3_S0.5[_{axis}{value}...]/ (grid.point_name)
 (scored and reported when an ASR is given). Extra axes are any other SamplingSettings field
 (e.g. a CFG scale axis, `--axis cfg-scale=1,2`): each becomes a value in the point's sampling, a part of
 its folder name and a column of sweep.csv.

@@ -67,15 +67,16 @@ from eval.runs.run import (
 )
 from eval.runs.seeds import sample_seed
 from eval.runs.sets import Utterance, expand_samples
+from gepard_demo.declare import values_of
 from gepard_demo.model.ending import BUDGET, FORCE_STOP
 from gepard_demo.model.guardrails import force_stop_for
-from gepard_demo.model.stop_rule import Derived, derive  # noqa: F401 - the rule, shared with the page's re-cut
+from gepard_demo.model.stop_rule import CUT_ONLY, Derived, at_threshold, derive, threshold_of  # noqa: F401 - the rule, shared with the page's re-cut
 from gepard_demo.settings import SamplingSettings
 
 
 def trace_key(text: str, seed: int, sampling: SamplingSettings) -> str:
     """What a source run depends on: text, seed and every sampling setting but the threshold."""
-    s = asdict(sampling.replace(stop_threshold=0.5, seed=seed))
+    s = asdict(at_threshold(sampling, 0.5).replace(seed=seed))
     return hashlib.sha256(json.dumps([text, s], sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -159,7 +160,7 @@ class TraceStore:
             with self.lock or contextlib.nullcontext():
                 results = self.local.engine.generate(
                     [requests[i][0] for i in todo],
-                    [settings[i].replace(stop_threshold=source_threshold, seed=requests[i][1]) for i in todo])
+                    [at_threshold(settings[i], source_threshold).replace(seed=requests[i][1]) for i in todo])
             for i, r in zip(todo, results):
                 t = Trace(r.frames, [float(p) for p in r.p_stop], source_threshold, r.gen_time_s,
                           r.first_frame_s, r.seed, caps[i], [float(h) for h in r.entropy], [float(x) for x in r.nll])
@@ -224,7 +225,7 @@ def one_pass_points(points: list[tuple[RunConfig, Path]], store: TraceStore, pro
         return {"utterances": 0, "decodes": 0, "rows": 0}
     _check_points(points)
     base = points[0][0]
-    source_threshold = max(cfg.sampling.stop_threshold for cfg, _ in points)
+    source_threshold = max(threshold_of(cfg.sampling) for cfg, _ in points)
     dirs = [Path(d) for _, d in points]
     with _locked(dirs):
         items = [expand_samples(prepare_folder(cfg, d), cfg.seeds) for cfg, d in points]
@@ -267,8 +268,7 @@ def _check_points(points: list[tuple[RunConfig, Path]]) -> None:
     base = points[0][0]
     for cfg, _ in points:
         cfg.validate()
-        same = cfg.sampling.replace(stop_threshold=base.sampling.stop_threshold,
-                                    force_stop_frames=base.sampling.force_stop_frames)
+        same = cfg.sampling.replace(**values_of(base.sampling, CUT_ONLY))
         if same != base.sampling or cfg.stream != base.stream or cfg.set != base.set or cfg.base_seed != base.base_seed \
                 or cfg.limit != base.limit or cfg.categories != base.categories or cfg.batch_size != base.batch_size \
                 or cfg.seeds != base.seeds:
@@ -284,7 +284,7 @@ def _derive_rows(u: Utterance, seed: int, tr: Trace, points: list[tuple[RunConfi
     for (cfg, d), dn in zip(points, done):
         if u.id in dn:
             continue
-        der = capped(derive(tr.p_stop, tr.frames, tr.source_threshold, cfg.sampling.stop_threshold,
+        der = capped(derive(tr.p_stop, tr.frames, tr.source_threshold, threshold_of(cfg.sampling),
                             cfg.sampling.max_frames, force_stop=tr.force_stop),
                      force_stop_for(cfg.sampling, u.text), cfg.sampling.max_frames)
         if der.frames not in audio_by_frames:

@@ -14,7 +14,7 @@ from gepard_demo.ui.controls import CONTROL_NAMES, REFERENCE, default_values, gr
 # The Speak tab's controls this form shows, in their order (the tab's inputs after its own fields).
 # An eval run hands each text over at once: the Speak tab's text arrival is not the form's.
 FORM_NAMES = tuple(n for n in CONTROL_NAMES if n not in ("text", "seed", "random_seed", REFERENCE, *group_controls("text")))
-PREFIX = "eval-"  # the form's element ids: eval-temperature, eval-max-frames, eval-force-stop...
+PREFIX = "eval-"  # the form's element ids: eval-top-k, eval-max-frames, eval-force-stop...
 
 
 def build_settings_form() -> dict[str, Any]:

@@ -20,6 +20,8 @@ import pandas as pd
 from eval.runs.run import RunConfig, RunError
 from eval.runs.sets import load_set
 from eval.ui.common import EvalLimits, chart_images, tab_error
+from gepard_demo.declare import declared
+from gepard_demo.settings import SamplingSettings
 
 SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "force_stop_rate", "derail_rate",
                  "clean_rate", "reward_mean", "truncation_rate",
@@ -27,13 +29,17 @@ SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway
                  "duration_ratio_median", "stop_lag_ms_median"]
 
 
-def _floats(text: str, what: str) -> tuple[float, ...]:
+def _axis_values(text: str, name: str) -> tuple:
+    """A default axis's box: its values separated by spaces or commas, each read as its flag reads it."""
+    from eval.sweeps.grid import axis_words
+
+    read = declared(SamplingSettings)[name].read
     try:
-        vals = tuple(float(x) for x in re.split(r"[,\s]+", (text or "").strip()) if x)
+        vals = tuple(read(x) for x in re.split(r"[,\s]+", (text or "").strip()) if x)
     except ValueError:
-        raise ValueError(f"{what}: numbers separated by spaces or commas, got {text!r}") from None
+        raise ValueError(f"{axis_words(name)}: numbers separated by spaces or commas, got {text!r}") from None
     if not vals:
-        raise ValueError(f"{what}: give at least one value")
+        raise ValueError(f"{axis_words(name)}: give at least one value")
     return vals
 
 
@@ -76,13 +82,14 @@ def view_sweep(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list
     return "\n\n".join(lines), df[cols], charts
 
 
-def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name: str, form: dict[str, Any], temperatures: str,
-                 thresholds: str, extra_axes: str, progress: Callable[[float, str], None] | None = None,
+def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name: str, form: dict[str, Any], axes: dict[str, str],
+                 extra_axes: str, progress: Callable[[float, str], None] | None = None,
                  limits: EvalLimits = EvalLimits()):
     """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...)). form: the
-    tab's (tab.RUN_FIELDS and settings_form.FORM_NAMES): the points vary the axes over its settings."""
+    tab's (tab.RUN_FIELDS and settings_form.FORM_NAMES): the points vary the axes over its settings.
+    axes: each default axis's box (grid.DEFAULT_AXES) by name; extra_axes: NAME=V1,V2 specs."""
     from eval.scoring.asr import ASRSettings
-    from eval.sweeps.grid import SweepConfig, parse_axes
+    from eval.sweeps.grid import DEFAULT_AXES, SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
     from eval.ui.common import eval_engine_from_provider
     from eval.ui.settings_form import read_settings_form
@@ -91,7 +98,7 @@ def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name: str, form: 
     name = (name or "").strip() or time.strftime("sweep-%Y%m%d-%H%M%S")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
         raise ValueError(f"sweep name {name!r}: use letters, digits, '.', '_' or '-'")
-    axes = parse_axes([a for a in re.split(r"[;\n]+", extra_axes or "") if a.strip()])
+    extra = parse_axes([a for a in re.split(r"[;\n]+", extra_axes or "") if a.strip()])
     engine = eval_engine_from_provider(engine_provider, "local")
     limit = form["limit"]
     base = RunConfig(engine="local", model=engine.describe()["model"], set=form["set_file"] or form["set_name"],
@@ -99,9 +106,8 @@ def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name: str, form: 
                      limit=int(limit) if limit else None)
     # One-pass thresholds read the engine in this process; behind a GPU boundary each point runs
     # through GPU calls instead.
-    cfg = SweepConfig(base=base, temperatures=_floats(temperatures, "temperatures"),
-                      stop_thresholds=_floats(thresholds, "stop thresholds"), extra_axes=axes,
-                      one_pass=engine_provider.gpu is None).validate()
+    swept = tuple((n, _axis_values(axes.get(n, ""), n)) for n in DEFAULT_AXES) + extra
+    cfg = SweepConfig(base=base, swept=swept, one_pass=engine_provider.gpu is None).validate()
     limits.check(len(load_set(base.set, base.limit)), base.sampling.max_frames, base.batch_size, len(cfg.points()))
     asr = ASRSettings(backend=form["asr_backend"], model=form["asr_model"], vad=bool(form["vad"])).validate()
     sweep(cfg, Path(runs_dir) / "sweeps" / name, asr=asr, engine=engine, log=lambda m: None, progress=progress)
@@ -114,14 +120,18 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
     import gradio as gr
 
     runs_dir = str(runs_dir)
-    with gr.Accordion("Sweep: temperature x stop threshold (one generation serves every threshold)", open=False):
-        gr.Markdown("Every stop threshold of a temperature comes from one generation at the highest threshold "
-                    "(exact prefixes). Charts: heatmaps with CIs and paired marks against the default point, the "
+    from eval.sweeps.grid import DEFAULT_AXES, axis_words
+
+    grid = " x ".join(n.replace("_", " ") for n in DEFAULT_AXES)
+    with gr.Accordion(f"Sweep: {grid} (one generation serves every threshold)", open=False):
+        gr.Markdown("Every stop threshold of a point's other settings comes from one generation at the highest "
+                    "threshold (exact prefixes). Charts: heatmaps with CIs and paired marks against the default point, the "
                     "best point (held-out sentences excluded), stop-head calibration. How to read them: eval/README.md.")
         with gr.Row():
             name = gr.Textbox(label="Sweep name (blank: timestamp; an existing name resumes it)")
-            temps = gr.Textbox(value="0.3 0.7 1.0", label="Temperatures")
-            thresholds = gr.Textbox(value="0.3 0.5 0.7", label="Stop thresholds")
+            write = declared(SamplingSettings)
+            boxes = {n: gr.Textbox(value=" ".join(write[n].write(v) for v in values), label=axis_words(n).capitalize())
+                     for n, values in DEFAULT_AXES.items()}
             extra = gr.Textbox(value="", label="Extra axes (NAME=V1,V2; separate several with ';'), e.g. "
                                                    "repetition-penalty=1,1.15,1.3; force-stop-frames=off,auto")
         with gr.Row():
@@ -133,10 +143,11 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
         table = gr.Dataframe(label="Grid points", wrap=True)
         charts = gr.Gallery(label="Sweep charts", columns=2, height="auto")
 
-    def _run(nm, temperatures, thresholds, axes, *values, progress=gr.Progress()):
+    def _run(nm, *values, progress=gr.Progress()):
+        axes, (extra_text, *values) = dict(zip(boxes, values)), values[len(boxes):]
         try:
-            nm, text, tbl, imgs = run_sweep_ui(engine_provider, runs_dir, nm, dict(zip(form, values)), temperatures,
-                                               thresholds, axes, progress=lambda f, d: progress(f, desc=d), limits=limits)
+            nm, text, tbl, imgs = run_sweep_ui(engine_provider, runs_dir, nm, dict(zip(form, values)), axes, extra_text,
+                                               progress=lambda f, d: progress(f, desc=d), limits=limits)
         except Exception as e:  # shown in the tab: bad input must not look like a crash
             raise tab_error(e) from e
         return text, tbl, chart_images(imgs), gr.update(choices=list_sweeps(runs_dir), value=nm)
@@ -148,7 +159,7 @@ def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path
             raise tab_error(e) from e
         return text, tbl, chart_images(imgs)
 
-    run_btn.click(_run, api_name="eval_sweep", inputs=[name, temps, thresholds, extra, *form.values()],
+    run_btn.click(_run, api_name="eval_sweep", inputs=[name, *boxes.values(), extra, *form.values()],
                   outputs=[summary, table, charts, pick], concurrency_limit=1)
     refresh.click(lambda: gr.update(choices=list_sweeps(runs_dir)), None, [pick])
     open_btn.click(_open, [pick], [summary, table, charts], api_name="eval_sweep_open")

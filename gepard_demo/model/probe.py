@@ -2,7 +2,7 @@
 each frame it makes.
 
 Per decode step and row, from the logits the sampler draws from (after guidance, before the
-repetition penalty, temperature and top-k: the model's own belief, at temperature 1):
+repetition penalty and anything sampling.py does to them: the model's own belief, unscaled):
 
 - entropy: the mean over the 32 heads of the entropy of each head's softmax, in nats. A head of
   L levels is at most ln L (ln 8 = 2.08 for head 0).

@@ -17,12 +17,29 @@ it (the authors' runner's order).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .ending import BUDGET, FORCE_STOP, STOP, Ended
 
+if TYPE_CHECKING:
+    from ..settings import SamplingSettings
+
+# The setting this rule reads, by name: the axis the page's re-cut and eval's one-pass sweep move
+# along (a column of a sweep's table, a key of a run's settings JSON).
+THRESHOLD = "stop_threshold"
 # The settings that only cut a generation short (derive, capped): runs that differ in these alone
 # are one generation's prefixes (the page's re-cut, eval's one-pass sweep).
-CUT_ONLY = ("stop_threshold", "force_stop_frames")
+CUT_ONLY = (THRESHOLD, "force_stop_frames")
+
+
+def threshold_of(sampling: SamplingSettings) -> float:
+    """The threshold these settings stop at."""
+    return sampling.stop_threshold
+
+
+def at_threshold(sampling: SamplingSettings, threshold: float) -> SamplingSettings:
+    """These settings stopping at another threshold (a re-cut, a one-pass sweep's point)."""
+    return sampling.replace(stop_threshold=threshold)
 
 
 @dataclass(frozen=True)

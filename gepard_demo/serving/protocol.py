@@ -148,7 +148,7 @@ GEPARD_RULES: tuple[FieldRule, ...] = (
     FieldRule("speed", lambda b: b.speed is not None and b.speed != 1.0,
               "Gepard does not support 'speed' adjustments (it cannot change its speaking rate)"),
     FieldRule("extra_params", lambda b: bool(b.extra_params),
-              "Gepard does not accept extra_params: temperature, top-k and the stop threshold are fixed "
+              "Gepard does not accept extra_params: its sampling and streaming settings are fixed "
               "per server (see GET /v1/models)"),
     FieldRule("word_timestamps", lambda b: b.word_timestamps, "Gepard does not support 'word_timestamps'"),
     FieldRule("response_format", lambda b: b.response_format == "opus",

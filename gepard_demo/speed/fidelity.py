@@ -1,7 +1,7 @@
 """The fidelity guard: does a fast talker still produce the fp32 talker's distributions?
 
 Teacher forcing: the reference talker runs `steps` decode steps, feeding back frames drawn from
-its own heads (Gumbel-max at temperature 1 from a fixed seed, so the inputs stay varied); the
+its own heads (unscaled Gumbel-max from a fixed seed, so the inputs stay varied); the
 fast talker is fed exactly the same prompt and frames. Per step and head we compare the two
 softmax distributions. Random weights give nearly flat heads, so argmax agreement is a weak
 signal there; the KL divergence is the fair measure (issue 10's thresholds below).

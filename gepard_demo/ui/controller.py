@@ -27,6 +27,7 @@ from typing import Any, Iterator
 import gradio as gr
 
 from gepard_demo.bounded import Bounded
+from gepard_demo.model.stop_rule import threshold_of
 from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import TextError, read_text_file
@@ -329,10 +330,10 @@ def live_plot(session, sampling: SamplingSettings) -> str:
     """The p_stop plot so far, with the probe's entropy (it fills at every poll while the utterance
     is made)."""
     st = session.stats
-    return pstop_svg([Trace("this run", tuple(st.p_stop), entropy=tuple(st.entropy))], sampling.stop_threshold,
+    return pstop_svg([Trace("this run", tuple(st.p_stop), entropy=tuple(st.entropy))], threshold_of(sampling),
                      live=True, movable=False)
 
 
 def final_plot(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     stop = stats.stop_frame if stats.stop_fired else None
-    return pstop_svg([Trace("this run", tuple(stats.p_stop), stop, tuple(stats.entropy))], sampling.stop_threshold)
+    return pstop_svg([Trace("this run", tuple(stats.p_stop), stop, tuple(stats.entropy))], threshold_of(sampling))

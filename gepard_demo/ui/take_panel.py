@@ -17,6 +17,8 @@ import gradio as gr
 import numpy as np
 import soundfile as sf
 
+from gepard_demo.model.stop_rule import THRESHOLD, threshold_of
+from gepard_demo.settings import SamplingSettings
 from gepard_demo.units import FRAME_RATE_HZ
 
 from .captions import subtitle_files
@@ -150,7 +152,7 @@ class TakeHandlers:
     def picked_a(self, takes: list[Take], a: str | None, b: str | None):
         """A new A: what compared() shows, A's files, and the re-cut slider at A's own threshold."""
         ta = find(takes, a)
-        threshold = ta.sampling.stop_threshold if ta else 0.5
+        threshold = threshold_of(ta.sampling if ta else SamplingSettings())
         return (gr.update(value=threshold), *self.compared(takes, a, b, threshold), self._files(ta) if ta else None,
                 None)
 
@@ -196,7 +198,7 @@ class TakeHandlers:
             raise gr.Error("Pick a take as A first.", title="No take")
         values = {**control_values(take.sampling), **take.controls}  # a take from before a control existed: its setting
         if threshold is not None:
-            values["stop_threshold"] = threshold
+            values[THRESHOLD] = threshold
         out = []
         for name in CONTROL_NAMES:
             value = values.get(name)

@@ -27,7 +27,7 @@ import numpy as np
 from gepard_demo.model.ending import STOP, utterance_end
 from gepard_demo.model.guardrails import force_stop_for
 from gepard_demo.model.stop_rule import Derived, recut, recut_limit
-from gepard_demo.declare import declared, may_be_unset, page_controls, takes_a_word, values_of
+from gepard_demo.declare import declared, may_be_unset, page_controls, tagged, takes_a_word, values_of
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.settings_flags import setting_args
 from gepard_demo.streaming.text_feed import write
@@ -58,9 +58,7 @@ class Take:
 
     @property
     def label(self) -> str:
-        s = self.sampling
-        how = "greedy" if s.greedy else f"T {s.temperature:g} · k {s.top_k}"
-        return f"#{self.number} · {how} · thr {s.stop_threshold:g} · seed {s.seed} · {self.stats.get('audio_s', 0):.1f} s"
+        return " · ".join([f"#{self.number}", *tagged(self.sampling), f"{self.stats.get('audio_s', 0):.1f} s"])
 
     def ended(self) -> str:
         st = self.stats
@@ -243,7 +241,7 @@ def _show(x) -> str:
 
 def recut_take(take: Take, threshold: float, codec: Any) -> tuple[np.ndarray, Derived]:
     """The take's audio at another threshold, from its own frames. ValueError (naming
-    stop_threshold, with the reach) when the threshold needs frames the take did not make."""
+    the stop threshold, with the reach) when the threshold needs frames the take did not make."""
     derived, kept = take.recut_parts(threshold)
     starts = np.cumsum([0] + [n for _, _, n, _ in take.segments()])
     codes = np.concatenate([take.codes[a:a + k] for a, k in zip(starts, kept)])
