@@ -27,6 +27,7 @@ import os
 import sys
 from typing import Any
 
+from gepard_demo.alignment.settings import DEFAULT_WEIGHTS
 from gepard_demo.model.source import DEFAULT_MODEL
 from gepard_demo.host_settings import LOOPBACK_PROXIES, PRIVATE_PROXIES, TrafficSettings
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
@@ -94,8 +95,9 @@ def build_parser(env) -> argparse.ArgumentParser:
     p.add_argument("--captions", action=argparse.BooleanOptionalAction, default=True,
                    help="the words under the player, timed by the aligner on this CPU off the stream's path "
                         "(in front of a server: the server's word_timestamps, when it lists them)")
-    p.add_argument("--caption-weights", default="tiny.en",
-                   help="Whisper weights the captions align with: tiny.en (default), base, or a path")
+    p.add_argument("--caption-weights", default=DEFAULT_WEIGHTS,
+                   help=f"Whisper weights the captions align with: {DEFAULT_WEIGHTS} (the default: both, averaged), "
+                        "tiny.en, base, or a path")
     p.add_argument("--server-url", default=None,
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
                         "instead of loading one here; the controls the server fixes are disabled")

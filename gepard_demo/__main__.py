@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from .alignment.settings import DEFAULT_WEIGHTS
 from .declare import values_of
 from .settings import GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SettingsError, StreamSettings
 from .settings_flags import (add_batching_flags, add_feed_flags, add_settings_flags, batching_from_args, feed_from_args,
@@ -236,9 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings_flags(serve)  # --max-frames: the default max_new_tokens
     add_batching_flags(serve)
     serve.add_argument("--seed", type=int, default=None, help="seed for requests that send none (default: a fresh one each)")
-    serve.add_argument("--word-timestamps", nargs="?", const="tiny.en", default=None, metavar="WEIGHTS",
-                       help="serve vLLM-Omni's word_timestamps field with our aligner (Whisper weights: tiny.en when "
-                            "no value, base, or a path); off by default, as vLLM-Omni without --forced-aligner")
+    serve.add_argument("--word-timestamps", nargs="?", const=DEFAULT_WEIGHTS, default=None, metavar="WEIGHTS",
+                       help=f"serve vLLM-Omni's word_timestamps field with our aligner (Whisper weights: {DEFAULT_WEIGHTS} "
+                            "when no value, tiny.en, base, or a path); off by default, as vLLM-Omni without "
+                            "--forced-aligner")
     serve.set_defaults(func=cmd_serve)
 
     speak = sub.add_parser("speak", help="speak standard input as it arrives through a server's speech WebSocket "

@@ -125,7 +125,7 @@ def boundary_errors(alignment, sp: Spoken) -> list[float]:
 
 @pytest.fixture(scope="session")
 def aligner(tmp_path_factory):
-    """The default aligner (tiny.en), its converted weights in a fresh cache."""
+    """The default aligner (tiny.en and base), its converted weights in a fresh cache."""
     from gepard_demo.alignment.aligner import Aligner
     from gepard_demo.alignment.settings import AlignmentSettings
 

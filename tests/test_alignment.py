@@ -109,11 +109,12 @@ def test_audio_past_one_whisper_window_is_aligned_window_by_window(aligner):
 
 def test_one_window_takes_what_whisper_can_read(aligner):
     """The token budget: a window is given at most the decoder's context."""
-    model, tokenizer = aligner._model
     assert aligner_module.MARGIN_S < 30
     from gepard_demo.alignment.whisper_align import max_text_tokens
 
-    assert max_text_tokens(model, tokenizer) == 448 - len(tokenizer.sot_sequence) - 2
+    assert len(aligner.models) == 2  # the default: tiny.en and base
+    for model, tokenizer in aligner.models:
+        assert max_text_tokens(model, tokenizer) == 448 - len(tokenizer.sot_sequence) - 2
 
 
 def test_subtitles_cue_by_sentence_and_pause_and_leave_out_what_no_word_times():

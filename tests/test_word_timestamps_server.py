@@ -17,6 +17,7 @@ from app_fixtures import serve_in_thread, tiny_codec  # noqa: F401  (tiny_codec:
 
 from gepard_demo.alignment.aligner import NO_SPEECH
 from gepard_demo.alignment.result import AlignedWord, Alignment, timestamp_headers
+from gepard_demo.alignment.settings import DEFAULT_WEIGHTS
 from gepard_demo.serving.client import ServedFeatures, SpeechServerError
 from gepard_demo.serving.protocol import iter_sse_events
 from gepard_demo.serving.timestamps import EVENT, align_segments
@@ -144,7 +145,7 @@ def plain_server_codec():
 
 def test_models_lists_the_field_only_with_an_aligner(piper_server, plain_server):
     ours = piper_server.get("/v1/models").json()["data"][0]
-    assert ours["word_timestamps"] is True and ours["word_alignment"]["weights"] == "tiny.en"
+    assert ours["word_timestamps"] is True and ours["word_alignment"]["weights"] == DEFAULT_WEIGHTS == "tiny.en+base"
     assert plain_server.get("/v1/models").json()["data"][0]["word_timestamps"] is False
 
 

@@ -16,13 +16,14 @@ from eval.jsonio import append_jsonl, read_jsonl
 from eval.runs.run import synthesized_rows
 from eval.scoring.audio import read_mono
 from eval.scoring.word_alignment import word_alignment
+from gepard_demo.alignment.settings import DEFAULT_WEIGHTS
 from gepard_demo.alignment.weights import DEFAULT_CACHE
 
 WORDS_FILE = "words.jsonl"
 
 
 @lru_cache(maxsize=2)
-def shared_aligner(weights: str = "tiny.en", cache: str = str(DEFAULT_CACHE)):
+def shared_aligner(weights: str = DEFAULT_WEIGHTS, cache: str = str(DEFAULT_CACHE)):
     """One aligner per process and weights (a sweep scores many runs); it loads on its first
     utterance with speech."""
     from gepard_demo.alignment.aligner import Aligner

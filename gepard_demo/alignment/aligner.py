@@ -11,7 +11,9 @@ What it does, in order (each step's module says how):
 3. whisper_align.py: openai-whisper's forced alignment, one window of at most 30 s and as many
    words as its decoder takes (about 440 tokens). Longer audio goes window by window: the words a
    window times before its last 2 s are kept, the next window starts where the last of them ended;
-   a window that times none of the words (30 s of babble) is passed over.
+   a window that times none of the words (30 s of babble) is passed over. With several weights
+   (settings.ENSEMBLE, the default) each model times the words on its own, and each word's span
+   is the mean of the spans that gave it a frame (`mean_spans`).
 4. refine.py: word edges into the pauses, each word's confidence and state.
 
 One alignment at a time per Aligner (a lock: openai-whisper reads the attention through hooks on
@@ -58,12 +60,18 @@ def _no_denormals():
 class Aligner:
     def __init__(self, settings: AlignmentSettings = AlignmentSettings()):
         self.settings = settings.validate()
-        self._model: Any = None
+        self._models: list[tuple[Any, Any]] | None = None  # (model, tokenizer) per member
         self._lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
-        return self._model is not None
+        return self._models is not None
+
+    @property
+    def models(self) -> list[tuple[Any, Any]]:
+        """(model, tokenizer) per member of the weights, in their order (loaded on first use)."""
+        self.load()
+        return list(self._models)
 
     def load(self) -> "Aligner":
         """Load the weights now (else the first align does): a converted checkpoint is cached."""
@@ -72,16 +80,17 @@ class Aligner:
         return self
 
     def _load(self) -> None:
-        if self._model is None:
+        if self._models is None:
             from .whisper_align import align_window, load_whisper, piece_tokens
 
             s = self.settings
-            model, tokenizer = load_whisper(s.weights, s.cache_dir, s.trim_context)
+            models = [load_whisper(w, s.cache_dir, s.trim_context) for w in s.members]
             # One throwaway pass: the DTW is numba code compiled on its first call (about 2 s),
             # which the first visitor's words would otherwise wait for.
             noise = np.random.default_rng(0).normal(0, 0.01, ASR_RATE).astype(np.float32)
-            align_window(model, tokenizer, noise, piece_tokens(tokenizer, ["warm", "up"]))
-            self._model = (model, tokenizer)
+            for model, tokenizer in models:
+                align_window(model, tokenizer, noise, piece_tokens(tokenizer, ["warm", "up"]))
+            self._models = models
 
     def align(self, audio: np.ndarray, sample_rate: int, text: str) -> Alignment:
         t0 = time.perf_counter()
@@ -101,51 +110,65 @@ class Aligner:
             return done(note=NO_SPEECH)
         with self._lock, _no_denormals():
             self._load()
-            raw = self._raw_spans(x, words)
+            raw = mean_spans([_raw_spans(model, tokenizer, x, words) for model, tokenizer in self._models])
         from .refine import refine
 
         return done(refine(words, raw, speech, self.settings.low_confidence, level))
 
-    def _raw_spans(self, x: np.ndarray, words: list[TextWord]) -> list[tuple[float, float, float]]:
-        """Each word's DTW span (seconds) and probability, window by window (module doc, step 3)."""
-        from .whisper_align import WINDOW_S, align_window, max_text_tokens, piece_tokens
 
-        model, tokenizer = self._model
-        written = list(dict.fromkeys((w.piece, w.written) for w in words))  # pieces in order
-        tokens = piece_tokens(tokenizer, [whisper_text(w) for _, w in written])
-        budget = max_text_tokens(model, tokenizer)
-        tokens = [t[:budget] for t in tokens]
-        total = len(x) / ASR_RATE
-        pieces: list[tuple[float, float, float] | None] = [None] * len(tokens)
-        t, i = 0.0, 0
-        while i < len(tokens) and total - t >= MIN_SPEECH_S:
-            end = min(total, t + WINDOW_S)
-            last_window = end >= total - 1e-6
-            j, n = i, 0
-            while j < len(tokens) and n + len(tokens[j]) <= budget:
-                n += len(tokens[j])
-                j += 1
-            got = align_window(model, tokenizer, x[int(t * ASR_RATE): int(end * ASR_RATE)], tokens[i:j])
-            if last_window and j == len(tokens):
-                keep = j - 1
-            else:
-                timed = [k for k, r in enumerate(got) if r.end > r.start and t + r.end <= end - MARGIN_S]
-                keep = i + timed[-1] if timed else None
-            if keep is None:  # nothing of the text in this window: go past it
-                t = end - MARGIN_S if not last_window else total
-                continue
-            for k in range(i, keep + 1):
-                r = got[k - i]
-                pieces[k] = (t + r.start, t + r.end, r.probability)
-            t, i = t + got[keep - i].end, keep + 1
-        out = []
-        for w in words:
-            span = pieces[w.piece]
-            if span is None:  # never reached: no frame of its own
-                out.append((total, total, 0.0))
-                continue
-            share = [v for v in words if v.piece == w.piece]
-            k, n = share.index(w), len(share)
-            a, b, p = span
-            out.append((a + (b - a) * k / n, a + (b - a) * (k + 1) / n, p))  # a CJK piece's words share it
-        return out
+def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[tuple[float, float, float]]:
+    """Each word's DTW span (seconds) and probability, window by window (module doc, step 3)."""
+    from .whisper_align import WINDOW_S, align_window, max_text_tokens, piece_tokens
+
+    written = list(dict.fromkeys((w.piece, w.written) for w in words))  # pieces in order
+    tokens = piece_tokens(tokenizer, [whisper_text(w) for _, w in written])
+    budget = max_text_tokens(model, tokenizer)
+    tokens = [t[:budget] for t in tokens]
+    total = len(x) / ASR_RATE
+    pieces: list[tuple[float, float, float] | None] = [None] * len(tokens)
+    t, i = 0.0, 0
+    while i < len(tokens) and total - t >= MIN_SPEECH_S:
+        end = min(total, t + WINDOW_S)
+        last_window = end >= total - 1e-6
+        j, n = i, 0
+        while j < len(tokens) and n + len(tokens[j]) <= budget:
+            n += len(tokens[j])
+            j += 1
+        got = align_window(model, tokenizer, x[int(t * ASR_RATE): int(end * ASR_RATE)], tokens[i:j])
+        if last_window and j == len(tokens):
+            keep = j - 1
+        else:
+            timed = [k for k, r in enumerate(got) if r.end > r.start and t + r.end <= end - MARGIN_S]
+            keep = i + timed[-1] if timed else None
+        if keep is None:  # nothing of the text in this window: go past it
+            t = end - MARGIN_S if not last_window else total
+            continue
+        for k in range(i, keep + 1):
+            r = got[k - i]
+            pieces[k] = (t + r.start, t + r.end, r.probability)
+        t, i = t + got[keep - i].end, keep + 1
+    out = []
+    for w in words:
+        span = pieces[w.piece]
+        if span is None:  # never reached: no frame of its own
+            out.append((total, total, 0.0))
+            continue
+        share = [v for v in words if v.piece == w.piece]
+        k, n = share.index(w), len(share)
+        a, b, p = span
+        out.append((a + (b - a) * k / n, a + (b - a) * (k + 1) / n, p))  # a CJK piece's words share it
+    return out
+
+
+def mean_spans(per_model: list[list[tuple[float, float, float]]]) -> list[tuple[float, float, float]]:
+    """One span per word from each model's: the mean of those that gave it a frame (all, where
+    none did: refine then calls it unaligned, or squeezed when Whisper heard it), with the mean
+    probability. One model's spans come back as they are."""
+    from .whisper_align import FRAME_S
+
+    out = []
+    for spans in zip(*per_model):
+        timed = [s for s in spans if s[1] - s[0] >= FRAME_S / 2] or list(spans)
+        out.append((sum(s[0] for s in timed) / len(timed), sum(s[1] for s in timed) / len(timed),
+                    sum(s[2] for s in spans) / len(spans)))
+    return out

@@ -13,6 +13,7 @@ it; Whisper is given it without the punctuation at its edges (`whisper_text`).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -63,20 +64,25 @@ def text_words(text: str) -> list[TextWord]:
 
 
 _SPOKEN_SIGNS = "$%£€&@#+"  # read out as words: kept at a piece's edge for Whisper
+_ACRONYM = re.compile(r"[A-Z]{2,5}")  # an acronym, most of which are said letter by letter
 
 
 def whisper_text(written: str) -> str:
     """A piece as Whisper is given it: without the punctuation at its edges ("park," -> "park",
-    '"Hello?"' -> "Hello"), inner marks and spoken signs kept ("9:30", "don't", "$42.50").
+    '"Hello?"' -> "Hello"), inner marks and spoken signs kept ("9:30", "don't", "$42.50"), and an
+    acronym as its letters ("GPS" -> "G P S").
     Punctuation tokens of their own would take frames from the word beside them: the DTW gives a
-    comma the pause after it, and with it, measured on Piper, sometimes the whole word before."""
+    comma the pause after it, and with it, measured on Piper, sometimes the whole word before.
+    An acronym is one or two tokens but said letter by letter, three syllables for "GPS": the DTW
+    gave it the frames of one and ended it 0.1-0.5 s early; as letters each gets its own."""
     keep = lambda ch: ch.isalnum() or ch in _SPOKEN_SIGNS  # noqa: E731
     a, b = 0, len(written)
     while a < b and not keep(written[a]):
         a += 1
     while b > a and not keep(written[b - 1]):
         b -= 1
-    return written[a:b] or written
+    text = written[a:b] or written
+    return " ".join(text) if _ACRONYM.fullmatch(text) else text
 
 
 def spoken_letters(word: str) -> int:
