@@ -15,6 +15,8 @@ Boundary error, on Piper pieces each spoken alone and cut to its own sound at -4
   spoken apart and joined with no gap: the two words' edges at each join (60 joins, 120 edges), an
   edge inside connected speech that no pause marks (each piece cut to its sound, so a join has a
   dip: a lower bound for an edge inside one utterance);
+- at joins, more text: the same on the rest of the core set's sentences of 8-20 words (36, with
+  acronyms, numbers, names and dialogue: the words the DTW misplaces most);
 - at the utterance's start and end: the first word's start and the last word's end of 12 core-set
   sentences of 6-16 words, joined as above, with no silence around them and with 0.3 s.
 Mean, median, p90, max in ms, and how many of the words came out aligned.
@@ -43,10 +45,11 @@ from alignment_fixtures import (RATE, WORD_GAPS, WORDS, boundary_errors, core_se
                                 joined, say, spoken, thirds, utterance_errors)
 
 from gepard_demo.alignment.aligner import Aligner  # noqa: E402
-from gepard_demo.alignment.settings import AlignmentSettings  # noqa: E402
+from gepard_demo.alignment.settings import DEFAULT_WEIGHTS, AlignmentSettings  # noqa: E402
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
 
-CONFIGS = [("tiny.en", True), ("base", True), ("tiny.en", False)]  # (weights, trimmed encoder context)
+# (weights, trimmed encoder context): the default ensemble first, then each of its members alone
+CONFIGS = [(DEFAULT_WEIGHTS, True), ("tiny.en", True), ("base", True), ("tiny.en", False)]
 
 
 def lengths(quick: bool) -> list[tuple[str, np.ndarray, str]]:
@@ -86,6 +89,8 @@ def edges(aligner: Aligner, quick: bool) -> dict:
     for place, build, measure in (
         ("next to silences", lambda: cases, boundary_errors),
         ("at joins", lambda: [joined(thirds(t)) for t in core_sentences(10 if quick else 30, least=8, most=20)], join_errors),
+        ("at joins, more text", lambda: [joined(thirds(t)) for t in core_sentences(200, least=8, most=20)[30:40 if quick else None]],
+         join_errors),
         ("utterance start", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],
          lambda a, sp: [utterance_errors(a, sp)[0]]),
         ("utterance end", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],
@@ -132,9 +137,9 @@ def main() -> int:
         for key in ("edges", "mean_ms", "median_ms", "p90_ms", "max_ms", "aligned"):
             cells = [found[c][place][key] for c in CONFIGS]
             print(f"| {key} | " + " | ".join(f"{v:.0f}" if isinstance(v, float) else str(v) for v in cells) + " |")
-    default = statistics.median(statistics.median(v) for v in costs[CONFIGS[0]].values())
-    print(f"\nDefault weights (tiny.en, trimmed): {default:.3f} CPU-s per audio-s (target <= 0.2): "
-          f"{'met' if default <= 0.2 else 'NOT met'}")
+    worst = max(statistics.median(v) for v in costs[CONFIGS[0]].values())  # the dearest length
+    print(f"\nDefault weights ({DEFAULT_WEIGHTS}, trimmed): at most {worst:.3f} CPU-s per audio-s over the lengths "
+          f"(target <= 0.2): {'met' if worst <= 0.2 else 'NOT met'}")
     return 0
 
 
