@@ -132,3 +132,34 @@ def test_subtitles_cue_by_sentence_and_pause_and_leave_out_what_no_word_times():
                          "3\n00:00:04,800 --> 00:00:05,100\nnow lost words.\n")  # unaligned words ride along, untimed
     assert to_vtt(Alignment((w("Hello", 0.5, 0.9), w("lost."), w("Gone"), w("too.")))) == (
         "WEBVTT\n\nNOTE not in the audio (unaligned): Gone too.\n\n00:00:00.500 --> 00:00:00.900\nHello lost.\n")
+
+
+def test_loading_the_aligner_leaves_the_engines_numbers_alone(tiny_cache_dir, tmp_path):
+    """Whisper's DTW is numba code compiled with parallel=True; numba's OpenMP layer, once started,
+    moved the engine's p_stop in the 8th digit when torch runs on fewer threads than the cores (the
+    speed layer's talker thread): a replayed seed could draw another frame. In a fresh process (the
+    layer is process-wide): the same request before and after an alignment gives the same floats.
+    Without whisper_align's workqueue choice this fails."""
+    import subprocess
+    import sys
+
+    script = f"""
+import numpy as np
+import torch
+from gepard_demo.alignment.aligner import Aligner
+from gepard_demo.alignment.settings import AlignmentSettings
+from gepard_demo.model.engine import GepardEngine
+from gepard_demo.settings import SamplingSettings
+
+torch.set_num_threads(1)  # as the speed layer runs the talker: OpenMP's start gave MKL more threads
+engine = GepardEngine.load("tiny", cache_dir={str(tiny_cache_dir)!r})
+s = SamplingSettings(temperature=1.0, max_frames=40, seed=3, stop_threshold=0.99)
+before = list(engine.generate(["The quick brown fox jumps over the lazy dog."], s)[0].p_stop)
+aligner = Aligner(AlignmentSettings(weights="tiny.en", cache_dir={str(tmp_path)!r})).load()
+aligner.align(np.random.default_rng(0).normal(0, 0.1, 22050 * 2).astype(np.float32), 22050, "hello world")
+after = list(engine.generate(["The quick brown fox jumps over the lazy dog."], s)[0].p_stop)
+print("same" if before == after else f"moved: {{max(abs(a - b) for a, b in zip(before, after))}}")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "same", out.stdout

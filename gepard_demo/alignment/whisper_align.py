@@ -51,10 +51,18 @@ def load_whisper(weights: str, cache_dir: str | None, trim_context: bool):
     """(model, tokenizer) for English forced alignment, on the CPU, with the size's official
     alignment heads (a converted checkpoint loaded by path has none: the library would fall back
     to every head of the decoder's second half)."""
+    import numba
     import whisper
 
     from .weights import DEFAULT_CACHE, openai_checkpoint
 
+    # Whisper's DTW is numba code compiled with parallel=True, and numba's default threading layer
+    # here is OpenMP: once it starts, the TTS engine in the same process computes other floats
+    # (measured: the tiny model's p_stop moved in the 8th digit, so a seed replayed after the first
+    # alignment could draw another frame). Its own workqueue layer leaves the process's OpenMP
+    # alone; the DTW has no parallel loop to lose. Only a layer not yet started can be chosen.
+    if numba.config.THREADING_LAYER == "default":
+        numba.config.THREADING_LAYER = "workqueue"
     path = openai_checkpoint(weights, Path(cache_dir) if cache_dir else DEFAULT_CACHE)
     model = whisper.load_model(str(path), device="cpu")
     name = Path(weights).name
