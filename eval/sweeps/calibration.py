@@ -1,6 +1,7 @@
 """What the stop head does near the end of speech, from recorded p_stop traces.
 
-Source traces: the rows of a sweep's highest-threshold point of each group of the other axes: every lower threshold's outcome is a prefix of them (eval.sweeps.thresholds), so a
+Source traces: the rows of a sweep's highest-threshold point of each group of the other axes:
+every lower threshold's outcome is a prefix of them (eval.sweeps.thresholds), so a
 fine threshold curve costs no generation at all.
 
 Charts (per category, because short texts behave differently; "all" is the whole set):

@@ -1,10 +1,11 @@
 """One window of audio, one text: openai-whisper's own forced alignment, mapped to our pieces.
 
 `whisper.timing.find_alignment` runs the decoder once, teacher-forced on the given tokens (no
-search, no sampling, no sampled retry on a failed decode: a fixed cost, so noise cannot make it retry for
-minutes as a transcription can, facts §7), reads the cross-attention of the model's alignment
-heads and finds the monotonic path through it by DTW; each of its words gets the frames (20 ms)
-the path spends on it and the mean probability of its tokens given the audio and the words before.
+search, no sampling, no sampled retry on a failed decode: a fixed cost, so noise cannot make it
+retry for minutes as a transcription can, facts §7), reads the cross-attention of the model's
+alignment heads and finds the monotonic path through it by DTW; each of its words gets the frames
+(20 ms) the path spends on it and the mean probability of its tokens given the audio and the words
+before.
 
 Two things are ours:
 - The text goes in piece by piece (words.py's pieces without their edge punctuation, each after a

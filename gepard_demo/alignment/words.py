@@ -74,7 +74,7 @@ def whisper_text(written: str) -> str:
     Punctuation tokens of their own would take frames from the word beside them: the DTW gives a
     comma the pause after it, and with it, measured on Piper, sometimes the whole word before.
     An acronym is one or two tokens but said letter by letter, three syllables for "GPS": the DTW
-    gave it the frames of one and ended it 0.1-0.5 s early; as letters each gets its own."""
+    gave it the frames of one and ended it 0.1-0.35 s early; as letters each gets its own."""
     keep = lambda ch: ch.isalnum() or ch in _SPOKEN_SIGNS  # noqa: E731
     a, b = 0, len(written)
     while a < b and not keep(written[a]):

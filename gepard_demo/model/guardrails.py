@@ -4,8 +4,8 @@ Both come from gepard-train's `GepardRunner.generate` with its names and semanti
 
 - `repetition_penalty` over `repetition_window` recent frames: per head, every code committed in
   the window (0 = all history) has its fp32 logit divided by the penalty when positive and
-  multiplied by it when not; after guidance, before the sampler scales and truncates them (sampling.py). The first frame has
-  no history, so it is never penalized.
+  multiplied by it when not; after guidance, before the sampler scales and truncates them
+  (sampling.py). The first frame has no history, so it is never penalized.
 - `force_stop_frames`: once an utterance has that many frames it ends, whatever the stop head
   says. "auto" scales it to the text as the authors' DPO rollouts cap their length
   (`adaptive_max_frames`): 4.0 x the expected frames, clamped to [80, 300], where the expected
