@@ -164,11 +164,11 @@ def mean_spans(per_model: list[list[tuple[float, float, float]]]) -> list[tuple[
     """One span per word from each model's: the mean of those that gave it a frame (all, where
     none did: refine then calls it unaligned, or squeezed when Whisper heard it), with the mean
     probability. One model's spans come back as they are."""
-    from .whisper_align import FRAME_S
+    from .refine import has_frame
 
     out = []
     for spans in zip(*per_model):
-        timed = [s for s in spans if s[1] - s[0] >= FRAME_S / 2] or list(spans)
+        timed = [s for s in spans if has_frame(s)] or list(spans)
         out.append((sum(s[0] for s in timed) / len(timed), sum(s[1] for s in timed) / len(timed),
                     sum(s[2] for s in spans) / len(spans)))
     return out

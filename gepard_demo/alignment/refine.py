@@ -46,6 +46,11 @@ SHORT = 0.33  # a span under a third of its letters' time at this pace is too sh
 HEARD = 0.5  # Whisper's probability above which a word with no frame is squeezed, not lost
 
 
+def has_frame(span: tuple[float, float, float]) -> bool:
+    """Whether the DTW gave a (start, end, probability) span a frame of its own."""
+    return span[1] - span[0] >= FRAME_S / 2
+
+
 def _overlap(a: float, b: float, spans: list[tuple[float, float]]) -> float:
     return sum(max(0.0, min(b, e) - max(a, s)) for s, e in spans)
 
@@ -124,7 +129,7 @@ def refine(words: list[TextWord], raw: list[tuple[float, float, float]], speech:
     """raw: per word (start, end, probability) from the DTW, seconds into the audio; speech: the
     VAD's (start, end) seconds; level: the audio's speech.levels (dB per 10 ms), for the dip step."""
     edges = [[s, e] for s, e, _ in raw]
-    present = [e - s >= FRAME_S / 2 for s, e, _ in raw]
+    present = [has_frame(span) for span in raw]
     # A word the path gave no frame is lost when Whisper does not hear it there either; one it
     # does hear (a short word squeezed between two others, ~0.5% of clean words) keeps its point.
     squeezed = [not has and p >= HEARD for has, (_, _, p) in zip(present, raw)]

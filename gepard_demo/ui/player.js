@@ -7,10 +7,11 @@
 //   clickAt, firstByteAt, firstPlayAt (performance.now() ms; firstPlayAt is when the first
 //   sample reached the output, from the worklet's frame clock), clickToSoundMs,
 //   samplesReceived, samplesPlayed (playedHeardAt: when the last of them is heard), underruns,
-//   gapMs, outputPeak (largest |sample| seen at the output tap), state, contextState; startBufferMs (queued when the audio thread began),
-//   readyBufferMs and startPrebufferMs (queued when it decided to start, and what it held for);
-//   arrivals ([time, samples received]) and gaps ({atS, ms, receivedS, at, starvedAt}: where each was heard);
-//   heardWaits (text written as it comes: each sentence's wait from its last word to its sound, s).
+//   gapMs, outputPeak (largest |sample| seen at the output tap), state, contextState;
+//   startBufferMs (queued when the audio thread began), readyBufferMs and startPrebufferMs (queued
+//   when it decided to start, and what it held for); arrivals ([time, samples received]) and gaps
+//   ({atS, ms, receivedS, at, starvedAt}: where each was heard); heardWaits (text written as it
+//   comes: each sentence's wait from its last word to its sound, s).
 (function () {
   const CFG = window.GEPARD_PLAYER_CONFIG || {};
   const SAMPLE_RATE = CFG.sampleRate || 22050;
