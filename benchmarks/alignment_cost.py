@@ -17,6 +17,10 @@ Boundary error, on Piper pieces each spoken alone and cut to its own sound at -4
   dip: a lower bound for an edge inside one utterance);
 - at joins, more text: the same on the rest of the core set's sentences of 8-20 words (36, with
   acronyms, numbers, names and dialogue: the words the DTW misplaces most);
+- at joins, held out: 40 core-set sentences of 6-7 words cut in two and its 21 of over 20 words
+  cut in six (145 joins, 290 edges): a set no step or setting was chosen on;
+- after a sibilant: the ten joins of alignment_fixtures.HISSING_PAIRS, each right after a word
+  that ends in one (refine's hiss step);
 - at the utterance's start and end: the first word's start and the last word's end of 12 core-set
   sentences of 6-16 words, joined as above, with no silence around them and with 0.3 s.
 Mean, median, p90, max in ms, and how many of the words came out aligned.
@@ -41,8 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from alignment_fixtures import (RATE, WORD_GAPS, WORDS, boundary_errors, core_sentences, join_errors,  # noqa: E402
-                                joined, say, spoken, thirds, utterance_errors)
+from alignment_fixtures import (HISSING_PAIRS, RATE, WORD_GAPS, WORDS, boundary_errors, core_sentences,  # noqa: E402
+                                cut, join_errors, joined, say, spoken, thirds, utterance_errors)
 
 from gepard_demo.alignment.aligner import Aligner  # noqa: E402
 from gepard_demo.alignment.settings import DEFAULT_WEIGHTS, AlignmentSettings  # noqa: E402
@@ -80,7 +84,7 @@ def _summary(errors: list[float], aligned: int, words: int) -> dict:
 
 
 def edges(aligner: Aligner, quick: bool) -> dict:
-    """{place: summary} for the three kinds of known edge (module doc)."""
+    """{place: summary} for each kind of known edge (module doc)."""
     sents = core_sentences(6 if quick else 12, least=5)
     gaps = [0.3, 0.6, 1.0, 0.45]
     cases = [spoken(sents[i: i + 3], [gaps[(i + j) % 4] for j in range(3)]) for i in range(0, len(sents), 3)]
@@ -91,6 +95,9 @@ def edges(aligner: Aligner, quick: bool) -> dict:
         ("at joins", lambda: [joined(thirds(t)) for t in core_sentences(10 if quick else 30, least=8, most=20)], join_errors),
         ("at joins, more text", lambda: [joined(thirds(t)) for t in core_sentences(200, least=8, most=20)[30:40 if quick else None]],
          join_errors),
+        ("at joins, held out", lambda: [joined(cut(t, 2)) for t in core_sentences(8 if quick else 40, least=6, most=7)]
+         + [joined(cut(t, 6)) for t in core_sentences(3 if quick else 30, least=21, most=99)], join_errors),
+        ("after a sibilant", lambda: [joined(list(pair)) for pair in HISSING_PAIRS], join_errors),
         ("utterance start", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],
          lambda a, sp: [utterance_errors(a, sp)[0]]),
         ("utterance end", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],

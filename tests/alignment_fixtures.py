@@ -75,11 +75,22 @@ def core_sentences(n: int, least: int = 6, most: int = 16) -> list[str]:
     return [t for t in (json.loads(r)["text"] for r in rows) if least <= len(t.split()) <= most][:n]
 
 
-def thirds(sentence: str) -> list[str]:
-    """A sentence cut at two word boundaries into three pieces."""
+def cut(sentence: str, n: int) -> list[str]:
+    """A sentence cut at word boundaries into n pieces of near-equal word counts."""
     w = sentence.split()
-    cuts = [0, len(w) // 3, 2 * len(w) // 3, len(w)]
+    cuts = [i * len(w) // n for i in range(n + 1)]
     return [" ".join(w[a:b]) for a, b in zip(cuts, cuts[1:])]
+
+
+def thirds(sentence: str) -> list[str]:
+    return cut(sentence, 3)
+
+
+# Ten joins right after a word that ends in a sibilant (refine's hiss step), none in the core set.
+HISSING_PAIRS = [("The boxes", "were stacked by the door."), ("She closes", "the window every night."),
+                 ("His voice", "carried across the hall."), ("They finish", "work at five."),
+                 ("The glasses", "are on the table."), ("Two buses", "arrived at once."), ("The fox", "ran into the woods."),
+                 ("He washes", "his car on Sundays."), ("Our neighbors", "often visit us."), ("The kids", "ate all the cake.")]
 
 
 def joined(pieces: list[str], lead_s: float = 0.3, tail_s: float = 0.3) -> Spoken:

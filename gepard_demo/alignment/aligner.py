@@ -11,9 +11,10 @@ What it does, in order (each step's module says how):
 3. whisper_align.py: openai-whisper's forced alignment, one window of at most 30 s and as many
    words as its decoder takes (about 440 tokens). Longer audio goes window by window: the words a
    window times before its last 2 s are kept, the next window starts where the last of them ended;
-   a window that times none of the words (30 s of babble) is passed over. With several weights
-   (settings.ENSEMBLE, the default) each model times the words on its own, and each word's span
-   is the mean of the spans that gave it a frame (`mean_spans`).
+   a window that times none of the words (30 s of babble) is passed over. Each model reads its
+   cross-attention two ways (whisper_align.head_sets), and with several weights (settings.ENSEMBLE,
+   the default) each model times the words on its own: each word's span is the median of all
+   these readings' spans that gave it a frame (`median_spans`).
 4. refine.py: word edges into the pauses, each word's confidence and state.
 
 One alignment at a time per Aligner (a lock: openai-whisper reads the attention through hooks on
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import statistics
 import threading
 import time
 from typing import Any
@@ -32,7 +34,7 @@ import numpy as np
 
 from .result import Alignment
 from .settings import AlignmentSettings
-from .speech import ASR_RATE, levels, speech_seconds, to_16k
+from .speech import ASR_RATE, hiss, levels, speech_seconds, to_16k
 from .words import TextWord, text_words, whisper_text
 
 MARGIN_S = 2.0  # a window's words ending this close to its end wait for the next window
@@ -110,14 +112,15 @@ class Aligner:
             return done(note=NO_SPEECH)
         with self._lock, _no_denormals():
             self._load()
-            raw = mean_spans([_raw_spans(model, tokenizer, x, words) for model, tokenizer in self._models])
+            raw = median_spans([r for model, tokenizer in self._models for r in _raw_spans(model, tokenizer, x, words)])
         from .refine import refine
 
-        return done(refine(words, raw, speech, self.settings.low_confidence, level))
+        return done(refine(words, raw, speech, self.settings.low_confidence, level, hiss(x)))
 
 
-def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[tuple[float, float, float]]:
-    """Each word's DTW span (seconds) and probability, window by window (module doc, step 3)."""
+def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[list[tuple[float, float, float]]]:
+    """Per reading (whisper_align.head_sets), each word's DTW span (seconds) and probability, window
+    by window (module doc, step 3). The windows follow the first reading (the official heads)."""
     from .whisper_align import WINDOW_S, align_window, max_text_tokens, piece_tokens
 
     written = list(dict.fromkeys((w.piece, w.written) for w in words))  # pieces in order
@@ -125,7 +128,7 @@ def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[t
     budget = max_text_tokens(model, tokenizer)
     tokens = [t[:budget] for t in tokens]
     total = len(x) / ASR_RATE
-    pieces: list[tuple[float, float, float] | None] = [None] * len(tokens)
+    pieces: list[list[tuple[float, float, float] | None]] = []  # per reading, per piece
     t, i = 0.0, 0
     while i < len(tokens) and total - t >= MIN_SPEECH_S:
         end = min(total, t + WINDOW_S)
@@ -135,18 +138,26 @@ def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[t
             n += len(tokens[j])
             j += 1
         got = align_window(model, tokenizer, x[int(t * ASR_RATE): int(end * ASR_RATE)], tokens[i:j])
+        pieces = pieces or [[None] * len(tokens) for _ in got]
         if last_window and j == len(tokens):
             keep = j - 1
         else:
-            timed = [k for k, r in enumerate(got) if r.end > r.start and t + r.end <= end - MARGIN_S]
+            timed = [k for k, r in enumerate(got[0]) if r.end > r.start and t + r.end <= end - MARGIN_S]
             keep = i + timed[-1] if timed else None
         if keep is None:  # nothing of the text in this window: go past it
             t = end - MARGIN_S if not last_window else total
             continue
-        for k in range(i, keep + 1):
-            r = got[k - i]
-            pieces[k] = (t + r.start, t + r.end, r.probability)
-        t, i = t + got[keep - i].end, keep + 1
+        for reading, spans in zip(got, pieces):
+            for k in range(i, keep + 1):
+                r = reading[k - i]
+                spans[k] = (t + r.start, t + r.end, r.probability)
+        t, i = t + got[0][keep - i].end, keep + 1
+    return [_word_spans(spans, words, total) for spans in pieces or [[None] * len(tokens)]]
+
+
+def _word_spans(pieces: list[tuple[float, float, float] | None], words: list[TextWord],
+                total: float) -> list[tuple[float, float, float]]:
+    """Each word's span from its piece's (a CJK piece's words share it in equal parts)."""
     out = []
     for w in words:
         span = pieces[w.piece]
@@ -156,19 +167,20 @@ def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[t
         share = [v for v in words if v.piece == w.piece]
         k, n = share.index(w), len(share)
         a, b, p = span
-        out.append((a + (b - a) * k / n, a + (b - a) * (k + 1) / n, p))  # a CJK piece's words share it
+        out.append((a + (b - a) * k / n, a + (b - a) * (k + 1) / n, p))
     return out
 
 
-def mean_spans(per_model: list[list[tuple[float, float, float]]]) -> list[tuple[float, float, float]]:
-    """One span per word from each model's: the mean of those that gave it a frame (all, where
-    none did: refine then calls it unaligned, or squeezed when Whisper heard it), with the mean
-    probability. One model's spans come back as they are."""
+def median_spans(readings: list[list[tuple[float, float, float]]]) -> list[tuple[float, float, float]]:
+    """One span per word from each reading's: the median start and end of those that gave it a
+    frame (of all, where none did: refine then calls it unaligned, or squeezed when Whisper heard
+    it), with the mean probability. A median, not a mean: a reading 0.2-0.6 s off on a word is
+    outvoted rather than averaged in (measured in benchmarks/alignment_cost.py)."""
     from .refine import has_frame
 
     out = []
-    for spans in zip(*per_model):
+    for spans in zip(*readings):
         timed = [s for s in spans if has_frame(s)] or list(spans)
-        out.append((sum(s[0] for s in timed) / len(timed), sum(s[1] for s in timed) / len(timed),
+        out.append((statistics.median(s[0] for s in timed), statistics.median(s[1] for s in timed),
                     sum(s[2] for s in spans) / len(spans)))
     return out

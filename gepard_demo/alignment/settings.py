@@ -12,9 +12,9 @@ from gepard_demo.settings import SettingsError
 # or unaligned; in each of four loops (a phrase or a word said two to four times, the text saying
 # it once) the words whose spans hold the repeat come out low.
 LOW_CONFIDENCE = 0.7
-# Weights joined by "+" align with each and average their spans (aligner.py). The two bundled sizes
-# err apart inside connected speech (tiny.en late, base early, each by up to 0.6 s on its own
-# words), so their mean halves the misses at a little under twice tiny.en's cost
+# Weights joined by "+" align with each and take the median of their readings' spans (aligner.py).
+# The two bundled sizes err apart inside connected speech (tiny.en late, base early, each by up to
+# 0.6 s on its own words), so one far off is outvoted, at about three times tiny.en's cost
 # (docs/PERFORMANCE.md §10).
 ENSEMBLE = "+"
 DEFAULT_WEIGHTS = "tiny.en+base"
@@ -23,7 +23,7 @@ DEFAULT_WEIGHTS = "tiny.en+base"
 @dataclass(frozen=True)
 class AlignmentSettings:
     """weights: Whisper weights, a size ("tiny.en", "base") or a local path (alignment/weights.py),
-        or several joined by "+" (the default: tiny.en and base, averaged; ENSEMBLE).
+        or several joined by "+" (the default: tiny.en and base, the median of their readings; ENSEMBLE).
     cache_dir: where converted weights are kept (None: ~/.cache/gepard-eval).
     low_confidence: a word under this confidence is "low" (see LOW_CONFIDENCE).
     trim_context: run Whisper's encoder on the audio's own length instead of a 30 s window (what

@@ -1,7 +1,8 @@
 """Where the speech is: 16 kHz resampling and Silero VAD spans (the ONNX model inside
 faster-whisper). The aligner asks it first (no speech: no Whisper at all, facts §7) and snaps word
 edges to its silences; eval's timing, naturalness and ASR trimming use the same two functions
-(eval/scoring/audio.py takes them from here)."""
+(eval/scoring/audio.py takes them from here). Two measures per 10 ms window, `levels` and `hiss`,
+are what refine.py reads word edges from inside speech."""
 
 from __future__ import annotations
 
@@ -41,6 +42,33 @@ def levels(audio16k: np.ndarray) -> np.ndarray:
     x = np.asarray(audio16k, np.float32)
     n = len(x) // LEVEL_WINDOW
     return 10 * np.log10((x[: n * LEVEL_WINDOW].reshape(n, LEVEL_WINDOW).astype(np.float64) ** 2).mean(axis=1) + 1e-12)
+
+
+HISS_HZ = 4000  # a sibilant's noise lies above this; a vowel's or a nasal's energy mostly below
+HISS_WINDOW = 4 * LEVEL_WINDOW  # 40 ms (Hann) centred on each 10 ms window: enough bins for the split
+
+
+def hiss(audio16k: np.ndarray) -> np.ndarray:
+    """For each whole LEVEL_WINDOW of the audio: its energy above HISS_HZ over its energy from
+    100 Hz to HISS_HZ, in dB; refine's hiss step reads where a sibilant ends from it. Measured on
+    Piper: the last 50 ms of words ending in a sibilant, median +12 dB (a quarter under +5); speech
+    as a whole, median -31 dB. Digital silence reads 0 dB (nothing over nothing): the step only
+    looks inside speech."""
+    x = np.asarray(audio16k, np.float32)
+    n = len(x) // LEVEL_WINDOW
+    pad = (HISS_WINDOW - LEVEL_WINDOW) // 2
+    x = np.pad(x[: n * LEVEL_WINDOW], (pad, pad))
+    bin_hz = ASR_RATE / HISS_WINDOW
+    lo, split = int(100 / bin_hz), int(HISS_HZ / bin_hz)
+    taper = np.hanning(HISS_WINDOW).astype(np.float32)
+    out = np.empty(n)
+    for a in range(0, n, 1000):  # 10 s at a time: the frames overlap 4x, so bound their copy
+        b = min(n, a + 1000)
+        frames = np.lib.stride_tricks.sliding_window_view(x[a * LEVEL_WINDOW: b * LEVEL_WINDOW + 2 * pad],
+                                                          HISS_WINDOW)[::LEVEL_WINDOW]
+        power = np.abs(np.fft.rfft(frames * taper, axis=1)) ** 2
+        out[a:b] = 10 * np.log10((power[:, split:].sum(axis=1) + 1e-10) / (power[:, lo:split].sum(axis=1) + 1e-10))
+    return out
 
 
 def speech_seconds(audio16k: np.ndarray, level: np.ndarray | None = None) -> list[tuple[float, float]]:

@@ -1,13 +1,13 @@
 """One window of audio, one text: openai-whisper's own forced alignment, mapped to our pieces.
 
-`whisper.timing.find_alignment` runs the decoder once, teacher-forced on the given tokens (no
-search, no sampling, no sampled retry on a failed decode: a fixed cost, so noise cannot make it
-retry for minutes as a transcription can, facts §7), reads the cross-attention of the model's
-alignment heads and finds the monotonic path through it by DTW; each of its words gets the frames
-(20 ms) the path spends on it and the mean probability of its tokens given the audio and the words
-before.
+`whisper.timing.find_alignment`'s method: the decoder runs once, teacher-forced on the given
+tokens (no search, no sampling, no sampled retry on a failed decode: a fixed cost, so noise cannot
+make it retry for minutes as a transcription can, facts §7), its cross-attention is read on a set of
+heads and the monotonic path through it found by DTW; each of its words gets the frames (20 ms) the
+path spends on it and the mean probability of its tokens given the audio and the words before.
 
-Two things are ours:
+What is ours:
+- `readings`: the library's steps, read on two head sets (`head_sets`) from the one pass.
 - The text goes in piece by piece (words.py's pieces without their edge punctuation, each after a
   space), so every Whisper word belongs to exactly one piece and a piece's span is its Whisper
   words' span (a punctuation-only Whisper word left inside, as in "9:30", is left out of it).
@@ -103,10 +103,56 @@ def piece_tokens(tokenizer, written: list[str]) -> list[list[int]]:
     return [tokenizer.encode(" " + w) for w in written]
 
 
-def align_window(model, tokenizer, audio16k: np.ndarray, tokens: list[list[int]]) -> list[RawPiece]:
-    """Each piece's span (seconds into this window) and probability. audio16k: at most WINDOW_S."""
+def head_sets(model) -> list[list[tuple[int, int]]]:
+    """The (layer, head) pairs of each reading of the cross-attention: the size's official alignment
+    heads, then every head of the decoder's second half (openai-whisper's choice for a model it
+    knows no heads of; one reading when the two are the same). Each reading errs on its own
+    words (measured at joins: a word 0.2-0.6 s off in one reading, near in another), so the
+    aligner takes the median of all of them (aligner.median_spans)."""
+    n_layers, n_heads = model.dims.n_text_layer, model.dims.n_text_head
+    official = sorted((int(a), int(b)) for a, b in model.alignment_heads.indices().T)
+    half = [(a, b) for a in range(n_layers // 2, n_layers) for b in range(n_heads)]
+    return [official] if official == half else [official, half]
+
+
+def readings(model, tokenizer, text_tokens: list[int], mel: torch.Tensor, num_frames: int) -> list[list]:
+    """`whisper.timing.find_alignment` (medfilt_width 7, qk_scale 1), read with each of head_sets
+    from one pass of the model: its steps, with the matrix and the DTW once per set. Calling the
+    library once per set would run the encoder (most of the cost) again for each."""
+    from whisper.model import disable_sdpa
+    from whisper.timing import TOKENS_PER_SECOND, WordTiming, dtw, median_filter
+
+    sot = len(tokenizer.sot_sequence)
+    tokens = torch.tensor([*tokenizer.sot_sequence, tokenizer.no_timestamps, *text_tokens, tokenizer.eot])
+    qks: list = [None] * model.dims.n_text_layer
+    hooks = [block.cross_attn.register_forward_hook(lambda _, ins, outs, i=i: qks.__setitem__(i, outs[-1][0]))
+             for i, block in enumerate(model.decoder.blocks)]
+    try:
+        with torch.no_grad(), disable_sdpa():
+            logits = model(mel.unsqueeze(0), tokens.unsqueeze(0))[0]
+    finally:
+        for hook in hooks:
+            hook.remove()
+    probs = logits[sot:, : tokenizer.eot].softmax(dim=-1)[np.arange(len(text_tokens)), text_tokens].tolist()
+    words, word_tokens = tokenizer.split_to_word_tokens(text_tokens + [tokenizer.eot])
+    bounds = np.pad(np.cumsum([len(t) for t in word_tokens[:-1]]), (1, 0))
+    out = []
+    for heads in head_sets(model):
+        weights = torch.stack([qks[a][b] for a, b in heads])[:, :, : num_frames // 2].softmax(dim=-1)
+        std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
+        matrix = median_filter((weights - mean) / std, 7).mean(dim=0)[sot:-1]
+        text_indices, time_indices = dtw(-matrix)
+        jumps = np.pad(np.diff(text_indices), (1, 0), constant_values=1).astype(bool)
+        times = time_indices[jumps] / TOKENS_PER_SECOND
+        out.append([WordTiming(w, t, times[a], times[b], float(np.mean(probs[a:b])))
+                    for w, t, a, b in zip(words, word_tokens, bounds[:-1], bounds[1:])])
+    return out
+
+
+def align_window(model, tokenizer, audio16k: np.ndarray, tokens: list[list[int]]) -> list[list[RawPiece]]:
+    """Each piece's span (seconds into this window) and probability, once per reading (head_sets,
+    the official heads' first). audio16k: at most WINDOW_S."""
     import whisper
-    from whisper.timing import find_alignment
 
     trimmed = isinstance(model.encoder, TrimmedEncoder)
     pad = np.zeros(int(PAD_S * ASR_RATE), np.float32)
@@ -117,8 +163,12 @@ def align_window(model, tokenizer, audio16k: np.ndarray, tokens: list[list[int]]
     else:
         mel = whisper.log_mel_spectrogram(whisper.pad_or_trim(x), model.dims.n_mels)
     flat = [t for piece in tokens for t in piece]
-    timings = find_alignment(model, tokenizer, flat, mel, len(x) // 160)
     length = len(audio16k) / ASR_RATE
+    return [_pieces(timings, tokens, length) for timings in readings(model, tokenizer, flat, mel, len(x) // 160)]
+
+
+def _pieces(timings: list, tokens: list[list[int]], length: float) -> list[RawPiece]:
+    """Whisper's word timings (seconds into the padded window) gathered into our pieces."""
 
     def unpadded(t: float) -> float:
         return float(min(max(t - PAD_S, 0.0), length))

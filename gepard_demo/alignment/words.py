@@ -85,6 +85,16 @@ def whisper_text(written: str) -> str:
     return " ".join(text) if _ACRONYM.fullmatch(text) else text
 
 
+_HISSING_END = re.compile(r"(s|z|x|ce|se|ze|sh|ch|ge)$", re.IGNORECASE)  # "leaves", "box", "voice", "finish", "GPS"
+
+
+def ends_hissing(word: str) -> bool:
+    """Whether the word's spelling ends in a sibilant ("s", "z", "sh", "ch", a soft "ce" or "ge"),
+    a sound of noise that refine's hiss step can find the end of. Spelling only: "stomach" counts
+    (the step then mostly finds no noise to follow), a number ("6") does not."""
+    return bool(_HISSING_END.search(word))
+
+
 def spoken_letters(word: str) -> int:
     """How long a word takes to say, in letters: a digit counts 3 (digits are read out as words,
     "14" is "fourteen"), an apostrophe nothing."""
