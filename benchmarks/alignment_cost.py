@@ -18,9 +18,14 @@ Boundary error, on Piper pieces each spoken alone and cut to its own sound at -4
 - at joins, more text: the same on the rest of the core set's sentences of 8-20 words (36, with
   acronyms, numbers, names and dialogue: the words the DTW misplaces most);
 - at joins, held out: 40 core-set sentences of 6-7 words cut in two and its 21 of over 20 words
-  cut in six (145 joins, 290 edges): a set no step or setting was chosen on;
+  cut in six (145 joins, 290 edges): a third sample (docs/PERFORMANCE.md §10 says what was
+  chosen with it in view);
 - after a sibilant: the ten joins of alignment_fixtures.HISSING_PAIRS, each right after a word
   that ends in one (refine's hiss step);
+- at joins, noise on: the first set's sentences and the ten pairs with Piper's own noise on
+  (pitch and timing drawn afresh each run, so the figures move from run to run; every
+  configuration hears the same draw), spoken at 0.8x and at 1.2x its length (70 joins, 140 edges
+  each): not the one clean delivery every step was tuned on;
 - at the utterance's start and end: the first word's start and the last word's end of 12 core-set
   sentences of 6-16 words, joined as above, with no silence around them and with 0.3 s.
 Mean, median, p90, max in ms, and how many of the words came out aligned.
@@ -98,6 +103,9 @@ def edges(aligner: Aligner, quick: bool) -> dict:
         ("at joins, held out", lambda: [joined(cut(t, 2)) for t in core_sentences(8 if quick else 40, least=6, most=7)]
          + [joined(cut(t, 6)) for t in core_sentences(3 if quick else 30, least=21, most=99)], join_errors),
         ("after a sibilant", lambda: [joined(list(pair)) for pair in HISSING_PAIRS], join_errors),
+        *((f"at joins, noise on, {pace}x length",
+           lambda pace=pace: [joined(thirds(t), length_scale=pace, noise=True) for t in core_sentences(10 if quick else 30, least=8, most=20)]
+           + [joined(list(pair), length_scale=pace, noise=True) for pair in HISSING_PAIRS], join_errors) for pace in (0.8, 1.2)),
         ("utterance start", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],
          lambda a, sp: [utterance_errors(a, sp)[0]]),
         ("utterance end", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],

@@ -24,14 +24,17 @@ def _voice():
     return PiperVoice.load(str(joe.model_path()), str(joe.config_path()))
 
 
-@lru_cache(maxsize=64)
-def say(text: str) -> np.ndarray:
-    """Piper's speech of `text` (float32, 22050 Hz), deterministic."""
+@lru_cache(maxsize=1024)  # a noisy draw is kept, so every aligner compared hears the same one
+def say(text: str, length_scale: float = 1.0, noise: bool = False) -> np.ndarray:
+    """Piper's speech of `text` (float32, 22050 Hz): deterministic with its noise off (the default);
+    with it on (the voice's own noise_scale 0.667, noise_w 0.8), each new text a fresh draw of
+    pitch and timing. length_scale: 0.8 speaks faster, 1.2 slower."""
     from piper import SynthesisConfig
 
     voice = _voice()
     assert voice.config.sample_rate == RATE
-    config = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+    config = SynthesisConfig(noise_scale=0.667 if noise else 0.0, noise_w_scale=0.8 if noise else 0.0,
+                             length_scale=length_scale)
     audio = np.concatenate([c.audio_float_array for c in voice.synthesize(text, config)]).astype(np.float32)
     audio.setflags(write=False)
     return audio
@@ -53,12 +56,13 @@ class Spoken:
     pieces: list[str]
 
 
-def spoken(pieces: list[str], gaps_s: list[float], lead_s: float = 0.3, tail_s: float = 0.3) -> Spoken:
-    """The pieces spoken one after another with gaps_s[i] seconds of silence after piece i."""
+def spoken(pieces: list[str], gaps_s: list[float], lead_s: float = 0.3, tail_s: float = 0.3, **how) -> Spoken:
+    """The pieces spoken one after another with gaps_s[i] seconds of silence after piece i; how:
+    say's length_scale and noise."""
     out = [np.zeros(int(RATE * lead_s), np.float32)]
     t, edges = lead_s, []
     for i, piece in enumerate(pieces):
-        a = trimmed(say(piece))
+        a = trimmed(say(piece, **how))
         edges.append((t, t + len(a) / RATE))
         gap = gaps_s[i] if i < len(gaps_s) else tail_s
         out += [a, np.zeros(int(RATE * gap), np.float32)]
@@ -93,12 +97,12 @@ HISSING_PAIRS = [("The boxes", "were stacked by the door."), ("She closes", "the
                  ("He washes", "his car on Sundays."), ("Our neighbors", "often visit us."), ("The kids", "ate all the cake.")]
 
 
-def joined(pieces: list[str], lead_s: float = 0.3, tail_s: float = 0.3) -> Spoken:
+def joined(pieces: list[str], lead_s: float = 0.3, tail_s: float = 0.3, **how) -> Spoken:
     """The pieces spoken apart and joined with no gap: each join is a word edge inside connected
     speech that no pause marks (its true place: where the piece before it ends). Each piece is cut
     to its sound, so a join has the dip of two cut edges: a signal-based remedy reads it more easily
     than an edge inside one utterance, and the figures measured on joins are a lower bound."""
-    return spoken(pieces, [0.0] * (len(pieces) - 1), lead_s, tail_s)
+    return spoken(pieces, [0.0] * (len(pieces) - 1), lead_s, tail_s, **how)
 
 
 def join_errors(alignment, sp: Spoken) -> list[float]:
