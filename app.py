@@ -96,7 +96,7 @@ def build_parser(env) -> argparse.ArgumentParser:
                    help="the words under the player, timed by the aligner on this CPU off the stream's path "
                         "(in front of a server: the server's word_timestamps, when it lists them)")
     p.add_argument("--caption-weights", default=DEFAULT_WEIGHTS,
-                   help=f"Whisper weights the captions align with: {DEFAULT_WEIGHTS} (the default: both, averaged), "
+                   help=f"Whisper weights the captions align with: {DEFAULT_WEIGHTS} (the default: both, their readings' median), "
                         "tiny.en, base, or a path")
     p.add_argument("--server-url", default=None,
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "

@@ -121,14 +121,14 @@ class Aligner:
 def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[list[tuple[float, float, float]]]:
     """Per reading (whisper_align.head_sets), each word's DTW span (seconds) and probability, window
     by window (module doc, step 3). The windows follow the first reading (the official heads)."""
-    from .whisper_align import WINDOW_S, align_window, max_text_tokens, piece_tokens
+    from .whisper_align import WINDOW_S, align_window, head_sets, max_text_tokens, piece_tokens
 
     written = list(dict.fromkeys((w.piece, w.written) for w in words))  # pieces in order
     tokens = piece_tokens(tokenizer, [whisper_text(w) for _, w in written])
     budget = max_text_tokens(model, tokenizer)
     tokens = [t[:budget] for t in tokens]
     total = len(x) / ASR_RATE
-    pieces: list[list[tuple[float, float, float] | None]] = []  # per reading, per piece
+    pieces: list[list[tuple[float, float, float] | None]] = [[None] * len(tokens) for _ in head_sets(model)]
     t, i = 0.0, 0
     while i < len(tokens) and total - t >= MIN_SPEECH_S:
         end = min(total, t + WINDOW_S)
@@ -138,7 +138,6 @@ def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[l
             n += len(tokens[j])
             j += 1
         got = align_window(model, tokenizer, x[int(t * ASR_RATE): int(end * ASR_RATE)], tokens[i:j])
-        pieces = pieces or [[None] * len(tokens) for _ in got]
         if last_window and j == len(tokens):
             keep = j - 1
         else:
@@ -152,7 +151,7 @@ def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[l
                 r = reading[k - i]
                 spans[k] = (t + r.start, t + r.end, r.probability)
         t, i = t + got[0][keep - i].end, keep + 1
-    return [_word_spans(spans, words, total) for spans in pieces or [[None] * len(tokens)]]
+    return [_word_spans(spans, words, total) for spans in pieces]
 
 
 def _word_spans(pieces: list[tuple[float, float, float] | None], words: list[TextWord],
