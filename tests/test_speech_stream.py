@@ -150,7 +150,8 @@ def test_bad_messages_mid_session_are_refused_and_nothing_else_is_lost(served):
         _config(), {"type": "input.text", "text": "Kept one. Kept"},
         "{broken", b"\x00\x01", {"type": "input.bogus"}, {"type": "input.text", "text": 7},
         {"type": "input.text", "text": "x" * (128 * 1024 + 1)},
-        {"type": "session.config", "seed": 1},  # mid-utterance
+        # An empty piece leaves the utterance open: the config after it is refused, "Kept" stays buffered.
+        {"type": "input.text", "text": ""}, {"type": "session.config", "seed": 1},
         {"type": "input.text", "text": " two."}, {"type": "input.done"}])
     errors = [m["message"] for m in got if isinstance(m, dict) and m["type"] == "error"]
     assert errors == ["Invalid JSON message", "binary frames are not accepted: send JSON text messages",
