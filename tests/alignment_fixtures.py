@@ -114,6 +114,30 @@ def join_errors(alignment, sp: Spoken) -> list[float]:
     return errors
 
 
+# Twelve sentences that open on a short word, none in the core set: spoken at the audio's first
+# sample (at_first_sample), where Silero's span can open after such a word.
+FIRST_WORD_SENTENCES = [
+    "The children walked slowly along the river bank.", "The train was delayed by almost forty minutes.",
+    "A cold wind blew across the empty field.", "The kettle started to whistle in the kitchen.",
+    "It rained all night and the streets were flooded.", "The doctor will see you in a moment.",
+    "A small boat drifted toward the harbor.", "The package arrived two days early.",
+    "He painted the fence a bright shade of green.", "The candle flickered and then went out.",
+    "To be honest, I expected more from the sequel.", "The museum opens at nine on weekdays."]
+FIRST_SAMPLE_SHIFTS_MS = (-10, -5, 0, 5, 10)
+
+
+def at_first_sample(text: str, shift_ms: float) -> Spoken:
+    """The sentence cut to its sound (-40 dBFS), then shift_ms of silence put before it or, where
+    shift_ms < 0, that much of its sound cut off: a TTS utterance that starts at its first sample."""
+    audio = trimmed(say(text))
+    n = int(round(abs(shift_ms) * RATE / 1000))
+    if shift_ms >= 0:
+        audio, start = np.concatenate([np.zeros(n, np.float32), audio]), n / RATE
+    else:
+        audio, start = audio[n:], 0.0
+    return Spoken(audio, text, [(start, len(audio) / RATE)], [text])
+
+
 def utterance_errors(alignment, sp: Spoken) -> tuple[float, float]:
     """Signed errors (aligned - true, seconds) of the first word's start and the last word's end."""
     return alignment.words[0].start - sp.edges[0][0], alignment.words[-1].end - sp.edges[-1][1]
