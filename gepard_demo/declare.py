@@ -67,6 +67,12 @@ class Control:
     step: float = 1
     unset: Any = None
 
+    @property
+    def short(self) -> str:
+        """The label's head, before its explanation (in parentheses, or after a colon): "Top-k",
+        "Penalty window". A column of the takes table is headed by it."""
+        return self.label.split(" (")[0].split(":")[0]
+
     def __post_init__(self):
         if self.group not in PAGE_GROUPS or self.widget not in WIDGETS:
             raise ValueError(f"control {self.key}: group must be one of {PAGE_GROUPS} and widget one of {WIDGETS}")

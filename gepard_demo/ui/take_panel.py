@@ -28,6 +28,7 @@ from .speak_link import GENERATE_JS
 from .takes import (
     MAX_TAKES,
     TABLE_HEADERS,
+    TABLE_WIDTHS,
     Take,
     add_take,
     diff_markdown,
@@ -66,7 +67,8 @@ def build_takes_panel() -> TakesPanel:
     pending = gr.State(None)  # the Generate's finished run, before it joins `state`
     with gr.Accordion(f"Takes: replay, compare (A/B), re-cut (this page's last {MAX_TAKES})", open=True,
                       elem_id="gepard-takes-panel"):
-        table = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False, wrap=True, elem_id="gepard-takes",
+        table = gr.Dataframe(headers=TABLE_HEADERS, column_widths=TABLE_WIDTHS, value=[], interactive=False, wrap=True,
+                             elem_id="gepard-takes",
                              label="Every Generate is a take (newest first)")
         with gr.Row():
             pick_a = gr.Dropdown(choices=[], value=None, label="A", elem_id="gepard-take-a", allow_custom_value=False)

@@ -146,9 +146,16 @@ def find(takes: list[Take] | None, label: str | None) -> Take | None:
 
 
 # A take's row shows every sampling setting the page has a control for (declared in settings.py),
-# so a new one gets its column without an edit here, then what the take did.
+# headed by its control's short label, so a new one gets its column without an edit here, then
+# what the take did.
 SHOWN_SETTINGS = tuple(page_controls(SamplingSettings))
-TABLE_HEADERS = ["take", "text", *SHOWN_SETTINGS, "frames", "ended", "audio s", "RTF", "TTFA ms", "entropy drop"]
+TABLE_HEADERS = ["take", "text", *(c.short for c in page_controls(SamplingSettings).values()),
+                 "frames", "ended", "audio s", "RTF", "TTFA ms", "entropy drop"]
+# Each column at least as wide as its header's longest word (and a short value, "budget"), so the
+# browser wraps a header between words, never inside one; wider than the page, the table scrolls.
+# The table's font is monospace: CHAR_PX is a bold character's width there, with room to spare.
+CHAR_PX, CELL_PAD_PX, TEXT_PX = 10, 32, 240
+TABLE_WIDTHS = [TEXT_PX if h == "text" else CHAR_PX * max(6, *map(len, h.split())) + CELL_PAD_PX for h in TABLE_HEADERS]
 
 
 def table_rows(takes: list[Take] | None) -> list[list[Any]]:
