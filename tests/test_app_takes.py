@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import (  # noqa: F401  (fixtures)
-    gaps_with_audio_in_hand,
+    ARTIFACTS, gaps_with_audio_in_hand,
     PLAYER_ENDED, LiveDemo, SlowEngine, browser, fixed_seed, live_demo, serve_in_thread, set_number, tiny_codec,
 )
 
@@ -258,3 +258,42 @@ def test_live_plot_and_gapless_playback_slower_than_real_time(browser, slow_demo
     finally:
         ctx.close()
     assert not errors, errors
+
+
+# Each header cell of the takes table: its text, and every word in it that the browser broke
+# across lines or that sticks out of its cell (a word's client rects, from a Range over it).
+HEADERS = """() => Array.from(document.querySelectorAll('#gepard-takes thead th')).map((th) => {
+  const cell = th.getBoundingClientRect(), broken = [];
+  const walk = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    for (const m of node.textContent.matchAll(/\\S+/g)) {
+      const r = document.createRange();
+      r.setStart(node, m.index);
+      r.setEnd(node, m.index + m[0].length);
+      const rects = Array.from(r.getClientRects()).filter((x) => x.width > 0);
+      if (rects.length > 1 || rects.some((x) => x.left < cell.left - 0.5 || x.right > cell.right + 0.5)) broken.push(m[0]);
+    }
+  }
+  return {text: th.innerText.trim(), broken};
+})"""
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_takes_table_heads_each_column_with_its_short_label_unbroken(browser, live_demo, width):  # noqa: F811
+    from gepard_demo.ui.takes import TABLE_HEADERS
+
+    ctx, page, errors = open_page(browser, live_demo.url, width=width)
+    try:
+        prepare(page, "A take for the table.", 10, seed=3)
+        generate(page)
+        page.wait_for_function(ROWS, arg=1)
+        heads = page.evaluate(HEADERS)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#gepard-takes").screenshot(path=str(ARTIFACTS / f"takes_table_{width}.png"))
+    finally:
+        ctx.close()
+    assert not errors, errors
+    # The settings' columns say what the page's controls say, in short: "Temperature", "Top-k"...
+    assert [h["text"] for h in heads] == TABLE_HEADERS
+    assert {"Temperature", "Top-k", "Stop threshold", "Repetition penalty"} <= set(TABLE_HEADERS)
+    assert not [h for h in heads if h["broken"]], heads
