@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
-from hold_fixtures import BOUND_S, endless_text_patch, held_codec, wait_until, within
+from hold_fixtures import endless_text_patch, held_codec, wait_until, within
 from test_stop_states import Running
 
 from gepard_demo.batching.scheduler import BatchScheduler
@@ -95,8 +95,7 @@ def test_stop_ends_every_segments_request_at_once(tiny_engine, tiny_codec, sched
             if where == "codec held":
                 wait_until(codec.gate.entered.is_set, what="the session's thread held in a codec push")
             session.cancel()
-            took = within(lambda: scheduler.load()["running"] == 0 and scheduler.load()["waiting"] == 0)
-            assert took < BOUND_S
+            within(lambda: scheduler.load()["running"] == 0 and scheduler.load()["waiting"] == 0)
             assert not run.ended() or where == "running"
         wait_until(run.ended)
         assert session.stats.cancelled

