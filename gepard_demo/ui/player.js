@@ -101,7 +101,7 @@
       // Auto: hold everything until the stream's rate says how much must be buffered (autoBuffer).
       const prebuffer = auto ? 1 << 30 : Math.round(((opts && opts.prebufferMs) || 0) * SAMPLE_RATE / 1000);
       this.stats.auto = auto ? {expectedS: expectedSeconds((opts && opts.words) || 0), rate: null, hint: null,
-                                needS: null, pushes: 0, firstChunkS: null, basis: null,
+                                needS: null, pushes: 0, firstChunkS: null, basis: null, plans: [],
                                 maybeLong: ((opts && opts.chars) || 0) > SEGMENT_CHARS} : null;
       const controller = new AbortController();
       this.abort = controller;
@@ -298,7 +298,9 @@
       else need = Math.max(0, a.expectedS * Math.max(0, 1 - rate / PACE_MARGIN) * 1.1 + 0.2 - ready);
       a.needS = need;
       if (need !== null) {
-        this.node.port.postMessage({type: 'prebuffer', jobId, prebuffer: Math.max(1, Math.round(need * SAMPLE_RATE))});
+        const prebuffer = Math.max(1, Math.round(need * SAMPLE_RATE));
+        a.plans.push({prebuffer, needS: need, rate, expectedS: a.expectedS, basis: a.basis});
+        this.node.port.postMessage({type: 'prebuffer', jobId, prebuffer});
       }
       this.render();
     }
@@ -370,6 +372,10 @@
         // how late the audio thread then ran.
         s.readyBufferMs = m.ready * 1000 / this.ctx.sampleRate;
         s.startPrebufferMs = m.prebuffer * 1000 / this.ctx.sampleRate;
+        // A push can re-plan before this message arrives (the audio thread started on an earlier
+        // plan): the stats keep the plan it started on.
+        const plan = s.auto && s.auto.plans.filter((p) => p.prebuffer === m.prebuffer).pop();
+        if (plan) Object.assign(s.auto, {needS: plan.needS, rate: plan.rate, expectedS: plan.expectedS, basis: plan.basis});
         s.state = 'playing';
       } else if (m.type === 'underrun') {
         // Where each gap was heard (audio seconds into the stream), how long, and what had come by then.
