@@ -113,8 +113,10 @@ def test_a_segment_that_runs_on_does_not_hold_the_others(tiny_engine, tiny_codec
         wait_until(lambda: session.progress()["generated"][1:] == [True, True], what="segments 2 and 3 made")
         progress = session.progress()
         assert progress["generated"][0] is False and progress["segment"] == 0  # still on the first
-        # Their audio plays only after the first one's, so none of it counts as ready in order yet.
-        assert progress["ahead_s"] < 24 / 21.5
+        # Their audio plays only after the first one's, so none of it counts as ready in order yet:
+        # counted, their 2 x 24 frames would be in ahead_s. What is there is the first segment's own
+        # frames made and not yet read, which a loaded host lets grow (past 24 once in a whole suite).
+        assert progress["ahead_s"] < 2 * 24 / 21.5
         session.cancel()
         wait_until(run.ended)
     finally:
