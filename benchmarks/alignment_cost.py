@@ -32,6 +32,7 @@ Mean, median, p90, max in ms, and how many of the words came out aligned.
 
 Run: .venv/bin/python benchmarks/alignment_cost.py [--threads 2] [--rounds 5] [--quick]
 Measure on a quiet machine.
+--quick: tiny.en alone (the default pair takes ~10 CPU-s to load), one length, 1 round, one or two pieces an edge.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from alignment_fixtures import (HISSING_PAIRS, RATE, WORD_GAPS, WORDS, boundary_
 from gepard_demo.alignment.aligner import Aligner  # noqa: E402
 from gepard_demo.alignment.settings import DEFAULT_WEIGHTS, AlignmentSettings  # noqa: E402
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
+from quick import add_quick  # noqa: E402
 
 # (weights, trimmed encoder context): the default ensemble first, then each of its members alone
 CONFIGS = [(DEFAULT_WEIGHTS, True), ("tiny.en", True), ("base", True), ("tiny.en", False)]
@@ -64,7 +66,7 @@ CONFIGS = [(DEFAULT_WEIGHTS, True), ("tiny.en", True), ("base", True), ("tiny.en
 def lengths(quick: bool) -> list[tuple[str, np.ndarray, str]]:
     """(label, audio, text): one sentence, a few, past a 30 s window."""
     sents = core_sentences(12, least=5)
-    cases = [("1 sentence", 1), ("4 sentences", 4)] + ([] if quick else [("12 sentences", 12)])
+    cases = [("1 sentence", 1)] + ([] if quick else [("4 sentences", 4), ("12 sentences", 12)])
     out = []
     for label, k in cases:
         sp = spoken(sents[:k], [0.4] * k)
@@ -90,25 +92,26 @@ def _summary(errors: list[float], aligned: int, words: int) -> dict:
 
 def edges(aligner: Aligner, quick: bool) -> dict:
     """{place: summary} for each kind of known edge (module doc)."""
-    sents = core_sentences(6 if quick else 12, least=5)
+    sents = core_sentences(3 if quick else 12, least=5)
+    pairs = HISSING_PAIRS[:1] if quick else HISSING_PAIRS
     gaps = [0.3, 0.6, 1.0, 0.45]
     cases = [spoken(sents[i: i + 3], [gaps[(i + j) % 4] for j in range(3)]) for i in range(0, len(sents), 3)]
     cases.append(spoken(WORDS, WORD_GAPS))
     found = {}
     for place, build, measure in (
         ("next to silences", lambda: cases, boundary_errors),
-        ("at joins", lambda: [joined(thirds(t)) for t in core_sentences(10 if quick else 30, least=8, most=20)], join_errors),
-        ("at joins, more text", lambda: [joined(thirds(t)) for t in core_sentences(200, least=8, most=20)[30:40 if quick else None]],
+        ("at joins", lambda: [joined(thirds(t)) for t in core_sentences(1 if quick else 30, least=8, most=20)], join_errors),
+        ("at joins, more text", lambda: [joined(thirds(t)) for t in core_sentences(200, least=8, most=20)[30:31 if quick else None]],
          join_errors),
-        ("at joins, held out", lambda: [joined(cut(t, 2)) for t in core_sentences(8 if quick else 40, least=6, most=7)]
-         + [joined(cut(t, 6)) for t in core_sentences(3 if quick else 30, least=21, most=99)], join_errors),
-        ("after a sibilant", lambda: [joined(list(pair)) for pair in HISSING_PAIRS], join_errors),
+        ("at joins, held out", lambda: [joined(cut(t, 2)) for t in core_sentences(1 if quick else 40, least=6, most=7)]
+         + [joined(cut(t, 6)) for t in core_sentences(1 if quick else 30, least=21, most=99)], join_errors),
+        ("after a sibilant", lambda: [joined(list(pair)) for pair in pairs], join_errors),
         *((f"at joins, noise on, {pace}x length",
-           lambda pace=pace: [joined(thirds(t), length_scale=pace, noise=True) for t in core_sentences(10 if quick else 30, least=8, most=20)]
-           + [joined(list(pair), length_scale=pace, noise=True) for pair in HISSING_PAIRS], join_errors) for pace in (0.8, 1.2)),
-        ("utterance start", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],
+           lambda pace=pace: [joined(thirds(t), length_scale=pace, noise=True) for t in core_sentences(1 if quick else 30, least=8, most=20)]
+           + [joined(list(pair), length_scale=pace, noise=True) for pair in pairs], join_errors) for pace in (0.8, 1.2)),
+        ("utterance start", lambda: [joined(thirds(t), m, m) for t in core_sentences(1 if quick else 12) for m in (0.0, 0.3)],
          lambda a, sp: [utterance_errors(a, sp)[0]]),
-        ("utterance end", lambda: [joined(thirds(t), m, m) for t in core_sentences(6 if quick else 12) for m in (0.0, 0.3)],
+        ("utterance end", lambda: [joined(thirds(t), m, m) for t in core_sentences(1 if quick else 12) for m in (0.0, 0.3)],
          lambda a, sp: [utterance_errors(a, sp)[1]]),
     ):
         errors, aligned, words = [], 0, 0
@@ -126,34 +129,36 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--quick", action="store_true", help="fewer lengths and sentences (a check that it runs)")
+    add_quick(p)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    configs = [("tiny.en", True)] if args.quick else CONFIGS
     cache = tempfile.mkdtemp(prefix="align-bench-")
     say("Warm up Piper.")
-    aligners = {c: Aligner(AlignmentSettings(weights=c[0], trim_context=c[1], cache_dir=cache)).load() for c in CONFIGS}
+    aligners = {c: Aligner(AlignmentSettings(weights=c[0], trim_context=c[1], cache_dir=cache)).load() for c in configs}
     cases = lengths(args.quick)
-    costs: dict = {c: {label: [] for label, _, _ in cases} for c in CONFIGS}
+    costs: dict = {c: {label: [] for label, _, _ in cases} for c in configs}
     for _ in range(1 if args.quick else 1):  # cost() itself takes the median of --rounds
         for label, audio, text in cases:
-            for c in CONFIGS:
-                costs[c][label].append(cost(aligners[c], audio, text, 2 if args.quick else args.rounds))
+            for c in configs:
+                costs[c][label].append(cost(aligners[c], audio, text, 1 if args.quick else args.rounds))
     flags = detect_hardware("cpu").cpu_flags  # the one reading of /proc/cpuinfo
     print(f"# Word aligner: cost and edge error ({args.threads} torch threads; CPU flags: {', '.join(flags)})\n")
-    names = [f"{w}{'' if trim else ' (30 s window)'}" for w, trim in CONFIGS]
+    names = [f"{w}{'' if trim else ' (30 s window)'}" for w, trim in configs]
     print("| CPU-s per audio-s | " + " | ".join(names) + " |")
-    print("| --- | " + " | ".join("---" for _ in CONFIGS) + " |")
+    print("| --- | " + " | ".join("---" for _ in configs) + " |")
     for label, _, _ in cases:
-        print(f"| {label} | " + " | ".join(f"{statistics.median(costs[c][label]):.3f}" for c in CONFIGS) + " |")
-    found = {c: edges(aligners[c], args.quick) for c in CONFIGS}
-    for place in found[CONFIGS[0]]:
+        print(f"| {label} | " + " | ".join(f"{statistics.median(costs[c][label]):.3f}" for c in configs) + " |")
+    found = {c: edges(aligners[c], args.quick) for c in configs}
+    for place in found[configs[0]]:
         print(f"\n| edge error, {place} | " + " | ".join(names) + " |")
-        print("| --- | " + " | ".join("---" for _ in CONFIGS) + " |")
+        print("| --- | " + " | ".join("---" for _ in configs) + " |")
         for key in ("edges", "mean_ms", "median_ms", "p90_ms", "max_ms", "aligned"):
-            cells = [found[c][place][key] for c in CONFIGS]
+            cells = [found[c][place][key] for c in configs]
             print(f"| {key} | " + " | ".join(f"{v:.0f}" if isinstance(v, float) else str(v) for v in cells) + " |")
-    worst = max(statistics.median(v) for v in costs[CONFIGS[0]].values())  # the dearest length
-    print(f"\nDefault weights ({DEFAULT_WEIGHTS}, trimmed): at most {worst:.3f} CPU-s per audio-s over the lengths "
+    worst = max(statistics.median(v) for v in costs[configs[0]].values())  # the dearest length
+    print(f"\n{'Weights' if args.quick else 'Default weights'} ({configs[0][0]}, trimmed): at most {worst:.3f} CPU-s "
+          "per audio-s over the lengths "
           f"(target <= 0.2): {'met' if worst <= 0.2 else 'NOT met'}")
     return 0
 

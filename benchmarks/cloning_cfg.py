@@ -15,6 +15,7 @@
 
 The stop head is forced off so every run makes exactly the frames asked for.
 Run: .venv/bin/python benchmarks/cloning_cfg.py [--frames 24] [--rounds 3] [--threads 2]
+--quick: the tiny talker and encoder, 6 frames, 1 round, a 4 s reference (3 s of sound is the least taken).
 """
 
 from __future__ import annotations
@@ -31,19 +32,22 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gepard_demo.codec.tiny import TINY_ENCODER_CHANNELS  # noqa: E402
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
-from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision  # noqa: E402
 from gepard_demo.speed.select import detect_hardware, pick_speed  # noqa: E402
+from quick import add_quick, engine_for  # noqa: E402
 
 TEXT = "The weather is sunny today."
+REAL_ENCODER_CHANNELS = 24  # NanoCodec's encoder (facts §9)
 
 
-def full_size_engine() -> GepardEngine:
-    """Gepard-1.0's real shapes with random weights (gepard_demo.model.full_size), stop head off."""
-    engine = build_full_size_engine(ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
+def full_size_engine(quick: bool = False) -> GepardEngine:
+    """Gepard-1.0's real shapes with random weights (gepard_demo.model.full_size), stop head off;
+    a quick run's is the tiny checkpoint."""
+    engine = engine_for(quick, ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
     with torch.no_grad():
         engine.talker.stop_head.weight.zero_()
         engine.talker.stop_head.bias.fill_(-30.0)
@@ -89,14 +93,14 @@ def speechlike(seconds: float, rate: int = 22050) -> np.ndarray:
     return (0.25 * sum(np.sin(k * phase) / k for k in range(1, 8)) * env).astype(np.float32)
 
 
-def bench_prefix(seconds: float, rounds: int) -> dict[str, float]:
+def bench_prefix(seconds: float, rounds: int, encoder_channels: int = REAL_ENCODER_CHANNELS) -> dict[str, float]:
     """Median seconds of each stage of a prefix, at the real shapes, cache bypassed."""
     from gepard_demo.codec.encoder import CodecEncoder
     from gepard_demo.codec.tiny import nanocodec_config, random_codec_state
     from gepard_demo.voice.compressor import CompressorConfig, RefCompressor
     from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
-    codec_cfg = nanocodec_config(decoder_channels=64, encoder_channels=24)  # the real encoder; the decoder is not used
+    codec_cfg = nanocodec_config(decoder_channels=64, encoder_channels=encoder_channels)  # the decoder is not used
     encoder = CodecEncoder.from_archive(codec_cfg, random_codec_state(codec_cfg, seed=0))
     compressor = RefCompressor(CompressorConfig(), encoder.layout.levels).eval()  # K 8, 2 layers, d 1024 (facts §9)
     prefixer = SpeakerPrefixer(encoder, compressor)
@@ -117,14 +121,14 @@ def bench_prefix(seconds: float, rounds: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def encoder_flops(seconds: float) -> float:
+def encoder_flops(seconds: float, encoder_channels: int = REAL_ENCODER_CHANNELS) -> float:
     """FLOPs of the real-shape encoder on `seconds` of audio (convolutions and matmuls)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from gepard_demo.codec.encoder import CodecEncoder
     from gepard_demo.codec.tiny import nanocodec_config, random_codec_state
 
-    codec_cfg = nanocodec_config(decoder_channels=64, encoder_channels=24)
+    codec_cfg = nanocodec_config(decoder_channels=64, encoder_channels=encoder_channels)
     encoder = CodecEncoder.from_archive(codec_cfg, random_codec_state(codec_cfg, seed=0))
     with FlopCounterMode(display=False) as counter:
         encoder.encode(speechlike(seconds))
@@ -153,15 +157,18 @@ def main() -> int:
     ap.add_argument("--ref-seconds", type=float, default=10.0, help="reference length for the prefix benchmark")
     ap.add_argument("--skip-cfg", action="store_true", help="only the prefix benchmark")
     ap.add_argument("--skip-prefix", action="store_true", help="only the CFG benchmark")
+    add_quick(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.frames, args.rounds, args.ref_seconds = 6, 1, 4.0
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, frames per run {args.frames}")
     ok = True
 
     if not args.skip_cfg:
         t = time.perf_counter()
-        engine = full_size_engine()
-        print(f"built the real-shape random talker in {time.perf_counter() - t:.1f} s "
+        engine = full_size_engine(args.quick)
+        print(f"built the {engine.model_info.name} talker in {time.perf_counter() - t:.1f} s "
               f"({sum(p.numel() for p in engine.talker.parameters()) / 1e6:.0f} M parameters)")
         picked = pick_speed(detect_hardware("cpu"), threads=args.threads).precision
         print(f"the speed layer picks {picked} for this CPU")
@@ -170,7 +177,7 @@ def main() -> int:
             apply_precision(engine.talker, precision)  # fp32 first: the weights as built
             rows.append((precision, *bench_cfg(engine, args.frames, args.rounds)))
         del engine
-        print("\n| batch 1, real shapes | plain step | CFG step (2 rows) | ratio | "
+        print(f"\n| batch 1, {'tiny' if args.quick else 'real shapes'} | plain step | CFG step (2 rows) | ratio | "
               f"whole request, cfg_frames = {max(1, args.frames // 5)} of {args.frames} | target |")
         print("| --- | ---: | ---: | ---: | ---: | --- |")
         for precision, plain, guided, ratio, onset in rows:
@@ -180,14 +187,16 @@ def main() -> int:
             print(f"| {precision} | {plain * 1e3:.1f} ms | {guided * 1e3:.1f} ms | {ratio:.2f}x | {onset:.2f}x | {target} |")
 
     if not args.skip_prefix:
-        stages = bench_prefix(args.ref_seconds, args.rounds)
+        channels = TINY_ENCODER_CHANNELS if args.quick else REAL_ENCODER_CHANNELS
+        stages = bench_prefix(args.ref_seconds, args.rounds, channels)
         ok &= stages["whole prefix"] <= 0.5
-        print(f"\n| speaker prefix, {args.ref_seconds:g} s reference, real shapes | median | share of audio length | target |")
+        shapes = "tiny encoder" if args.quick else "real shapes"
+        print(f"\n| speaker prefix, {args.ref_seconds:g} s reference, {shapes} | median | share of audio length | target |")
         print("| --- | ---: | ---: | --- |")
         for name, sec in stages.items():
             target = "<= 0.5 s" if name == "whole prefix" else ""
             print(f"| {name} | {sec * 1e3:.1f} ms | {sec / args.ref_seconds:.3f}x | {target} |")
-        flops, peak = encoder_flops(args.ref_seconds), matmul_gflops()
+        flops, peak = encoder_flops(args.ref_seconds, channels), matmul_gflops(512 if args.quick else 2048)
         print(f"\nencoder: {flops / 1e9:.0f} GFLOP for {args.ref_seconds:g} s; this CPU's fp32 matmul: {peak:.0f} GFLOP/s "
               f"with {torch.get_num_threads()} threads; so no exact fp32 encoder runs under {flops / 1e9 / peak:.2f} s here "
               f"(measured {stages['encoder + FSQ']:.2f} s: {flops / 1e9 / stages['encoder + FSQ']:.0f} GFLOP/s)")

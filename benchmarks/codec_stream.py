@@ -15,6 +15,7 @@ chunk's audio exists, real-time factor (decode time / audio duration), and the m
 difference from the whole decode. Target: exact streaming costs at most 1.1x the whole decode.
 
 Run: .venv/bin/python benchmarks/codec_stream.py [--frames 430] [--threads 1] [--seed 0]
+--quick: the tiny checkpoint's codec width, 40 frames in chunks of 10 then 20.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gepard_demo.codec import build_random_codec  # noqa: E402
+from quick import add_quick, codec_for  # noqa: E402
 
 TARGET_RATIO = 1.1
 
@@ -61,11 +62,14 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=86)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (facts §8: 1 is steadiest here)")
     ap.add_argument("--seed", type=int, default=0)
+    add_quick(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.frames, args.chunk = 40, 20
 
     torch.set_num_threads(args.threads)
     t = time.perf_counter()
-    codec = build_random_codec(seed=args.seed)
+    codec = codec_for(args.quick, seed=args.seed)
     build_s = time.perf_counter() - t
     n_params = sum(p.numel() for p in codec.decoder.parameters())
     rng = np.random.default_rng(args.seed)

@@ -22,6 +22,7 @@ was tried beside them, so every number in the README's "Real time on CPU" sectio
                project dependencies: a missing one is reported and its rows skipped.
 
 Run: .venv/bin/python benchmarks/cpu_levers.py [--guard-steps 500] [--skip SECTION ...]
+--quick: the tiny talker and codec, 2 layers, 64 MiB read, 10 guard steps, 3 rounds; no torch.compile.
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.speed.fidelity import compare, trace  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision, backbone_bytes  # noqa: E402
+from quick import add_quick, codec_for, engine_for  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -70,8 +71,8 @@ def fp16w_layers(n: int = 8) -> nn.Module:
                             dtype=torch.float16)
 
 
-def real_shape_engine():
-    return build_full_size_engine(ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
+def real_shape_engine(quick: bool = False):
+    return engine_for(quick, ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
 
 
 # -- 0. profile -----------------------------------------------------------------------------------
@@ -102,16 +103,16 @@ def profile_section(engine, steps: int = 30) -> None:
 # -- 1. bandwidth ---------------------------------------------------------------------------------
 
 
-def bandwidth_section(engine) -> None:
-    x = torch.ones(256 * 1024 * 1024)  # 1 GiB of fp32
-    layers = fp16w_layers()
+def bandwidth_section(engine, quick: bool = False) -> None:
+    x = torch.ones((16 if quick else 256) * 1024 * 1024)  # 1 GiB of fp32 (a quick run: 64 MiB)
+    layers = fp16w_layers(2 if quick else 8)
     row = torch.randn(1, K)
     read = {}
     for threads in (1, 2):
         torch.set_num_threads(threads)
         read[threads] = x.numel() * 4 / best_s(x.sum, 5) / 1e9
         with torch.inference_mode():
-            gemv_s = best_s(lambda: [m(row) for m in layers]) / len(layers)
+            gemv_s = best_s(lambda: [m(row) for m in layers], 3 if quick else 15) / len(layers)
         print(f"{threads} thread(s): streaming read {read[threads]:.1f} GB/s; fbgemm fp16 GEMV {gemv_s * 1e6:.0f} us a "
               f"{N}x{K} layer = {N * K * 2 / gemv_s / 1e9:.1f} GB/s")
     fp16_bytes = backbone_bytes(apply_precision(engine.talker, "fp16w"))
@@ -236,14 +237,16 @@ def numba_gemvs() -> dict | None:
     return {"int8_rows": int8_rows, "bf16_bits": bf16_bits, "fp16_bits": fp16_bits}
 
 
-def kernel_section() -> None:
+def kernel_section(quick: bool = False) -> None:
+    """A quick run: 2 layers, 3 rounds, no inductor row (its compile alone takes minutes), tiny's codec."""
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
-    layers = fp16w_layers()
+    layers = fp16w_layers(2 if quick else 8)
+    rounds = 3 if quick else 15
     x = rng.standard_normal(K).astype(np.float32)
     out = np.zeros(N, np.float32)
     with torch.inference_mode():
-        base = best_s(lambda: [m(torch.from_numpy(x)[None]) for m in layers]) / len(layers)
+        base = best_s(lambda: [m(torch.from_numpy(x)[None]) for m in layers], rounds) / len(layers)
     rows = [("fbgemm fp16 weights (the fp16w path)", base)]
     gemvs = numba_gemvs()
     if gemvs is None:
@@ -257,54 +260,54 @@ def kernel_section() -> None:
         for name, fn, mats, extra in (("numba int8 weight-only (per-row scale)", gemvs["int8_rows"], int8, (scale,)),
                                       ("numba bf16 weights", gemvs["bf16_bits"], bf16, ()),
                                       ("numba fp16 weights (conversion written out)", gemvs["fp16_bits"], fp16, ())):
-            rows.append((name, best_s(lambda: [fn(x, m, *extra, out) for m in mats]) / len(mats)))
+            rows.append((name, best_s(lambda: [fn(x, m, *extra, out) for m in mats], rounds) / len(mats)))
 
-    class Fp16Linear(nn.Module):  # fp16 weights converted in the graph: does inductor fuse it?
-        def __init__(self):
-            super().__init__()
-            self.w = nn.Parameter(torch.randn(N, K).half(), requires_grad=False)
+    if not quick:  # inductor's first compile takes minutes: not in a quick run
+        class Fp16Linear(nn.Module):  # fp16 weights converted in the graph: does inductor fuse it?
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(N, K).half(), requires_grad=False)
 
-        def forward(self, v):
-            return nn.functional.linear(v, self.w.float())
+            def forward(self, v):
+                return nn.functional.linear(v, self.w.float())
 
-    stack = nn.ModuleList(Fp16Linear() for _ in range(len(layers)))
-    compiled = torch.compile(lambda v: [m(v) for m in stack], dynamic=False)
-    try:
-        with torch.inference_mode():
-            rows.append(("inductor: fp16 weights .float() then linear",
-                         best_s(lambda: compiled(torch.from_numpy(x)[None])) / len(layers)))
-    except Exception as e:  # noqa: BLE001  inductor needs a C++ compiler
-        print(f"torch.compile failed here ({type(e).__name__}): the inductor row skipped")
+        stack = nn.ModuleList(Fp16Linear() for _ in range(len(layers)))
+        compiled = torch.compile(lambda v: [m(v) for m in stack], dynamic=False)
+        try:
+            with torch.inference_mode():
+                rows.append(("inductor: fp16 weights .float() then linear",
+                             best_s(lambda: compiled(torch.from_numpy(x)[None])) / len(layers)))
+        except Exception as e:  # noqa: BLE001  inductor needs a C++ compiler
+            print(f"torch.compile failed here ({type(e).__name__}): the inductor row skipped")
     print(f"| one {N}x{K} layer, batch 1, 1 thread | us | x fbgemm fp16 |\n| --- | ---: | ---: |")
     for name, s in rows:
         print(f"| {name} | {s * 1e6:.0f} | {s / base:.2f} |")
     print(flush=True)
-    rows_section(layers)
-    codec_conv_ort()
+    rows_section(layers, rounds)
+    codec_conv_ort(quick)
 
 
-def rows_section(fp16w: nn.Module) -> None:
+def rows_section(fp16w: nn.Module, rounds: int = 15) -> None:
     """1 row against 2 (a CFG step's two branches), 2 threads: is the second row free?"""
     torch.set_num_threads(2)
     fp32 = nn.Sequential(*[nn.Linear(K, N) for _ in range(len(fp16w))])
     print("| one layer, 2 threads | 1 row us | 2 rows us | ratio |\n| --- | ---: | ---: | ---: |")
     with torch.inference_mode():
         for name, layers in (("fp32 (MKL)", fp32), ("fbgemm fp16 weights", fp16w)):
-            one, two = (best_s(lambda: [m(x) for m in layers]) / len(layers) for x in (torch.randn(1, K), torch.randn(2, K)))
+            one, two = (best_s(lambda: [m(x) for m in layers], rounds) / len(layers)
+                        for x in (torch.randn(1, K), torch.randn(2, K)))
             print(f"| {name} | {one * 1e6:.0f} | {two * 1e6:.0f} | {two / one:.2f} |")
     print(flush=True)
 
 
-def codec_conv_ort() -> None:
+def codec_conv_ort(quick: bool = False) -> None:
     try:
         import onnxruntime as ort
     except ImportError:
         print("onnxruntime not installed (pip install onnxruntime onnx): the codec convolution comparison skipped")
         return
-    from gepard_demo.codec import build_random_codec
-
     torch.set_num_threads(1)
-    codec = build_random_codec(seed=0)
+    codec = codec_for(quick)
     shapes = []
     hooks = [m.register_forward_hook(lambda m, inp, out: shapes.append((m, inp[0].shape)))
              for m in codec.decoder.modules() if isinstance(m, nn.Conv1d)]
@@ -333,20 +336,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--guard-steps", type=int, default=500)
     ap.add_argument("--skip", nargs="*", default=[], choices=["profile", "bandwidth", "int8-guard", "compile", "kernels"])
+    add_quick(ap)
     args = ap.parse_args()
+    if args.quick:  # torch.compile's first run takes minutes: not a quick check
+        args.guard_steps, args.skip = 10, [*args.skip, "compile"]
     print(f"# CPU levers, torch {torch.__version__}, capability {torch.backends.cpu.get_cpu_capability()}\n")
     if "profile" not in args.skip:
-        profile_section(real_shape_engine())
+        profile_section(real_shape_engine(args.quick), 8 if args.quick else 30)
     if "int8-guard" not in args.skip:
-        int8_guard_section(real_shape_engine(), args.guard_steps)
+        int8_guard_section(real_shape_engine(args.quick), args.guard_steps)
     if "compile" not in args.skip:
         for precision in ("fp32", "fp16w"):
-            compile_section(real_shape_engine(), precision)
+            compile_section(real_shape_engine(args.quick), precision)
         print()
     if "bandwidth" not in args.skip:
-        bandwidth_section(real_shape_engine())
+        bandwidth_section(real_shape_engine(args.quick), args.quick)
     if "kernels" not in args.skip:
-        kernel_section()
+        kernel_section(args.quick)
     return 0
 
 

@@ -20,6 +20,7 @@ intermediate 3584, vocab 248320) and the full-size random NanoCodec, 2 threads u
 Variants are interleaved within each section so load on this shared machine hits all alike.
 Run: flock /tmp/gepard-heavy.lock .venv/bin/python benchmarks/cpu_realtime.py
      [--guard-steps 500] [--talker-frames 24] [--e2e-frames 430] [--rounds 2] [--skip SECTION ...]
+--quick: 2 weight copies, the tiny talker and codec, 8 guard steps, 6/20/20 frames, 1 round.
 """
 
 from __future__ import annotations
@@ -39,11 +40,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gepard_demo.codec import build_random_codec  # noqa: E402
 from gepard_demo.codec.hifigan import CausalConvTranspose  # noqa: E402
 from gepard_demo.codec.stream import ExactStreamDecoder  # noqa: E402
 from gepard_demo.model.engine import GepardEngine, ModelInfo  # noqa: E402
-from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.talker import GepardTalker  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
@@ -52,6 +51,7 @@ from gepard_demo.speed.pipeline import PipelinedEngine  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision, backbone_bytes  # noqa: E402
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
 from gepard_demo.streaming.session import SynthesisSession  # noqa: E402
+from quick import add_quick, codec_for, engine_for  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)
@@ -87,8 +87,8 @@ def table(header: list[str], rows: list[list[str]]) -> None:
 # -- 1. kernels --------------------------------------------------------------------------------
 
 
-def kernel_section(reps: int) -> None:
-    n, k, copies = 3584, 1024, 16  # 16 fp32 copies = 235 MB, past any L3
+def kernel_section(reps: int, copies: int) -> None:
+    n, k = 3584, 1024  # 16 fp32 copies = 235 MB, past any L3
     gen = torch.Generator().manual_seed(0)
     ws = [torch.randn(n, k, generator=gen) / 32 for _ in range(copies)]
     x = torch.randn(1, k, generator=gen)
@@ -316,19 +316,22 @@ def main() -> int:
     ap.add_argument("--e2e-frames", type=int, default=430)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip", nargs="*", default=[], choices=["kernels", "guard", "talker", "codec", "e2e"])
+    add_quick(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.guard_steps, args.talker_frames, args.codec_frames, args.e2e_frames, args.rounds = 8, 6, 20, 20, 1
     torch.set_num_threads(2)
     hw = detect_hardware("cpu")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"# CPU real time, torch {torch.__version__}; {hw.describe()}; torch CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}; load avg at start {load:.1f}\n")
     if "kernels" not in args.skip:
-        kernel_section(reps=3)
+        kernel_section(reps=1 if args.quick else 3, copies=2 if args.quick else 16)
 
     t = time.perf_counter()
     cache = Path(tempfile.gettempdir()) / "gepard-bench-cache"
-    fp32 = build_full_size_engine(ensure_tiny(cache))
-    print(f"built the real-shape random talker in {time.perf_counter() - t:.0f} s "
+    fp32 = engine_for(args.quick, ensure_tiny(cache))
+    print(f"built the {'tiny' if args.quick else 'real-shape random'} talker in {time.perf_counter() - t:.0f} s "
           f"({sum(p.numel() for p in fp32.talker.parameters()) / 1e6:.0f} M parameters)\n", flush=True)
     fast = {p: variant(fp32, p) for p in ("fp16w", "int8", "bf16")}
     if "guard" not in args.skip:
@@ -338,7 +341,7 @@ def main() -> int:
     if "talker" not in args.skip:
         talker_section({"fp32": fp32, **fast}, args.talker_frames, args.rounds, [2, 1])
     del fast["bf16"]  # slow without native bf16 math; not in the end-to-end runs
-    codec = build_random_codec(seed=0)
+    codec = codec_for(args.quick)
     if "codec" not in args.skip:
         codec_section(codec, args.codec_frames, args.rounds)
     if "e2e" not in args.skip:

@@ -27,6 +27,7 @@ the smallest gapless one. Writes artifacts/demo_latency.json.
 
     .venv/bin/python benchmarks/demo_latency.py [--model tiny | --full-size] [--max-frames 200]
         [--precision auto|fp32|fp16w|int8|bf16] [--pipeline auto|on|off]
+--quick: tiny, 30 frames a click (never --full-size).
 """
 
 from __future__ import annotations
@@ -40,14 +41,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from app_fixtures import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the browser tests' Chromium and its flags)
 from gepard_demo.speed.flags import add_speed_flags  # noqa: E402
-
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
+from quick import add_quick  # noqa: E402
 TARGET_OVERHEAD_MS = 300.0
 TARGET_CLICK_TO_SOUND_MS = 600.0  # issue 10, real-shape model on 2 CPU threads
 
@@ -69,11 +67,15 @@ def parse_args():
                    "whose expected length (0.7 + 0.4 s a word: 21.5 s) is about what 430 frames make (20 s)")
     p.add_argument("--max-frames", type=int, default=200, help="frames to generate (tiny never stops on its own)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--chromium", default="/usr/bin/chromium")
+    p.add_argument("--chromium", default=CHROMIUM)
     add_speed_flags(p)  # --precision / --threads / --pipeline: the app's own pick unless given
     p.add_argument("--out", default=str(ROOT / "artifacts" / "demo_latency.json"))
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    return p.parse_args()
+    add_quick(p)
+    args = p.parse_args()
+    if args.quick:
+        args.model, args.full_size, args.max_frames = "tiny", False, 30
+    return args
 
 
 def start_server(demo_app):

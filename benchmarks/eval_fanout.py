@@ -6,6 +6,7 @@ server, and checks that every pool made the same audio as the single server.
     python benchmarks/eval_fanout.py [--utts 8] [--max-frames 40] [--concurrency 1] [--rounds 2] [--out runs/bench-fanout]
 
 On a machine with C cores, servers past C share cores: the ratio shows where scaling stops.
+--quick: 1 and 2 servers, 2 utterances of 8 frames, one timed run a pool.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from eval.engines.served import load_server_engine  # noqa: E402
 from eval.runs.run import RunConfig, run  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from processes import spawn, stop_process  # noqa: E402
+from quick import add_quick  # noqa: E402
 
 
 def free_port() -> int:
@@ -70,10 +72,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="timed runs per pool (alternating order)")
     ap.add_argument("--out", default="runs/bench-fanout")
     ap.add_argument("--model-cache", default=os.environ.get("GEPARD_CACHE_DIR"))
+    add_quick(ap)
     args = ap.parse_args()
+    pools = (1, 2) if args.quick else (1, 2, 4)
+    if args.quick:
+        args.utts, args.max_frames, args.rounds = 2, 8, 1
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
-    started = [start_server(args.model_cache) for _ in range(4)]
+    started = [start_server(args.model_cache) for _ in range(max(pools))]
     try:
         for _, url in started:
             wait_ready(url)
@@ -97,19 +103,20 @@ def main() -> int:
         # writers; it was ~8 s while the text rules imported transformers); a throwaway run
         # takes them first, so the 1-server pool is not charged for them.
         timed_run(1, out / "warm-up", limit=2)
-        # Rounds in order 1-2-4 then 4-2-1, the median per pool, so drift hits every pool alike.
-        rounds: dict[int, list[float]] = {1: [], 2: [], 4: []}
-        for order in [(1, 2, 4), (4, 2, 1)] * max(1, args.rounds // 2):
+        # Rounds in order 1-2-4 then 4-2-1, the median per pool, so drift hits every pool alike
+        # (a quick run: one round, in order).
+        rounds: dict[int, list[float]] = {n: [] for n in pools}
+        for order in [pools] if args.quick else [pools, pools[::-1]] * max(1, args.rounds // 2):
             for n in order:
                 rounds[n].append(timed_run(n, out / f"servers{n}"))
         times = {n: statistics.median(ts) for n, ts in rounds.items()}
         same = True
-        for n in (2, 4):
+        for n in pools[1:]:
             for row in (out / "servers1" / "rows.jsonl").read_text().splitlines():
                 wav = json.loads(row)["wav"]
                 same &= bool(np.array_equal(sf.read(out / "servers1" / wav, dtype="int16")[0],
                                             sf.read(out / f"servers{n}" / wav, dtype="int16")[0]))
-        for n in (1, 2, 4):
+        for n in pools:
             results[f"servers{n}"] = {"wall_s": round(times[n], 2), "utt_per_min": round(60 * args.utts / times[n], 1),
                                       "speedup_vs_1": round(times[1] / times[n], 2)}
         results["same_audio_as_1_server"] = same

@@ -20,6 +20,7 @@ run makes exactly the frames asked for; the guard uses the untouched weights.
 
 Run: .venv/bin/python benchmarks/gpu_smoke.py [--device cuda|cpu] [--quick] [--json FILE]
 --quick: the tiny checkpoint and a tenth of the frames (what the test suite runs on a CPU).
+Exits 1 when the guard fails.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from quick import add_quick  # noqa: E402
 
 from gepard_demo.codec import build_random_codec, load_codec  # noqa: E402
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
@@ -108,7 +111,7 @@ def peak_bytes(engine: GepardEngine, device: str, texts: list[str], frames: int)
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--quick", action="store_true", help="tiny checkpoint, a tenth of the frames")
+    add_quick(p)
     p.add_argument("--json", default=None, help="also write the results here")
     args = p.parse_args(argv)
     device, scale = args.device, 10 if args.quick else 1
@@ -194,4 +197,4 @@ def c_inf(x: float) -> bool:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(0 if main()["guard"]["passes"] else 1)

@@ -16,6 +16,7 @@ a step; the probe at most 3%.
 
 Run: .venv/bin/python benchmarks/guardrail_cost.py [--steps 48] [--rounds 5] [--threads 2] [--precision fp32|fp16w]
 Measure on a quiet machine.
+--quick: the tiny talker, 4 steps, 1 round.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gepard_demo.model.batch as batch_module  # noqa: E402
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
 from gepard_demo.model.batch import BatchRequest, DecodeBatch  # noqa: E402
-from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
+from quick import add_quick, engine_for  # noqa: E402
 
 TEXTS = [
     "The weather is sunny today, with a light breeze from the west.",
@@ -82,9 +83,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=("fp32", "fp16w"), default="fp32")
+    add_quick(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.steps, args.rounds = 4, 1
     torch.set_num_threads(args.threads)
-    engine = build_full_size_engine(ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
+    engine = engine_for(args.quick, ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
     if args.precision != "fp32":
         from gepard_demo.speed.flags import speed_for
         from gepard_demo.speed.select import apply_speed
@@ -93,7 +97,8 @@ def main() -> int:
     with torch.no_grad():  # the stop head never fires: every run makes the steps asked for
         engine.talker.stop_head.bias.fill_(-30.0)
     configs = ("base", "penalty", "probe", "both")
-    print(f"full size, {args.precision}, {args.threads} threads, {args.steps} steps x {args.rounds} rounds; "
+    print(f"{'tiny' if args.quick else 'full size'}, {args.precision}, {args.threads} threads, "
+          f"{args.steps} steps x {args.rounds} rounds; "
           f"CPU flags: {' '.join(detect_hardware('cpu').cpu_flags)}")
     print(f"{'batch':>5} {'config':>8} {'sample ms':>10} {'step ms':>9} {'added ms':>9} {'share of a step':>16}")
     for rows in (1, 4):

@@ -14,7 +14,8 @@ threshold the tiny model never reaches), then hang up one every 0.1 s, while eac
 a cold start, or streaming. A probe asks the server for a static file every 10 ms from its own
 thread: its latency is the event loop's lag as any visitor sees it. Goal: p99 at most 100 ms.
 
-    .venv/bin/python benchmarks/hangup_lag.py [--visitors 20] [--cold-start-s 5]
+    .venv/bin/python benchmarks/hangup_lag.py [--visitors 20] [--cold-start-s 5] [--cache-dir DIR]
+--quick: 2 visitors, a 1 s cold start; fails only when a hang-up does not free its place.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import httpx  # noqa: E402
+import app_fixtures  # noqa: E402
+from quick import add_quick  # noqa: E402
 
 
-def build(mode: str, cold_start_s: float):
+def build(mode: str, cold_start_s: float, cache_dir: str | None):
     from app import DEMO_STREAM
     from gepard_demo.codec import load_codec
     from gepard_demo.model.engine import GepardEngine
@@ -44,7 +47,7 @@ def build(mode: str, cold_start_s: float):
     from gepard_demo.ui.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
-    engine = GepardEngine.load("tiny")
+    engine = GepardEngine.load("tiny", cache_dir=cache_dir)
     host = ModelHost(engine, load_codec(engine.codec_source()), requested="tiny")
     if mode == "cpu":
         host.batch(BatchingSettings(max_batch=4, admission="cap"))
@@ -80,8 +83,8 @@ def visitor(url: str, fn: int, started: threading.Event, hang_up: threading.Even
     """Joins the queue with a long Generate, reads its stream until told to hang up, then closes it.
     From its own loopback address: one address may run only half the places (TrafficSettings)."""
     session = secrets.token_hex(8)
-    data = ["", "A visitor who will not stay for the end of this long utterance.", 0.3, 0, False, 0.99,
-            int(secrets.randbelow(10**6)), False, 4096, 10, 10, "exact", 8, 20, 0, None, 1.0, 0]
+    data = app_fixtures.args("", text="A visitor who will not stay for the end of this long utterance.",
+                             stop_threshold=0.99, seed=secrets.randbelow(10**6), max_frames=4096)
     with httpx.Client(base_url=url, timeout=120, transport=httpx.HTTPTransport(local_address=address)) as c:
         c.post("/gradio_api/queue/join", json={"data": data, "fn_index": fn, "session_hash": session,
                                                "event_data": None, "trigger_id": None}).raise_for_status()
@@ -94,11 +97,9 @@ def visitor(url: str, fn: int, started: threading.Event, hang_up: threading.Even
                     return  # leaving the block closes the connection: the visitor is gone
 
 
-def run(mode: str, visitors: int, cold_start_s: float) -> dict:
-    from app_fixtures import serve_in_thread
-
-    demo, host = build(mode, cold_start_s)
-    with serve_in_thread(demo.app, f"lag-{mode}") as port:
+def run(mode: str, visitors: int, cold_start_s: float, cache_dir: str | None = None) -> dict:
+    demo, host = build(mode, cold_start_s, cache_dir)
+    with app_fixtures.serve_in_thread(demo.app, f"lag-{mode}") as port:
         url = f"http://127.0.0.1:{port}"
         fn = generate_index(url)
         probe = Probe(f"{url}/gepard/pcm-worklet.js")
@@ -147,13 +148,18 @@ def main() -> int:
     ap.add_argument("--visitors", type=int, default=20)
     ap.add_argument("--cold-start-s", type=float, default=5.0)
     ap.add_argument("--modes", nargs="+", default=["cpu", "emulate"], choices=["cpu", "emulate"])
+    ap.add_argument("--cache-dir", default=None, help="where tiny is built (default ~/.cache/gepard-demo)")
+    add_quick(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.visitors, args.cold_start_s = 2, 1.0
     import torch
 
     torch.set_num_threads(1)
-    results = [run(m, args.visitors, args.cold_start_s) for m in args.modes]
+    results = [run(m, args.visitors, args.cold_start_s, args.cache_dir) for m in args.modes]
     print(json.dumps(results, indent=2))
-    return 0 if all(r["pass"] and r["freed_after"] for r in results) else 1
+    # A quick run's lag says nothing about the goal (benchmarks/quick.py); a place not freed is a failure.
+    return 0 if all((r["pass"] or args.quick) and r["freed_after"] for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ another. Writes artifacts/long_text.json. Measure on a quiet machine.
 
     .venv/bin/python benchmarks/long_text.py [--max-frames 120] [--look-ahead 3] [--chars 2400]
     .venv/bin/python benchmarks/long_text.py --chars 2000 --ttfa-rounds 6   # TTFA alone, interleaved
+--quick: tiny, 2 segments of 10 frames.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from demo_latency import (  # noqa: E402  (the same app, browser and measures as the latency benchmark)
+    CHROMIUM,
     CHROMIUM_ARGS,
     click_and_wait,
     full_size_host,
@@ -43,6 +45,7 @@ from demo_latency import (  # noqa: E402  (the same app, browser and measures as
 
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
 from gepard_demo.speed.flags import add_speed_flags  # noqa: E402
+from quick import add_quick  # noqa: E402
 
 SENTENCE = ("The river ran slowly past the old mill, and the miller's children watched the boats go by while "
             "their father counted sacks of flour in the yard.")
@@ -55,12 +58,17 @@ def parse_args():
     p.add_argument("--look-ahead", type=int, default=3, help="segments ahead in the 'ahead' mode")
     p.add_argument("--max-batch", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--chromium", default="/usr/bin/chromium")
+    p.add_argument("--chromium", default=CHROMIUM)
     p.add_argument("--ttfa-rounds", type=int, default=0,
                    help="instead: the first segment's TTFA only, both modes interleaved for N rounds, no browser")
     add_speed_flags(p)
     p.add_argument("--out", default=str(ROOT / "artifacts" / "long_text.json"))
-    return p.parse_args()
+    p.add_argument("--cache-dir", default=None, help="where tiny is built (its tokenizer; default: a fresh folder)")
+    add_quick(p)
+    args = p.parse_args()
+    if args.quick:
+        args.chars, args.max_frames = 500, 10
+    return args
 
 
 def run_mode(engine_host, look_ahead: int, max_batch: int, text: str, args) -> dict:
@@ -153,12 +161,14 @@ def main() -> int:
     from gepard_demo.speed.flags import speed_for
     from gepard_demo.speed.select import apply_codec_speed, apply_speed
     from gepard_demo.streaming.text_input import split_text
+    from gepard_demo.ui.model_host import load_model_host
 
     text = ""
     while len(text) < args.chars:
         text += SENTENCE + " "
     text = text.strip()
-    base = full_size_host(tempfile.mkdtemp(prefix="gepard-bench-"))
+    cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="gepard-bench-")
+    base = load_model_host("tiny", cache_dir, fallback=None) if args.quick else full_size_host(cache_dir)
     speed = speed_for(base.engine, "cpu", args.precision, args.threads, args.pipeline, args.codec_precision)
     base.engine = apply_speed(base.engine, speed)
     base.codec = apply_codec_speed(base.codec, speed)

@@ -6,6 +6,7 @@ Full-size random model at the CPU's speed pick, 4 rows. "padded": 4 texts of dif
 Interleaved rounds, median step time of each; the ratio is what the grouped-query path saves.
 
     .venv/bin/python benchmarks/padded_attention.py [--frames 200] [--rounds 2]   # ~3 min
+--quick: the tiny talker, 8 frames, 1 round.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gepard_demo.model.attention import NAME  # noqa: E402
-from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.speed.flags import speed_for  # noqa: E402
 from gepard_demo.speed.select import apply_speed  # noqa: E402
+from quick import add_quick, engine_for  # noqa: E402
 
 SAME = ["The old lighthouse keeper climbed the narrow stairs."] * 4
 PADDED = ["Hi.", "The old lighthouse keeper.", "The old lighthouse keeper climbed the narrow stairs.",
@@ -43,8 +44,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=200, help="the copy it saves grows with the cache")
     ap.add_argument("--rounds", type=int, default=2)
+    add_quick(ap)
     args = ap.parse_args()
-    engine = build_full_size_engine(ensure_tiny(Path.home() / ".cache" / "gepard-demo"))
+    if args.quick:
+        args.frames, args.rounds = 8, 1
+    engine = engine_for(args.quick, ensure_tiny(Path.home() / ".cache" / "gepard-demo"))
     engine = apply_speed(engine, speed_for(engine, "cpu", "auto", 0, "off"))
     config = engine.talker.model.config  # the layers look the function up by this name at every call
     times: dict[str, list[float]] = {}

@@ -9,6 +9,7 @@ The speed-up approaches the number of thresholds when generation dominates (long
 
     flock /tmp/gepard-heavy.lock python benchmarks/sweep_cost.py [--utts 4] [--max-frames 200] \
         [--thresholds 0.3 0.5 0.7] [--temperature 0.3] [--no-asr] [--full-size]
+--quick: tiny, 2 utterances of at most 20 frames (ASR on).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from eval.engines.local import GepardLocal  # noqa: E402
 from eval.runs.run import RunConfig, run  # noqa: E402
 from eval.runs.score import score  # noqa: E402
 from eval.scoring.asr import ASRSettings, Transcriber  # noqa: E402
-from eval.sweeps.grid import SweepConfig, point_dir
+from eval.sweeps.grid import SweepConfig, point_dir  # noqa: E402
 from eval.sweeps.sweep import sweep  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
+from quick import add_quick  # noqa: E402
 
 
 def rows(d: Path) -> list[dict]:
@@ -51,7 +53,10 @@ def main() -> int:
                          "costs what it does for the real model")
     ap.add_argument("--out", default="runs/bench-sweep")
     ap.add_argument("--model-cache", default=None)
+    add_quick(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.utts, args.max_frames, args.full_size = 2, 20, False
     torch.set_num_threads(1)
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)

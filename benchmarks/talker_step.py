@@ -16,6 +16,7 @@ The full-size model is `gepard_demo.model.full_size.build_full_size_engine`: Gep
 
 The stop head is forced off so every run makes exactly the frames asked for.
 Run: .venv/bin/python benchmarks/talker_step.py [--frames 64] [--rounds 3] [--threads 1] [--skip-full]
+--quick: tiny and tiny-hybrid only (--skip-full), 8 frames, 1 round.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.generation import full_attention_only  # noqa: E402
 from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
+from quick import add_quick  # noqa: E402
 
 TEXT = "The weather is sunny today, with a light breeze from the west."
 BATCH_TEXTS = [
@@ -96,7 +98,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="interleaved bare/loop rounds")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip-full", action="store_true", help="tiny model only (fast)")
+    add_quick(ap)
     args = ap.parse_args()
+    if args.quick:
+        args.frames, args.rounds, args.skip_full = 8, 1, True
     torch.set_num_threads(args.threads)
     cache = Path(tempfile.gettempdir()) / "gepard-bench-cache"
     tiny = GepardEngine.load("tiny", cache_dir=cache)

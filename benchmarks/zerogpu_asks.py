@@ -12,6 +12,7 @@ ZeroGPU refuses a call whose ask exceeds what the visitor has left, and bills th
 the rest back). Kokoro's Space, for comparison, asks 10-30 s a call, one call per sentence.
 
     .venv/bin/python benchmarks/zerogpu_asks.py [--start-s 10] [--max-rows 4]   (a Markdown table, then JSON)
+--quick: the same run (it plans, runs no model: under a second either way).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.streaming.text_input import split_text  # noqa: E402
 from gepard_demo.units import FRAME_RATE_HZ, expected_speech_s, word_count  # noqa: E402
 from gepard_demo.zerogpu.budget import GpuBudget, Made  # noqa: E402
+from quick import add_quick  # noqa: E402
 
 FREE_QUOTA_S = 210  # 3.5 min a day on a free account (hub docs, facts §12)
 SENTENCE = "The weather is sunny today, with a light breeze from the west."
@@ -81,6 +83,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--start-s", type=float, default=GpuBudget().start_s, help="the cold start budgeted for")
     ap.add_argument("--max-rows", type=int, default=GpuBudget().max_rows, help="segments one call makes together")
+    add_quick(ap)
     args = ap.parse_args()
     b = replace(GpuBudget(), max_rows=args.max_rows)
     per_segment = replace(b, max_rows=1)  # before issue 34: one call a segment

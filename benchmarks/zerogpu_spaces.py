@@ -20,7 +20,8 @@ out its UUID); with a CPU build of torch, on the CPU through tests/app_child.py'
 least that lets a CPU torch through spaces' CUDA steps; the test suite runs the same). A CUDA
 build without a GPU cannot run the call: the script says so and fails.
 
-Run: python benchmarks/zerogpu_spaces.py [--frames 40]   (prints one JSON line)
+Run: python benchmarks/zerogpu_spaces.py [--frames 40] [--cache-dir DIR]   (prints one JSON line)
+--quick: every check, on 12 frames a Generate.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from quick import add_quick  # noqa: E402
+
 TOKEN = "eyJhbGciOiJub25lIn0.eyJ1c2VyIjoiYmVuY2htYXJrIn0.c2lnbmF0dXJl"
 SENTENCE = "Hello from ZeroGPU, one sentence long."
 
@@ -49,7 +52,11 @@ def gpu_uuid() -> str | None:
 
 
 def args_for(text: str, frames: int, seed: int = 7) -> list:
-    return ["", text, 0.3, 0, False, 0.99, seed, False, frames, 10, 10, "exact", 8, 20, 0, None, 1.0, 0]
+    """The page's /generate arguments (tests/app_fixtures.args: every declared control, in order),
+    a fixed seed and a stop threshold the tiny model never reaches, so each call makes `frames`."""
+    from app_fixtures import args
+
+    return args("", text=text, max_frames=frames, seed=seed, stop_threshold=0.99, silence_ms=0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frames", type=int, default=40)
     p.add_argument("--timeout", type=float, default=240)
+    p.add_argument("--cache-dir", type=Path, default=None, help="where the app builds tiny (default: a fresh folder)")
+    add_quick(p)
     args = p.parse_args(argv)
+    if args.quick:
+        args.frames = 12
     uuid, cuda_build = gpu_uuid(), torch.version.cuda is not None
     result: dict = {"gpu": uuid, "torch": torch.__version__, "runs_on": "gpu" if uuid and cuda_build else "cpu shim"}
     if cuda_build and uuid is None:
@@ -79,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     command = spaces_app_command(port, "--no-eval-tab")
     if result["runs_on"] == "gpu":  # the real runtime, no shim
         command = [sys.executable, str(ROOT / "app.py"), *command[2:]]
-    proc = spawn(command, cwd=work, env=spaces_env(api, work, work / "cache"), stdout=open(log, "w"),
-                 stderr=subprocess.STDOUT)
+    env = spaces_env(api, work, args.cache_dir or work / "cache")
+    proc = spawn(command, cwd=work, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     checks: dict[str, bool] = {}
     try:
         wait_for_port(port, timeout=args.timeout)
