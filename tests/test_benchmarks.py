@@ -41,7 +41,7 @@ EXTRA = {
 }
 # What each prints once it has measured everything (its last table's row, its JSON's verdict).
 PRINTS = {
-    "alignment_cost": "| edge error, utterance end |",
+    "alignment_cost": "| edge error, start at the first sample |",
     "busy_page": '"answered": 8,',
     "cloning_cfg": "| whole prefix |",
     "codec_stream": "exact stream / whole decode =",
