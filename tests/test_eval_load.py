@@ -4,11 +4,13 @@ Ctrl-C in a real second process. The continuity figure is checked against the wh
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import math
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -217,6 +219,25 @@ def test_the_open_loop_releases_requests_at_the_benchs_gamma_intervals(vllm_omni
     assert LoadConfig(urls=("u",), texts=("t",), request_rate=20, max_concurrency=None).label == "rate 20"
 
 
+def _hang_report(proc: subprocess.Popen, scheduler) -> str:
+    """What a hang-up that never came left behind, so a rare hang says which side held on: whether
+    the eval process exited, its threads' stacks (eval's SIGUSR1 handler) and output, and the
+    threads of this process (the server's, the scheduler's)."""
+    exited = proc.poll()
+    if exited is None:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        proc.kill()
+    _, err = proc.communicate()
+    with tempfile.TemporaryFile("w+") as f:
+        faulthandler.dump_traceback(f, all_threads=True)
+        f.seek(0)
+        here = f.read()
+    child = f"exited with {exited}" if exited is not None else "was still running"
+    return (f"the server still holds the request {scheduler.load()} after Ctrl-C; the eval process {child}\n"
+            f"--- its stderr ---\n{err[-8000:]}\n--- this process's threads ---\n{here[-12000:]}")
+
+
 def test_ctrl_c_keeps_the_finished_rows_and_hangs_up_on_the_rest(served, tiny_engine, tmp_path):
     """A real second process; its second request never ends (endless_text_patch on the server)."""
     url, scheduler = served
@@ -232,7 +253,10 @@ def test_ctrl_c_keeps_the_finished_rows_and_hangs_up_on_the_rest(served, tiny_en
         wait_until(lambda: len(read_jsonl(out / "rows.jsonl")) == 1 and scheduler.load()["running"] == 1,
                    seconds=120, what="the short request done, the endless one running")
         proc.send_signal(signal.SIGINT)
-        within(lambda: scheduler.load()["running"] == 0 and scheduler.load()["waiting"] == 0)
+        try:
+            within(lambda: scheduler.load()["running"] == 0 and scheduler.load()["waiting"] == 0)
+        except AssertionError:
+            raise AssertionError(_hang_report(proc, scheduler)) from None
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         undo()
