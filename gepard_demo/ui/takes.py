@@ -148,8 +148,9 @@ def find(takes: list[Take] | None, label: str | None) -> Take | None:
 # A take's row shows every sampling setting the page has a control for (declared in settings.py),
 # headed by its control's short label, so a new one gets its column without an edit here, then
 # what the take did.
-SHOWN_SETTINGS = tuple(page_controls(SamplingSettings))
-TABLE_HEADERS = ["take", "text", *(c.short for c in page_controls(SamplingSettings).values()),
+_CONTROLS = page_controls(SamplingSettings)
+SHOWN_SETTINGS = tuple(_CONTROLS)
+TABLE_HEADERS = ["take", "text", *(c.short for c in _CONTROLS.values()),
                  "frames", "ended", "audio s", "RTF", "TTFA ms", "entropy drop"]
 # Each column at least as wide as its header's longest word (and a short value, "budget"), so the
 # browser wraps a header between words, never inside one; wider than the page, the table scrolls.
