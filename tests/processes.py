@@ -17,6 +17,21 @@ def spawn(cmd: list[str], **popen) -> subprocess.Popen:
     return subprocess.Popen(cmd, start_new_session=True, **popen)
 
 
+def interruptible(cmd: list[str], **popen) -> subprocess.Popen:
+    """subprocess.Popen of a child that takes Ctrl-C (SIGINT) as one started from a terminal does.
+    A suite started in the background by a non-interactive shell (`make test &`, as CI harnesses
+    and agents start it) runs with SIGINT ignored, and an ignored signal stays ignored across exec:
+    the child's Python then installs no KeyboardInterrupt handler and rightly ignores Ctrl-C (the
+    Ctrl-C test hung so in three fresh-clone runs of `.ci/run` started that way). A handled signal
+    is reset to its default at exec, so SIGINT is handled here while the child starts. Main
+    thread only (signal.signal)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(cmd, **popen)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def stop_process(proc: subprocess.Popen, grace_s: float = 15) -> None:
     """SIGTERM (the process cleans up: uvicorn closes its connections, the app its GPU workers),
     SIGKILL past `grace_s`, then SIGKILL to whatever of its group is left."""

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from app_fixtures import serve_in_thread, tiny_codec  # noqa: F401  (tiny_codec: fixture)
 from hold_fixtures import ENDLESS_TEXT, endless_text_patch, wait_until, within
+from processes import interruptible
 from vllm_omni_reference import bench_names, continuity_stats
 
 from eval.cli import main
@@ -219,13 +220,7 @@ def test_the_open_loop_releases_requests_at_the_benchs_gamma_intervals(vllm_omni
     assert LoadConfig(urls=("u",), texts=("t",), request_rate=20, max_concurrency=None).label == "rate 20"
 
 
-class CtrlCUnheard(AssertionError):
-    """The eval process was still running, its event loop idle, long after its Ctrl-C: the hang
-    issue 54 left open (twice in 3 fresh-clone runs of the suite, never in 13 tries in a warm
-    checkout). The message carries what a fix needs."""
-
-
-def _hang_report(proc: subprocess.Popen, scheduler) -> AssertionError:
+def _hang_report(proc: subprocess.Popen, scheduler) -> str:
     """What a hang-up that never came left behind, so a rare hang says which side held on: whether
     the eval process exited, its signal state (ignored, blocked, caught, pending: /proc) and its
     threads' stacks (eval's SIGUSR1 handler) and output, and the threads of this process (the
@@ -248,13 +243,9 @@ def _hang_report(proc: subprocess.Popen, scheduler) -> AssertionError:
     child = f"exited with {exited}" if exited is not None else "was still running"
     message = (f"the server still holds the request {scheduler.load()} after Ctrl-C; the eval process {child}\n"
                f"{signals}--- its stderr ---\n{err[-8000:]}\n--- this process's threads ---\n{here[-12000:]}")
-    return CtrlCUnheard(message) if exited is None else AssertionError(message)
+    return message
 
 
-# Known, and open in issue 54: in a fresh clone's whole run the eval process sometimes never acts on
-# its Ctrl-C (its loop idle in select, the server's row still running). Only that hang is an expected
-# failure (xfail, with its report); any other failure here (a wrong exit, report or row, or a server
-# that keeps the request of a process that has exited) fails the suite.
 def test_ctrl_c_keeps_the_finished_rows_and_hangs_up_on_the_rest(served, tiny_engine, tmp_path):
     """A real second process; its second request never ends (endless_text_patch on the server)."""
     url, scheduler = served
@@ -263,7 +254,7 @@ def test_ctrl_c_keeps_the_finished_rows_and_hangs_up_on_the_rest(served, tiny_en
     out = tmp_path / "cut"
     undo = endless_text_patch(tiny_engine.tokenizer)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "eval", "load", url, "--out", str(out), "--set", str(texts),
+        proc = interruptible([sys.executable, "-m", "eval", "load", url, "--out", str(out), "--set", str(texts),
                                  "--num-warmups", "0", "--num-prompts", "2", "--max-concurrency", "2",
                                  "--extra-body", json.dumps({"max_new_tokens": 8})],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -273,10 +264,7 @@ def test_ctrl_c_keeps_the_finished_rows_and_hangs_up_on_the_rest(served, tiny_en
         try:
             within(lambda: scheduler.load()["running"] == 0 and scheduler.load()["waiting"] == 0)
         except AssertionError:
-            report = _hang_report(proc, scheduler)
-            if isinstance(report, CtrlCUnheard):  # the summary line carries it (CI sets CI: not truncated)
-                pytest.xfail(f"issue 54, open: an eval process that never acted on its Ctrl-C. {report}")
-            raise report from None
+            raise AssertionError(_hang_report(proc, scheduler)) from None
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         undo()
