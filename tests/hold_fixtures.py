@@ -12,8 +12,7 @@ so these hold a request open in the state under test until the test lets go:
 
 A test judges that the release happens: a request here never ends by itself, so any release at
 all is the one under test, and `within`'s HANG_S is a hang guard, sized to catch a hang and never
-a slow host (a whole suite on 2 vCPU once took 1.5 s to see an eval process's Ctrl-C reach the
-server). How soon a stop lets go (0.5 s promised, a few milliseconds measured) is the hang-up
+a slow host. How soon a stop lets go (0.5 s promised, a few milliseconds measured) is the hang-up
 benchmarks' figure, measured on a quiet machine: benchmarks/server_hangup.py ("let go", REST) and
 benchmarks/hangup_lag.py (the page's visitors).
 """
