@@ -1,7 +1,7 @@
 """From a request's text to audio chunks: what the app plays, the CLI writes and eval scores.
 
 - text_input.py  `clean_text` (what text a request may carry, `TextError`), `split_text` (long text)
-- text_splitter.py  text arriving in pieces cut into units to speak, as vLLM-Omni's WebSocket cuts it
+- text_splitter.py  the one sentence rule, vLLM-Omni's WebSocket cut: text arriving in pieces, and long text
 - segments.py    a long text's segments as frame sources, later ones made ahead of their turn
 - session.py     `SynthesisSession`: text + settings -> `AudioChunk`s, then `SynthesisStats`; over
                  several calls with `SessionCarry`

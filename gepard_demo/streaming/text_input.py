@@ -3,7 +3,9 @@
 Shared by every way in (the page, the speech server, the CLI, eval): `clean_text` applies the
 prompt's own normalisation and refuses empty or too-long text with `TextError` before any work
 starts; `split_text` cuts text above SEGMENT_CHARS into sentence-aligned segments, which a
-SynthesisSession generates one after the other in one decoder stream.
+SynthesisSession generates one after the other in one decoder stream. Its sentences are the
+speech WebSocket's (text_splitter.sentences, vLLM-Omni's rule): a segment never ends at an
+abbreviation or an initial ("Dr.", "e.g.", "U.S.", "J."), which would make two utterances of one.
 
 Text above MAX_TEXT_CHARS (2000) is refused where a host must share its engine or a visitor's GPU
 quota (a public Space, our server): at ~15 characters per second that is already over two minutes
@@ -16,11 +18,11 @@ piece of a long text that is only punctuation joins its neighbour instead of bec
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from pathlib import Path
 
 from gepard_demo.model.prompt import PromptError, normalize_text
+from gepard_demo.streaming.text_splitter import sentences
 
 MAX_TEXT_CHARS = 2000
 CHAPTER_CHARS = 50_000
@@ -73,9 +75,6 @@ def read_text_file(path: str | Path, max_chars: int = CHAPTER_CHARS) -> str:
     return clean_text(text, max_chars)
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?…。！？;:])\s+")
-
-
 def split_text(text: str, segment_chars: int = SEGMENT_CHARS) -> list[str]:
     """Split text into segments of at most segment_chars, on sentence ends where possible.
 
@@ -85,8 +84,7 @@ def split_text(text: str, segment_chars: int = SEGMENT_CHARS) -> list[str]:
     if len(text) <= segment_chars:
         return [text]
     pieces: list[str] = []
-    for sentence in _SENTENCE_END.split(text):
-        sentence = sentence.strip()
+    for sentence in sentences(text):
         while len(sentence) > segment_chars:
             window = sentence[: segment_chars + 1]
             cut = max(window.rfind(", "), window.rfind(" "))

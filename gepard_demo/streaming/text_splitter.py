@@ -1,7 +1,9 @@
 """Text that arrives in pieces (a language model's tokens) cut into units to speak: vLLM-Omni's
 speech WebSocket splitter (`speech_text_splitter.py` in the 0.30 wheel), rule for rule, so a
 client sees the same sentences from our server as from vLLM-Omni (tests/test_text_splitter.py
-checks it against the wheel's own on hard cases).
+checks it against the wheel's own on hard cases). It is the house's one sentence rule: a long
+text's segments are packed from the same sentences (`sentences`, used by text_input.split_text),
+so an abbreviation at a segment's edge stays with its sentence there as it does here.
 
 - "none": nothing is cut until the flush (`input.done`): one unit, the whole text.
 - "sentence": a unit ends at . ! ? or a script's own sentence mark (CJK, Devanagari danda,
@@ -104,3 +106,10 @@ class TextSplitter:
             rest = ""
         self._text, self._seen = rest, len(rest)
         return units
+
+
+def sentences(text: str) -> list[str]:
+    """A whole text's sentences by the rule above, as the WebSocket cuts it when the text comes in
+    one piece and then the flush."""
+    splitter = TextSplitter("sentence")
+    return splitter.feed(text) + splitter.flush()
