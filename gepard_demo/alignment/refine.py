@@ -20,14 +20,18 @@ the hiss (speech.levels, speech.hiss):
 The first word needs no such step: the DTW starts at the window's first frame, so trim gives it
 the speech's own start.
 
-Then each word's confidence (DESIGN, "When each word is spoken"): p x s x q, where
-- p: Whisper's probability of the word, given the audio and the words before it;
+Then each word's confidence (DESIGN, "When each word is spoken"): s x q, where
 - s: the share of its span that is speech;
-- q: min(1, L / its seconds), L = STRETCH x pace x letters + SLACK_S, the longest a word of its
-  length lasts at this utterance's pace (the median seconds per letter of its words): a word whose
-  span also holds a repeat, or any sound that is not it, is longer than L.
-A word is "unaligned" when the path gave it no frame or no speech lies under it, "low" when its
-confidence is under the settings' threshold or it is longer than L, else "aligned".
+- q: min(1, L / d, d / S) for its span of d seconds, L = STRETCH x pace x letters + SLACK_S the
+  longest and S = SHORT x pace x letters the shortest a word of its length lasts at this
+  utterance's pace (the median seconds per letter of its words): a word whose span also holds a
+  repeat, or any sound that is not it, is longer than L; a sliver the path handed a lost word is
+  shorter than S.
+Whisper's probability of the word (p) is kept beside the confidence, not in it: it says how
+expected a word is, not whether it was said.
+A word is "unaligned" when the path gave it no frame and Whisper does not hear it there (p under
+HEARD), or no speech lies under it; "low" when it had no frame but Whisper hears it (squeezed), or
+its confidence is under the settings' threshold; else "aligned".
 """
 
 from __future__ import annotations
