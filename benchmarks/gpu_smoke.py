@@ -1,6 +1,6 @@
 """GPU smoke test: everything a GPU Space depends on, in one run on one device, offline, on a talker
 with Gepard-1.0's real shapes and random weights (gepard_demo/model/full_size.py) and a full-size
-random NanoCodec. About 3 minutes on one GPU (183 s on an H200). One table:
+random NanoCodec. One table, then the loops' (benchmarks/gpu_check.sh is the device command):
 
 - pick: the device, its compute capability and the precision the speed layer picks for it
   (bf16 from 8.0, fp16 below; on a CPU this script runs bf16, what an Ampere-or-later GPU runs).
@@ -8,10 +8,15 @@ random NanoCodec. About 3 minutes on one GPU (183 s on an H200). One table:
   mean per-head KL (nats) and max |p_stop - p_stop fp32| over the steps; bounds 0.01 and 0.01.
 - codec SNR: the device's exact decode of random codes against the CPU's fp32 one (dB; TF32 is
   off for the codec's convolutions, codec/hifigan.exact_gpu_convolutions).
+- precisions: the fixed-shape step under CUDA graphs at fp32 (TF32 off), fp32 with TF32 and the
+  picked precision: step ms and each one's guard against fp32; the fastest that passes.
+- equality: greedy frames of the growing loop (eager) and the graphed step over 430 frames, solo
+  and in a padded batch of 8, at fp32 and at the picked precision, and their largest |dp_stop|.
+- loops (benchmarks/decode_loops.py, side by side): ops per step (the profiler's, and what the host
+  launches), the plain and the guided step at batch 1, padded batches of 1, 8, 16, 32 and 64
+  different texts against one request's frames/s, the graphs captured (time, memory).
 - stream: RTF (wall / audio) and time to first audio of a 430-frame (20 s) SynthesisSession at
-  batch 1 with the page's chunks (10 then 10 frames, exact), after a short warm-up stream.
-- CFG: a guided request's median step time against a plain one's (cfg_scale 2.5, every frame).
-- batch 8: a padded batch of 8 different texts, frames/s against one request's.
+  batch 1 with the page's chunks (10 then 10 frames, exact), each loop after a short warm-up stream.
 - memory: peak GPU memory above the weights at 1 x 1000 and 16 x 300 frames, beside the estimate
   the engine refuses batches with (model/memory.py); a CPU reports the estimate only.
 
@@ -19,7 +24,7 @@ The stop head is forced off for the timed runs (random weights would stop anywhe
 run makes exactly the frames asked for; the guard uses the untouched weights.
 
 Run: .venv/bin/python benchmarks/gpu_smoke.py [--device cuda|cpu] [--quick] [--json FILE]
---quick: the tiny checkpoint and a tenth of the frames (what the test suite runs on a CPU).
+--quick: the tiny checkpoint, a tenth of the frames, batches of 1 and 2 (what the suite runs on a CPU).
 Exits 1 when the guard fails.
 """
 
@@ -39,6 +44,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from decode_loops import equality, loop_engines, precisions, side_by_side  # noqa: E402
+from decode_loops import table as loops_table  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 from gepard_demo.codec import build_random_codec, load_codec  # noqa: E402
@@ -91,11 +98,6 @@ def engines(device: str, precision: str, quick: bool):
     return ref, low, codec_dev, codec_cpu
 
 
-def median_step_s(engine: GepardEngine, text: str, settings: SamplingSettings) -> float:
-    times = [s.elapsed_s for s in engine.stream_frames(text, settings)]
-    return statistics.median(b - a for a, b in zip(times, times[1:]))
-
-
 def peak_bytes(engine: GepardEngine, device: str, texts: list[str], frames: int) -> int | None:
     if not device.startswith("cuda"):
         return None
@@ -122,37 +124,41 @@ def main(argv: list[str] | None = None) -> dict:
     out: dict = {"device": hw.describe(), "precision": precision, "model": ref.model_info.name,
                  "torch": torch.__version__, "cuda_build": torch.version.cuda}
 
+    def save() -> None:  # after each section: a run cut short keeps what it measured
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2))
+
     steps = 200 // scale
     prompt = ref.prompt_ids(TEXT)
     reference = trace(ref.talker, prompt, steps, seed=1)
     rep = compare(reference, trace(low.talker, prompt, steps, frames=reference.frames))
     out["guard"] = {**rep.as_dict(), "bounds": [MAX_MEAN_KL, MAX_DP_STOP]}
+    save()
 
     codes = np.random.default_rng(7).integers(0, 6, size=(200 // scale, 32))
     out["codec_snr_db"] = snr_db(codec_cpu.decode(codes), codec_dev.decode(codes))
+    save()
+
+    # The growing cache (eager) and the fixed-shape step (CUDA graphs) side by side: precisions
+    # under graphs and the equality of both loops first, on the untouched stop head.
+    out["precisions"] = precisions(ref, low, device, 200 // scale)
+    save()
+    out["equality_fp32"] = equality(loop_engines(ref, device), 430 // scale)
+    save()
+    batches = (1, 2) if args.quick else (1, 8, 16, 32, 64)
+    out["loops"] = side_by_side(low, device, 200 // scale, batches, 20 // scale, equal_frames=430 // scale)
+    save()
 
     stop_head_off(low)
     frames = 430 // scale
-    SynthesisSession(low, codec_dev, "Warm up.", SamplingSettings(seed=0, max_frames=12), PAGE_STREAM).run()
-    session = SynthesisSession(low, codec_dev, TEXT, SamplingSettings(seed=1, max_frames=frames), PAGE_STREAM)
-    session.run()
-    st = session.stats
-    out["stream"] = {"frames": st.frames, "rtf": st.rtf, "ttfa_s": st.ttfa_s, "wall_s": st.wall_s}
-
-    plain = median_step_s(low, TEXT, SamplingSettings(seed=2, max_frames=200 // scale))
-    guided = median_step_s(low, TEXT, SamplingSettings(seed=2, max_frames=200 // scale, cfg_scale=2.5))
-    out["cfg"] = {"plain_step_ms": plain * 1e3, "guided_step_ms": guided * 1e3, "ratio": guided / plain}
-
-    n = 200 // scale
-    t0 = time.perf_counter()
-    low.generate([TEXTS[3]], SamplingSettings(seed=4, max_frames=n))
-    sync(device)
-    solo_fps = n / (time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    low.generate(TEXTS, [SamplingSettings(seed=10 + i, max_frames=n) for i in range(len(TEXTS))])
-    sync(device)
-    batch_fps = len(TEXTS) * n / (time.perf_counter() - t0)
-    out["batch8"] = {"frames_per_s": batch_fps, "solo_frames_per_s": solo_fps, "ratio": batch_fps / solo_fps}
+    out["stream"] = {}
+    for name, engine in loop_engines(low, device).items():
+        SynthesisSession(engine, codec_dev, "Warm up.", SamplingSettings(seed=0, max_frames=12), PAGE_STREAM).run()
+        session = SynthesisSession(engine, codec_dev, TEXT, SamplingSettings(seed=1, max_frames=frames), PAGE_STREAM)
+        session.run()
+        st = session.stats
+        out["stream"][name] = {"frames": st.frames, "rtf": st.rtf, "ttfa_s": st.ttfa_s, "wall_s": st.wall_s}
+        save()
 
     dtype = low.talker.backbone_dtype
     out["memory"] = {}
@@ -169,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def table(o: dict) -> str:
-    g, s, c, b = o["guard"], o["stream"], o["cfg"], o["batch8"]
+    g, s = o["guard"], o["stream"]
 
     def gib(x):
         return "n/a (CPU)" if x is None else f"{x / GIB:.2f} GiB"
@@ -181,15 +187,23 @@ def table(o: dict) -> str:
         ("guard vs fp32: mean KL / max dp_stop", f"{g['mean_kl']:.2e} / {g['max_dp_stop']:.2e} over {g['steps']} steps: "
                                                    + ("PASS" if g["passes"] else "FAIL") + f" (bounds {g['bounds'][0]} / {g['bounds'][1]})"),
         ("codec SNR, device vs CPU", "identical" if c_inf(o["codec_snr_db"]) else f"{o['codec_snr_db']:.1f} dB"),
-        (f"stream of {s['frames']} frames: RTF / time to first audio", f"{s['rtf']:.3f} / {s['ttfa_s'] * 1e3:.0f} ms"),
-        ("CFG step / plain step", f"{c['guided_step_ms']:.1f} / {c['plain_step_ms']:.1f} ms = {c['ratio']:.2f}x"),
-        ("padded batch of 8: frames/s (vs 1)", f"{b['frames_per_s']:.1f} ({b['ratio']:.2f}x of {b['solo_frames_per_s']:.1f})"),
     ]
+    for name, st in s.items():
+        rows.append((f"stream of {st['frames']} frames, {name}: RTF / time to first audio",
+                     f"{st['rtf']:.3f} / {st['ttfa_s'] * 1e3:.0f} ms"))
+    for name, p in o["precisions"].items():
+        if name != "pick":
+            rows.append((f"graphed step at {p['dtype']}{' (TF32)' if p['tf32'] else ''}: ms / guard",
+                         f"{p['step_ms']:.2f} ms / max dp_stop {p['guard']['max_dp_stop']:.1e}, "
+                         + ("PASS" if p["guard"]["passes"] else "FAIL")))
+    rows.append(("fastest precision that passes, graphed", str(o["precisions"]["pick"])))
+    for k, e in o["equality_fp32"].items():
+        rows.append((f"fp32 greedy {k}, {e['frames']} frames: rows equal / max dp_stop", f"{e['rows_equal']} / {e['max_dp_stop']:.1e}"))
     for key, m in o["memory"].items():
         rows.append((f"memory above weights, {key} frames: peak / estimate", f"{gib(m['peak_bytes'])} / {gib(m['estimate_bytes'])}"))
     rows.append(("wall time of this script", f"{o['wall_s']:.0f} s"))
     width = max(len(k) for k, _ in rows)
-    return "\n".join(f"| {k.ljust(width)} | {v} |" for k, v in rows)
+    return "\n".join(f"| {k.ljust(width)} | {v} |" for k, v in rows) + "\n\n" + loops_table(o["loops"])
 
 
 def c_inf(x: float) -> bool:

@@ -53,7 +53,8 @@ def load_from_args(args: argparse.Namespace):
     torch.set_num_threads(max(1, args.threads))
     dtype = load_dtype(args.device, args.precision)
     engine = GepardEngine.load(args.model, device=args.device, dtype=dtype, cache_dir=args.cache_dir)
-    speed = speed_for(engine, args.device, args.precision, args.threads, args.pipeline, args.codec_precision)
+    speed = speed_for(engine, args.device, args.precision, args.threads, args.pipeline, args.codec_precision,
+                      args.cuda_graphs)
     engine = apply_speed(engine, speed)
     sampling, stream = settings_from_args(args, engine.default_sampling(), StreamSettings())
     sampling = sampling.replace(seed=args.seed).validate()

@@ -1,4 +1,5 @@
-"""A DecodeBatch stepped by hand, as the scheduler steps it: requests join mid-run (made by
+"""The engine's decode loop (engine.new_batch: DecodeBatch, or the fixed-shape loop) stepped by
+hand, as the scheduler steps it: requests join mid-run (made by
 GepardEngine.request, the one way every caller makes them) and each row's frames and end are
 kept. Shared by the continuous-batching test and the guidance and guardrail reference tests."""
 
@@ -6,13 +7,11 @@ from __future__ import annotations
 
 import torch
 
-from gepard_demo.model.batch import DecodeBatch
-
 
 class Driver:
     def __init__(self, engine):
         self.engine = engine
-        self.batch = DecodeBatch(engine.talker)
+        self.batch = engine.new_batch()
         self.frames: dict[int, list[torch.Tensor]] = {}
         self.ends: dict[int, str] = {}
         self.steps = 0

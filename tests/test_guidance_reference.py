@@ -13,10 +13,19 @@ import pytest
 import torch
 from authors_reference import assert_authors_guided_frames, authors_uncond_layout
 from batch_driver import Driver
+from loops import LOOPS, running
 
 from gepard_demo.settings import SamplingSettings
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+
+
+@pytest.fixture(params=LOOPS)
+def tiny_engine(tiny_engine, request):
+    """The authors' runner is the reference for both decode loops (tests/loops.py)."""
+    with running(tiny_engine, request.param):
+        yield tiny_engine
+
 
 TEXT = "Hello world"
 

@@ -53,6 +53,8 @@ class GepardLocal(EvalEngine):
         from gepard_demo.speed.select import load_dtype
 
         engine = GepardEngine.load(model, device=device, dtype=load_dtype(device, "auto"), cache_dir=cache_dir)
+        engine.use_loop("auto")  # the demo's decode loop: CUDA graphs on a GPU (model/fixed_shape/choice.py)
+        engine.warm()
         return cls(engine, load_codec(engine.codec_source(), device=device))
 
     def describe(self) -> dict:

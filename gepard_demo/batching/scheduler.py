@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import torch
 
-from gepard_demo.model.batch import DecodeBatch
+from gepard_demo.model.batch import DecodeLoop
 from gepard_demo.model.frames import FrameMaker
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
 from gepard_demo.settings import SamplingSettings
@@ -190,7 +190,7 @@ class BatchScheduler(FrameMaker):
             t.ahead = k
 
     def _loop(self) -> None:
-        batch = DecodeBatch(self.engine.talker)
+        batch = self.engine.new_batch()
         while True:
             with self._cond:
                 while not self._closed and not self._queue and not self._running:
@@ -219,10 +219,12 @@ class BatchScheduler(FrameMaker):
                 for t in failed:
                     t.done = True
                     t.on_step(t, exc)
-                batch = DecodeBatch(self.engine.talker)
+                batch.close()
+                batch = self.engine.new_batch()
+        batch.close()
         self._end_all(SchedulerClosed("the engine's scheduler was closed"))
 
-    def _drop_ended(self, batch: DecodeBatch) -> None:
+    def _drop_ended(self, batch: DecodeLoop) -> None:
         """Under the lock: ended and cancelled requests leave the running set; a cancelled one's
         rows leave the batch (now between steps, else at its next advance)."""
         for h, t in list(self._running.items()):
@@ -242,7 +244,7 @@ class BatchScheduler(FrameMaker):
         state = Running(len(tickets), sum(t.rows for t in tickets), len(listened), min(leads) if leads else None)
         return state, Newcomer(newcomer.rows, newcomer.prompt_tokens, newcomer.listened)
 
-    def _admissible(self, batch: DecodeBatch) -> list[Ticket]:
+    def _admissible(self, batch: DecodeLoop) -> list[Ticket]:
         """The queue's head, for as long as the admission rule lets each in (under the lock). A
         listened stream the rule would keep waiting takes the places of look-ahead segments, when
         that lets it in."""
@@ -274,7 +276,7 @@ class BatchScheduler(FrameMaker):
                 return ahead[:k]
         return []
 
-    def _preempt(self, batch: DecodeBatch, t: Ticket) -> None:
+    def _preempt(self, batch: DecodeLoop, t: Ticket) -> None:
         """Under the lock, between steps: `t` leaves the batch and waits again, keeping its frames,
         to go on from them (BatchRequest.replay, its noise drawn as far) when it is let in again."""
         batch.cancel(t.handle)
@@ -285,7 +287,7 @@ class BatchScheduler(FrameMaker):
         self.preemptions += 1
         self._queue.append(t)
 
-    def _admit(self, batch: DecodeBatch, tickets: list[Ticket]) -> None:
+    def _admit(self, batch: DecodeLoop, tickets: list[Ticket]) -> None:
         """Prefill newcomers together, those resuming from the same number of frames in one group."""
         groups: dict[int, list[Ticket]] = {}
         for t in tickets:
@@ -293,7 +295,7 @@ class BatchScheduler(FrameMaker):
         for group in groups.values():
             self._admit_group(batch, group)
 
-    def _admit_group(self, batch: DecodeBatch, tickets: list[Ticket]) -> None:
+    def _admit_group(self, batch: DecodeLoop, tickets: list[Ticket]) -> None:
         t0 = time.perf_counter()
         try:
             handles = batch.admit([t.request for t in tickets])

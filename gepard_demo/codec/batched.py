@@ -45,17 +45,19 @@ def decode_together(streams: list[ExactStreamDecoder], codes: list[Any]) -> list
         raise ValueError(f"chunks of different lengths cannot share a call: {[x.shape[0] for x in xs]} frames")
     if n == 0:
         return [np.zeros(0, dtype=np.float32) for _ in streams]
-    x = torch.stack([x.T for x in xs]).to(first.device)  # (streams, codes, frames)
-    states = [s._state for s in streams]
-    layers = {layer for st in states for layer in st}
-    state = {}
-    for layer in layers:
-        shape = next(st[layer] for st in states if layer in st).shape[1:]
-        state[layer] = torch.cat([st[layer] if layer in st else x.new_zeros(1, *shape) for st in states])
-    with torch.inference_mode():
+    # On the first stream's CUDA stream (stream.py): every push ends with its audio read back, so
+    # the other streams' states are complete here.
+    with first.side(), torch.inference_mode():
+        x = torch.stack([x.T for x in xs]).to(first.device)  # (streams, codes, frames)
+        states = [s._state for s in streams]
+        layers = {layer for st in states for layer in st}
+        state = {}
+        for layer in layers:
+            shape = next(st[layer] for st in states if layer in st).shape[1:]
+            state[layer] = torch.cat([st[layer] if layer in st else x.new_zeros(1, *shape) for st in states])
         audio = first.decoder(x, state)
-    for i, (s, st) in enumerate(zip(streams, states)):
-        for layer, value in state.items():
-            st[layer] = value[i : i + 1].clone()
-        s.frames_pushed += n
-    return [a.float().cpu().numpy() for a in audio]
+        for i, (s, st) in enumerate(zip(streams, states)):
+            for layer, value in state.items():
+                st[layer] = value[i : i + 1].clone()
+            s.frames_pushed += n
+        return [a.float().cpu().numpy() for a in audio]

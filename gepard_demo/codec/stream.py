@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 import numpy as np
@@ -46,15 +47,22 @@ class ExactStreamDecoder(StreamDecoder):
         self.samples_per_frame = decoder.samples_per_frame
         self.frames_pushed = 0
         self._state: dict = {}
+        # On a GPU the stream's work runs on a CUDA stream of its own: a chunk decodes while the
+        # talker's next step (queued on the default stream) runs, and reading its audio back waits
+        # for this stream alone. Its state lives on this stream only (resume moves it here too).
+        self._stream = torch.cuda.Stream(device) if torch.device(device).type == "cuda" else None
+
+    def side(self) -> contextlib.AbstractContextManager:
+        return torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext()
 
     def push(self, codes: Any) -> np.ndarray:
         x = dequantize(codes, self.layout, frame_offset=self.frames_pushed)
         n = x.shape[0]
         if n == 0:
             return _EMPTY.copy()
-        x = x.T.unsqueeze(0).to(self.device)
         parts = []
-        with torch.inference_mode():
+        with self.side(), torch.inference_mode():
+            x = x.T.unsqueeze(0).to(self.device)
             for start in range(0, n, self.block_frames):
                 audio = self.decoder(x[..., start : start + self.block_frames], self._state)
                 parts.append(audio[0].float().cpu().numpy())
@@ -65,15 +73,17 @@ class ExactStreamDecoder(StreamDecoder):
         """What this stream has carried so far, as plain CPU values (picklable): another decoder of
         the same weights, in another process, `resume`s from it and goes on as this one would."""
         names = {module: name for name, module in self.decoder.named_modules()}
-        return {"mode": "exact", "frames_pushed": self.frames_pushed,
-                "state": {names[module]: value.cpu() for module, value in self._state.items()}}
+        with self.side():
+            state = {names[module]: value.cpu() for module, value in self._state.items()}
+        return {"mode": "exact", "frames_pushed": self.frames_pushed, "state": state}
 
     def resume(self, carried: dict) -> "ExactStreamDecoder":
         if carried.get("mode") != "exact":
             raise ValueError(f"an exact stream cannot resume a {carried.get('mode')!r} stream's state")
         modules = dict(self.decoder.named_modules())
         self.frames_pushed = int(carried["frames_pushed"])
-        self._state = {modules[name]: value.to(self.device) for name, value in carried["state"].items()}
+        with self.side():
+            self._state = {modules[name]: value.to(self.device) for name, value in carried["state"].items()}
         return self
 
 

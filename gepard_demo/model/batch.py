@@ -38,6 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 from transformers import DynamicCache
@@ -65,6 +66,30 @@ class BatchRequest:
     def resumed_from(self) -> int:
         """The frames it goes on from (0: a fresh request); requests admitted together share it."""
         return 0 if self.replay is None else len(self.replay)
+
+
+class DecodeLoop(Protocol):
+    """A running decode batch: DecodeBatch here (its cache grows with the rows), or the fixed-shape
+    loop (model/fixed_shape/fixed_batch.py, a CUDA graph per step). The scheduler, the engine and a ZeroGPU
+    call drive either one through these calls, in this order per step: admit (between steps),
+    sample, cancel (any time), advance; close when done with it."""
+
+    steps: int  # samples taken: the clock FrameStep.batch_step reads
+
+    def __len__(self) -> int: ...
+
+    @property
+    def row_count(self) -> int: ...
+
+    def admit(self, requests: list[BatchRequest]) -> list[int]: ...
+
+    def sample(self) -> list[tuple[int, FrameStep]]: ...
+
+    def cancel(self, handle: int) -> None: ...
+
+    def advance(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -111,44 +136,19 @@ class DecodeBatch:
             raise RuntimeError("admit between steps: after advance(), before sample()")
         if not requests:
             return []
-        talker, device = self.talker, self.talker.device
         handles = list(range(self._next_handle, self._next_handle + len(requests)))
         self._next_handle += len(requests)
-        replayed = _replayed(requests)
-        rows = [(h, False) for h in handles] + [(h, True) for h, r in zip(handles, requests)
-                                                if r.unconditional is not None and _still_guided(r, replayed)]
         by_handle = dict(zip(handles, requests))
-        prompts = [by_handle[h].unconditional if unc else by_handle[h].prompt for h, unc in rows]
-        width = max(len(p) for p in prompts)
-        ids = torch.zeros(len(rows), width, dtype=torch.long, device=device)
-        mask = torch.zeros(len(rows), width + replayed, dtype=torch.long, device=device)
-        for r, p in enumerate(prompts):
-            ids[r, width - len(p):] = torch.tensor(p, device=device)
-            mask[r, width - len(p):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        speakers = [by_handle[h].speaker for h, _ in rows]
-        speaker_rows = None
-        if any(s is not None for s in speakers):
-            speaker_rows = torch.stack([talker.null_prefix if s is None else s.to(device) for s in speakers])
-        cache = DynamicCache(config=talker.config.backbone)
+        done = prefill(self.talker, by_handle)
         with torch.inference_mode():
-            embeds = talker.embed_prompt(ids, speaker_rows)
-            if replayed:  # the frames made before, fed after the prompt in the same prefill
-                frames = torch.stack([by_handle[h].replay for h, _ in rows]).to(device)
-                fed = talker.embed_frame(frames.flatten(0, 1)).view(len(rows), replayed, -1)
-                embeds = torch.cat([embeds, fed.to(embeds.dtype)], dim=1)
-            padded = bool((mask == 0).any())  # a padding-free prefill needs no mask: the fast path
-            hidden = talker.backbone(
-                embeds, attention_mask=padding_mask(talker, mask, embeds, positions, cache) if padded else None,
-                position_ids=positions, past_key_values=cache,
-            )
-            self._join(cache, mask, positions[:, -1], hidden)
+            self._join(done.cache, done.mask, done.last_pos, done.hidden)
+        rows = done.rows
         now = time.perf_counter()
         guided = {h for h, unc in rows if unc}
         for h in handles:
             request = by_handle[h]
-            _keep_history(request, talker.logits_shape, device)
-            self.live[h] = _Live(sampler=request.sampler, guided=h in guided, start=now, committed=replayed)
+            keep_history(request, self.talker.logits_shape, self.talker.device)
+            self.live[h] = _Live(sampler=request.sampler, guided=h in guided, start=now, committed=done.replayed)
         self.rows += rows
         return handles
 
@@ -248,6 +248,12 @@ class DecodeBatch:
                 position_ids=step_pos, past_key_values=self.cache,
             )
 
+    def close(self) -> None:
+        """End every request and free the cache (the batch may admit again after)."""
+        self.live.clear()
+        self.rows, self.cache, self.mask, self.last_pos, self.hidden = [], None, None, None, None
+        self._sampled = False
+
     def _drop(self) -> None:
         """Remove ended and cancelled requests' rows, and guidance rows past their cfg_frames."""
         def keeps(h: int, unc: bool) -> bool:
@@ -277,6 +283,54 @@ class DecodeBatch:
                 self.mask = self.mask[:, unused:]
 
 
+@dataclass
+class Prefilled:
+    """A group of requests prefilled together (`prefill`): their rows, left-padded to one width."""
+
+    rows: list[tuple[int, bool]]  # (handle, is the guidance row), conditional rows first
+    cache: DynamicCache
+    mask: torch.Tensor  # (rows, T) 1 = a real position
+    last_pos: torch.Tensor  # (rows,) position of each row's last input
+    hidden: torch.Tensor  # (rows, hidden) what the first sample reads
+    replayed: int  # the committed frames the group goes on from (BatchRequest.replay)
+
+
+def prefill(talker: GepardTalker, requests: dict[int, BatchRequest]) -> Prefilled:
+    """Prefill `requests` (by handle) in a cache of their own: a guided request's guidance row
+    after every conditional row, each row left-padded to the longest prompt, its replayed frames
+    (if any) fed after its prompt. Both decode loops (DecodeBatch, model/fixed_shape/fixed_batch.py) join
+    their newcomers from this."""
+    device = talker.device
+    replayed = _replayed(list(requests.values()))
+    rows = [(h, False) for h in requests] + [(h, True) for h, r in requests.items()
+                                             if r.unconditional is not None and _still_guided(r, replayed)]
+    prompts = [requests[h].unconditional if unc else requests[h].prompt for h, unc in rows]
+    width = max(len(p) for p in prompts)
+    ids = torch.zeros(len(rows), width, dtype=torch.long, device=device)
+    mask = torch.zeros(len(rows), width + replayed, dtype=torch.long, device=device)
+    for r, p in enumerate(prompts):
+        ids[r, width - len(p):] = torch.tensor(p, device=device)
+        mask[r, width - len(p):] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    speakers = [requests[h].speaker for h, _ in rows]
+    speaker_rows = None
+    if any(s is not None for s in speakers):
+        speaker_rows = torch.stack([talker.null_prefix if s is None else s.to(device) for s in speakers])
+    cache = DynamicCache(config=talker.config.backbone)
+    with torch.inference_mode():
+        embeds = talker.embed_prompt(ids, speaker_rows)
+        if replayed:  # the frames made before, fed after the prompt in the same prefill
+            frames = torch.stack([requests[h].replay for h, _ in rows]).to(device)
+            fed = talker.embed_frame(frames.flatten(0, 1)).view(len(rows), replayed, -1)
+            embeds = torch.cat([embeds, fed.to(embeds.dtype)], dim=1)
+        padded = bool((mask == 0).any())  # a padding-free prefill needs no mask: the fast path
+        hidden = talker.backbone(
+            embeds, attention_mask=padding_mask(talker, mask, embeds, positions, cache) if padded else None,
+            position_ids=positions, past_key_values=cache,
+        )
+    return Prefilled(rows, cache, mask, positions[:, -1], hidden, replayed)
+
+
 def _replayed(requests: list[BatchRequest]) -> int:
     """How many committed frames the group's requests go on from (0: a fresh start). Requests
     prefilled together share it: their frames then end their prefills at one length."""
@@ -286,7 +340,7 @@ def _replayed(requests: list[BatchRequest]) -> int:
     return counts.pop()
 
 
-def _keep_history(request: BatchRequest, shape: torch.Size, device: torch.device) -> None:
+def keep_history(request: BatchRequest, shape: torch.Size, device: torch.device) -> None:
     """A penalized request's window, holding the frames it goes on from (replay) if any."""
     sampler = request.sampler
     if not sampler.settings.penalized or sampler.history is not None:
@@ -303,21 +357,23 @@ def _still_guided(request: BatchRequest, replayed: int) -> bool:
     return frames is None or replayed < frames
 
 
-def decode_batch(talker: GepardTalker, requests: list[BatchRequest]) -> Iterator[tuple[int, FrameStep]]:
+def decode_batch(batch: DecodeLoop, requests: list[BatchRequest]) -> Iterator[tuple[int, FrameStep]]:
     """Yield (request, FrameStep) for every request at every step until each is done: a fixed
     set of requests (GepardEngine.request: all resumed from the same frame count) through one
-    DecodeBatch (`engine.generate`, `engine.stream_frames`). A guided request's unconditional
+    DecodeLoop (`engine.generate`, `engine.stream_frames`). A guided request's unconditional
     branch runs as one more row of the same batch, with its own positions, fed the frames the
     conditional row commits, until its `cfg_frames` are made. Closing the iterator stops the
     work at the next step (the demo's Stop button).
     """
-    batch = DecodeBatch(talker)
     handles = batch.admit(requests)
     index = {h: i for i, h in enumerate(handles)}
     # The batch enters inference mode per method, never across this yield: a consumer may resume
     # the generator from another thread (the pipeline's talker thread, a GPU call's worker), and
     # inference mode is a per-thread switch.
-    while batch:
-        for h, step in batch.sample():
-            yield index[h], step
-        batch.advance()
+    try:
+        while batch:
+            for h, step in batch.sample():
+                yield index[h], step
+            batch.advance()
+    finally:
+        batch.close()  # a closed stream (Stop, a hang-up) gives back what its rows held

@@ -13,13 +13,16 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
+from gepard_demo.model.fixed_shape.choice import DYNAMIC, LoopChoice, choose_loop
+from gepard_demo.model.fixed_shape.fixed_batch import FixedBatch
+from gepard_demo.model.fixed_shape.shapes import WARM_ROWS, Capture, StepShapes
 from gepard_demo.model.source import ResolvedModel, resolve_model
 from gepard_demo.settings import SamplingSettings
 
-from .batch import BatchRequest, decode_batch
+from .batch import BatchRequest, DecodeBatch, DecodeLoop, decode_batch
 from .config import GepardConfig
 from .frames import EngineFrames, FrameMaker
-from .generation import FrameStep, GenerationResult, ResultBuilder
+from .generation import FrameStep, GenerationResult, ResultBuilder, full_attention_only
 from .guardrails import force_stop_for
 from .memory import check_fits
 from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
@@ -46,6 +49,29 @@ class GepardEngine(FrameMaker):
         self.tokenizer = tokenizer
         self.talker = talker
         self.model_info = info
+        self.loop: LoopChoice = DYNAMIC
+        self.shapes: StepShapes | None = None  # the fixed-shape loop's buffers and graphs
+
+    def use_loop(self, cuda_graphs: str) -> LoopChoice:
+        """Run the decode loop the `cuda_graphs` setting picks for this engine's device and backbone
+        from now on (model/fixed_shape/choice.py): every surface's batches come from `new_batch`."""
+        loop = choose_loop(cuda_graphs, str(self.device), full_attention_only(self.config.backbone))
+        self.loop = loop
+        self.shapes = StepShapes(self.talker, loop.graphs, loop.required) if loop.fixed else None
+        return loop
+
+    def warm(self, rows: tuple[int, ...] = WARM_ROWS) -> list[Capture]:
+        """Capture the decode step's graphs for batches of `rows` rows now (start-up, or a ZeroGPU
+        worker's first call), at the columns a default request needs, so no request waits for a
+        capture; returns what each cost. Nothing to do unless the loop runs CUDA graphs."""
+        if self.shapes is None or not self.shapes.graphs:
+            return []
+        columns = len(self.prompt_ids("warm")) + self.default_sampling().max_frames
+        return self.shapes.warm(list(rows), columns)
+
+    def new_batch(self) -> DecodeLoop:
+        """An empty running batch of the chosen loop: requests join it with `admit`."""
+        return FixedBatch(self.shapes) if self.shapes is not None else DecodeBatch(self.talker)
 
     @classmethod
     def load(
@@ -155,7 +181,7 @@ class GepardEngine(FrameMaker):
         check_fits(self, rows, max(len(r.prompt) for r in requests), max(s.max_frames for s in settings))
         builders = [ResultBuilder(t, r.sampler.seed, len(r.prompt), s, r.sampler.force_stop)
                     for t, r, s in zip(texts, requests, settings)]
-        for row, step in decode_batch(self.talker, requests):
+        for row, step in decode_batch(self.new_batch(), requests):
             builders[row].add(step)
         return [b.result() for b in builders]
 
@@ -176,7 +202,7 @@ class GepardEngine(FrameMaker):
     def _steps(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None,
                resume: torch.Tensor | None) -> Iterator[FrameStep]:
         settings.validate()  # on the first read, as the loop's own work starts
-        steps = decode_batch(self.talker, [self.request(text, settings, speaker, resume)])
+        steps = decode_batch(self.new_batch(), [self.request(text, settings, speaker, resume)])
         try:
             for _, step in steps:
                 yield step

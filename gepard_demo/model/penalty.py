@@ -31,6 +31,10 @@ class History:
             if len(self._recent) > self.window:
                 self.counts[self._heads, self._recent.popleft()] -= 1
 
+    def recent(self) -> list[torch.Tensor]:
+        """The window's frames, oldest first (the last `window` committed; all of them when 0)."""
+        return list(self._recent)
+
     def seen(self) -> torch.Tensor:
         return self.counts > 0
 

@@ -35,9 +35,15 @@ class RowSampler:
         gen.manual_seed(settings.seed)
         return cls(settings=settings, seed=settings.seed, generator=gen, force_stop=force_stop)
 
+    def uniform(self, shape: torch.Size, device: torch.device, out: torch.Tensor | None = None) -> torch.Tensor:
+        """One step's draw: uniform fp32 of `shape`, the whole of a frame's noise (into `out` if given:
+        the fixed-shape step's buffer)."""
+        if out is not None:
+            return torch.rand(shape, generator=self.generator, out=out)
+        return torch.rand(shape, generator=self.generator, device=device, dtype=torch.float32)
+
     def noise(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
-        u = torch.rand(shape, generator=self.generator, device=device, dtype=torch.float32)
-        return -torch.log(-torch.log(u.clamp_min(1e-20)))
+        return gumbel(self.uniform(shape, device))
 
     def skip(self, frames: int, shape: torch.Size, device: torch.device) -> "RowSampler":
         """Draw (and drop) the noise of `frames` committed frames: one draw per frame, as
@@ -45,8 +51,13 @@ class RowSampler:
         next frame from the noise an uninterrupted run would."""
         if not self.settings.greedy:
             for _ in range(frames):
-                torch.rand(shape, generator=self.generator, device=device, dtype=torch.float32)
+                self.uniform(shape, device)
         return self
+
+
+def gumbel(uniform: torch.Tensor) -> torch.Tensor:
+    """Gumbel noise from uniform draws: argmax(logits / T + noise) samples softmax(logits / T)."""
+    return -torch.log(-torch.log(uniform.clamp_min(1e-20)))
 
 
 def sample_codes(logits: torch.Tensor, rows: list[RowSampler]) -> torch.Tensor:

@@ -8,6 +8,8 @@ import dataclasses
 import sys
 from typing import Any
 
+from gepard_demo.model.fixed_shape.choice import CUDA_GRAPHS
+
 from .settings import CODEC_PRECISIONS, PRECISIONS, SpeedSettings
 
 # Below this hidden size the model is the tiny test checkpoint: per-op overhead, not weights.
@@ -37,13 +39,17 @@ def add_speed_flags(p: argparse.ArgumentParser) -> None:
                    help="torch threads (0 = auto: 1 for the tiny model; half the cores when pipelined, else all)")
     g.add_argument("--pipeline", choices=("auto", "on", "off"), default="auto",
                    help="run the talker on its own thread ahead of the codec (auto: on with 2+ cores, full-size model)")
+    g.add_argument("--cuda-graphs", choices=CUDA_GRAPHS, default="auto",
+                   help="the decode step: auto = one CUDA graph replay per frame on a GPU (fixed shapes), the "
+                        "growing cache on a CPU; on = the fixed-shape step everywhere (graphs required on a GPU); "
+                        "off = the growing cache")
     g.add_argument("--codec-precision", choices=("auto", *CODEC_PRECISIONS), default="auto",
                    help="the codec's convolutions: auto = bf16 autocast on a CPU with native bf16 math (AVX512-BF16 "
                         "or AMX: 1.5x, 42 dB against fp32), else fp32")
 
 
 def speed_for(engine: Any, device: str, precision: str = "auto", threads: int = 0, pipeline: str = "auto",
-              codec: str = "auto") -> SpeedSettings:
+              codec: str = "auto", cuda_graphs: str = "auto") -> SpeedSettings:
     from .select import detect_hardware, pick_speed
 
     hw = detect_hardware(device)
@@ -51,5 +57,6 @@ def speed_for(engine: Any, device: str, precision: str = "auto", threads: int = 
     speed = pick_speed(hw, precision, threads, small_model=small, codec=codec)
     if pipeline != "auto":
         speed = dataclasses.replace(speed, pipelined=pipeline == "on")
+    speed = dataclasses.replace(speed, cuda_graphs=cuda_graphs)
     print(f"speed: {speed.describe()} ({speed.reason}); hardware: {hw.describe()}", file=sys.stderr, flush=True)
     return speed.validate()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,9 +198,11 @@ def apply_codec_speed(codec: Any, speed: SpeedSettings) -> Any:
     return codec
 
 
-def apply_speed(engine: Any, speed: SpeedSettings) -> Any:
+def apply_speed(engine: Any, speed: SpeedSettings, warm: bool = True) -> Any:
     """The engine with `speed` applied: talker precision (CPU only; a GPU engine's dtype was
-    chosen at load), the process's torch threads, the pipeline, and the pick in model_info."""
+    chosen at load), the process's torch threads, the pipeline, the decode loop (its CUDA graphs
+    captured now for WARM_ROWS unless `warm` is False: a ZeroGPU main process, whose CUDA belongs to
+    the GPU calls), and the pick in model_info."""
     speed.validate()
     if speed.threads:
         torch.set_num_threads(speed.threads)
@@ -212,4 +215,7 @@ def apply_speed(engine: Any, speed: SpeedSettings) -> Any:
     if speed.device.startswith("cpu") and speed.precision == "bf16":
         info = dataclasses.replace(info, dtype="bfloat16")
     engine.model_info = info
+    loop = engine.use_loop(speed.cuda_graphs)
+    captures = engine.warm() if warm else []
+    print(loop.describe() + "".join(f"; captured {c.describe()}" for c in captures), file=sys.stderr, flush=True)
     return PipelinedEngine(engine) if speed.pipelined else engine

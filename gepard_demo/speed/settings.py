@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gepard_demo.model.fixed_shape.choice import CUDA_GRAPHS
+
 # fp32: the weights as loaded. bf16: the whole talker in bfloat16 (fast only with native bf16
 # math: AVX512-BF16/AMX on a CPU, or a GPU). fp16w: the backbone's linear layers hold float16
 # weights and compute in fp32 (fbgemm). int8: the linears whose input is RMS-normalised (q, k, v,
@@ -30,6 +32,8 @@ class SpeedSettings:
         slower of the two instead of their sum).
     reason: why this was picked (printed at start-up, shown in the banner).
     codec: the codec's precision, one of CODEC_PRECISIONS (codec/hifigan.py's cpu_bf16).
+    cuda_graphs: the decode loop, one of CUDA_GRAPHS (model/fixed_shape/choice.py): auto = the fixed-shape
+        step as CUDA graphs on a GPU, the growing cache on a CPU; on; off.
     """
 
     device: str = "cpu"
@@ -38,6 +42,7 @@ class SpeedSettings:
     pipelined: bool = False
     reason: str = ""
     codec: str = "fp32"
+    cuda_graphs: str = "auto"
 
     def validate(self) -> "SpeedSettings":
         if self.precision not in PRECISIONS:
@@ -50,6 +55,8 @@ class SpeedSettings:
             raise SpeedError("fp16 runs on a GPU only (CPUs have no fast float16 math)")
         if self.codec not in CODEC_PRECISIONS:
             raise SpeedError(f"codec precision must be one of {CODEC_PRECISIONS}, got {self.codec!r}")
+        if self.cuda_graphs not in CUDA_GRAPHS:
+            raise SpeedError(f"cuda_graphs must be one of {CUDA_GRAPHS}, got {self.cuda_graphs!r}")
         if self.codec == "bf16" and not self.device.startswith("cpu"):
             raise SpeedError("a bf16 codec is a CPU path; on a GPU the codec decodes in fp32 (exact streaming)")
         return self
@@ -63,4 +70,6 @@ class SpeedSettings:
         parts.append("talker ahead of codec" if self.pipelined else "talker then codec")
         if self.codec != "fp32":
             parts.append(f"{self.codec} codec")
+        if self.cuda_graphs != "auto":
+            parts.append(f"cuda graphs {self.cuda_graphs}")
         return " · ".join(parts)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gepard_demo.model.batch import DecodeBatch
+from gepard_demo.model.batch import DecodeLoop
 from gepard_demo.model.frames import FrameMaker, FrameSource
 from gepard_demo.model.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
@@ -71,7 +71,7 @@ class CallBatch(FrameMaker):
         for j, frames in allotted.items():
             seg = self._segments.setdefault(j, _Segment())
             seg.frames_left = frames if seg.ended is None else 0
-        self.batch: DecodeBatch | None = None
+        self.batch: DecodeLoop | None = None
         self._sampled = False  # the batch sampled and has not advanced
         self.closed = False
 
@@ -92,7 +92,7 @@ class CallBatch(FrameMaker):
 
     def _admit(self) -> None:
         """Every row of the call joins: those going on from the same number of frames in one prefill."""
-        self.batch = DecodeBatch(self.engine.talker)
+        self.batch = self.engine.new_batch()
         e = self.engine
         groups: dict[int, list[tuple[int, _Segment]]] = {}
         for j, seg in sorted(self._segments.items()):
@@ -147,6 +147,8 @@ class CallBatch(FrameMaker):
     def close(self) -> None:
         """Every row leaves (a Stop, or the call's end); what was made stays for `carry`."""
         self.closed = True
+        if self.batch is not None:
+            self.batch.close()  # the fixed-shape loop's buffers go back to the engine, for the next call
         self.batch, self._sampled = None, False
         for seg in self._segments.values():
             seg.handle = None

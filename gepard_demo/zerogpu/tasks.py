@@ -12,6 +12,7 @@ call (text, settings, the reference window), so what fails here is a real fault.
 from __future__ import annotations
 
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -98,6 +99,9 @@ def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
     utterance's codes and SynthesisStats (or a Failure). A step event every frame is what lets
     Stop end the call within a step: ZeroGPU (and the forked emulation) check for a stop between
     two yields, and the batch steps only when the session asks for a frame."""
+    if not resident.calls:  # a fresh worker captures the decode step's graphs once: part of its cold start
+        for capture in resident.engine.warm():
+            print(f"zerogpu worker {os.getpid()}: captured {capture.describe()}", file=sys.stderr, flush=True)
     yield CallStart(os.getpid(), None if resident.calls else process_age_s())
     resident.calls += 1
     frames = None
