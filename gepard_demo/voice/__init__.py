@@ -4,4 +4,5 @@
 - compressor.py       `RefCompressor` (`ref_compressor.*` weights): codes -> K speaker tokens
 - speaker_prefix.py   `SpeakerPrefixer`: reference -> prefix (codec encoder + compressor), cached by hash
 - piper_voices.py     example reference voices made on the spot with Piper (for the page)
+- library.py         `VoiceLibrary`: saved voices by name (vLLM-Omni's /v1/audio/voices rules), one file each
 """

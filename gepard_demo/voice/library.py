@@ -1,0 +1,261 @@
+"""Saved voices by name: vLLM-Omni 0.30's voice library (facts §19; `serving_speech.py`'s
+`upload_voice`, `_validate_speaker_name`, `_restore_uploaded_speakers`,
+`_check_registration_allowed`), holding what Gepard needs of a voice.
+
+A voice is one safetensors file in the library's folder: the speaker prefix Gepard's compressor
+made from the clip at upload (`prefix`, (K, hidden) fp32: a request with the voice uses it as it
+is, so it makes the PCM the same clip sent as `ref_audio` makes), the trimmed clip itself
+(`audio`, mono float32 at 22.05 kHz: what a picker plays), and the wheel's metadata in the
+header (name, its lower case, consent, created_at, mime_type, file_size, ref_text,
+speaker_description, embedding_source, embedding_dim). Files are named as the wheel names them
+(`{name}_{consent}_{created_at}.safetensors`, sanitized, kept inside the folder).
+
+Rules, the wheel's: names are trimmed and case-insensitive, never empty, "." or "..", and hold no
+path separator or NUL; at most `max_voices` (SPEAKER_MAX_UPLOADED, 1000); the registration policy
+is "overwrite" (a new upload of a name replaces it) or "immutable" (it is refused until deleted);
+a name that would shadow a built-in voice is refused. Where the wheel is silent, what a careful
+server does (docs/DEPLOY.md):
+
+- a name is at most MAX_NAME_CHARS characters, and control characters are refused too;
+- a file is written aside and renamed into place, so an upload killed midway leaves no half voice
+  (leftovers are removed when the folder is opened);
+- add and delete hold the folder's lock (a lock file, so two processes on one folder agree too):
+  two uploads of one name at once end as one voice;
+- a voice deleted while a request uses it leaves that request alone: it holds the prefix tensor.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+POLICIES = ("overwrite", "immutable")
+MAX_VOICES = 1000  # the wheel's SPEAKER_MAX_UPLOADED default
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # the wheel's MAX_FILE_SIZE
+MAX_NAME_CHARS = 64  # ours: the wheel bounds only the file name (255)
+SUFFIX = ".safetensors"
+_TEMP = ".partial-"  # a file being written: never a voice
+_LOCK = ".lock"
+_INT_KEYS = ("created_at", "file_size", "embedding_dim")
+
+
+class VoiceError(ValueError):
+    """A voice request that cannot be served; `field` names what to fix (a 400 names it)."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+def check_name(name: str | None) -> str:
+    """The wheel's `_validate_speaker_name` (trimmed; not empty, ".", ".."; no / \\ NUL), plus no
+    control characters and at most MAX_NAME_CHARS."""
+    trimmed = (name or "").strip()
+    if not trimmed or trimmed in (".", "..") or any(c in trimmed for c in "/\\\x00"):
+        raise VoiceError(f"Invalid voice name {name!r}: must be non-empty, no path separators or NUL", "name")
+    if any(ord(c) < 32 or ord(c) == 127 for c in trimmed):
+        raise VoiceError(f"Invalid voice name {name!r}: no control characters", "name")
+    if len(trimmed) > MAX_NAME_CHARS:
+        raise VoiceError(f"Invalid voice name: {len(trimmed)} characters, at most {MAX_NAME_CHARS}", "name")
+    return trimmed
+
+
+def _sanitize(text: str) -> str:
+    """The wheel's `_sanitize_filename`: only [A-Za-z0-9_.-], no leading dots, at most 255."""
+    clean = re.sub(r"[^a-zA-Z0-9_.-]", "_", text).lstrip(".") or "file"
+    return clean[:255]
+
+
+@dataclass(frozen=True)
+class SavedVoice:
+    """One voice's metadata, as its file's header holds it."""
+
+    name: str
+    consent: str
+    created_at: int
+    mime_type: str
+    file_size: int  # the uploaded file's bytes
+    clip_s: float  # the trimmed clip's length
+    embedding_dim: int  # the prefix's width (hidden)
+    ref_text: str | None = None
+    speaker_description: str | None = None
+    path: Path = field(default=Path(), repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+    def listing(self) -> dict:
+        """Its entry in `GET /v1/audio/voices`' `uploaded_voices` (the wheel's keys; no path)."""
+        entry = {"name": self.name, "consent": self.consent, "created_at": self.created_at, "file_size": self.file_size,
+                 "mime_type": self.mime_type, "embedding_source": "audio", "embedding_dim": self.embedding_dim,
+                 "clip_s": round(self.clip_s, 3)}
+        if self.ref_text:
+            entry["ref_text"] = self.ref_text
+        if self.speaker_description:
+            entry["speaker_description"] = self.speaker_description
+        return entry
+
+    def header(self) -> dict[str, str]:
+        values = {"name": self.name, "voice_name_lower": self.key, "consent": self.consent,
+                  "created_at": self.created_at, "mime_type": self.mime_type, "file_size": self.file_size,
+                  "clip_s": self.clip_s, "embedding_source": "audio", "embedding_dim": self.embedding_dim,
+                  "ref_text": self.ref_text, "speaker_description": self.speaker_description}
+        return {k: str(v) for k, v in values.items() if v is not None}
+
+    @classmethod
+    def from_header(cls, header: dict[str, str], path: Path) -> "SavedVoice":
+        ints = {k: int(header[k]) for k in _INT_KEYS if k in header}
+        return cls(name=header["name"], consent=header.get("consent", ""), created_at=ints.get("created_at", 0),
+                   mime_type=header.get("mime_type", "audio/wav"), file_size=ints.get("file_size", path.stat().st_size),
+                   clip_s=float(header.get("clip_s", 0.0)), embedding_dim=ints.get("embedding_dim", 0),
+                   ref_text=header.get("ref_text"), speaker_description=header.get("speaker_description"), path=path)
+
+
+class VoiceLibrary:
+    """The voices in one folder (module docstring). Thread-safe; processes sharing the folder agree
+    through its lock file. `reserved`: built-in voice names a saved one may not shadow."""
+
+    def __init__(self, folder: str | Path, max_voices: int = MAX_VOICES, policy: str = "overwrite",
+                 reserved: tuple[str, ...] = ()):
+        if policy not in POLICIES:
+            raise ValueError(f"voice registration policy must be one of {POLICIES}, got {policy!r}")
+        if max_voices < 1:
+            raise ValueError(f"max_voices must be at least 1, got {max_voices}")
+        self.folder = Path(folder).expanduser()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.max_voices, self.policy = max_voices, policy
+        self.reserved = {r.lower() for r in reserved}
+        self._lock = threading.Lock()
+        self._last_ts = 0
+        with self._locked():
+            for leftover in self.folder.glob(f"{_TEMP}*"):  # an upload killed midway
+                leftover.unlink(missing_ok=True)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def voices(self) -> list[SavedVoice]:
+        """Every voice on disk now (another process's uploads included), oldest first."""
+        found: dict[str, SavedVoice] = {}
+        for path in sorted(self.folder.glob(f"*{SUFFIX}")):
+            try:
+                with safe_open(str(path), framework="pt") as f:
+                    voice = SavedVoice.from_header(dict(f.metadata() or {}), path)
+            except (OSError, KeyError, ValueError, RuntimeError):
+                continue  # not one of ours, or gone meanwhile
+            if voice.key in self.reserved:
+                continue  # it would shadow a built-in voice (the wheel's _drop_shadowing_uploads)
+            if voice.key not in found or found[voice.key].created_at < voice.created_at:
+                found[voice.key] = voice
+        return sorted(found.values(), key=lambda v: (v.created_at, v.key))
+
+    def find(self, name: str) -> SavedVoice | None:
+        key = (name or "").strip().lower()
+        return next((v for v in self.voices() if v.key == key), None)
+
+    def prefix(self, name: str) -> torch.Tensor:
+        """The voice's speaker prefix (K, hidden) fp32; VoiceError naming `voice` when unknown."""
+        voice = self.find(name)
+        if voice is None:
+            raise VoiceError(f"Unknown voice {name!r}: upload it first with POST /v1/audio/voices", "voice")
+        try:
+            with safe_open(str(voice.path), framework="pt") as f:
+                return f.get_tensor("prefix")
+        except OSError as exc:  # deleted between the listing and the read
+            raise VoiceError(f"Unknown voice {name!r}: upload it first with POST /v1/audio/voices", "voice") from exc
+
+    def clip(self, name: str) -> np.ndarray:
+        """The voice's trimmed clip (mono float32, 22.05 kHz)."""
+        voice = self.find(name)
+        if voice is None:
+            raise VoiceError(f"Unknown voice {name!r}", "voice")
+        with safe_open(str(voice.path), framework="pt") as f:
+            return f.get_tensor("audio").numpy()
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def add(self, name: str, consent: str, prefix: torch.Tensor, clip: np.ndarray, clip_s: float, *,
+            mime_type: str = "audio/wav", file_size: int = 0, ref_text: str | None = None,
+            speaker_description: str | None = None) -> SavedVoice:
+        """Save a voice (its prefix already made from `clip`); the policy, the cap and the
+        reserved names are checked under the folder's lock, and the file appears whole or not at all."""
+        name = check_name(name)
+        consent = (consent or "").strip()
+        if not consent:
+            raise VoiceError("consent is required: the speaker's consent record for this voice", "consent")
+        with self._locked():
+            key = name.lower()
+            if key in self.reserved:
+                raise VoiceError(f"Voice name '{name}' is reserved by a built-in speaker of this model; "
+                                 "choose a different name.", "name")
+            existing = {v.key: v for v in self.voices()}
+            if key in existing and self.policy == "immutable":
+                raise VoiceError(f"Voice '{name}' already exists and VLLM_OMNI_SPEAKER_REGISTRATION_POLICY is "
+                                 f"'immutable'; delete it first via DELETE /v1/audio/voices/{name}.", "name")
+            if key not in existing and len(existing) >= self.max_voices:
+                raise VoiceError(f"Uploaded voice limit reached ({self.max_voices}). Delete an existing voice before "
+                                 "registering a new one, or raise the cap via SPEAKER_MAX_UPLOADED.", "name")
+            stamp = self._stamp(existing.values())
+            path = self.folder / f"{_sanitize(name)}_{_sanitize(consent)}_{stamp}{SUFFIX}"
+            if self.folder.resolve() not in path.resolve().parents:
+                raise VoiceError("Invalid file path: potential path traversal attack detected", "name")
+            voice = SavedVoice(name, consent, stamp, mime_type, int(file_size), float(clip_s), int(prefix.shape[-1]),
+                               ref_text or None, speaker_description or None, path)
+            tensors = {"prefix": prefix.detach().float().cpu().contiguous(),
+                       "audio": torch.from_numpy(np.ascontiguousarray(clip, dtype=np.float32))}
+            partial = self.folder / f"{_TEMP}{uuid.uuid4().hex}"
+            try:
+                save_file(tensors, str(partial), metadata=voice.header())
+                os.replace(partial, path)
+            finally:
+                partial.unlink(missing_ok=True)
+            if key in existing:  # overwrite: the old file goes once the new one is in place
+                existing[key].path.unlink(missing_ok=True)
+        return voice
+
+    def delete(self, name: str) -> bool:
+        """Remove the voice; False when there is none of that name."""
+        with self._locked():
+            voice = self.find(name)
+            if voice is None:
+                return False
+            for path in self.folder.glob(f"*{SUFFIX}"):  # every file of that name (an older one left behind too)
+                if path == voice.path or self._key_of(path) == voice.key:
+                    path.unlink(missing_ok=True)
+            return True
+
+    def _stamp(self, voices) -> int:
+        """The wheel's `_next_upload_timestamp`: seconds, strictly increasing."""
+        newest = max((v.created_at for v in voices), default=0)
+        self._last_ts = max(int(time.time()), self._last_ts + 1, newest + 1)
+        return self._last_ts
+
+    @staticmethod
+    def _key_of(path: Path) -> str | None:
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                return (f.metadata() or {}).get("voice_name_lower")
+        except (OSError, RuntimeError, ValueError):
+            return None
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._lock, open(self.folder / _LOCK, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
