@@ -2,8 +2,8 @@
 
 - off:  model/batch.DecodeBatch, the loop that grows its cache (every device).
 - auto: on a CUDA device, the fixed-shape loop with its step captured as CUDA graphs (a failed
-        capture runs that shape eagerly and says so); on a CPU, DecodeBatch, which is faster there
-        (docs/PERFORMANCE.md §7: the fixed shape attends over its whole bucket of columns).
+        capture runs that shape eagerly and says so); on a CPU, DecodeBatch: there the fixed shape
+        computes every op too, so it is no faster (within 2% at the real shape, docs/PERFORMANCE.md §7).
 - on:   the fixed-shape loop, its graphs required on a CUDA device (a failed capture is an error);
         on a CPU it runs eagerly: the way to run that loop without a GPU.
 
@@ -48,7 +48,7 @@ def choose_loop(cuda_graphs: str, device: str, full_attention: bool) -> LoopChoi
     if cuda_graphs == "auto":
         if cuda:
             return LoopChoice(True, True, False, "auto on a CUDA device")
-        return LoopChoice(False, False, False, "auto on a CPU: the growing cache is faster here")
+        return LoopChoice(False, False, False, "auto on a CPU: no graphs here, and the fixed shape is no faster")
     if cuda:
         return LoopChoice(True, True, True, "cuda_graphs on")
     return LoopChoice(True, False, False, "cuda_graphs on, on a CPU: the fixed-shape step runs eagerly")
