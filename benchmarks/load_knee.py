@@ -8,7 +8,8 @@ load`'s own runner at each concurrency (closed loop), one point after another. T
 the bench's (eval/load/metrics.py); each configuration's knee chart and folder go to --out.
 
     .venv/bin/python benchmarks/load_knee.py [--sizes tiny full] [--concurrency 1 2 4 8] \
-        [--prompts 12] [--frames 300] [--admissions realtime cap] [--schedules ramp fixed]
+        [--prompts 12] [--frames 300] [--admissions realtime cap] [--schedules ramp fixed] \
+        [--device cuda --max-batch 64]    # the GPU knee: benchmarks/gpu_check.sh runs it
 --quick: tiny, realtime, ramp, concurrency 1 and 2, 2 requests of 20 frames a point; a failed request fails it.
 """
 
@@ -31,7 +32,7 @@ from processes import start_server, stop_process  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 
-def serve(size: str, port: int, admission: str, schedule: str) -> None:
+def serve(size: str, port: int, admission: str, schedule: str, device: str, max_batch: int) -> None:
     """The server side (runs until terminated)."""
     import uvicorn
 
@@ -40,21 +41,21 @@ def serve(size: str, port: int, admission: str, schedule: str) -> None:
     from gepard_demo.host_settings import BatchingSettings
     from random_models import random_engine
 
-    engine, codec = random_engine(size)
+    engine, codec = random_engine(size, device)
     sampling = engine.default_sampling().replace(stop_threshold=0.999)  # random weights: the budget ends each request
     app = build_speech_app(engine, codec, sampling, StreamSettings(chunk_schedule=schedule),
-                           batching=BatchingSettings(max_batch=4, admission=admission))
+                           batching=BatchingSettings(max_batch=max_batch, admission=admission))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-def start(size: str, admission: str, schedule: str) -> tuple[subprocess.Popen, str]:
-    return start_server(lambda port: [sys.executable, __file__, "--serve", size, str(port), admission, schedule],
-                        cwd=REPO)
+def start(size: str, admission: str, schedule: str, device: str, max_batch: int) -> tuple[subprocess.Popen, str]:
+    return start_server(lambda port: [sys.executable, __file__, "--serve", size, str(port), admission, schedule,
+                                      device, str(max_batch)], cwd=REPO)
 
 
 def main() -> int:
-    if len(sys.argv) == 6 and sys.argv[1] == "--serve":
-        serve(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    if len(sys.argv) == 8 and sys.argv[1] == "--serve":
+        serve(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], int(sys.argv[7]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", nargs="+", default=["tiny", "full"], choices=["tiny", "full"])
@@ -64,6 +65,8 @@ def main() -> int:
     ap.add_argument("--admissions", nargs="+", default=["realtime", "cap"], choices=["realtime", "cap"])
     ap.add_argument("--schedules", nargs="+", default=["ramp", "fixed"], choices=["ramp", "fixed"])
     ap.add_argument("--out", default="runs/load-knee")
+    ap.add_argument("--device", default="cpu", help="where the server's engine runs (cuda: the GPU knee, docs/PERFORMANCE.md §13)")
+    ap.add_argument("--max-batch", type=int, default=4, help="the server's running batch (vLLM-Omni's Gepard deploy: 4)")
     add_quick(ap)
     args = ap.parse_args()
     if args.quick:
@@ -78,7 +81,7 @@ def main() -> int:
     for size in args.sizes:
         for admission in args.admissions:
             for schedule in args.schedules:
-                proc, url = start(size, admission, schedule)
+                proc, url = start(size, admission, schedule, args.device, args.max_batch)
                 try:
                     base = LoadConfig(urls=(url,), texts=texts, num_prompts=args.prompts, num_warmups=1,
                                       extra_body={"max_new_tokens": args.frames}, goodput={"audio_ttfp": 1000.0})
