@@ -93,5 +93,10 @@ def test_gpu_smoke_runs_on_the_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["precision"] == "bf16" and r["guard"]["passes"] and r["codec_snr_db"] == float("inf")
-    assert r["stream"]["frames"] == 43 and r["stream"]["rtf"] > 0 and r["batch8"]["ratio"] > 1
+    assert {k: (s["frames"], s["rtf"] > 0) for k, s in r["stream"].items()} == {"growing": (43, True), "fixed": (43, True)}
+    # Both loops: the same greedy frames (fp32 and the picked precision), solo and in a padded batch of 8.
+    for equal in (r["equality_fp32"], r["loops"]["equality"]):
+        assert (equal["solo"]["rows_equal"], equal["batch8"]["rows_equal"]) == ("1/1", "8/8")
+    assert r["loops"]["ops_per_step"]["fixed"]["launched_by_host"] < r["loops"]["ops_per_step"]["growing"]["launched_by_host"]
+    assert set(r["precisions"]) == {"fp32", "tf32", "low", "pick"}
     assert set(r["memory"]) == {"1x100", "16x30"} and "guard vs fp32" in proc.stdout
