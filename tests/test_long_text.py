@@ -8,15 +8,17 @@ at once, the preempted segment going on from its frames unchanged."""
 from __future__ import annotations
 
 import hashlib
+import threading
 
 import numpy as np
 import pytest
 import torch
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
-from hold_fixtures import endless_text_patch, held_codec, wait_until, within
+from hold_fixtures import HANG_S, endless_text_patch, held_codec, wait_until, within
 from test_stop_states import Running
 
 from gepard_demo.batching.scheduler import BatchScheduler
+from gepard_demo.model.batch import DecodeBatch
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
@@ -123,8 +125,23 @@ def test_a_segment_that_runs_on_does_not_hold_the_others(tiny_engine, tiny_codec
         undo()
 
 
-def test_a_visitors_stream_takes_a_look_ahead_rows_place_at_once(tiny_engine, tiny_codec):  # noqa: F811
+def test_a_visitors_stream_takes_a_look_ahead_rows_place_at_once(tiny_engine, tiny_codec, monkeypatch):  # noqa: F811
     scheduler = BatchScheduler(tiny_engine, BatchingSettings(max_batch=2, admission="cap"))
+    # The scheduler's thread stops once, inside a step, when both places hold the long text's rows
+    # and the playing one has its first chunk's frames: so the visitor arrives at a full batch
+    # however fast the 60-frame segments would otherwise end (on an idle host the look-ahead row
+    # could finish first and free its place, and no preemption would be needed).
+    full, go = threading.Event(), threading.Event()
+    sample = DecodeBatch.sample
+
+    def held_when_full(batch):
+        playing = min(batch.live, default=None)  # the first segment was admitted first
+        if not full.is_set() and len(batch.live) == 2 and batch.live[playing].committed >= STREAM.first_chunk_frames:
+            full.set()
+            go.wait(HANG_S)
+        return sample(batch)
+
+    monkeypatch.setattr(DecodeBatch, "sample", held_when_full)
     try:
         text, s = _text(), _sampling(max_frames=60)
         want, _ = _session(tiny_engine, tiny_codec, text, s, look_ahead=0)
@@ -132,11 +149,15 @@ def test_a_visitors_stream_takes_a_look_ahead_rows_place_at_once(tiny_engine, ti
         chunks = iter(long_text)
         first = next(chunks)  # its first chunk: segment 1 plays, segment 2 runs ahead beside it
         assert len(first.samples)
-        wait_until(lambda: scheduler.load()["running"] == 2, what="the batch full: playing + ahead")
+        wait_until(full.is_set, what="the batch full: playing + ahead")
+        assert scheduler.load()["running"] == 2
+        queued = scheduler.load()["waiting"]  # the long text's third segment may wait there too
         undo = endless_text_patch(tiny_engine.tokenizer, text="A visitor")
         try:
             visitor = SynthesisSession(scheduler, tiny_codec, "A visitor arrives now.", _sampling(seed=8), STREAM)
             seen = Running(visitor)
+            wait_until(lambda: scheduler.load()["waiting"] == queued + 1, what="the visitor queued at the full batch")
+            go.set()
             # Admitted while both places were taken by the long text: a look-ahead row gave its place.
             wait_until(lambda: visitor.stats.frames > 0, what="the visitor's first frames")
             assert visitor.wait_line() is None and scheduler.load()["preemptions"] >= 1
@@ -149,6 +170,7 @@ def test_a_visitors_stream_takes_a_look_ahead_rows_place_at_once(tiny_engine, ti
         assert long_text.stats.complete and rest
         assert np.array_equal(long_text.codes(), want.codes())  # the preempted segment went on unchanged
     finally:
+        go.set()
         scheduler.close()
 
 
