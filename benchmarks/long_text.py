@@ -126,6 +126,7 @@ def ttfa_rounds(base, text: str, args) -> int:
 
     from app import DEMO_STREAM
     from gepard_demo.host_settings import BatchingSettings
+    from gepard_demo.streaming.seams import SessionRequest
     from gepard_demo.ui.model_host import ModelHost
 
     hosts = {}
@@ -137,8 +138,8 @@ def ttfa_rounds(base, text: str, args) -> int:
     try:
         for r in range(args.ttfa_rounds + 1):
             for n in (sorted(hosts) if r % 2 else sorted(hosts, reverse=True)):
-                session = hosts[n].new_session(text, sampling, DEMO_STREAM, request_start=time.perf_counter(),
-                                               max_text_chars=50_000)
+                session = hosts[n].new_session(SessionRequest(text, sampling, DEMO_STREAM,
+                                                              request_start=time.perf_counter(), max_text_chars=50_000))
                 chunks = iter(session)
                 next(chunks)
                 if r:

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .alignment.settings import DEFAULT_WEIGHTS
 from .declare import values_of
@@ -18,6 +19,9 @@ from .settings import GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SettingsError, StreamSe
 from .settings_flags import (add_batching_flags, add_feed_flags, add_settings_flags, batching_from_args, feed_from_args,
                              settings_from_args)
 from .speed.flags import add_speed_flags
+
+if TYPE_CHECKING:
+    from .model.seams import Engine
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +67,7 @@ def load_from_args(args: argparse.Namespace):
     return engine, codec, sampling, stream
 
 
-def codec_path(args: argparse.Namespace, engine) -> Path:
+def codec_path(args: argparse.Namespace, engine: Engine) -> Path:
     """The local .nemo the codec was loaded from (the encoder for reference voices reads it too)."""
     from .codec.source import resolve_codec_source
 

@@ -7,6 +7,11 @@ is written as text and how the page shows it, and every surface derives from tha
   and a served eval refuses, follow it.
 - `tag` / `sweep`: a short name (a take's label, a sweep point's folder) and, for the settings an
   eval sweep varies unless told otherwise, their default values (eval/sweeps/grid.py).
+- `kind`: the values it takes, as a type (`float`, `int | None`, `int | str | None`...): whether it
+  is a switch (a flag without a value, a checkbox), counts in whole numbers, may be unset (None)
+  or may be a word. Every surface asks `switch`, `whole_number`, `may_be_unset` and
+  `takes_a_word`, which read it; the field's annotation says the same for type checkers
+  (tests/test_declare.py holds the two together).
 - `Control`: the page's control, on the Speak tab and the Eval tab's forms alike (ui/controls.py
   parses and ui/fields.py builds them): its group, widget, range, step, label and element id. The
   page's range sits inside `validate`'s, which is the semantic bound; the control's is what a
@@ -20,6 +25,8 @@ walks through it.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -34,6 +41,8 @@ PAGE_GROUPS = ("sampling", "stream", "voice", "guardrails", "text")
 # entry (serving/cloning.py) and a served page or eval refuses to send to a server that does not.
 SERVED = ("fixed", "request", "guidance", "guardrails")
 WIDGETS = ("slider", "checkbox", "radio", "text", "seed")
+# The values a setting takes: a type or a union of types, as its field is annotated (`int | None`).
+Kind = type | types.UnionType
 
 
 @dataclass(frozen=True)
@@ -78,19 +87,24 @@ class Control:
             raise ValueError(f"control {self.key}: group must be one of {PAGE_GROUPS} and widget one of {WIDGETS}")
 
 
-def setting(default: Any, read: Callable[[str], Any] | None = None, write: Callable[[Any], str | None] = str,
-            help: str = "", metavar: str | None = None, choices: tuple[str, ...] | None = None,
-            page: Control | None = None, served: str = "fixed", needs: str | None = None,
-            tag: str | None = None, sweep: tuple = ()) -> Any:
-    """A dataclass field with its declarations: a Text when it has a `read` (a flag), a Control
-    when it has a `page`, how a speech server takes it (SERVED), the setting it only qualifies
-    (`needs`: it changes nothing while that one is at its default; in_effect), its short `tag`,
-    and the values a sweep gives it by default (`sweep`: a default axis of every sweep)."""
+def setting(default: Any, *, kind: Kind, read: Callable[[str], Any] | None = None,
+            write: Callable[[Any], str | None] = str, help: str = "", metavar: str | None = None,
+            choices: tuple[str, ...] | None = None, page: Control | None = None, served: str = "fixed",
+            needs: str | None = None, tag: str | None = None, sweep: tuple = ()) -> Any:
+    """A dataclass field with its declarations: the values it takes (`kind`: a type such as
+    `float` or `int | str | None`), a Text when it has a `read` (a flag), a Control when it has a
+    `page`, how a speech server takes it (SERVED), the setting it only qualifies (`needs`: it
+    changes nothing while that one is at its default; in_effect), its short `tag`, and the values
+    a sweep gives it by default (`sweep`: a default axis of every sweep)."""
+    if not all(isinstance(k, type) for k in _members(kind)):
+        raise ValueError(f"kind must be a type or a union of types (int | None), got {kind!r}")
+    if not isinstance(default, kind):
+        raise ValueError(f"the default {default!r} is not of the declared kind {kind}")
     if served not in SERVED:
         raise ValueError(f"served must be one of {SERVED}, got {served!r}")
     if sweep and tag is None:
         raise ValueError("a default sweep axis needs a tag: it names the sweep's point folders")
-    meta: dict[str, Any] = {"served": served, "needs": needs, "tag": tag, "sweep": tuple(sweep)}
+    meta: dict[str, Any] = {"kind": kind, "served": served, "needs": needs, "tag": tag, "sweep": tuple(sweep)}
     if read is not None:
         meta["text"] = Text(read, write, help, metavar, choices)
     if page is not None:
@@ -159,26 +173,35 @@ def in_effect(settings, names) -> dict[str, Any]:
             if (n in moved if needs[n] is None else needs[n] in moved and values[n] is not None)}
 
 
+def kind_of(cls, name: str) -> Kind:
+    """The values a setting takes, as its `setting(...)` declares them (`float`, `int | None`...)."""
+    meta = next((f.metadata for f in dataclasses.fields(cls) if f.name == name), None)
+    if meta is None or "kind" not in meta:
+        raise KeyError(f"{cls.__name__}.{name} is not a declared setting (it has no setting(..., kind=...))")
+    return meta["kind"]
+
+
+def _members(kind: Kind) -> tuple[type, ...]:
+    """A kind's types: int | str | None -> (int, str, NoneType); float -> (float,)."""
+    return typing.get_args(kind) if typing.get_origin(kind) in (types.UnionType, typing.Union) else (kind,)
+
+
 def switch(cls, name: str) -> bool:
-    """Whether a setting is an on/off switch (a bool field: a flag without a value)."""
-    return _type(cls, name) == "bool"
-
-
-def _type(cls, name: str) -> str:
-    return str(next(f.type for f in dataclasses.fields(cls) if f.name == name))
+    """Whether a setting is an on/off switch (kind bool: a flag without a value)."""
+    return kind_of(cls, name) is bool
 
 
 def whole_number(cls, name: str) -> bool:
-    """Whether a setting takes whole numbers (its type names int and not float)."""
-    kind = _type(cls, name)
-    return "int" in kind and "float" not in kind
+    """Whether a setting takes whole numbers (its kind has int and not float; bool is a switch)."""
+    members = _members(kind_of(cls, name))
+    return int in members and float not in members
 
 
 def may_be_unset(cls, name: str) -> bool:
     """Whether a setting's value may be None (unset: the seed, the guided frames, the force stop)."""
-    return "None" in _type(cls, name)
+    return type(None) in _members(kind_of(cls, name))
 
 
 def takes_a_word(cls, name: str) -> bool:
-    """Whether a setting's value may be a word besides a number (the force stop's "auto")."""
-    return "str" in _type(cls, name)
+    """Whether a setting's value may be a word (its kind has str: the force stop's "auto", a choice)."""
+    return str in _members(kind_of(cls, name))

@@ -133,45 +133,50 @@ class SamplingSettings:
     # The seed and text_repetition carry no Text: each CLI means something of its own by --seed (one
     # request's seed, a server's default, a run's base seed), and only eval's run takes
     # --text-repetition (an experiment, not a sweep axis). Field order is the page's within a group.
-    temperature: float = setting(0.3, float, _g, "divides every head's logits before sampling", tag="T",
-                                 sweep=(0.3, 0.7, 1.0),
+    temperature: float = setting(0.3, kind=float, read=float, write=_g, help="divides every head's logits before sampling",
+                                 tag="T", sweep=(0.3, 0.7, 1.0),
                                  page=Control("sampling", "Temperature", "temperature", lo=0.05, hi=5.0, step=0.05))
-    top_k: int = setting(0, int, help="keep each head's k best levels (0 = all)", tag="k",
+    top_k: int = setting(0, kind=int, read=int, help="keep each head's k best levels (0 = all)", tag="k",
                          page=Control("sampling", "Top-k (0 = off; heads have 6-8 levels)", "top-k", hi=8))
-    greedy: bool = setting(False, _read_bool, help="argmax instead of sampling", tag="greedy",
+    greedy: bool = setting(False, kind=bool, read=_read_bool, help="argmax instead of sampling", tag="greedy",
                            page=Control("sampling", "Greedy (argmax; ignores temperature and top-k)", "greedy",
                                         widget="checkbox"))
-    stop_threshold: float = setting(0.5, float, _g, "stop once the stop head's probability passes it", tag="S",
-                                    sweep=(0.3, 0.5, 0.7),
+    stop_threshold: float = setting(0.5, kind=float, read=float, write=_g,
+                                    help="stop once the stop head's probability passes it", tag="S", sweep=(0.3, 0.5, 0.7),
                                     page=Control("sampling", "Stop threshold", "stop-threshold",
                                                  lo=0.01, hi=0.99, step=0.01))
     # A text box, not a number field: a browser's numbers are doubles, which round a seed above 2**53
     # (an eval row's seeds are 63-bit) to another seed; the page parses it exactly.
-    seed: int | None = setting(None, served="request", tag="seed", page=Control("sampling", "Seed", "seed", widget="seed", hi=2**63 - 1))
-    max_frames: int = setting(1000, int, help="the frame budget: a run that reaches it is a runaway", metavar="FRAMES",
-                              served="request",
+    seed: int | None = setting(None, kind=int | None, served="request", tag="seed",
+                               page=Control("sampling", "Seed", "seed", widget="seed", hi=2**63 - 1))
+    max_frames: int = setting(1000, kind=int, read=int, help="the frame budget: a run that reaches it is a runaway",
+                              metavar="FRAMES", served="request",
                               page=Control("sampling", "Max frames per text segment (21.5 per second; text over 400 "
                                            "characters is split)", "max-frames", lo=1, hi=MAX_FRAMES_LIMIT))
-    cfg_scale: float = setting(1.0, float, _g, "classifier-free guidance weight, 1 = off", served="guidance",
+    cfg_scale: float = setting(1.0, kind=float, read=float, write=_g, help="classifier-free guidance weight, 1 = off",
+                               served="guidance",
                                page=Control("voice", "CFG scale (1 = off; 2-3 helps short phrases)", "cfg-scale",
                                             hi=MAX_CFG_SCALE, step=0.1))
-    cfg_frames: int | None = setting(None, _read_unset_int, _write_unset, "guide only the first N frames (unset: all)",
-                                     "FRAMES", served="guidance", needs="cfg_scale", page=Control("voice", "Guide only the first N frames (0 = every frame)",
-                                                            "cfg-frames", hi=MAX_FRAMES_LIMIT, unset=0))
-    repetition_penalty: float = setting(1.0, float, _g, "the authors' guard against loops, 1 = off (typical 1.1-1.3)",
+    cfg_frames: int | None = setting(None, kind=int | None, read=_read_unset_int, write=_write_unset,
+                                     help="guide only the first N frames (unset: all)", metavar="FRAMES",
+                                     served="guidance", needs="cfg_scale",
+                                     page=Control("voice", "Guide only the first N frames (0 = every frame)",
+                                                  "cfg-frames", hi=MAX_FRAMES_LIMIT, unset=0))
+    repetition_penalty: float = setting(1.0, kind=float, read=float, write=_g,
+                                        help="the authors' guard against loops, 1 = off (typical 1.1-1.3)",
                                         served="guardrails",
                                         page=Control("guardrails", "Repetition penalty (1 = off; the authors' typical "
                                                      "1.1-1.3)", "repetition-penalty", lo=1.0,
                                                      hi=MAX_REPETITION_PENALTY, step=0.05))
-    repetition_window: int = setting(32, int, help="the penalty's window of recent frames, 0 = all history",
+    repetition_window: int = setting(32, kind=int, read=int, help="the penalty's window of recent frames, 0 = all history",
                                      metavar="FRAMES", served="guardrails", needs="repetition_penalty",
                                      page=Control("guardrails", "Penalty window: recent frames whose "
-                                                                    "codes are penalized (0 = all)",
-                                                                    "repetition-window", hi=MAX_FRAMES_LIMIT))
+                                                  "codes are penalized (0 = all)", "repetition-window",
+                                                  hi=MAX_FRAMES_LIMIT))
     force_stop_frames: int | str | None = setting(
-        None, parse_force_stop, force_stop_text, "end a run at N frames whatever the stop head says; auto: 4 x the "
-        "text's expected frames, clamped to [80, 300] (the authors' rollout cap); off: no force stop", "N|auto|off",
-        served="guardrails",
+        None, kind=int | str | None, read=parse_force_stop, write=force_stop_text,
+        help="end a run at N frames whatever the stop head says; auto: 4 x the text's expected frames, clamped to "
+        "[80, 300] (the authors' rollout cap); off: no force stop", metavar="N|auto|off", served="guardrails",
         page=Control("guardrails", "Force stop at frame: off, auto (4 x the text's expected frames, 80-300) or a number",
                      "force-stop", widget="text"))
     text_repetition: bool = True
@@ -269,24 +274,25 @@ class StreamSettings:
     fade_ms / silence_ms: end of speech: linear fade of the last fade_ms, then silence.
     """
 
-    first_chunk_frames: int = setting(10, int, help="frames in the first chunk", metavar="FRAMES",
+    first_chunk_frames: int = setting(10, kind=int, read=int, help="frames in the first chunk", metavar="FRAMES",
                                       page=Control("stream", "First chunk frames", "first-chunk", lo=1, hi=100))
-    chunk_frames: int = setting(86, int, help="frames in each later chunk (ramp: at most)", metavar="FRAMES",
-                                page=Control("stream", "Chunk frames", "chunk", lo=1, hi=200))
-    chunk_schedule: str = setting("ramp", str, help="ramp: each later chunk as long as the audio sent before it, "
-                                  "up to chunk_frames (no gap while RTF <= ~0.5); fixed: chunk_frames each (vLLM-Omni)", choices=CHUNK_SCHEDULES,
+    chunk_frames: int = setting(86, kind=int, read=int, help="frames in each later chunk (ramp: at most)",
+                                metavar="FRAMES", page=Control("stream", "Chunk frames", "chunk", lo=1, hi=200))
+    chunk_schedule: str = setting("ramp", kind=str, read=str, help="ramp: each later chunk as long as the audio sent "
+                                  "before it, up to chunk_frames (no gap while RTF <= ~0.5); fixed: chunk_frames each "
+                                  "(vLLM-Omni)", choices=CHUNK_SCHEDULES,
                                   page=Control("stream", "Chunk schedule (ramp: no gap at RTF up to ~0.5)",
                                                "chunk-schedule", widget="radio"))
-    decode_mode: str = setting("exact", str, help="exact: carry the decoder's state; lookback: re-decode history "
-                               "(vLLM-Omni)", choices=DECODE_MODES,
+    decode_mode: str = setting("exact", kind=str, read=str, help="exact: carry the decoder's state; lookback: "
+                               "re-decode history (vLLM-Omni)", choices=DECODE_MODES,
                                page=Control("stream", "Decode mode (exact = one whole decode)", "decode-mode",
                                             widget="radio"))
-    lookback_frames: int = setting(8, int, help="history re-decoded per chunk in lookback mode", metavar="FRAMES",
-                                   page=Control("stream", "Lookback frames (lookback mode only)", "lookback",
-                                                hi=64))
-    fade_ms: float = setting(0.0, float, _g, "linear fade of the speech's last ms", "MS",
-                             page=Control("stream", "End fade (ms)", "fade", hi=500, step=5))
-    silence_ms: float = setting(0.0, float, _g, "silence after the speech", "MS",
+    lookback_frames: int = setting(8, kind=int, read=int, help="history re-decoded per chunk in lookback mode",
+                                   metavar="FRAMES",
+                                   page=Control("stream", "Lookback frames (lookback mode only)", "lookback", hi=64))
+    fade_ms: float = setting(0.0, kind=float, read=float, write=_g, help="linear fade of the speech's last ms",
+                             metavar="MS", page=Control("stream", "End fade (ms)", "fade", hi=500, step=5))
+    silence_ms: float = setting(0.0, kind=float, read=float, write=_g, help="silence after the speech", metavar="MS",
                                 page=Control("stream", "End silence (ms)", "silence", hi=2000, step=10))
 
     def validate(self) -> "StreamSettings":
@@ -313,10 +319,12 @@ class FeedSettings:
     """How the page hands its text over: at once, or word by word at words_per_s as a language model
     writes it (10-100 a second; speech is about 2.5), each sentence starting as it closes (streaming/text_feed.py)."""
 
-    text_arrival: str = setting("at once", str, help="as written: word by word, as a language model writes it", choices=TEXT_ARRIVALS,
-                                served="request", page=Control("text", "Text arrives", "text-arrival", widget="radio"))
-    words_per_s: float = setting(10.0, float, _g, "the pace of the writing", "WORDS", served="request", page=Control(
-        "text", "Words per second, as written", "words-per-s", lo=1, hi=MAX_WORDS_PER_S, step=1))
+    text_arrival: str = setting("at once", kind=str, read=str, help="as written: word by word, as a language model "
+                                "writes it", choices=TEXT_ARRIVALS, served="request",
+                                page=Control("text", "Text arrives", "text-arrival", widget="radio"))
+    words_per_s: float = setting(10.0, kind=float, read=float, write=_g, help="the pace of the writing", metavar="WORDS",
+                                 served="request", page=Control("text", "Words per second, as written", "words-per-s",
+                                                                lo=1, hi=MAX_WORDS_PER_S, step=1))
 
     def validate(self) -> "FeedSettings":
         check_field(self.text_arrival in TEXT_ARRIVALS, "text_arrival", f"text_arrival must be one of {TEXT_ARRIVALS}, got {self.text_arrival!r}")

@@ -8,12 +8,15 @@ word, words = the text split on whitespace, at least one. The force stop's "auto
 call's plan, eval's duration ratio, the reward and the charts all read it from here.
 
 A figure written out (a trace, the probe, a report's timing) is rounded to 4 decimals, a tenth of
-a millinat or of a millisecond, with NaN and infinities as null: JSON has no NaN.
+a millinat or of a millisecond, with NaN and infinities as null: JSON has no NaN. What is written
+out is `Json`: a report, a stats row, a settings dict.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Union
 
 SAMPLE_RATE = 22050
 SAMPLES_PER_FRAME = 1024
@@ -36,6 +39,9 @@ def expected_speech_s(words: int) -> float:
 
 
 DIGITS = 4
+
+# A value as it is written out as JSON (and read back): a report, a take's stats, a settings dict.
+Json = Union[None, bool, int, float, str, Sequence["Json"], Mapping[str, "Json"]]
 
 
 def wire_float(x: float | None) -> float | None:

@@ -12,6 +12,7 @@ import pytest
 
 from gepard_demo.settings import SettingsError
 from gepard_demo.host_settings import TrafficSettings
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.ui.banner import banner_markdown
 from gepard_demo.ui.controls import CONTROL_NAMES, parse_controls
 from gepard_demo.ui.jobs import Busy, JobError, JobRegistry, TooManyListeners
@@ -382,7 +383,7 @@ def test_a_vllm_omni_server_locks_voice_and_guidance_with_their_own_reasons(tmp_
         host.voices().speaker(str(ref))
     assert "not usable" in host.voices().prepare(str(ref))
     with pytest.raises(SettingsError, match="takes no guidance"):
-        host.new_session("Hello.", SamplingSettings(cfg_scale=2.0), StreamSettings())
+        host.new_session(SessionRequest("Hello.", SamplingSettings(cfg_scale=2.0), StreamSettings()))
 
 
 def test_our_server_takes_a_reference_and_guidance_from_the_page(tmp_path):

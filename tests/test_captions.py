@@ -17,6 +17,7 @@ from app_fixtures import Listener, args, new_id, serve_in_thread, tiny_codec  # 
 from gepard_demo.alignment.aligner import NO_SPEECH
 from gepard_demo.settings import StreamSettings
 from gepard_demo.host_settings import BatchingSettings
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import split_text
 from gepard_demo.ui.captions import CaptionDesk
@@ -150,7 +151,7 @@ def test_in_front_of_a_server_that_does_not_list_it_captions_are_off_and_say_whi
         host = load_served_host(f"http://127.0.0.1:{port}")
     desk = caption_desk(host, None)
     assert not desk.on and desk.words("x")["note"].startswith("no captions: word_timestamps: the speech server at ")
-    assert not host.new_session("Hello.", tiny_engine.default_sampling(), StreamSettings()).word_timestamps
+    assert not host.new_session(SessionRequest("Hello.", tiny_engine.default_sampling(), StreamSettings())).word_timestamps
 
 
 def test_in_front_of_our_server_the_page_shows_the_servers_words(tiny_engine, aligner, tmp_path):  # noqa: F811

@@ -22,13 +22,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gepard_demo.model.ending import Ended
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.units import wire_trace
+
+if TYPE_CHECKING:
+    from gepard_demo.model.seams import Engine
+    from gepard_demo.streaming.seams import TurnLock
 
 
 class EngineError(RuntimeError):
@@ -108,12 +112,12 @@ class EvalEngine:
             for j, s in enumerate(results):
                 yield start + j, s
 
-    def gepard(self) -> Any | None:
+    def gepard(self) -> Engine | None:
         """The GepardEngine behind this engine (its tokenizer and prompt, for checks that read
         them), or None where there is none here (a server, Piper, files)."""
         return None
 
-    def trace_source(self) -> tuple[Any, Any] | None:
-        """(GepardLocal, lock or None) a one-pass threshold sweep regenerates its sources on
+    def trace_source(self) -> tuple[EvalEngine, TurnLock | None] | None:
+        """(a GepardLocal, lock or None) a one-pass threshold sweep regenerates its sources on
         (eval/sweeps/thresholds.py), or None: every sweep point is then run on its own."""
         return None

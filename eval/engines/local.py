@@ -16,11 +16,15 @@ Timing fields are defined in eval/engines/base.py.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from eval.engines.base import EvalEngine, Synthesis
 from gepard_demo.settings import StreamSettings
+
+if TYPE_CHECKING:
+    from gepard_demo.model.seams import AudioCodec, Engine
 
 
 class GepardLocal(EvalEngine):
@@ -28,7 +32,7 @@ class GepardLocal(EvalEngine):
 
     name = "local"
 
-    def __init__(self, engine, codec):
+    def __init__(self, engine: Engine, codec: AudioCodec):
         self.engine = engine
         self.codec = codec
         self._prefixer = None  # built on the first reference voice
@@ -74,7 +78,7 @@ class GepardLocal(EvalEngine):
         results = self.engine.generate([text for text, _ in requests], settings, speakers=speakers)
         return [self.synthesis(text, r, stream) for (text, _), r in zip(requests, results)]
 
-    def gepard(self):
+    def gepard(self) -> Engine:
         return self.engine
 
     def trace_source(self):

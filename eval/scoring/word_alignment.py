@@ -16,7 +16,12 @@ One op: {"op": "ok" | "sub" | "del" | "ins", "ref": word | None, "hyp": word | N
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gepard_demo.alignment.aligner import Aligner
 
 OPS = ("ok", "sub", "del", "ins")
 _JIWER = {"equal": "ok", "substitute": "sub", "delete": "del", "insert": "ins"}
@@ -59,7 +64,8 @@ def timed_ops(ref_norm: str, hyp_norm: str, heard: list[tuple[float | None, floa
     return out
 
 
-def heard_times(aligner: Any, audio, sample_rate: int, hyp_norm: str) -> tuple[list[tuple[float | None, float | None]], str]:
+def heard_times(aligner: Aligner, audio: np.ndarray, sample_rate: int,
+                hyp_norm: str) -> tuple[list[tuple[float | None, float | None]], str]:
     """Each heard word's (start, end), from the aligner run on the normalized transcript; and the
     aligner's note (no speech, ...). A normalized word is one of the aligner's words as the aligner
     cuts it (gepard_demo.alignment.words); one with nothing to time has no time."""
@@ -78,7 +84,7 @@ def heard_times(aligner: Any, audio, sample_rate: int, hyp_norm: str) -> tuple[l
     return out, alignment.note
 
 
-def word_alignment(aligner: Any, audio, sample_rate: int, ref_norm: str, hyp_norm: str) -> dict:
+def word_alignment(aligner: Aligner, audio: np.ndarray, sample_rate: int, ref_norm: str, hyp_norm: str) -> dict:
     """A scored row's words: {"ops": [...], "note": str}."""
     heard, note = heard_times(aligner, audio, sample_rate, hyp_norm)
     if len(heard) < len(hyp_norm.split()):

@@ -12,10 +12,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING
 
 from eval.engines.base import EvalEngine
 from eval.runs.run import RunError
+
+if TYPE_CHECKING:
+    from gepard_demo.ui.gpu_host import GpuHost
+    from gepard_demo.ui.model_host import EngineFacts
 
 log = logging.getLogger("eval.ui")
 
@@ -77,7 +81,7 @@ class GpuBatchEngine(EvalEngine):
 
     name = "local"
 
-    def __init__(self, host: Any):
+    def __init__(self, host: GpuHost):
         self.host = host
 
     def describe(self) -> dict:
@@ -107,7 +111,7 @@ class GpuBatchEngine(EvalEngine):
                 raise RunError(line) from exc
 
 
-def eval_engine_from_provider(engine_provider: Callable[[], Any], engine_name: str = "local"):
+def eval_engine_from_provider(engine_provider: EngineFacts, engine_name: str = "local"):
     if engine_name == "piper":
         from eval.engines.piper import PiperReference
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from eval.compare.folder import compare_into
 from eval.compare.gate import Gate
@@ -17,6 +17,11 @@ from eval.compare.gate import Gate
 from .common import tab_error
 from .demo_link import wire_open
 from .runs_view import list_runs, row_audio, run_folder
+
+if TYPE_CHECKING:
+    import gradio as gr
+
+    from gepard_demo.ui.speak_link import SpeakLink
 
 SEP = "\t"  # between a regression's run and id in the picker's value (neither holds a tab)
 
@@ -55,7 +60,7 @@ def compare_in_tab(runs_dir: str | Path, base: str, news: list[str] | str | None
     return f"{verdict} Folder: `{out}`\n\n{text}", str(out / "forest.png"), str(out / "failures.png"), picks
 
 
-def build_compare_section(runs_dir: str, speak: Any = None) -> dict[str, Any]:
+def build_compare_section(runs_dir: str, speak: SpeakLink | None = None) -> dict[str, gr.Dropdown]:
     """The section's components in the current Gradio context; returns the run pickers (the tab
     refreshes their choices)."""
     import gradio as gr

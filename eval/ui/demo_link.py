@@ -15,21 +15,28 @@ import hashlib
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.ui.controls import control_values
 
 from .runs_view import find_row
 
+if TYPE_CHECKING:
+    import gradio as gr
+    from gradio.components import Component
+
+    from gepard_demo.ui.speak_link import SpeakLink
+    from gepard_demo.units import Json
+
 REFS_DIR = "gepard-eval-refs"  # under the system temp folder, which Gradio may serve
 
 
-def demo_values(runs_dir: str | Path, run: str, utt_id: str) -> tuple[dict[str, Any], str]:
+def demo_values(runs_dir: str | Path, run: str, utt_id: str) -> tuple[dict[str, Json], str]:
     """(Speak tab control values, a line saying what was loaded) for one row of a run."""
     d, row = find_row(runs_dir, run, utt_id)
     settings = row.get("settings") or {}
-    values: dict[str, Any] = {"text": row["text"]}
+    values: dict[str, Json] = {"text": row["text"]}
     seed = row.get("seed")
     if "sampling" in settings:
         sampling = SamplingSettings(**settings["sampling"])
@@ -70,7 +77,8 @@ def servable_copy(path: Path) -> str:
     return str(out)
 
 
-def wire_open(button: Any, inputs: list, pick, speak, note: Any, runs_dir: str) -> None:
+def wire_open(button: gr.Button, inputs: list[Component], pick: Callable[..., tuple[str, str]],
+              speak: SpeakLink | None, note: gr.Markdown, runs_dir: str) -> None:
     """button.click: pick(*inputs) -> (run, utterance id) is opened in the demo, then generated.
     speak None (the tab built outside the app): the button says there is no demo to open."""
     import gradio as gr

@@ -10,7 +10,7 @@ day, goes on at the first pair this listener has not answered.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from eval.listening.session import ListeningError, Session, write_report
 
@@ -18,10 +18,17 @@ from .common import tab_error
 from .demo_link import wire_open
 from .runs_view import list_runs, wav_samples
 
+if TYPE_CHECKING:
+    import gradio as gr
+    import numpy as np
+
+    from gepard_demo.ui.speak_link import SpeakLink
+
 SEP = "\t"
 
 
-def ask(session: Session, who: str) -> tuple[int | None, str, Any, Any]:
+def ask(session: Session, who: str) -> tuple[int | None, str, tuple[int, np.ndarray] | None,
+                                             tuple[int, np.ndarray] | None]:
     """(pair index or None, the line above the players, A's samples, B's samples) of who's next pair."""
     done, total = session.progress(who)
     pair = session.next_pair(who)
@@ -45,7 +52,7 @@ def results(session: Session) -> str:
     return write_report(session).read_text()
 
 
-def build_listening_section(runs_dir: str, speak: Any = None) -> dict[str, Any]:
+def build_listening_section(runs_dir: str, speak: SpeakLink | None = None) -> dict[str, gr.Dropdown]:
     import gradio as gr
 
     with gr.Accordion("Blind listening test (A / B / same)", open=False, elem_id="eval-listening"):

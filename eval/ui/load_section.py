@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
 
 from eval.load.client import LoadError
 from eval.load.folder import run_load
@@ -66,7 +65,7 @@ def build_load_section(runs_dir: str) -> None:
         report = gr.Markdown(elem_id="eval-load-report")
         knee = gr.Image(type="pil", label="The knee", interactive=False)
 
-    def _run(u: str, c: str, p: Any, f: Any):
+    def _run(u: str, c: str, p: float, f: float):
         try:
             text, chart, _ = load_in_tab(runs_dir, u, c, p, f)
         except Exception as e:  # a refused URL or setting is shown in the tab, naming it

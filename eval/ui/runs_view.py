@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from eval.runs.run import RunError, done_rows
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "ended_by", "duration_s",
                  "duration_ratio", "ttfa_s", "fail_any", "fail_loop", "derail", "entropy_drop", "reward", "clean",
@@ -97,7 +101,7 @@ def row_audio(runs_dir: str | Path, name: str, utt_id: str):
     return wav_samples(d / row["wav"])
 
 
-def wav_samples(path: str | Path):
+def wav_samples(path: str | Path) -> tuple[int, np.ndarray]:
     """(rate, int16 samples) of a run's WAV (16-bit PCM): played as written, with no rescaling on
     the way (Gradio would convert float samples to 16 bits itself, normalising loud ones)."""
     import soundfile as sf

@@ -6,10 +6,16 @@ points vary their axes over these settings.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.ui.controls import CONTROL_NAMES, REFERENCE, default_values, group_controls, parse_controls
+
+if TYPE_CHECKING:
+    from gradio.components import Component
+
+    from gepard_demo.units import Json
 
 # The Speak tab's controls this form shows, in their order (the tab's inputs after its own fields).
 # An eval run hands each text over at once: the Speak tab's text arrival is not the form's.
@@ -17,7 +23,7 @@ FORM_NAMES = tuple(n for n in CONTROL_NAMES if n not in ("text", "seed", "random
 PREFIX = "eval-"  # the form's element ids: eval-top-k, eval-max-frames, eval-force-stop...
 
 
-def build_settings_form() -> dict[str, Any]:
+def build_settings_form() -> dict[str, Component]:
     """The form's controls by name (FORM_NAMES), in the current Gradio context."""
     import gradio as gr
 
@@ -34,7 +40,7 @@ def build_settings_form() -> dict[str, Any]:
     return {name: form[name] for name in FORM_NAMES}
 
 
-def read_settings_form(form: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
+def read_settings_form(form: Mapping[str, Json]) -> tuple[SamplingSettings, StreamSettings]:
     """The form's values (any of FORM_NAMES; one left out is the page's default) -> validated
     settings, or a SettingsError naming the bad field, as the Speak tab and the CLI refuse it."""
     return parse_controls({name: form[name] for name in FORM_NAMES if name in form})

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
@@ -22,6 +23,12 @@ from eval.runs.sets import load_set
 from eval.ui.common import EvalLimits, chart_images, tab_error
 from gepard_demo.declare import declared
 from gepard_demo.settings import SamplingSettings
+
+if TYPE_CHECKING:
+    from gradio.components import Component
+
+    from gepard_demo.ui.model_host import EngineFacts
+    from gepard_demo.units import Json
 
 SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "force_stop_rate", "derail_rate",
                  "clean_rate", "reward_mean", "truncation_rate",
@@ -82,7 +89,7 @@ def view_sweep(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list
     return "\n\n".join(lines), df[cols], charts
 
 
-def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name: str, form: dict[str, Any], axes: dict[str, str],
+def run_sweep_ui(engine_provider: EngineFacts, runs_dir, name: str, form: Mapping[str, Json], axes: dict[str, str],
                  extra_axes: str, progress: Callable[[float, str], None] | None = None,
                  limits: EvalLimits = EvalLimits()):
     """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...)). form: the
@@ -114,8 +121,8 @@ def run_sweep_ui(engine_provider: Callable[[], Any], runs_dir, name: str, form: 
     return (name, *view_sweep(runs_dir, name))
 
 
-def build_sweep_section(engine_provider: Callable[[], Any], runs_dir: str | Path, limits: EvalLimits,
-                        form: dict[str, Any]) -> None:
+def build_sweep_section(engine_provider: EngineFacts, runs_dir: str | Path, limits: EvalLimits,
+                        form: dict[str, Component]) -> None:
     """The sweep accordion. form: the tab's form components by name (run_sweep_ui's `form`)."""
     import gradio as gr
 

@@ -26,7 +26,8 @@ import dataclasses
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
@@ -42,11 +43,16 @@ from eval.ui.word_view import row_words as row_words_view
 from eval.ui.sweep_section import build_sweep_section
 from eval.ui.settings_form import build_settings_form, read_settings_form
 
+if TYPE_CHECKING:
+    from gepard_demo.ui.model_host import EngineFacts
+    from gepard_demo.ui.speak_link import SpeakLink
+    from gepard_demo.units import Json
+
 # The form's own fields, before its settings (settings_form.FORM_NAMES): a run's set, engine and ASR.
 RUN_FIELDS = ("set_name", "set_file", "limit", "batch_size", "base_seed", "engine_name", "asr_backend", "asr_model", "vad")
 
 
-def run_eval(engine_provider, runs_dir, name: str, form: dict[str, Any],
+def run_eval(engine_provider: EngineFacts, runs_dir, name: str, form: Mapping[str, Json],
              progress: Callable[[float, str], None] | None = None, limits: EvalLimits = EvalLimits()):
     """Synthesize + score + report one run; returns view_run's outputs. form: RUN_FIELDS and any
     settings (settings_form.FORM_NAMES; one left out is the page's default). Raises on bad input
@@ -78,8 +84,8 @@ def run_eval(engine_provider, runs_dir, name: str, form: dict[str, Any],
     return (name, *view_run(runs_dir, name))
 
 
-def build_eval_tab(engine_provider: Callable[[], Any], runs_dir: str | Path = "runs",
-                   limits: EvalLimits = EvalLimits(), speak: Any = None) -> None:
+def build_eval_tab(engine_provider: EngineFacts, runs_dir: str | Path = "runs",
+                   limits: EvalLimits = EvalLimits(), speak: SpeakLink | None = None) -> None:
     """Create the Eval tab's components in the current Gradio context (see the module doc)."""
     import gradio as gr
 

@@ -28,7 +28,7 @@ import logging
 import statistics
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +36,10 @@ from .result import Alignment
 from .settings import AlignmentSettings
 from .speech import ASR_RATE, hiss, levels, speech_seconds, to_16k
 from .words import TextWord, text_words, whisper_text
+
+if TYPE_CHECKING:
+    from whisper.model import Whisper
+    from whisper.tokenizer import Tokenizer
 
 MARGIN_S = 2.0  # a window's words ending this close to its end wait for the next window
 MIN_SPEECH_S = 0.1  # less speech than this is no speech (Whisper would invent words)
@@ -62,7 +66,7 @@ def _no_denormals():
 class Aligner:
     def __init__(self, settings: AlignmentSettings = AlignmentSettings()):
         self.settings = settings.validate()
-        self._models: list[tuple[Any, Any]] | None = None  # (model, tokenizer) per member
+        self._models: list[tuple[Whisper, Tokenizer]] | None = None  # (model, tokenizer) per member
         self._lock = threading.Lock()
 
     @property
@@ -70,7 +74,7 @@ class Aligner:
         return self._models is not None
 
     @property
-    def models(self) -> list[tuple[Any, Any]]:
+    def models(self) -> list[tuple[Whisper, Tokenizer]]:
         """(model, tokenizer) per member of the weights, in their order (loaded on first use)."""
         self.load()
         return list(self._models)

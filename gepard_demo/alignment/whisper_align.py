@@ -21,12 +21,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .speech import ASR_RATE
+
+if TYPE_CHECKING:
+    from whisper.model import Whisper
+    from whisper.tokenizer import Tokenizer
 
 FRAME_S = 0.02  # one DTW step: two mel frames of 10 ms
 # Silence put before and after a window's audio. The DTW's last row is the query that predicts
@@ -49,7 +54,7 @@ class RawPiece:
     probability: float
 
 
-def load_whisper(weights: str, cache_dir: str | None, trim_context: bool):
+def load_whisper(weights: str, cache_dir: str | None, trim_context: bool) -> tuple[Whisper, Tokenizer]:
     """(model, tokenizer) for English forced alignment, on the CPU, with the size's official
     alignment heads (a converted checkpoint loaded by path has none: the library would fall back
     to every head of the decoder's second half)."""

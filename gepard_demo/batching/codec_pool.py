@@ -1,10 +1,11 @@
 """N streams mean N codec streams: `CodecPool` decodes their chunks together where they line up.
 
-The pool looks like the codec it wraps (sample_rate, decode, ... pass through); its `streamer`
-in exact mode returns a `PooledStream`, whose `push` hands the chunk to the pool's thread and
-waits for its samples. The thread takes every push waiting, lets the others that are due arrive
-(at most `window_s`), and decodes each group of chunks of one length in a single decoder call,
-every stream with its own exact state (codec/batched.py); a chunk alone is pushed alone.
+The pool is a Codec (codec/base.py) in front of the one it wraps (sample_rate, decode, ... are
+forwarded by name); its `streamer` in exact mode returns a `PooledStream`, whose `push` hands the
+chunk to the pool's thread and waits for its samples. The thread takes every push waiting, lets
+the others that are due arrive (at most `window_s`), and decodes each group of chunks of one
+length in a single decoder call, every stream with its own exact state (codec/batched.py); a
+chunk alone is pushed alone.
 
 Chunks line up because a running batch makes one frame for every stream per step: while other
 pooled streams are open, a session cuts its chunks at the batch's clock (`aligned`: after its
@@ -25,12 +26,20 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gepard_demo.codec.base import StreamDecoder
+from gepard_demo.codec.base import Codec, StreamDecoder
 from gepard_demo.codec.batched import decode_together
+from gepard_demo.codec.fsq import Codes
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from gepard_demo.codec.fsq import FSQLayout
+    from gepard_demo.codec.stream import ExactStreamDecoder
 
 WINDOW_S = 0.005  # how long the first push of a step waits for the others that are due
 
@@ -38,15 +47,15 @@ WINDOW_S = 0.005  # how long the first push of a step waits for the others that 
 @dataclass(eq=False)
 class _Push:
     stream: "PooledStream"
-    codes: Any
+    codes: Codes
     done: threading.Event = field(default_factory=threading.Event)
     samples: np.ndarray | None = None
     error: BaseException | None = None
     cost_s: float = 0.0  # its share of the decoder call (by frames), waiting excluded
 
 
-class CodecPool:
-    def __init__(self, codec: Any, window_s: float = WINDOW_S):
+class CodecPool(Codec):
+    def __init__(self, codec: Codec, window_s: float = WINDOW_S):
         self.codec = codec
         self.window_s = window_s
         self._cond = threading.Condition()
@@ -57,10 +66,41 @@ class CodecPool:
         self.busy_s = 0.0  # seconds the pool's thread spent decoding (not waiting), and the frames
         self.frames = 0
 
-    def __getattr__(self, name: str) -> Any:  # sample_rate, samples_per_frame, layout, decode, ...
-        if name == "codec":
-            raise AttributeError(name)
-        return getattr(self.codec, name)
+    # -- the wrapped codec's own, forwarded -----------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        return self.codec.backend
+
+    @property
+    def sample_rate(self) -> int:
+        return self.codec.sample_rate
+
+    @property
+    def samples_per_frame(self) -> int:
+        return self.codec.samples_per_frame
+
+    @property
+    def layout(self) -> FSQLayout:
+        return self.codec.layout
+
+    @property
+    def source(self) -> str:
+        return self.codec.source
+
+    def dequantize(self, codes: Codes) -> torch.Tensor:
+        return self.codec.dequantize(codes)
+
+    def decode(self, codes: Codes) -> np.ndarray:
+        return self.codec.decode(codes)
+
+    def modules(self) -> list[nn.Module]:
+        return self.codec.modules()
+
+    def use_cpu_bf16(self, on: bool) -> None:
+        self.codec.use_cpu_bf16(on)
+
+    # -- the pool ----------------------------------------------------------------------------------
 
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
         inner = self.codec.streamer(mode=mode, lookback=lookback)
@@ -71,7 +111,7 @@ class CodecPool:
             self._open.add(stream)
         return stream
 
-    def _push(self, stream: "PooledStream", codes: Any) -> np.ndarray:
+    def _push(self, stream: "PooledStream", codes: Codes) -> np.ndarray:
         job = _Push(stream, codes)
         with self._cond:
             self._pending.append(job)
@@ -142,7 +182,7 @@ class CodecPool:
 class PooledStream(StreamDecoder):
     """An exact stream whose pushes go through its pool (and so, lined up, share decoder calls)."""
 
-    def __init__(self, pool: CodecPool, inner: Any):
+    def __init__(self, pool: CodecPool, inner: ExactStreamDecoder):
         self.pool, self.inner = pool, inner
         self.samples_per_frame = inner.samples_per_frame
         self.last_cost_s: float | None = None  # the last push's share of its decoder call
@@ -158,7 +198,7 @@ class PooledStream(StreamDecoder):
     def frames_pushed(self) -> int:
         return self.inner.frames_pushed
 
-    def push(self, codes: Any) -> np.ndarray:
+    def push(self, codes: Codes) -> np.ndarray:
         return self.pool._push(self, codes)
 
     def cancel(self) -> None:

@@ -1,7 +1,8 @@
 """BatchScheduler: one thread owns the engine's talker, and every caller's request decodes in one
 running batch (continuous batching), admitted at step boundaries and gone the step it ends.
 
-It looks like the engine it wraps (config, tokenizer, model_info, prompt_ids ... pass through):
+It is an Engine (model/seams.py) in front of the one it wraps (config, tokenizer, model_info,
+prompt_ids ... are forwarded by name: seams.WrappedEngine):
 
     scheduler = BatchScheduler(engine, BatchingSettings(max_batch=4))
     for step in scheduler.stream_frames(text, sampling, speaker=prefix):   # as engine.stream_frames
@@ -34,22 +35,22 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
 from gepard_demo.model.batch import DecodeLoop
-from gepard_demo.model.frames import FrameMaker
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
+from gepard_demo.model.seams import Engine, WrappedEngine
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.host_settings import BatchingSettings
 
 from .admission import Costs, Newcomer, Running, refusal
 from .tickets import SchedulerClosed, Ticket, TicketFrames
 
-class BatchScheduler(FrameMaker):
-    def __init__(self, engine: Any, settings: BatchingSettings = BatchingSettings()):
-        self.engine = engine
+class BatchScheduler(WrappedEngine):
+    def __init__(self, engine: Engine, settings: BatchingSettings = BatchingSettings()):
+        super().__init__(engine)
         self.settings = settings.validate()
         self.costs = Costs()
         self._cond = threading.Condition()
@@ -60,17 +61,12 @@ class BatchScheduler(FrameMaker):
         self._thread: threading.Thread | None = None
         self.preemptions = 0  # look-ahead rows that gave their place to a listened stream
 
-    def __getattr__(self, name: str) -> Any:  # config, tokenizer, talker, model_info, prompt_ids, ...
-        if name == "engine":  # not set yet (unpickling): never recurse
-            raise AttributeError(name)
-        return getattr(self.engine, name)
-
     # -- what callers use ------------------------------------------------------------------
 
     takes_look_ahead = True  # SynthesisSession: later segments of a long text may run ahead here
 
     def stream_frames(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None, *,
-                      look_ahead: bool = False, group: Any = None) -> "TicketFrames":
+                      look_ahead: bool = False, group: object = None) -> "TicketFrames":
         """One request's FrameSteps as they are made (engine.stream_frames' contract); closing the
         iterator cancels it, and its row leaves the batch at the next step. Its `wait_line()`
         says where it stands while it waits. look_ahead: a later segment of `group`'s text, made
@@ -131,7 +127,7 @@ class BatchScheduler(FrameMaker):
                 self.cancel(t)
 
     def _ticket(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None, stream: bool,
-                on_step: Callable[[Ticket, Any], None]) -> Ticket:
+                on_step: Callable[[Ticket, FrameStep | BaseException], None]) -> Ticket:
         """A request, checked (bad text or settings raise here, in the caller's thread)."""
         settings = settings.validate().with_concrete_seed()
         return Ticket(next(self._numbers), stream, self.engine.request(text, settings, speaker), on_step)
@@ -171,6 +167,10 @@ class BatchScheduler(FrameMaker):
             return {"running": len(self._running), "waiting": len(self._queue),
                     "rows": sum(t.rows for t in self._running.values()), "max_batch": self.settings.max_batch,
                     "look_ahead": sum(t.look_ahead for t in self._running.values()), "preemptions": self.preemptions}
+
+    def stopped(self) -> bool:
+        """Its thread started and has ended (closed, or died): a stream waiting on it stops waiting."""
+        return self._thread is not None and not self._thread.is_alive()
 
     def close(self) -> None:
         """End every request (they raise SchedulerClosed) and stop the thread."""

@@ -14,7 +14,7 @@ import queue
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable, Protocol
 
 from gepard_demo.model.batch import BatchRequest
 from gepard_demo.model.frames import FrameSource
@@ -49,7 +49,7 @@ class Ticket:
     cancelled: bool = False
     done: bool = False
     look_ahead: bool = False  # a later segment of a long text, made before its turn to play
-    group: Any = None  # the session it belongs to: its own streams do not hold its look-ahead back
+    group: object = None  # the session it belongs to: its own streams do not hold its look-ahead back
     text: str = ""  # to make its sampler again when it goes on after a preemption
     codes: list | None = None  # a look-ahead ticket's frames so far (a preempted one resumes from them)
     preempted: int = 0  # how often a listened stream took its place
@@ -80,6 +80,16 @@ class Ticket:
         return f"waiting for the engine ({place}){why}"
 
 
+class TicketDesk(Protocol):
+    """What a ticket's frames ask of the scheduler that issued it (scheduler.BatchScheduler)."""
+
+    def promote(self, ticket: Ticket) -> None: ...
+
+    def cancel(self, ticket: Ticket) -> None: ...
+
+    def stopped(self) -> bool: ...
+
+
 class TicketFrames(FrameSource):
     """The iterator `stream_frames` returns: FrameSteps through the ticket's queue. `cancel()`
     (or close(), or losing the iterator) ends the request from any thread, and a consumer
@@ -87,7 +97,7 @@ class TicketFrames(FrameSource):
 
     measures_pace = True
 
-    def __init__(self, scheduler: Any, ticket: Ticket, handoff: queue.Queue):
+    def __init__(self, scheduler: TicketDesk, ticket: Ticket, handoff: queue.Queue):
         self._scheduler, self.ticket, self._handoff = scheduler, ticket, handoff
         self._ended = False
 
@@ -102,8 +112,7 @@ class TicketFrames(FrameSource):
                 item = self._handoff.get(timeout=1.0)
                 break
             except queue.Empty:
-                thread = self._scheduler._thread
-                if thread is not None and not thread.is_alive():
+                if self._scheduler.stopped():
                     self.cancel()
                     raise SchedulerClosed("the engine's scheduler stopped") from None
         if item is _CLOSED or self.ticket.cancelled:

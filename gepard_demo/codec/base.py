@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .fsq import FSQLayout, dequantize
+from .fsq import Codes, FSQLayout, dequantize
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 STREAM_MODES = ("exact", "lookback")
 
@@ -32,7 +36,7 @@ class StreamDecoder(ABC):
         """The stream is done: it lets go of what it shares."""
 
     @abstractmethod
-    def push(self, codes: Any) -> np.ndarray:
+    def push(self, codes: Codes) -> np.ndarray:
         """(n, 32) codes -> float32 samples for exactly those n frames."""
 
 
@@ -51,19 +55,19 @@ class Codec(ABC):
     def frame_rate_hz(self) -> float:
         return self.sample_rate / self.samples_per_frame
 
-    def dequantize(self, codes: Any):
+    def dequantize(self, codes: Codes) -> torch.Tensor:
         """(T, 32) codes -> (T, 32) float32 torch tensor: the decoder's input."""
         return dequantize(codes, self.layout)
 
     @abstractmethod
-    def decode(self, codes: Any) -> np.ndarray:
+    def decode(self, codes: Codes) -> np.ndarray:
         """(T, 32) codes (LongTensor or ndarray) -> float32 (T * samples_per_frame,), one whole decode."""
 
     @abstractmethod
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
         """A fresh incremental decoder; see gepard_demo.codec.stream for the modes."""
 
-    def modules(self) -> list[Any]:
+    def modules(self) -> list[nn.Module]:
         """The torch modules that compute (a ZeroGPU gate hooks them); none here (NeMo's model
         is its own)."""
         return []

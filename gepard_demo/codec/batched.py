@@ -23,16 +23,14 @@ is used where it wins (gepard_demo.batching.codec_pool).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
-from .fsq import dequantize
+from .fsq import Codes, dequantize
 from .stream import ExactStreamDecoder
 
 
-def decode_together(streams: list[ExactStreamDecoder], codes: list[Any]) -> list[np.ndarray]:
+def decode_together(streams: list[ExactStreamDecoder], codes: list[Codes]) -> list[np.ndarray]:
     """Push codes[i] into streams[i], all in one decoder call; returns each stream's samples."""
     if len(streams) != len(codes) or not streams:
         raise ValueError(f"{len(streams)} streams for {len(codes)} chunks")

@@ -9,13 +9,18 @@ NeMo's own dequantization.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 import torch
 
 from .errors import CodecLoadError
+
+# Integer codes as every codec function takes them, (T, 32) or (32,) a frame: a LongTensor, an
+# array, or nested lists (anything np.asarray reads as one).
+Codes = Union[torch.Tensor, np.ndarray, Sequence[Sequence[int]], Sequence[int]]
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class FSQLayout:
 NANOCODEC_LAYOUT = FSQLayout(8, (8, 7, 6, 6))
 
 
-def _as_long_tensor(codes: Any) -> torch.Tensor:
+def _as_long_tensor(codes: Codes) -> torch.Tensor:
     if isinstance(codes, torch.Tensor):
         t = codes
     else:
@@ -56,7 +61,7 @@ def _as_long_tensor(codes: Any) -> torch.Tensor:
     return t.long()
 
 
-def check_codes(codes: Any, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offset: int = 0) -> torch.Tensor:
+def check_codes(codes: Codes, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offset: int = 0) -> torch.Tensor:
     """(T, num_codes) integer codes as a LongTensor, or ValueError naming the first bad code."""
     t = _as_long_tensor(codes)
     if t.dim() != 2 or t.shape[1] != layout.num_codes:
@@ -72,7 +77,7 @@ def check_codes(codes: Any, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offse
     return t
 
 
-def dequantize(codes: Any, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offset: int = 0) -> torch.Tensor:
+def dequantize(codes: Codes, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offset: int = 0) -> torch.Tensor:
     """(T, 32) codes -> (T, 32) float32 decoder input: per dim (code - L//2) / (L//2).
 
     The same arithmetic as NeMo's FiniteScalarQuantizer.nonnegative_to_codes (integer half,
@@ -91,7 +96,7 @@ def _bases(layout: FSQLayout) -> list[int]:
     return bases
 
 
-def codes_to_tokens(codes: Any, layout: FSQLayout = NANOCODEC_LAYOUT) -> torch.Tensor:
+def codes_to_tokens(codes: Codes, layout: FSQLayout = NANOCODEC_LAYOUT) -> torch.Tensor:
     """(T, G*D) per-dim codes -> (T, G) NeMo group tokens (mixed radix, first dim least significant)."""
     t = check_codes(codes, layout)
     d = len(layout.levels_per_group)
@@ -99,7 +104,7 @@ def codes_to_tokens(codes: Any, layout: FSQLayout = NANOCODEC_LAYOUT) -> torch.T
     return (t.view(t.shape[0], layout.num_groups, d) * bases).sum(-1)
 
 
-def tokens_to_codes(tokens: Any, layout: FSQLayout = NANOCODEC_LAYOUT) -> torch.Tensor:
+def tokens_to_codes(tokens: Codes, layout: FSQLayout = NANOCODEC_LAYOUT) -> torch.Tensor:
     """(T, G) NeMo group tokens -> (T, G*D) per-dim codes (Gepard's layout)."""
     t = _as_long_tensor(tokens)
     bases = torch.tensor(_bases(layout), dtype=torch.long, device=t.device)

@@ -10,7 +10,7 @@ import torch
 
 from .base import Codec, StreamDecoder, check_mode
 from .errors import CodecLoadError
-from .fsq import FSQLayout, dequantize
+from .fsq import Codes, FSQLayout, dequantize
 from .hifigan import CausalHiFiGANDecoder, DecoderConfig, exact_gpu_convolutions, load_decoder
 from .nemo_archive import read_nemo
 from .stream import DECODE_BLOCK_FRAMES, ExactStreamDecoder, LookbackStreamDecoder
@@ -80,7 +80,7 @@ class NativeCodec(Codec):
         archive = read_nemo(path, prefixes=("audio_decoder.",))
         return cls.from_archive(archive.config, archive.state_dict, source=str(path), device=device)
 
-    def decode_single_pass(self, codes: Any) -> np.ndarray:
+    def decode_single_pass(self, codes: Codes) -> np.ndarray:
         """The whole input through the decoder at once: the reference that streaming must equal."""
         x = dequantize(codes, self.layout)
         if x.shape[0] == 0:
@@ -89,13 +89,13 @@ class NativeCodec(Codec):
             audio = self.decoder(x.T.unsqueeze(0).to(self.device))
         return audio[0].float().cpu().numpy()
 
-    def modules(self) -> list[Any]:
+    def modules(self) -> list[torch.nn.Module]:
         return [self.decoder]
 
     def use_cpu_bf16(self, on: bool) -> None:
         self.decoder.cpu_bf16 = on
 
-    def decode(self, codes: Any) -> np.ndarray:
+    def decode(self, codes: Codes) -> np.ndarray:
         return ExactStreamDecoder(self.decoder, self.layout, self.device, self.decode_block_frames).push(codes)
 
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:

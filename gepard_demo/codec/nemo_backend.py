@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from .base import Codec, StreamDecoder, check_mode
 from .errors import CodecLoadError
-from .fsq import FSQLayout, check_codes, codes_to_tokens
+from .fsq import Codes, FSQLayout, check_codes, codes_to_tokens
 from .nemo_archive import read_config
 from .stream import LookbackStreamDecoder
+
+if TYPE_CHECKING:
+    from nemo.collections.tts.models import AudioCodecModel
 
 # Training-only config parts whose instantiation can reach the network or needs data.
 _TRAINING_ONLY = ("discriminator", "slm_encoder", "slm_predictor", "train_ds", "validation_ds", "test_ds")
@@ -53,7 +56,7 @@ def import_audio_codec_model():
 class NemoCodec(Codec):
     backend = "nemo"
 
-    def __init__(self, model: Any, layout: FSQLayout, source: str, device: torch.device):
+    def __init__(self, model: AudioCodecModel, layout: FSQLayout, source: str, device: torch.device):
         self.model = model
         self.layout = layout
         self.source = source
@@ -81,19 +84,19 @@ class NemoCodec(Codec):
         model.eval()
         return cls(model, layout, str(path), device)
 
-    def _tokens(self, codes: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def _tokens(self, codes: Codes) -> tuple[torch.Tensor, torch.Tensor]:
         tokens = codes_to_tokens(codes, self.layout)  # (T, G)
         t = tokens.T.unsqueeze(0).to(self.device)  # NeMo wants (B, G, T)
         return t, torch.tensor([t.shape[-1]], device=self.device)
 
-    def dequantize(self, codes: Any) -> torch.Tensor:
+    def dequantize(self, codes: Codes) -> torch.Tensor:
         """NeMo's own dequantization of per-dim codes: (T, 32) float32."""
         tokens, tokens_len = self._tokens(codes)
         with torch.inference_mode():
             deq = self.model.dequantize(tokens=tokens, tokens_len=tokens_len)
         return deq[0].T.float().cpu()
 
-    def decode(self, codes: Any) -> np.ndarray:
+    def decode(self, codes: Codes) -> np.ndarray:
         codes = check_codes(codes, self.layout)
         if codes.shape[0] == 0:
             return np.zeros(0, dtype=np.float32)

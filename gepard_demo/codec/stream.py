@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import torch
 
 from .base import StreamDecoder
-from .fsq import FSQLayout, check_codes, dequantize
+from .fsq import Codes, FSQLayout, check_codes, dequantize
 from .hifigan import CausalHiFiGANDecoder
 
 _EMPTY = np.zeros(0, dtype=np.float32)
@@ -55,7 +55,7 @@ class ExactStreamDecoder(StreamDecoder):
     def side(self) -> contextlib.AbstractContextManager:
         return torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext()
 
-    def push(self, codes: Any) -> np.ndarray:
+    def push(self, codes: Codes) -> np.ndarray:
         x = dequantize(codes, self.layout, frame_offset=self.frames_pushed)
         n = x.shape[0]
         if n == 0:
@@ -103,7 +103,7 @@ class LookbackStreamDecoder(StreamDecoder):
         # Only the frames a later push re-decodes: the last `lookback` (all when None).
         self._context: torch.Tensor | None = None
 
-    def push(self, codes: Any) -> np.ndarray:
+    def push(self, codes: Codes) -> np.ndarray:
         new = check_codes(codes, self.layout, frame_offset=self.frames_pushed).cpu()
         n = new.shape[0]
         if n == 0:

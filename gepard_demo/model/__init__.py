@@ -9,6 +9,8 @@
 - batch.py      `DecodeBatch`: the decode loop; requests join a running batch between steps and
                 leave as they end (cache_rows.py: the cache's row surgery); `decode_batch`
 - engine.py     `GepardEngine`: tokenizer + talker; `generate()` (a batch), `stream_frames()` (one request)
+- seams.py      the engine and codec seams as Protocols (`FrameEngine`, `Engine`, `AudioCodec`), `ModelInfo`,
+                and `WrappedEngine`, which a wrapper (scheduler, pipeline) forwards the rest through
 - source.py     `resolve_model`: a local directory, a Hugging Face id, or `tiny`
 - tiny.py       `make_tiny` / `ensure_tiny`: the random-weight checkpoint in the published layout
 - full_size.py  `build_full_size_engine`: Gepard-1.0's real shape with random weights (benchmarks)

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gepard_demo.declare import values_of
+from gepard_demo.settings import SamplingSettings
+
 if TYPE_CHECKING:  # transformers is imported where a backbone config is built: the text rules
     # (text_input -> prompt -> here) serve thin clients (app --server-url, eval's served engine)
     # that load no model, and importing transformers costs them ~8 s on this CPU.
@@ -20,9 +23,12 @@ if TYPE_CHECKING:  # transformers is imported where a backbone config is built: 
 BACKBONE_MODEL_TYPE = "qwen3_5_text"
 # Template leftovers in the sidecar's backbone_config; the model uses plain 1D RoPE.
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")
-# The sampling settings gepard_config.json carries at its top level, with the values the published
-# checkpoint ships (and the reference runner falls back to when a key is missing).
-OPERATING_POINT = {"stop_threshold": 0.5, "temperature": 0.3, "max_frames": 1000}
+# The sampling settings gepard_config.json carries at its top level (SamplingSettings fields, by
+# the same names). A key the sidecar leaves out takes the setting's declared default (its
+# `setting(...)` in settings.py), which is also what the published checkpoint ships: the defaults
+# live there alone, so a changed default changes the operating point with it.
+SIDECAR_SAMPLING_KEYS = ("stop_threshold", "temperature", "max_frames")
+OPERATING_POINT = values_of(SamplingSettings(), SIDECAR_SAMPLING_KEYS)
 
 
 class ConfigError(ValueError):

@@ -7,7 +7,6 @@ one request's frames as they are made (the streaming demo). Both go through the 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -27,20 +26,10 @@ from .guardrails import force_stop_for
 from .memory import check_fits
 from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
 from .sampling import RowSampler
+from .seams import ModelInfo
 from .talker import GepardTalker, config_for_checkpoint
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str  # what the user asked for: "tiny", a path, or a hub id
-    path: str  # the local directory the weights were read from
-    revision: str | None  # hub commit, when it came from the hub
-    random_weights: bool  # True for the tiny checkpoint: it makes noise, not speech
-    device: str
-    dtype: str
-    speed: str | None = None  # the speed layer's pick (gepard_demo.speed), when one was applied
 
 
 class GepardEngine(FrameMaker):

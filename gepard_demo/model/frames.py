@@ -98,7 +98,8 @@ class EngineFrames(FrameSource):
 class FrameMaker:
     """What makes FrameSources (`stream_frames`): GepardEngine, the BatchScheduler, a ZeroGPU
     call's CallBatch, the pipelined talker. A default is an engine's that runs on its own. Each
-    also has `model_info` (engine.ModelInfo; the wrappers pass their engine's through)."""
+    also has `model_info` (seams.ModelInfo; the wrappers forward their engine's: seams.WrappedEngine).
+    seams.FrameEngine is this surface as a Protocol."""
 
     # Later segments of a long text may be opened ahead of their turn, as rows of a running batch
     # (streaming/segments.py); on an engine of its own they run one after another.

@@ -12,7 +12,12 @@ estimate beside the measured peak.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from .seams import Engine
 
 MARGIN_BYTES = 512 * 2**20  # codec decode of one 86-frame block, allocator rounding, cuBLAS workspace
 
@@ -36,7 +41,7 @@ def batch_bytes(config, rows: int, prompt_tokens: int, frames: int, dtype: torch
     return kv + linear_state + prefill + MARGIN_BYTES
 
 
-def check_fits(engine, rows: int, prompt_tokens: int, frames: int) -> None:
+def check_fits(engine: Engine, rows: int, prompt_tokens: int, frames: int) -> None:
     """Raise GpuMemoryError when the batch needs more than the engine's GPU has free; nothing on a CPU."""
     device = engine.device
     if device.type != "cuda":

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -38,7 +38,10 @@ from gepard_demo.serving.protocol import (
     sse_audio,
 )
 from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, extension_fields
-from gepard_demo.units import SAMPLES_PER_FRAME
+from gepard_demo.units import SAMPLES_PER_FRAME, Json
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class SpeechServerError(RuntimeError):
@@ -118,7 +121,7 @@ def no_extension_reason(group: str) -> str:
             "vLLM-Omni drops them unread)")
 
 
-def unserved_extension(sampling: SamplingSettings, features: ServedFeatures) -> tuple[str, str, Any] | None:
+def unserved_extension(sampling: SamplingSettings, features: ServedFeatures) -> tuple[str, str, Json] | None:
     """(group, field, value) of the first extension field this request needs that the server
     does not take (sent anyway it would be dropped unread: the caller refuses instead); or None."""
     for group, fields in extension_fields(sampling).items():
@@ -135,7 +138,7 @@ def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | No
     "sse" = speech.audio.delta events, "none" = one whole response. ref_audio: a reference
     voice as `audio_data_url` makes it (vLLM-Omni's cloning field). guidance: `guidance_fields` and
     `guardrail_fields` (our extensions; only for a server whose ServedFeatures say it takes them)."""
-    body: dict[str, Any] = {"input": text, "voice": "default", "response_format": response_format}
+    body: dict[str, Json] = {"input": text, "voice": "default", "response_format": response_format}
     if ref_audio is not None:
         body["ref_audio"] = ref_audio
     body.update(guidance or {})
@@ -183,7 +186,7 @@ class StreamResult:
 
     ttfa_s: float | None = None
     headers: dict[str, str] = field(default_factory=dict)
-    _socket: Any = field(default=None, repr=False)
+    _socket: socket.socket | None = field(default=None, repr=False)
     _hung_up: bool = False
 
     def hang_up(self) -> None:
@@ -194,7 +197,7 @@ class StreamResult:
 
 
 class SpeechClient:
-    def __init__(self, url: str, timeout: float = 60.0, transport: Any = None):
+    def __init__(self, url: str, timeout: float = 60.0, transport: httpx.BaseTransport | None = None):
         import httpx
 
         self.url = url.rstrip("/")
@@ -290,7 +293,7 @@ class SpeechClient:
             raise SpeechServerError(f"speech server at {self.url}: {e}", "protocol") from e
 
     @staticmethod
-    def _sse_audio(response: Any, done: dict | None) -> Iterator[bytes]:
+    def _sse_audio(response: httpx.Response, done: dict | None) -> Iterator[bytes]:
         for event in iter_sse_events(response.iter_lines()):
             data = sse_audio(event)
             if data is None:

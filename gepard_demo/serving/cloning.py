@@ -19,7 +19,6 @@ one is a 400 whose `param` names it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from gepard_demo.declare import takes_a_word, whole_number
 from gepard_demo.serving.protocol import GEPARD_RULES, FieldRule
@@ -37,7 +36,7 @@ def request_rules(cloning: bool) -> tuple[FieldRule, ...]:
     return tuple(r for r in GEPARD_RULES if r.field not in ACCEPTED_CLONING_FIELDS)
 
 
-def split_extensions(body: Any) -> tuple[Any, dict]:
+def split_extensions(body: object) -> tuple[object, dict]:
     """(the body vLLM-Omni's request model sees, our extension fields)."""
     if not isinstance(body, dict):
         return body, {}
@@ -59,7 +58,7 @@ class CloningFields:
     cfg: dict  # SamplingSettings changes: the guidance and guardrail fields as given
 
 
-def parse_cloning_fields(body: dict[str, Any], sampling: SamplingSettings) -> CloningFields:
+def parse_cloning_fields(body: dict[str, object], sampling: SamplingSettings) -> CloningFields:
     """sampling: the request's settings before these fields (its max_frames is the request's
     max_new_tokens, which a force stop must not exceed)."""
     ref = body.get("ref_audio")
@@ -86,7 +85,7 @@ def parse_cloning_fields(body: dict[str, Any], sampling: SamplingSettings) -> Cl
     return CloningFields(ref_audio=data, ref_text_ignored=ref_text is not None, cfg=cfg)
 
 
-def _json_setting(key: str, value: Any) -> Any:
+def _json_setting(key: str, value: object) -> float | int | str:
     """An extension field's JSON value as its setting takes it, by the setting's declared type: a
     number (a whole one where the setting counts frames), or the setting's word ("auto")."""
     whole, worded = whole_number(SamplingSettings, key), takes_a_word(SamplingSettings, key)

@@ -174,7 +174,7 @@ class SpeechRequest:
     word_timestamps: bool = False  # only where the rules let it through (serving/timestamps.py)
 
 
-def parse_speech_request(body: Any, model_id: str, rules: Iterable[FieldRule] = GEPARD_RULES) -> SpeechRequest:
+def parse_speech_request(body: object, model_id: str, rules: Iterable[FieldRule] = GEPARD_RULES) -> SpeechRequest:
     """Decide a request body as vLLM-Omni serving Gepard would; raises RequestError."""
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
@@ -308,7 +308,7 @@ def error_body(message: str, status: int, param: str | None = None) -> dict:
     return {"error": {"message": message, "type": kind, "param": param, "code": status}}
 
 
-def error_message(body: Any, fallback: str = "") -> str:
+def error_message(body: object, fallback: str = "") -> str:
     """The message of an error body in OpenAI's (or FastAPI's) shape."""
     if isinstance(body, dict):
         err = body.get("error", body.get("detail"))

@@ -45,7 +45,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from fastapi import FastAPI, Request, WebSocket
@@ -72,6 +73,14 @@ from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.report import report_headers, run_report
 from gepard_demo.streaming.session import SynthesisSession
+
+if TYPE_CHECKING:
+    from starlette.responses import ContentStream
+
+    from gepard_demo.alignment.aligner import Aligner
+    from gepard_demo.codec.base import Codec
+    from gepard_demo.model.seams import Engine
+    from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +133,7 @@ class SessionStream(StreamingResponse):
     push); the session is cancelled right there, so its row leaves the batch (or the queue) at
     once instead of when that wait ends. However the response ends, the session is cancelled."""
 
-    def __init__(self, session: SynthesisSession, content: Any, **kwargs: Any):
+    def __init__(self, session: SynthesisSession, content: ContentStream, **kwargs: Any):
         super().__init__(content, **kwargs)
         self.session = session
 
@@ -149,9 +158,9 @@ async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
             return
 
 
-def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream: StreamSettings,
-                     max_body_bytes: int = MAX_BODY_BYTES, prefixer: Any = None,
-                     batching: BatchingSettings = BatchingSettings(), aligner: Any = None) -> FastAPI:
+def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, stream: StreamSettings,
+                     max_body_bytes: int = MAX_BODY_BYTES, prefixer: SpeakerPrefixer | None = None,
+                     batching: BatchingSettings = BatchingSettings(), aligner: Aligner | None = None) -> FastAPI:
     """The FastAPI app for one loaded engine + codec (`app.state.scheduler` drives the engine;
     close it to end every request). The arguments are SpeechService's (service.py): the fixed
     settings, the reference-voice prefixer and the word aligner."""
@@ -202,7 +211,7 @@ def build_speech_app(engine: Any, codec: Any, sampling: SamplingSettings, stream
 
 
 async def _whole(request: Request, session: SynthesisSession, req: SpeechRequest, headers: dict,
-                 aligner: Any) -> Response:
+                 aligner: Aligner | None) -> Response:
     """The whole utterance in one answer, how it ended in its headers; a hang-up stops it."""
     watcher = asyncio.create_task(_wait_for_hangup(request, session))
     try:
@@ -225,7 +234,8 @@ async def _whole(request: Request, session: SynthesisSession, req: SpeechRequest
 FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}
 
 
-async def _stream_body(session: SynthesisSession, req: SpeechRequest, aligner: Any = None):
+async def _stream_body(session: SynthesisSession, req: SpeechRequest,
+                       aligner: Aligner | None = None) -> AsyncIterator[bytes]:
     """Chunks as the session makes them: raw bytes or SSE events; a streamed WAV starts with
     a header whose sizes are unknown. The session starts only once the body is iterated, so a
     response that is never sent takes no place in the batch."""

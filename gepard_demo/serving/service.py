@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -23,6 +23,14 @@ from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.reference_audio import ReferenceAudioError
+
+if TYPE_CHECKING:
+    import torch
+
+    from gepard_demo.alignment.aligner import Aligner
+    from gepard_demo.codec.base import Codec
+    from gepard_demo.model.seams import Engine
+    from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
 # What `open` raises for a request it refuses; `refusal` words each as (message, status, param).
 REFUSALS = (RequestError, cloning.CloningFieldError, ReferenceAudioError, TextError, SettingsError)
@@ -48,13 +56,13 @@ class SpeechService:
     `ref_audio` (None: the cloning fields are refused). aligner: for `word_timestamps` (None:
     refused, as vLLM-Omni refuses it without --forced-aligner)."""
 
-    engine: Any
-    codec: Any
+    engine: Engine
+    codec: Codec
     sampling: SamplingSettings
     stream: StreamSettings
     batching: BatchingSettings = field(default_factory=BatchingSettings)
-    prefixer: Any = None
-    aligner: Any = None
+    prefixer: SpeakerPrefixer | None = None
+    aligner: Aligner | None = None
 
     def __post_init__(self) -> None:
         self.sampling.validate()
@@ -97,7 +105,7 @@ class SpeechService:
         self.session(req, clone)
         return req, clone
 
-    async def speaker(self, clone: cloning.CloningFields) -> Any:
+    async def speaker(self, clone: cloning.CloningFields) -> torch.Tensor | None:
         """The speaker prefix of the request's reference clip (None: the default voice); one
         encode at a time, off the event loop. Raises ReferenceAudioError for a bad clip."""
         if clone.ref_audio is None:
@@ -105,7 +113,8 @@ class SpeechService:
         async with self.encoder_lock:
             return (await anyio.to_thread.run_sync(self.prefixer.from_bytes, clone.ref_audio)).tokens
 
-    def session(self, req: SpeechRequest, clone: cloning.CloningFields, speaker: Any = None) -> SynthesisSession:
+    def session(self, req: SpeechRequest, clone: cloning.CloningFields,
+                speaker: torch.Tensor | None = None) -> SynthesisSession:
         """The request's session (checks its text and settings up front, without the engine)."""
         settings = self._settings(req).replace(seed=req.seed if req.seed is not None else self.sampling.seed,
                                                **clone.cfg)

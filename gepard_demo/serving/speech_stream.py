@@ -23,7 +23,7 @@ import asyncio
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import anyio
 import numpy as np
@@ -36,6 +36,11 @@ from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
 from gepard_demo.streaming.segments import segment_seed
 from gepard_demo.streaming.text_splitter import TextSplitter
 from gepard_demo.units import SAMPLE_RATE
+
+if TYPE_CHECKING:
+    import torch
+
+    from gepard_demo.streaming.session import SynthesisSession
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +63,7 @@ class _Unit:
     index: int
     text: str
     config: sp.StreamConfig  # the config it was made under (a new one may come before it is sent)
-    session: Any = None
+    session: SynthesisSession | None = None
     refused: str | None = None
     chunks: asyncio.Queue = field(default_factory=asyncio.Queue)
     task: asyncio.Task | None = None
@@ -88,7 +93,7 @@ class _Connection:
         self.handler, self.service, self.ws = handler, handler.service, ws
         self.config: sp.StreamConfig | None = None
         self.extensions: dict = {}
-        self.speaker: Any = None
+        self.speaker: torch.Tensor | None = None
         self.splitter = TextSplitter("none")
         self.utterance = 0
         self.units_sent = 0  # units of this utterance so far
@@ -211,7 +216,7 @@ class _Connection:
 
     # -- sending ---------------------------------------------------------------------------
 
-    def _say(self, item: Any) -> None:
+    def _say(self, item: _Unit | dict) -> None:  # a unit (its audio and events, in its turn), or a message
         self.busy += 1
         self.out.put_nowait(item)
 

@@ -24,11 +24,17 @@ Each text segment (a long text's) is aligned on its own audio, then placed in th
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gepard_demo.alignment.result import Alignment, merge, wire_confidence, wire_timestamps
 
 from .protocol import GEPARD_RULES, FieldRule, SpeechBody, sse_event, stream_mode
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gepard_demo.alignment.aligner import Aligner
+    from gepard_demo.streaming.session import SynthesisSession
 
 FIELD = "word_timestamps"
 EVENT = "speech.audio.word_timestamps"
@@ -63,7 +69,7 @@ def segment_bounds(segment_frames: list[int], samples_per_frame: int, total: int
     return bounds
 
 
-def align_segments(aligner: Any, audio, sample_rate: int, segments: list[str], segment_frames: list[int],
+def align_segments(aligner: Aligner, audio: np.ndarray, sample_rate: int, segments: list[str], segment_frames: list[int],
                    samples_per_frame: int) -> Alignment:
     """Each segment's words aligned on its own audio, placed in the utterance."""
     if len(segment_frames) != len(segments):  # cut short: the segments that ran, the text they had
@@ -74,7 +80,7 @@ def align_segments(aligner: Any, audio, sample_rate: int, segments: list[str], s
     return merge(parts)
 
 
-def align_session(aligner: Any, session: Any) -> Alignment | None:
+def align_session(aligner: Aligner, session: SynthesisSession) -> Alignment | None:
     """A finished session's words; None (logged) when the alignment itself failed."""
     try:
         st = session.stats
@@ -98,7 +104,7 @@ def timestamps_event(alignment: Alignment | None) -> bytes:
                              "note": alignment.note or None})
 
 
-def models_entry(aligner: Any) -> dict:
+def models_entry(aligner: Aligner | None) -> dict:
     """What GET /v1/models says about word timestamps."""
     if aligner is None:
         return {"word_timestamps": False}

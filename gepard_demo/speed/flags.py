@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gepard_demo.model.fixed_shape.choice import CUDA_GRAPHS
 
 from .settings import CODEC_PRECISIONS, PRECISIONS, SpeedSettings
+
+if TYPE_CHECKING:
+    from gepard_demo.model.seams import Engine
 
 # Below this hidden size the model is the tiny test checkpoint: per-op overhead, not weights.
 SMALL_HIDDEN = 512
@@ -48,7 +51,7 @@ def add_speed_flags(p: argparse.ArgumentParser) -> None:
                         "or AMX: 1.5x, 42 dB against fp32), else fp32")
 
 
-def speed_for(engine: Any, device: str, precision: str = "auto", threads: int = 0, pipeline: str = "auto",
+def speed_for(engine: Engine, device: str, precision: str = "auto", threads: int = 0, pipeline: str = "auto",
               codec: str = "auto", cuda_graphs: str = "auto") -> SpeedSettings:
     from .select import detect_hardware, pick_speed
 

@@ -1,6 +1,7 @@
 """Talker and codec as producer and consumer: the talker runs on its own thread, ahead.
 
-`PipelinedEngine(engine)` looks like the engine it wraps, except that `stream_frames` runs the
+`PipelinedEngine(engine)` is an Engine (model/seams.py) in front of the one it wraps, its other
+members forwarded by name (seams.WrappedEngine), except that `stream_frames` runs the
 wrapped engine's frame iterator on a worker thread and hands its FrameSteps over through a
 queue. The consumer (a SynthesisSession, which runs the codec) decodes chunk N while the talker
 already makes the frames of chunk N+1, so a frame costs the slower of the two, not their sum.
@@ -18,9 +19,14 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
-from gepard_demo.model.frames import FrameMaker, FrameSource
+from gepard_demo.model.frames import FrameSource
+from gepard_demo.model.seams import Engine, WrappedEngine
+
+if TYPE_CHECKING:
+    from gepard_demo.model.generation import FrameStep
+    from gepard_demo.settings import SamplingSettings
 
 _END = object()
 
@@ -30,25 +36,18 @@ class _Failure:
         self.exc = exc
 
 
-class PipelinedEngine(FrameMaker):
-    def __init__(self, engine: Any, max_ahead: int = 4096):
-        self._engine = engine
+class PipelinedEngine(WrappedEngine):
+    def __init__(self, engine: Engine, max_ahead: int = 4096):
+        super().__init__(engine)
         self._max_ahead = max_ahead
 
-    @property
-    def wrapped(self) -> Any:
-        return self._engine
-
-    def __getattr__(self, name: str) -> Any:  # config, tokenizer, talker, model_info, generate, ...
-        return getattr(self._engine, name)
-
-    def stream_frames(self, text: str, settings: Any, **voice: Any) -> "PipedFrames":
+    def stream_frames(self, text: str, settings: SamplingSettings, **voice: object) -> "PipedFrames":
         handoff: queue.Queue = queue.Queue(maxsize=self._max_ahead)
         stop = threading.Event()
         # Create the wrapped iterator here, so bad settings raise in the caller's thread.
-        frames = self._engine.stream_frames(text, settings, **voice)  # voice: speaker=prefix (cloning)
+        frames = self.engine.stream_frames(text, settings, **voice)  # voice: speaker=prefix (cloning)
 
-        def put(item: Any) -> bool:
+        def put(item: object) -> bool:  # a FrameStep, a _Failure or _END
             while not stop.is_set():
                 try:
                     handoff.put(item, timeout=0.05)
@@ -86,7 +85,7 @@ class PipedFrames(FrameSource):
     def __iter__(self) -> "PipedFrames":
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> FrameStep:
         if self._stop.is_set():
             raise StopIteration
         if not self._started:

@@ -21,13 +21,18 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from .pipeline import PipelinedEngine
 from .quantize import apply_precision, quantized_kernels_available
 from .settings import CPU_ONLY, PRECISIONS, SpeedError, SpeedSettings
+
+if TYPE_CHECKING:
+    from gepard_demo.codec.base import Codec
+    from gepard_demo.model.engine import GepardEngine
+    from gepard_demo.model.seams import Engine
 
 # CPU paths from fastest to slowest on batch-1 decode (benchmarks/cpu_realtime.py, section 3),
 # and whether each passed the fidelity guard on the real-shape random model (section 2: 500
@@ -192,13 +197,13 @@ def load_dtype(device: str, precision: str) -> str:
     return "float32"
 
 
-def apply_codec_speed(codec: Any, speed: SpeedSettings) -> Any:
+def apply_codec_speed(codec: Codec, speed: SpeedSettings) -> Codec:
     """The codec with `speed.codec` applied (a NativeCodec's decoder; a NeMo one stays as it is)."""
     codec.use_cpu_bf16(speed.codec == "bf16")
     return codec
 
 
-def apply_speed(engine: Any, speed: SpeedSettings, warm: bool = True) -> Any:
+def apply_speed(engine: GepardEngine, speed: SpeedSettings, warm: bool = True) -> Engine:
     """The engine with `speed` applied: talker precision (CPU only; a GPU engine's dtype was
     chosen at load), the process's torch threads, the pipeline, the decode loop (its CUDA graphs
     captured now for WARM_ROWS unless `warm` is False: a ZeroGPU main process, whose CUDA belongs to

@@ -10,4 +10,6 @@
 - pacing.py      how many frames each chunk takes: the first, then a ramp (or vLLM-Omni's fixed size)
 - report.py      a finished run as every surface reports it (headers, SSE done event, synth's line)
 - base.py        `OnceIterableSession`: iterate once, audio so far, cancel; shared with the served session
+- seams.py       `SessionRequest` (one Generate, built once, what every host's `new_session` takes) and the
+                 session and host seams as Protocols (`Session`, `Host`, `Voices`, `TurnLock`)
 """

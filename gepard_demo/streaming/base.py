@@ -14,17 +14,25 @@ server does)."""
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+
+    from .chunks import AudioChunk
+    from .segments import Progress
+
 
 class OnceIterableSession:
+    """The Session (seams.py) every kind of session is."""
+
     text: str = ""
-    sampling: Any = None
-    stream: Any = None
+    sampling: SamplingSettings
+    stream: StreamSettings | None = None
     segments: list[str] | None = None  # a long text's parts, each its own request (None: the text whole)
-    word_alignment: Any = None  # the words a server sent after the audio (a served session's)
+    word_alignment: object = None  # the words a server sent after the audio (a served session's Alignment)
 
     def __init__(self) -> None:
         self._cancel = threading.Event()
@@ -59,20 +67,20 @@ class OnceIterableSession:
             pass
         return self.audio()
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[AudioChunk]:
         if self._started:
             raise RuntimeError(f"a {type(self).__name__} can be iterated only once")
         self._started = True
         return self._generate()
 
-    def _generate(self) -> Iterator[Any]:
+    def _generate(self) -> Iterator[AudioChunk]:
         raise NotImplementedError
 
     def wait_line(self) -> str | None:
         """Why it is not generating yet (a place in the engine's queue), or None."""
         return None
 
-    def progress(self) -> dict[str, Any] | None:
+    def progress(self) -> Progress | None:
         """A long text's segments so far (streaming/segments.py), or None."""
         return None
 

@@ -5,12 +5,18 @@ process boundary pickled (gepard_demo/zerogpu)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gepard_demo.declare import values_of
 from gepard_demo.model.ending import FORCE_STOP, RUNAWAY_ENDS, STOP, utterance_end
+
+if TYPE_CHECKING:
+    import torch
+
+    from gepard_demo.codec.fsq import Codes
+    from gepard_demo.units import Json
 
 
 @dataclass(frozen=True)
@@ -110,7 +116,7 @@ class SynthesisStats:
     gpu_asks_s: list[int] = field(default_factory=list)  # on ZeroGPU: what each of its calls asked for
     text_waits_s: list[float] = field(default_factory=list)  # text written as it comes: each sentence's wait
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Json]:
         d = dict(self.__dict__)
         for name in _LISTS:
             d[name] = list(d[name])
@@ -149,7 +155,7 @@ class SynthesisStats:
 _LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "gpu_asks_s", "text_waits_s")
 
 
-def stack_codes(codes: list[Any]):
+def stack_codes(codes: list[Codes]) -> torch.Tensor | np.ndarray:
     """FrameStep codes are (32,) tensors (or arrays): stack them into one (n, 32) block."""
     first = codes[0]
     if hasattr(first, "detach"):  # torch tensor: keep the codec's native type

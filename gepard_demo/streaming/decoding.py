@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -20,9 +20,16 @@ from gepard_demo.settings import StreamSettings
 
 from .chunks import AudioChunk, SynthesisStats, stack_codes
 
+if TYPE_CHECKING:
+    from gepard_demo.codec.fsq import Codes
+    from gepard_demo.model.seams import AudioCodec
+
+# The end shaping (codec/tail.apply_end_of_speech): (samples, sample_rate, fade_ms, silence_ms) -> samples.
+EndOfSpeech = Callable[[np.ndarray, int, float, float], np.ndarray]
+
 
 class ChunkDecoder:
-    def __init__(self, codec: Any, stream: StreamSettings, stats: SynthesisStats,
+    def __init__(self, codec: AudioCodec, stream: StreamSettings, stats: SynthesisStats,
                  note_decode: Callable[[float, int], None] | None = None):
         """note_decode: told each decode's cost (seconds, frames), for a scheduler's admission rule."""
         self.stream, self.stats = stream, stats
@@ -31,7 +38,7 @@ class ChunkDecoder:
         # Hold back at least the fade's sample count (+1 for any rounding in the codec).
         self.hold = int(math.ceil(stream.fade_ms * self.sample_rate / 1000.0)) + 1 if stream.fade_ms > 0 else 0
         self.held = np.zeros(0, dtype=np.float32)
-        self.pending: list[Any] = []  # codes committed but not yet decoded
+        self.pending: list[Codes] = []  # codes committed but not yet decoded
         self.pending_start = 0  # utterance frame index of pending[0]
         self.emitted = 0  # samples sent so far
         self._note_decode = note_decode
@@ -41,7 +48,7 @@ class ChunkDecoder:
         """A pooled codec stream cuts its chunks at the running batch's clock (batching/codec_pool.py)."""
         return self.decoder.aligned
 
-    def add(self, codes: Any) -> None:
+    def add(self, codes: Codes) -> None:
         self.pending.append(codes)
 
     def decode_pending(self) -> np.ndarray:
@@ -59,7 +66,7 @@ class ChunkDecoder:
         out, self.held = self.held[:cut], self.held[cut:]
         return out
 
-    def finish(self, end_of_speech: Callable[..., Any]) -> np.ndarray:
+    def finish(self, end_of_speech: EndOfSpeech) -> np.ndarray:
         """The utterance's last samples: what is pending, then the held tail faded and the silence."""
         tail = self.decode_pending() if self.pending else np.zeros(0, dtype=np.float32)
         t = time.perf_counter()

@@ -8,9 +8,7 @@ it are derived from it, never set apart. Figures are rounded one way (units.wire
 
 from __future__ import annotations
 
-from typing import Any
-
-from gepard_demo.units import wire_trace
+from gepard_demo.units import Json, wire_trace
 
 from .chunks import SynthesisStats
 
@@ -19,7 +17,7 @@ from .chunks import SynthesisStats
 HEADER_FIELDS = ("frames", "stop_fired", "runaway", "ended_by", "force_stopped")
 
 
-def run_report(st: SynthesisStats) -> dict[str, Any]:
+def run_report(st: SynthesisStats) -> dict[str, Json]:
     """frames, how it ended (ended_by, and stop_fired / runaway / force_stopped from it), where the
     stop fired, the seed, the segments, the onset-entropy probe summary and its traces."""
     return {
@@ -30,14 +28,14 @@ def run_report(st: SynthesisStats) -> dict[str, Any]:
     }
 
 
-def report_headers(report: dict[str, Any]) -> dict[str, str]:
+def report_headers(report: dict[str, Json]) -> dict[str, str]:
     """HEADER_FIELDS and the probe's summary as X-Gepard-* headers: X-Gepard-Ended-By: budget,
     X-Gepard-Stop-Fired: false, X-Gepard-Entropy-Drop: 0.3121 (empty where unknown)."""
     names = [*HEADER_FIELDS, *(k for k in report if k.startswith("entropy_"))]
     return {"X-Gepard-" + k.replace("_", "-").title(): _header_value(report[k]) for k in names}
 
 
-def _header_value(v: Any) -> str:
+def _header_value(v: Json) -> str:
     if v is None:
         return ""
     return str(v).lower() if isinstance(v, bool) else str(v)

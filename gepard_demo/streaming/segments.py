@@ -24,11 +24,30 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gepard_demo.model.frames import FrameSource, frame_source
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.units import FRAME_RATE_HZ
+
+if TYPE_CHECKING:
+    import torch
+
+    from gepard_demo.model.seams import FrameEngine
+
+
+class Progress(TypedDict, total=False):
+    """A long text's progress as the page reads it (`SegmentSources.progress`; a session adds
+    `ends_s` and, written as it came, `written_s`)."""
+
+    segments: int  # how many
+    segment: int  # the one playing
+    generated: list[bool]  # each wholly generated
+    ahead_s: float  # audio generated in order beyond what was read
+    rate: float | None  # audio s per s it comes at in order (None: not yet measured)
+    text_rate: float | None  # the rows' pace together
+    ends_s: list[float]  # where each segment read so far ends in the audio
+    written_s: list[float]  # when each segment's last word was written, after the request's start
 
 
 def segment_seed(seed: int, index: int) -> int:
@@ -47,16 +66,17 @@ def segment_sampling(sampling: SamplingSettings, index: int) -> SamplingSettings
 class SegmentSources:
     """The frame iterators of one session's segments, opened in order, some ahead."""
 
-    def __init__(self, engine: Any, segments: list[str], sampling: SamplingSettings, speaker: Any,
-                 look_ahead: int, group: Any, ready: Callable[[int], bool] | None = None):
+    def __init__(self, engine: FrameEngine, segments: list[str], sampling: SamplingSettings,
+                 speaker: torch.Tensor | None, look_ahead: int, group: object,
+                 ready: Callable[[int], bool] | None = None):
         """ready(j): whether segment j's text is there yet (a text being written: text_feed.py);
         None: every segment's is."""
         self.engine, self.segments, self.sampling, self.speaker = engine, segments, sampling, speaker
         self.ready = ready or (lambda j: True)
         self.look_ahead = look_ahead if engine.takes_look_ahead else 0
         self.group = group
-        self._ahead: dict[int, Any] = {}  # segment -> its look-ahead iterator, opened before its turn
-        self.current: Any = None
+        self._ahead: dict[int, FrameSource] = {}  # segment -> its look-ahead iterator, opened before its turn
+        self.current: FrameSource | None = None
         self.index: int | None = None
         self.read = 0  # frames read from the current segment
         self.started = time.perf_counter()
@@ -68,7 +88,7 @@ class SegmentSources:
         # cancel() comes from any thread: it must see (and end) every request open() made.
         self._lock = threading.Lock()
 
-    def open(self, index: int, resume: Any = None) -> Any:
+    def open(self, index: int, resume: torch.Tensor | None = None) -> FrameSource | None:
         """The segment's frame iterator, now the one playing; the next `look_ahead` open behind it.
         None once cancelled."""
         with self._lock:
@@ -76,12 +96,12 @@ class SegmentSources:
                 return None
             return self._open(index, resume)
 
-    def _open(self, index: int, resume: Any) -> Any:
+    def _open(self, index: int, resume: torch.Tensor | None) -> FrameSource:
         if self.current is not None:
             self.made_before += self.read
         src = self._ahead.pop(index, None)
         if src is None:
-            voice = {} if self.speaker is None else {"speaker": self.speaker}
+            voice: dict[str, object] = {} if self.speaker is None else {"speaker": self.speaker}
             if resume is not None:
                 voice["resume"] = resume
             if self.look_ahead:  # the playing segment is of this text too: its own look-ahead must not wait for it
@@ -138,7 +158,7 @@ class SegmentSources:
         for src in ahead.values():
             src.close()
 
-    def progress(self) -> dict[str, Any]:
+    def progress(self) -> Progress:
         """Where the text stands (the page's line and the player's start buffer): which segments
         are wholly generated, the audio generated in order beyond what was read (`ahead_s`), and
         `rate`, the pace audio comes at in order past that: the earliest unfinished segment's own

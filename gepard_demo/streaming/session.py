@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
@@ -48,10 +48,18 @@ from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clean_text, split_text
 
 from .chunks import AudioChunk, SessionCarry, StepEvent, SynthesisStats, stack_codes
-from .decoding import ChunkDecoder
+from .decoding import ChunkDecoder, EndOfSpeech
 from .pacing import next_chunk_frames
-from .segments import SegmentSources
+from .segments import Progress, SegmentSources
 from .text_feed import Writing, write
+
+if TYPE_CHECKING:
+    import torch
+
+    from gepard_demo.codec.fsq import Codes
+    from gepard_demo.model.frames import FrameSource
+    from gepard_demo.model.generation import FrameStep
+    from gepard_demo.model.seams import AudioCodec, FrameEngine
 
 __all__ = ["AudioChunk", "SessionCarry", "StepEvent", "SynthesisSession", "SynthesisStats"]
 
@@ -71,24 +79,11 @@ class SynthesisSession(OnceIterableSession):
     """
 
     def __init__(
-        self,
-        engine: Any,
-        codec: Any,
-        text: str,
-        sampling: SamplingSettings,
-        stream: StreamSettings,
-        *,
-        request_start: float | None = None,
-        max_text_chars: int = MAX_TEXT_CHARS,
-        segment_chars: int = SEGMENT_CHARS,
-        end_of_speech: Any = None,
-        look_ahead: int = 0,
-        max_ahead_s: float | None = None,
-        speaker: Any = None,
-        resume: SessionCarry | None = None,
-        call_frames: int | None = None,
-        one_segment: bool = False,
-        words_per_s: float | None = None,
+        self, engine: FrameEngine, codec: AudioCodec, text: str, sampling: SamplingSettings, stream: StreamSettings,
+        *, request_start: float | None = None, max_text_chars: int = MAX_TEXT_CHARS,
+        segment_chars: int = SEGMENT_CHARS, end_of_speech: EndOfSpeech | None = None, look_ahead: int = 0,
+        max_ahead_s: float | None = None, speaker: torch.Tensor | None = None, resume: SessionCarry | None = None,
+        call_frames: int | None = None, one_segment: bool = False, words_per_s: float | None = None,
     ) -> None:
         """speaker: a (K, hidden) speaker prefix (SpeakerPrefix.tokens) for a reference voice; None = the default voice.
         resume / call_frames / one_segment: one utterance over several calls (module docstring).
@@ -131,7 +126,7 @@ class SynthesisSession(OnceIterableSession):
         self._step_events = False
         # Every committed frame's codes, in order: the current segment's frame by frame, each
         # finished segment's as one int16 block (64 bytes a frame: a chapter's hour is 5 MB).
-        self._codes: list[Any] = []
+        self._codes: list[Codes] = []
         self._resume, self.call_frames, self.one_segment = resume, call_frames, one_segment
         self.carry: SessionCarry | None = None  # set when this call ended before the utterance did
         if resume is not None:  # what the earlier calls counted carries on
@@ -149,12 +144,12 @@ class SynthesisSession(OnceIterableSession):
         current = self._sources.current
         return current.wait_line() if current is not None else None
 
-    def progress(self) -> dict[str, Any]:
+    def progress(self) -> Progress:
         """A long text's progress (segments.py: segments generated, audio made ahead of what was read,
         the rate its frames are made at), `ends_s`: where each segment read so far ends in the audio
         sent, `rate`: the slower of that and the codec's own (audio s per s it spends decoding), and,
         written as it came, `written_s`: when each segment's last word was, after the request's start."""
-        out = {**self._sources.progress(), "ends_s": list(self._segment_ends)}
+        out: Progress = {**self._sources.progress(), "ends_s": list(self._segment_ends)}
         out.update({} if self.writing is None else {"written_s": list(self.writing.written.written_s)})
         dec, st = self._decoder, self.stats
         if dec is not None and st.decode_time_s > 0 and out["rate"]:
@@ -241,7 +236,7 @@ class SynthesisSession(OnceIterableSession):
                 self.stats.cancelled = self._cancel.is_set()
                 self._finish(call)
 
-    def _begin(self) -> tuple["_Call", int, Any]:
+    def _begin(self) -> tuple["_Call", int, np.ndarray | None]:
         """This call's running state, and where it starts: the segment, and the frames of it
         an earlier call made (None: from its start)."""
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
@@ -254,7 +249,7 @@ class SynthesisSession(OnceIterableSession):
         dec.resume(carry.decoding)
         return _Call(t0, dec, list(carry.ended_by)), carry.segment, carry.segment_codes
 
-    def _open(self, seg_no: int, seg_codes: list[Any]) -> Any:
+    def _open(self, seg_no: int, seg_codes: list[Codes]) -> FrameSource | None:
         """The segment's frame source, going on from seg_codes; None once cancelled."""
         with self._lock:
             if self._cancel.is_set():
@@ -263,7 +258,7 @@ class SynthesisSession(OnceIterableSession):
                 self.writing.opened(seg_no, self.stats.frames)
             return self._sources.open(seg_no, _as_codes(seg_codes) if seg_codes else None)
 
-    def _segment(self, call: "_Call", seg_no: int, frames: Any, seg_codes: list[Any]):
+    def _segment(self, call: "_Call", seg_no: int, frames: FrameSource, seg_codes: list[Codes]):
         """One segment's steps, yielding its chunks (and StepEvents). Returns how it ended
         ("stop", "budget", "force_stop" or "cancel"), or None when this call handed over."""
         last_segment = seg_no == len(self.segments) - 1
@@ -293,7 +288,7 @@ class SynthesisSession(OnceIterableSession):
                     self.stats.stop_frame = self.stats.frames
                 return step.done
 
-    def _read(self, call: "_Call", frames: Any) -> Any:
+    def _read(self, call: "_Call", frames: FrameSource) -> FrameStep | None:
         """The segment's next step, timed (after holding back while far ahead); None once
         cancelled or when the source ends."""
         self._hold_back(call.dec, call.t0)
@@ -308,7 +303,7 @@ class SynthesisSession(OnceIterableSession):
             self._sources.read += step is not None and step.codes is not None
         return step
 
-    def _take(self, call: "_Call", step: Any, seg_codes: list[Any]) -> None:
+    def _take(self, call: "_Call", step: FrameStep, seg_codes: list[Codes]) -> None:
         """A step counted: its p_stop and entropy; a committed frame goes to the decoder."""
         st = self.stats
         st.p_stop.append(float(step.p_stop))
@@ -321,7 +316,7 @@ class SynthesisSession(OnceIterableSession):
             st.frames += 1
             call.made += 1
 
-    def _due(self, call: "_Call", step: Any) -> bool:
+    def _due(self, call: "_Call", step: FrameStep) -> bool:
         """Whether the frames pending make a chunk now."""
         dec = call.dec
         due = len(dec.pending) >= next_chunk_frames(self.stream, dec.pending_start)
@@ -346,7 +341,7 @@ class SynthesisSession(OnceIterableSession):
             self._sources.refill(released=True)  # the first audio is out: the next segments may start
         return chunk
 
-    def _end_segment(self, call: "_Call", seg_end: str, seg_codes: list[Any]) -> None:
+    def _end_segment(self, call: "_Call", seg_end: str, seg_codes: list[Codes]) -> None:
         with self._lock:
             self._sources.close_current()
         call.ended_by.append(seg_end)
@@ -367,7 +362,7 @@ class SynthesisSession(OnceIterableSession):
         self._finish(call)
         return chunk
 
-    def _hand_over(self, call: "_Call", segment: int, segment_codes: list[Any] | None) -> None:
+    def _hand_over(self, call: "_Call", segment: int, segment_codes: list[Codes] | None) -> None:
         """This call ends here; the next one goes on from what is carried."""
         with self._lock:
             self._sources.close()
@@ -393,7 +388,7 @@ class _Call:
     made: int = 0  # frames this call made
 
 
-def _as_codes(codes: list[Any]):
+def _as_codes(codes: list[Codes]) -> torch.Tensor:
     """A segment's frames so far as one (n, 32) LongTensor, for engine.stream_frames(resume=...)."""
     import torch
 

@@ -19,7 +19,8 @@ import logging
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,11 @@ from gepard_demo.alignment.result import Alignment, merge
 from gepard_demo.units import SAMPLES_PER_FRAME
 
 from .jobs import JOB_ID_RE
+
+if TYPE_CHECKING:
+    from gepard_demo.alignment.aligner import Aligner
+    from gepard_demo.alignment.settings import AlignmentSettings
+    from gepard_demo.streaming.seams import Session
 
 QUEUE = 8  # segments waiting for the aligner, all jobs together (a segment's audio is up to 17 MB)
 KEEP_JOBS = 256  # jobs whose words are kept (the newest)
@@ -51,7 +57,8 @@ class CaptionDesk:
     """aligner: a gepard_demo.alignment Aligner; served: the sessions bring the server's words
     (`word_alignment`); neither: captions off, and `off_reason` says why."""
 
-    def __init__(self, aligner: Any = None, served: bool = False, off_reason: str = "captions are off on this page"):
+    def __init__(self, aligner: Aligner | None = None, served: bool = False,
+                 off_reason: str = "captions are off on this page"):
         self.aligner = aligner
         self.served = served
         self.off_reason = off_reason
@@ -64,7 +71,7 @@ class CaptionDesk:
     def on(self) -> bool:
         return self.aligner is not None or self.served
 
-    def _job(self, job_id: str, session: Any = None) -> JobWords:
+    def _job(self, job_id: str, session: Session | None = None) -> JobWords:
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
@@ -73,7 +80,7 @@ class CaptionDesk:
 
     # -- the Generate's worker thread -----------------------------------------------------------
 
-    def feed(self, job_id: str, session: Any, samples: Any) -> None:
+    def feed(self, job_id: str, session: Session, samples: np.ndarray) -> None:
         """After a chunk (its `samples`) went to the player: hand over the segments now complete."""
         if self.aligner is None:  # off, or the server's words come at the end
             return
@@ -88,7 +95,7 @@ class CaptionDesk:
                 break
             self._send(job_id, job, session, k, sum(ended[:k]) * SAMPLES_PER_FRAME, end)
 
-    def finish(self, job_id: str, session: Any) -> None:
+    def finish(self, job_id: str, session: Session) -> None:
         """The session ended (done, stopped or failed): the rest of its audio, whatever it holds."""
         if not self.on:
             return
@@ -108,7 +115,7 @@ class CaptionDesk:
         if not job.sent or len(job.parts) >= job.expected:
             job.done.set()
 
-    def _send(self, job_id: str, job: JobWords, session: Any, k: int, start: int, end: int) -> None:
+    def _send(self, job_id: str, job: JobWords, session: Session, k: int, start: int, end: int) -> None:
         job.sent = k + 1
         audio = _take(job, start, end)
         rate = int(session.sample_rate)
@@ -174,11 +181,10 @@ class CaptionDesk:
                 "segments": {"aligned": len(job.parts), "of": len(job.segments)}, "notes": job.notes}
 
 
-def subtitle_files(desk: CaptionDesk | None, job_id: str, folder: Any, stem: str, wait_s: float = 10.0) -> list[str]:
+def subtitle_files(desk: CaptionDesk | None, job_id: str, folder: str | Path, stem: str,
+                   wait_s: float = 10.0) -> list[str]:
     """A take's SRT and VTT beside its WAV, once its words are in (waits up to wait_s for the
     last segment's alignment): [] when captions are off or it has no timed word."""
-    from pathlib import Path
-
     from gepard_demo.alignment.subtitles import to_srt, to_vtt
 
     if desk is None or not desk.on or not job_id:
@@ -194,7 +200,7 @@ def subtitle_files(desk: CaptionDesk | None, job_id: str, folder: Any, stem: str
     return out
 
 
-def load_in_background(settings: Any) -> CaptionDesk:
+def load_in_background(settings: AlignmentSettings) -> CaptionDesk:
     """A desk whose aligner loads now on a thread of its own (the first Generate need not wait for
     the weights); weights that cannot be had turn captions off, with the reason on the page."""
     from gepard_demo.alignment.aligner import Aligner

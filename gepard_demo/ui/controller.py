@@ -29,7 +29,8 @@ import gradio as gr
 from gepard_demo.bounded import Bounded
 from gepard_demo.model.stop_rule import threshold_of
 from gepard_demo.settings import SamplingSettings, SettingsError
-from gepard_demo.streaming.session import SynthesisSession, SynthesisStats
+from gepard_demo.streaming.seams import Session, SessionRequest
+from gepard_demo.streaming.session import SynthesisStats
 from gepard_demo.streaming.text_input import TextError, read_text_file
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
@@ -115,12 +116,12 @@ class DemoController:
             try:
                 sampling, stream = parse_controls(values)
                 feed = parse_feed(values)
-                speaker = self.voices.speaker(values.get("ref_audio"))
-                voice = {} if speaker is None else {"speaker": speaker}
                 traffic = self.registry.traffic
-                session = self.host.new_session(values["text"], sampling, stream, request_start=t0, **voice,
-                                                max_text_chars=traffic.max_text_chars, max_ahead_s=traffic.max_ahead_s,
-                                                words_per_s=feed.rate)
+                asked = SessionRequest(values["text"], sampling, stream, request_start=t0,
+                                       speaker=self.voices.speaker(values.get("ref_audio")),
+                                       max_text_chars=traffic.max_text_chars, max_ahead_s=traffic.max_ahead_s,
+                                       words_per_s=feed.rate)
+                session = self.host.new_session(asked)
             except (SettingsError, TextError) as exc:
                 title = "Text not accepted" if isinstance(exc, TextError) else "Setting out of range"
                 raise self._rejected(title, exc) from None
@@ -135,7 +136,7 @@ class DemoController:
             if not job.finished:
                 job.finish()
 
-    def read_text_file(self, upload: Any) -> str:
+    def read_text_file(self, upload: object) -> str:
         """The .txt upload button: its text into the text box (UTF-8, within the page's limit), or
         an error naming the file (not UTF-8 text, binary, empty, only punctuation, too long)."""
         if upload is None:
@@ -154,7 +155,7 @@ class DemoController:
         # The title leads the message too: Gradio 6's toast heads every error "Error".
         return gr.Error(f"{title}: {exc}", title=title, print_exception=False)
 
-    def _run(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float,
+    def _run(self, job, session: Session, sampling: SamplingSettings, queued_s: float,
              values: dict | None = None):
         failure: list[BaseException] = []
         waiting = threading.Event()  # set while the Eval tab holds the engine
@@ -185,7 +186,7 @@ class DemoController:
             raise self._failure(failure[0]) from None
         yield self._done(job, session, sampling, queued_s, values or {}, sink, held=worker.is_alive())
 
-    def _work(self, job, session: SynthesisSession, sink, failure: list, waiting: threading.Event) -> None:
+    def _work(self, job, session: Session, sink, failure: list, waiting: threading.Event) -> None:
         """The job's thread: the session streamed into the job, the WAV and the captions."""
         try:
             self._stream(job, session, sink, waiting)
@@ -199,7 +200,7 @@ class DemoController:
                 log.exception("captions: the session's end was not handed over")
             job.finish(error=repr(failure[0]) if failure else None)
 
-    def _stream(self, job, session: SynthesisSession, sink, waiting: threading.Event) -> None:
+    def _stream(self, job, session: Session, sink, waiting: threading.Event) -> None:
         # A batching host's scheduler lines requests up itself (the Eval tab's batches too); behind
         # ZeroGPU each Generate is a GPU call of its own, scheduled by ZeroGPU.
         if self.host.own_turn:
@@ -218,13 +219,13 @@ class DemoController:
         finally:
             self.host.lock.release()
 
-    def _play(self, job, session: SynthesisSession, sink) -> None:
+    def _play(self, job, session: Session, sink) -> None:
         for chunk in session:
             job.put(chunk.samples)
             sink.write(chunk.samples)
             self.captions.feed(job.job_id, session, chunk.samples)  # hands over, never waits
 
-    def _progress(self, job, session: SynthesisSession, sampling: SamplingSettings, waiting: threading.Event):
+    def _progress(self, job, session: Session, sampling: SamplingSettings, waiting: threading.Event):
         """The page's update while the job runs: where it waits, or how far it got."""
         line = session.wait_line()
         if line:
@@ -246,7 +247,7 @@ class DemoController:
         log.error("synthesis failed", exc_info=exc)
         return gr.Error(f"Synthesis failed: {exc!r}", title="Synthesis failed")
 
-    def _done(self, job, session: SynthesisSession, sampling: SamplingSettings, queued_s: float, values: dict,
+    def _done(self, job, session: Session, sampling: SamplingSettings, queued_s: float, values: dict,
               sink, held: bool):
         """The page's last update: the status line, the WAV, the stats, the plot and the take.
         held: Stop answered while the job's thread still holds on (it is shown as stopped now)."""
@@ -265,7 +266,7 @@ class DemoController:
         take = self._take(session, values, wav, job.job_id)
         return (status, wav, stats_markdown(stats, sampling), final_plot(stats, sampling), take)
 
-    def _take(self, session, values: dict, wav: str | None, job_id: str = "") -> Take:
+    def _take(self, session: Session, values: dict, wav: str | None, job_id: str = "") -> Take:
         """The finished run as a take: the controls as they ran (the seed used, not "random")."""
         stats = session.stats
         controls = dict(values, seed=stats.seed, random_seed=False)
@@ -326,7 +327,7 @@ class DemoController:
         return queue_status(self.registry, job_id, walls[len(walls) // 2] if walls else None)
 
 
-def live_plot(session, sampling: SamplingSettings) -> str:
+def live_plot(session: Session, sampling: SamplingSettings) -> str:
     """The p_stop plot so far, with the probe's entropy (it fills at every poll while the utterance
     is made)."""
     st = session.stats

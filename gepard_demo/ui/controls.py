@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TypeVar
 
 from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, values_of, whole_number
 from gepard_demo.settings import FeedSettings, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.units import Json
 
 SETTINGS = (SamplingSettings, StreamSettings, FeedSettings)
 SEED_BOX = "42"  # what the seed box holds while the seed is random: a fixed seed to start from
 REFERENCE = "ref_audio"  # the voice group's clip, before its settings (voice.py reads it, not a setting)
+S = TypeVar("S", SamplingSettings, StreamSettings, FeedSettings)
 
 
 def group_controls(group: str) -> dict[str, tuple[type, Control]]:
@@ -38,10 +41,10 @@ CONTROL_NAMES = _control_names()
 
 
 def control_values(sampling: SamplingSettings, stream: StreamSettings | None = None,
-                   feed: FeedSettings | None = None) -> dict[str, Any]:
+                   feed: FeedSettings | None = None) -> dict[str, Json]:
     """Settings -> the controls that show them (parse_controls read backwards). A random seed
     leaves the seed box out (it keeps what the visitor typed); no `stream` (`feed`), none of its controls."""
-    out: dict[str, Any] = {}
+    out: dict[str, Json] = {}
     for settings in (sampling, stream, feed):
         if settings is None:
             continue
@@ -58,12 +61,12 @@ def control_values(sampling: SamplingSettings, stream: StreamSettings | None = N
     return out
 
 
-def default_values() -> dict[str, Any]:
+def default_values() -> dict[str, Json]:
     """Every control's value on a fresh page (what an API call that leaves some out gets)."""
     return {"text": "", REFERENCE: None, "seed": SEED_BOX, **control_values(SamplingSettings(), StreamSettings(), FeedSettings())}
 
 
-def _number(name: str, value: Any) -> float:
+def _number(name: str, value: object) -> float:
     if value is None or isinstance(value, bool) or isinstance(value, str) and not value.strip():
         raise SettingsError(f"{name} is empty", name)
     try:
@@ -75,7 +78,7 @@ def _number(name: str, value: Any) -> float:
     return x
 
 
-def _integer(name: str, value: Any) -> int:
+def _integer(name: str, value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value  # exact, even above 2**53 (a float would round a 63-bit seed)
     if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
@@ -96,7 +99,7 @@ def _in_range(name: str, c: Control, x: float) -> float:
     return x
 
 
-def _read(cls: type, name: str, c: Control, values: dict[str, Any]) -> Any:
+def _read(cls: type[S], name: str, c: Control, values: Mapping[str, object]) -> Json:
     """One control's value -> its setting, or a SettingsError naming it. The page's range is
     checked here (a typed or API value outside the slider); `validate` checks the rest."""
     value = values[name]
@@ -121,18 +124,18 @@ def _read(cls: type, name: str, c: Control, values: dict[str, Any]) -> Any:
     return None if c.unset is not None and x == c.unset else x
 
 
-def _parse(values: dict[str, Any], cls: type) -> Any:
+def _parse(values: Mapping[str, object], cls: type[S]) -> S:
     values = {**default_values(), **values}  # an API call may leave later controls out
     changes = {name: _read(cls, name, c, values) for group in PAGE_GROUPS
                for name, (owner, c) in group_controls(group).items() if owner is cls}
     return cls(**changes).validate()
 
 
-def parse_controls(values: dict[str, Any]) -> tuple[SamplingSettings, StreamSettings]:
+def parse_controls(values: Mapping[str, object]) -> tuple[SamplingSettings, StreamSettings]:
     """Page values -> validated settings; raises SettingsError naming the bad control."""
     return _parse(values, SamplingSettings), _parse(values, StreamSettings)
 
 
-def parse_feed(values: dict[str, Any]) -> FeedSettings:
+def parse_feed(values: Mapping[str, object]) -> FeedSettings:
     """The page's text arrival controls -> validated FeedSettings (SettingsError names the bad one)."""
     return _parse(values, FeedSettings)

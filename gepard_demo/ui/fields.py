@@ -10,11 +10,13 @@ render as the stock components (is_template).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 import gradio as gr
+from gradio.components import Component
 
 from gepard_demo.declare import Control, declared
+from gepard_demo.units import Json
 
 from .controls import group_controls
 
@@ -22,25 +24,25 @@ from .controls import group_controls
 class FieldSlider(gr.Slider):
     is_template = True
 
-    def preprocess(self, payload: Any) -> Any:
+    def preprocess(self, payload: Json) -> Json:
         return payload
 
 
 class FieldNumber(gr.Number):
     is_template = True
 
-    def preprocess(self, payload: Any) -> Any:
+    def preprocess(self, payload: Json) -> Json:
         return payload
 
 
 class FieldRadio(gr.Radio):
     is_template = True
 
-    def preprocess(self, payload: Any) -> Any:
+    def preprocess(self, payload: Json) -> Json:
         return payload
 
 
-def _widget(c: Control, value: Any, choices: tuple[str, ...] | None, prefix: str, **extra: Any) -> Any:
+def _widget(c: Control, value: Json, choices: tuple[str, ...] | None, prefix: str, **extra: object) -> Component:
     common = {"label": c.label, "elem_id": prefix + c.key, **extra}
     if c.widget == "slider":
         return FieldSlider(c.lo, c.hi, value=value, step=c.step, **common)
@@ -51,12 +53,12 @@ def _widget(c: Control, value: Any, choices: tuple[str, ...] | None, prefix: str
     return gr.Textbox(value=str(value), max_lines=1, **common)
 
 
-def build_group(group: str, values: dict[str, Any], extra: dict[str, dict] | None = None, omit: tuple[str, ...] = (),
-                prefix: str = "gepard-") -> dict[str, Any]:
+def build_group(group: str, values: Mapping[str, Json], extra: dict[str, dict] | None = None,
+                omit: tuple[str, ...] = (), prefix: str = "gepard-") -> dict[str, Component]:
     """One page group's controls (declare.PAGE_GROUPS), in declared order, showing `values`
     (controls.default_values with the form's settings). extra: more arguments for a control;
     omit: settings this form leaves out; prefix: the form's element ids ("eval-" on the Eval tab)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Component] = {}
     for name, (cls, c) in group_controls(group).items():
         more = (extra or {}).get(name, {})
         if name in omit:

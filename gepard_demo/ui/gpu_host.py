@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from gepard_demo.settings import SettingsError
 from gepard_demo.units import SAMPLE_RATE
 from gepard_demo.voice.reference_audio import (
     REFERENCE_WINDOW,
+    PageAudio,
     ReferenceAudioError,
     page_audio,
     prepare_reference,
@@ -30,13 +31,19 @@ from gepard_demo.zerogpu import tasks
 from gepard_demo.zerogpu.budget import GpuBudget, StartTimes
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import Resident
-from gepard_demo.zerogpu.runners import ZeroGpu
+from gepard_demo.zerogpu.runners import GpuRunner, ZeroGpu
 from gepard_demo.zerogpu.session import GpuSession
 
 from .gpu_refusals import explain
-from .model_host import EngineFacts
+from .model_host import EngineFacts, ModelHost
 from .turns import FairLock
 from .voice import PageVoices
+
+if TYPE_CHECKING:
+    from gepard_demo.codec.base import Codec
+    from gepard_demo.model.seams import Engine
+    from gepard_demo.settings import StreamSettings
+    from gepard_demo.streaming.seams import SessionRequest
 
 # A GPU call plans its segments when it starts and pays for the time it holds the GPU: text that is
 # still being written would hold it idle between sentences.
@@ -51,7 +58,7 @@ class GpuHost(EngineFacts):
     on its own, billed to that visitor: nothing is shared but the page). `own_turn`: a Generate
     does not wait for the lock; the Eval tab's runs still take turns among themselves."""
 
-    gpu: Any  # a zerogpu runner: ZeroGpu, or Forked (emulate)
+    gpu: GpuRunner  # ZeroGpu, or Forked (emulate)
     resident: Resident
     budget: GpuBudget
     requested: str
@@ -63,7 +70,7 @@ class GpuHost(EngineFacts):
     own_turn = True
 
     @classmethod
-    def around(cls, host: Any, mode: str, budget: GpuBudget = GpuBudget(), concurrency: int = 4,
+    def around(cls, host: ModelHost, mode: str, budget: GpuBudget = GpuBudget(), concurrency: int = 4,
                start_delay_s: float = 0.0) -> "GpuHost":
         """The loaded ModelHost's engine and codec placed behind the boundary `mode` (MODES).
         start_delay_s: an emulated worker's cold start (benchmarks)."""
@@ -81,30 +88,30 @@ class GpuHost(EngineFacts):
     # -- what needs no GPU ------------------------------------------------------------------------
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         return self.resident.engine  # config and model info only: its forward passes are gated
 
     @property
-    def codec(self) -> Any:
+    def codec(self) -> Codec:
         return self.resident.codec
 
-    def __call__(self) -> Any:
+    def __call__(self) -> Engine:
         return self.engine  # the Eval tab's engine provider; it sends batches through self.gpu
 
-    def warm_up(self, stream: Any = None) -> float:
+    def warm_up(self, stream: StreamSettings | None = None) -> float:
         return 0.0  # CUDA exists only inside a GPU call; a first call sets its kernels up itself
 
     # -- GPU calls --------------------------------------------------------------------------------
 
-    def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,
-                    speaker: Any = None, max_text_chars: int | None = None, max_ahead_s: float | None = None,
-                    words_per_s: float | None = None) -> GpuSession:
-        """max_ahead_s: unused (each GPU call is sized to its part, so no call runs far ahead)."""
-        if words_per_s is not None:
+    def new_session(self, request: SessionRequest) -> GpuSession:
+        """request.speaker: the tokens of a prefix GpuVoices made; max_ahead_s: unused (each GPU call
+        is sized to its part, so no call runs far ahead)."""
+        r = request
+        if r.words_per_s is not None:
             raise SettingsError(f"text_arrival as written: {AS_WRITTEN_REASON}", "text_arrival")
-        return GpuSession(self.gpu, text, sampling, stream, sample_rate=self.sample_rate, request_start=request_start,
-                          speaker=speaker, speed=self.info.speed, budget=self.budget, starts=self.starts,
-                          max_text_chars=max_text_chars)
+        return GpuSession(self.gpu, r.text, r.sampling, r.stream, sample_rate=self.sample_rate,
+                          request_start=r.request_start, speaker=r.speaker, speed=self.info.speed, budget=self.budget,
+                          starts=self.starts, max_text_chars=r.max_text_chars)
 
     @staticmethod
     def explain(exc: BaseException) -> str | None:
@@ -130,7 +137,7 @@ class GpuVoices(PageVoices):
         self._cache: Bounded[str, tasks.Prefix] = Bounded(cache_size)
         self._lock = threading.Lock()
 
-    def prefix(self, ref_audio: Any) -> tasks.Prefix | None:
+    def prefix(self, ref_audio: PageAudio) -> tasks.Prefix | None:
         if ref_audio is None:
             return None
         if self.host.resident.prefixer is None:

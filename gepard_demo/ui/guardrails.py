@@ -5,14 +5,17 @@ the "guardrails" group, under a note on what derailment is.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 import gradio as gr
+from gradio.components import Component
+
+from gepard_demo.units import Json
 
 from .fields import build_group
 
 
-def build_guardrail_controls(values: dict[str, Any]) -> dict[str, Any]:
+def build_guardrail_controls(values: Mapping[str, Json]) -> dict[str, Component]:
     """The group's controls by name, inside the Sampling accordion; `values`: what they show."""
     with gr.Accordion("Derailment guardrails (the authors' runner)", open=False, elem_id="gepard-guardrails"):
         gr.Markdown("On short texts Gepard can fail to lock onto the words and babble until a cap: no stop "

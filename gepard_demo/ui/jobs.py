@@ -17,7 +17,7 @@ import re
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Callable
 
 from gepard_demo.bounded import Bounded
 from gepard_demo.host_settings import TrafficSettings
@@ -80,7 +80,7 @@ class JobRegistry:
         self._lock = threading.Lock()
 
     @staticmethod
-    def check_id(job_id: Any) -> str:
+    def check_id(job_id: object) -> str:
         if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
             raise JobError(f"bad job id {job_id!r}")
         return job_id

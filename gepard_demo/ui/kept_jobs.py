@@ -18,9 +18,12 @@ Not thread-safe on its own: the registry calls it under its lock.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gepard_demo.bounded import Bounded
+
+if TYPE_CHECKING:
+    from .mailbox import Job
 
 KEPT_JOB_OVERHEAD = 1024  # bytes a kept job costs beside its audio: its fields and bookkeeping
 
@@ -36,7 +39,7 @@ class KeptJobs:
     def __init__(self, keep_bytes: int, keep_s: float, remember: int = 4096):
         self.keep_bytes = keep_bytes
         self.keep_s = keep_s
-        self._jobs: OrderedDict[str, tuple[Any, int, float]] = OrderedDict()  # id -> (job, cost, finished at)
+        self._jobs: OrderedDict[str, tuple[Job, int, float]] = OrderedDict()  # id -> (job, cost, finished at)
         self._bytes = 0
         self._gone: Bounded[str, str] = Bounded(remember)  # id -> why its audio is not here
         self.dropped: Counter[str] = Counter()  # jobs let go unheard, by cause: "memory", "age"
@@ -48,7 +51,7 @@ class KeptJobs:
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def get(self, job_id: str) -> Any | None:
+    def get(self, job_id: str) -> Job | None:
         entry = self._jobs.get(job_id)
         return entry[0] if entry else None
 
@@ -56,7 +59,7 @@ class KeptJobs:
         """Why this id's audio is not here (None: never seen, or kept)."""
         return self._gone.get(job_id)
 
-    def add(self, job: Any, nbytes: int, now: float) -> None:
+    def add(self, job: Job, nbytes: int, now: float) -> None:
         """A job that just finished; drops the oldest ones (this one too) past the memory bound."""
         cost = nbytes + KEPT_JOB_OVERHEAD
         self._jobs[job.job_id] = (job, cost, now)

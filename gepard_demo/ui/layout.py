@@ -6,13 +6,14 @@ import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import gradio as gr
+from gradio.components import Component
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS, SEGMENT_CHARS
-from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S
+from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, Json
 
 from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
 from .banner import banner_markdown
@@ -21,6 +22,7 @@ from .controls import CONTROL_NAMES, control_values, default_values
 from .fields import build_group
 from .guardrails import build_guardrail_controls
 from .page_host import PageHost
+from .queue_line import QUEUE_STATES
 from .served import lock_controls
 from .speak_link import SPEAK_TAB_ID, SpeakLink
 from .words_route import WORDS_PREFIX
@@ -68,23 +70,29 @@ body.gepard-playing #gepard-status { display: none; }
 """
 
 
+# The page's scripts, in the order they run: the player's parts before player.js, which builds the
+# player from them (window.gepardPlayerParts); the page, the plot and the captions read the player.
+PLAYER_SCRIPTS = ("player_clock.js", "player_buffer.js", "player_fetch.js", "player_line.js", "player.js")
+PAGE_SCRIPTS = PLAYER_SCRIPTS + ("page.js", "pstop.js", "captions.js")
+
+
+def player_config(sample_rate: int, gain: float = 1.0) -> dict:
+    """window.GEPARD_PLAYER_CONFIG: what player.js and its parts read."""
+    # Relative URLs, so the page also works when a proxy serves it under a path prefix.
+    return {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX.lstrip("/"), "workletUrl": WORKLET_PATH.lstrip("/"),
+            "queuePrefix": QUEUE_PREFIX.lstrip("/"), "queueStates": list(QUEUE_STATES), "gain": gain,
+            "segmentChars": SEGMENT_CHARS, "expected": {"baseS": EXPECTED_BASE_S, "perWordS": EXPECTED_PER_WORD_S}}
+
+
 def page_head(sample_rate: int, gain: float = 1.0, max_chars: int = MAX_TEXT_CHARS) -> str:
     """<head> markup: the player's and the page's config and code (inline, so it runs before any click)."""
-    # Relative URLs, so the page also works when a proxy serves it under a path prefix.
-    config = {"sampleRate": sample_rate, "pcmPrefix": PCM_PREFIX.lstrip("/"), "workletUrl": WORKLET_PATH.lstrip("/"),
-              "queuePrefix": QUEUE_PREFIX.lstrip("/"), "gain": gain, "segmentChars": SEGMENT_CHARS,
-              "expected": {"baseS": EXPECTED_BASE_S, "perWordS": EXPECTED_PER_WORD_S}}
     here = Path(__file__).parent
-    player_js = (here / "player.js").read_text(encoding="utf-8")
-    page_js = (here / "page.js").read_text(encoding="utf-8")
-    pstop_js = (here / "pstop.js").read_text(encoding="utf-8")
-    captions_js = (here / "captions.js").read_text(encoding="utf-8")
+    scripts = "".join(f"<script>\n{(here / name).read_text(encoding='utf-8')}\n</script>\n" for name in PAGE_SCRIPTS)
     return (
-        f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(config)};\n"
+        f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(player_config(sample_rate, gain))};\n"
         f"window.GEPARD_PAGE_CONFIG = {json.dumps({'maxChars': max_chars})};\n"
         f"window.GEPARD_CAPTIONS_CONFIG = {json.dumps({'wordsPrefix': WORDS_PREFIX.lstrip('/')})};</script>\n"
-        f"<script>\n{player_js}\n</script>\n<script>\n{page_js}\n</script>\n<script>\n{pstop_js}\n</script>\n"
-        f"<script>\n{captions_js}\n</script>"
+        + scripts.rstrip("\n")
     )
 
 
@@ -115,17 +123,17 @@ _SUCCESS_JS = "() => { if (window.gepardPage) window.gepardPage.onSuccess(); }"
 
 @dataclass
 class Results:
-    status: Any
-    audio: Any
-    stats: Any
-    plot: Any
-    take: Any = None  # gr.State: the finished run's Take, which the Takes panel adds to the visitor's list
+    status: gr.Markdown
+    audio: gr.Audio
+    stats: gr.Markdown
+    plot: gr.HTML
+    take: gr.State | None = None  # the finished run's Take, which the Takes panel adds to the visitor's list
 
     def outputs(self) -> list:
         return [self.status, self.audio, self.stats, self.plot, self.take]
 
 
-def text_and_buttons(max_chars: int = MAX_TEXT_CHARS) -> tuple[Any, Any, Any, Any]:
+def text_and_buttons(max_chars: int = MAX_TEXT_CHARS) -> tuple[gr.Textbox, gr.Button, gr.Button, gr.UploadButton]:
     """Text box (with its character count, the host's limit and a .txt upload), Generate / Stop,
     the live line."""
     text = gr.Textbox(
@@ -168,18 +176,18 @@ def result_panel() -> Results:
     return Results(status, audio, stats, plot)
 
 
-def page_values(sampling: SamplingSettings, stream: StreamSettings) -> dict[str, Any]:
+def page_values(sampling: SamplingSettings, stream: StreamSettings) -> dict[str, Json]:
     """What the controls show on a fresh page: these settings, the seed box's start when random."""
     return {**default_values(), **control_values(sampling, stream)}
 
 
-def sampling_controls(values: dict[str, Any]) -> dict[str, Any]:
+def sampling_controls(values: dict[str, Json]) -> dict[str, Component]:
     c = build_group("sampling", values)
     c.update(build_guardrail_controls(values))
     return c
 
 
-def stream_controls(values: dict[str, Any]) -> dict[str, Any]:
+def stream_controls(values: dict[str, Json]) -> dict[str, Component]:
     c = build_group("stream", values, extra={"lookback_frames": {"interactive": values["decode_mode"] == "lookback"}})
     # Read by the page's player only (see _start_js), never sent to Python.
     gr.Checkbox(value=True, elem_id="gepard-prebuffer-auto", interactive=True,
@@ -196,7 +204,7 @@ def build_demo(
     controller: DemoController,
     sampling: SamplingSettings,
     stream: StreamSettings,
-    eval_tab: Callable[[Any], Any] | None = None,
+    eval_tab: Callable[..., None] | None = None,  # eval.ui.tab.build_eval_tab: (host, speak=SpeakLink)
     eval_tab_error: str | None = None,
     max_chars: int = MAX_TEXT_CHARS,
 ) -> gr.Blocks:
@@ -217,7 +225,7 @@ def build_demo(
                 # Below the buttons and the results, so that on a phone Generate is on the first
                 # screen and the results come right under it.
                 gr.Examples(EXAMPLES, inputs=[text], label="Examples", elem_id="gepard-examples")
-                controls: dict[str, Any] = {"text": text}
+                controls: dict[str, Component] = {"text": text}
                 values = page_values(sampling, stream)
                 with gr.Row(equal_height=False):
                     with gr.Column(min_width=320):
@@ -248,8 +256,8 @@ def build_demo(
     return demo
 
 
-def wire_events(controller: DemoController, controls: dict[str, Any], job_id, generate_btn, stop_btn,
-                results: Results, concurrency: int = 1) -> None:
+def wire_events(controller: DemoController, controls: dict[str, Component], job_id: gr.Textbox,
+                generate_btn: gr.Button, stop_btn: gr.Button, results: Results, concurrency: int = 1) -> None:
     """concurrency: Generates that run at once (a batching host's max_batch; the rest queue)."""
     inputs = [job_id] + [controls[name] for name in CONTROL_NAMES]
     generated = generate_btn.click(

@@ -16,9 +16,12 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from gepard_demo.streaming.seams import Session
 
 
 @dataclass
@@ -32,7 +35,7 @@ class Job:
     cancelled: bool = False
     claimed: bool = False  # a producer has taken it
     error: str | None = None
-    session: Any = None  # the running SynthesisSession, to cancel it on Stop
+    session: Session | None = None  # the running session, to cancel it on Stop
     last_progress: dict | None = None  # a long text's progress when it finished (its session is let go)
     client: str = ""  # who asked for it (an address: audio_route.client_of)
     nbytes: int = 0  # PCM bytes put so far
@@ -88,7 +91,7 @@ class Job:
             self.on_finish(self)
         self._wake()
 
-    def attach(self, session: Any) -> None:
+    def attach(self, session: Session) -> None:
         """Make `session` the one Stop cancels; cancels it at once if Stop came first."""
         with self._cond:
             self.session = session

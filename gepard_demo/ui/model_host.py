@@ -9,19 +9,43 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from .page_host import PageHost
 from .turns import FairLock
+
+if TYPE_CHECKING:
+    from gepard_demo.batching.codec_pool import CodecPool
+    from gepard_demo.batching.scheduler import BatchScheduler
+    from gepard_demo.codec.base import Codec
+    from gepard_demo.host_settings import BatchingSettings
+    from gepard_demo.model.engine import GepardEngine
+    from gepard_demo.model.seams import Engine, ModelInfo
+    from gepard_demo.settings import StreamSettings
+    from gepard_demo.streaming.seams import SessionRequest
+    from gepard_demo.streaming.session import SynthesisSession
+
+    from .voice import VoiceCloning
+
+# What loads an engine: (model, cache_dir) -> the engine; and its codec: engine -> codec.
+EngineLoader = Callable[[str, "str | None"], "Engine"]
+CodecLoader = Callable[["Engine"], "Codec"]
 
 FALLBACK_MODEL = "tiny"
 
 
 class EngineFacts(PageHost):
-    """What a host says about the model it serves, from its `engine` and `codec` (no GPU needed)."""
+    """What a host says about the model it serves, from its `engine` and `codec` (no GPU needed).
+    Calling it gives what the Eval tab runs on (its engine provider)."""
+
+    engine: Engine
+    codec: Codec
+
+    def __call__(self) -> Engine:
+        raise NotImplementedError
 
     @property
-    def info(self) -> Any:
+    def info(self) -> ModelInfo:
         return self.engine.model_info
 
     @property
@@ -41,25 +65,25 @@ class ModelHost(EngineFacts):
     that two of them take turns.
     """
 
-    engine: Any
-    codec: Any
+    engine: Engine
+    codec: Codec
     requested: str
     fallback_reason: str | None = None
     lock: FairLock = field(default_factory=FairLock)
     notices: list[str] = field(default_factory=list)  # banner lines about the hardware (speed/cuda_check.py)
-    scheduler: Any = None  # gepard_demo.batching's BatchScheduler, once batch() ran
-    codec_pool: Any = None  # and its CodecPool, when the streams' codec chunks decode together
+    scheduler: BatchScheduler | None = None  # once batch() ran
+    codec_pool: CodecPool | None = None  # and its CodecPool, when the streams' codec chunks decode together
     warm_rate: float | None = None  # audio s per wall s of the warm-up synthesis (warm_up)
     gpu = None  # the model runs here, not in GPU calls
 
-    def __call__(self) -> Any:
+    def __call__(self) -> Engine:
         return self.scheduler or self.engine
 
     @property
     def own_turn(self) -> bool:
         return self.scheduler is not None  # the scheduler lines the sessions up
 
-    def batch(self, settings: Any) -> "ModelHost":
+    def batch(self, settings: BatchingSettings) -> "ModelHost":
         """Serve several visitors at once through one running batch (BatchingSettings)."""
         from gepard_demo.batching.codec_pool import CodecPool
         from gepard_demo.batching.scheduler import BatchScheduler
@@ -73,7 +97,7 @@ class ModelHost(EngineFacts):
         """How many Generates the page runs at once (the rest wait in Gradio's queue)."""
         return self.scheduler.settings.max_batch if self.scheduler is not None else 1
 
-    def warm_up(self, stream: Any = None) -> float:
+    def warm_up(self, stream: StreamSettings | None = None) -> float:
         """One short synthesis, so the first visitor does not pay for lazy initialisation
         (first-call kernel setup made the first request's time to audio ~4x slower here).
         Returns the seconds it took."""
@@ -91,22 +115,20 @@ class ModelHost(EngineFacts):
         self.warm_rate = st.speech_s / st.wall_s if st.wall_s > 0 else None
         return time.perf_counter() - t0
 
-    def new_session(self, text: str, sampling: Any, stream: Any, *, request_start: float | None = None,
-                    speaker: Any = None, max_text_chars: int | None = None, max_ahead_s: float | None = None,
-                    words_per_s: float | None = None) -> Any:
+    def new_session(self, request: SessionRequest) -> SynthesisSession:
         """A SynthesisSession on this engine + codec (ui/served.py's host streams from a server instead).
-        speaker: a reference voice's prefix (ui/voice.py), None = the default voice. max_text_chars,
-        max_ahead_s: the page's limits (TrafficSettings)."""
+        request.speaker: a reference voice's prefix tokens (ui/voice.py), None = the default voice."""
         from gepard_demo.streaming.session import SynthesisSession
         from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
 
+        r = request
         look_ahead = self.scheduler.settings.look_ahead if self.scheduler is not None else 0
-        return SynthesisSession(self(), self.codec_pool or self.codec, text, sampling, stream,
-                                request_start=request_start, speaker=speaker, look_ahead=look_ahead,
-                                max_text_chars=max_text_chars or MAX_TEXT_CHARS, max_ahead_s=max_ahead_s,
-                                words_per_s=words_per_s)
+        return SynthesisSession(self(), self.codec_pool or self.codec, r.text, r.sampling, r.stream,
+                                request_start=r.request_start, speaker=r.speaker, look_ahead=look_ahead,
+                                max_text_chars=r.max_text_chars or MAX_TEXT_CHARS, max_ahead_s=r.max_ahead_s,
+                                words_per_s=r.words_per_s)
 
-    def voices(self) -> Any:
+    def voices(self) -> VoiceCloning:
         """Reference audio -> speaker prefix for this engine (ui/voice.py; a served host sends it instead)."""
         from .voice import VoiceCloning
 
@@ -114,8 +136,8 @@ class ModelHost(EngineFacts):
 
 
 
-def engine_loader_for(device: str = "cpu", dtype: str = "float32") -> Callable[[str, str | None], Any]:
-    def load(model: str, cache_dir: str | None) -> Any:
+def engine_loader_for(device: str = "cpu", dtype: str = "float32") -> EngineLoader:
+    def load(model: str, cache_dir: str | None) -> GepardEngine:
         from gepard_demo.model.engine import GepardEngine
 
         return GepardEngine.load(model, device=device, dtype=dtype, cache_dir=cache_dir)
@@ -123,14 +145,15 @@ def engine_loader_for(device: str = "cpu", dtype: str = "float32") -> Callable[[
     return load
 
 
-def _default_codec_loader(engine: Any) -> Any:
+def _default_codec_loader(engine: Engine) -> Codec:
     from gepard_demo.codec import load_codec
 
     # The codec runs where the talker runs; it decodes in fp32 whatever the talker's dtype.
     return load_codec(engine.codec_source(), device=str(engine.device))
 
 
-def _load_pair(model, cache_dir, engine_loader, codec_loader):
+def _load_pair(model: str, cache_dir: str | None, engine_loader: EngineLoader,
+               codec_loader: CodecLoader) -> tuple[Engine, Codec]:
     engine = engine_loader(model, cache_dir)
     return engine, codec_loader(engine)
 
@@ -140,8 +163,8 @@ def load_model_host(
     cache_dir: str | None = None,
     *,
     fallback: str | None = FALLBACK_MODEL,
-    engine_loader: Callable[[str, str | None], Any] | None = None,
-    codec_loader: Callable[[Any], Any] = _default_codec_loader,
+    engine_loader: EngineLoader | None = None,
+    codec_loader: CodecLoader = _default_codec_loader,
 ) -> ModelHost:
     """Load `requested`; on any failure load `fallback` instead and keep the reason.
 

@@ -1,47 +1,55 @@
 """What the page asks of whatever makes its audio: the model in this process
 (model_host.ModelHost), ZeroGPU's calls (gpu_host.GpuHost) or a speech server (served.ServedHost).
-Each is a PageHost; a default here is the answer of a host with nothing more to say, so the page
-asks every host the same questions instead of probing which kind it has.
+Each is a PageHost, and so a streaming.seams.Host (what the controller calls); a default here is
+the answer of a host with nothing more to say, so the page asks every host the same questions
+instead of probing which kind it has.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gepard_demo.model.seams import ModelInfo
+    from gepard_demo.serving.client import ServedFeatures
+    from gepard_demo.settings import StreamSettings
+    from gepard_demo.streaming.seams import Session, SessionRequest, Voices
+    from gepard_demo.zerogpu.runners import GpuRunner
+
+    from .turns import FairLock
 
 
 class PageHost:
     # Declared without a value where a dataclass host has the field without a default (a value
     # here would become that field's default): `requested`, `gpu`.
     requested: str  # the model the app asked for (a name, a path, a hub id, a server's)
-    gpu: Any  # the runner of ZeroGPU's calls where the model runs behind them (gpu_host.py); else None
+    gpu: GpuRunner | None  # the runner of ZeroGPU's calls where the model runs behind them (gpu_host.py); else None
     fallback_reason: str | None = None  # why `requested` did not load and tiny runs instead
     notices: tuple[str, ...] | list[str] = ()  # banner lines about the hardware
     warm_rate: float | None = None  # audio s per wall s of the warm-up synthesis, once measured
     concurrency: int = 1  # Generates the page runs at once
 
-    lock: Any  # turns.FairLock: taken around a Generate unless `own_turn`, and by the Eval tab's runs
+    lock: FairLock  # taken around a Generate unless `own_turn`, and by the Eval tab's runs
 
     @property
-    def info(self) -> Any:
-        """The model's facts (model.engine.ModelInfo's fields)."""
+    def info(self) -> ModelInfo:
+        """The model's facts."""
         raise NotImplementedError
 
     @property
     def sample_rate(self) -> int:
         raise NotImplementedError
 
-    def new_session(self, text: str, sampling: Any, stream: Any, **options: Any) -> Any:
+    def new_session(self, request: SessionRequest) -> Session:
         """A session for one Generate (streaming.base.OnceIterableSession); raises SettingsError,
-        TextError or ReferenceAudioError for what it refuses, before any work. options:
-        request_start, speaker, max_text_chars, max_ahead_s (the page's limits), words_per_s (the
-        text written word by word at this pace, FeedSettings; None: at once)."""
+        TextError or ReferenceAudioError for what it refuses, before any work."""
         raise NotImplementedError
 
-    def voices(self) -> Any:
+    def voices(self) -> Voices:
         """What turns the page's reference clip into a voice (voice.PageVoices or ServedVoices)."""
         raise NotImplementedError
 
-    def warm_up(self, stream: Any = None) -> float:
+    def warm_up(self, stream: StreamSettings | None = None) -> float:
         """One short synthesis before the first visitor; its wall time in s."""
         raise NotImplementedError
 
@@ -52,7 +60,7 @@ class PageHost:
         return False
 
     @property
-    def features(self) -> Any:
+    def features(self) -> ServedFeatures | None:
         """What a speech server takes beyond vLLM-Omni's protocol (client.ServedFeatures); None here."""
         return None
 

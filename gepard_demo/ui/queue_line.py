@@ -8,8 +8,25 @@ time of each request ahead (the median of recent ones).
 from __future__ import annotations
 
 import time
+from typing import Literal, get_args
 
 from .jobs import JobRegistry
+
+QueueState = Literal["queued", "running", "finished", "gone", "unknown"]
+"""Where a job stands, as GET /gepard/queue/{job} answers it (the answer's "state"):
+- queued: not started, waiting for a place (its position and wait), or started and kept waiting by
+  the engine's scheduler (a long text's later segment, too);
+- running: its session runs (with a long text's progress, `long_text`);
+- finished: it ended (with a long text's last progress, kept after its audio was sent and let go);
+- gone: it will not start, or its audio was let go with no progress kept (`text`: why);
+- unknown: neither claimed, kept nor waiting (yet, or no more).
+Declared here alone: the page hands the names to the player in its config (layout.page_head,
+`queueStates`), and player_fetch.js reads them from there."""
+QUEUE_STATES: tuple[QueueState, ...] = get_args(QueueState)
+
+
+def _answer(state: QueueState, **fields) -> dict:
+    return {"state": state, **fields}
 
 
 def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> dict:
@@ -20,8 +37,8 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
         session = job.session  # None before the session is attached, and once the registry let it go
         line = session.wait_line() if session is not None and not job.finished else None
         if line:
-            return {"state": "queued", "text": f"{line[0].upper()}{line[1:]}."}
-        info = {"state": "finished" if job.finished else "running"}
+            return _answer("queued", text=f"{line[0].upper()}{line[1:]}.")
+        info = _answer("finished" if job.finished else "running")
         text = job.last_progress if job.finished else session.progress() if session is not None else None
         if text and text["segments"] > 1:  # a long text: the player's start buffer and its line read this
             info["long_text"] = text
@@ -29,10 +46,10 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
     why = registry.gone(job_id)
     if why is not None:  # the page stops asking: this id will not start, or its audio was all sent
         done = registry.finished_progress(job_id)  # a long text's last progress: the line's last waits
-        return {"state": "gone", "text": why} if done is None else {"state": "finished", "long_text": done}
+        return _answer("gone", text=why) if done is None else _answer("finished", long_text=done)
     ahead = registry.waiting_ahead(job_id)
     if ahead is None:
-        return {"state": "unknown"}
+        return _answer("unknown")
     running = registry.running()
     low = high = 0.0
     if running is not None and running.session is not None:
@@ -47,9 +64,8 @@ def queue_status(registry: JobRegistry, job_id: str, typical: float | None) -> d
     low += ahead * (typical or 0.0)
     high += ahead * (typical or 0.0)
     position = ahead + (1 if running is not None else 0) + 1
-    return {"state": "queued", "position": position, "ahead": position - 1,
-            "wait_s": round(low, 1), "wait_max_s": round(high, 1),
-            "text": wait_words(position - 1, low, high, typical is not None)}
+    return _answer("queued", position=position, ahead=position - 1, wait_s=round(low, 1), wait_max_s=round(high, 1),
+                   text=wait_words(position - 1, low, high, typical is not None))
 
 
 def _secs(x: float) -> str:

@@ -23,21 +23,26 @@ import html
 import io
 import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import soundfile as sf
 
 from gepard_demo.declare import served_as
+from gepard_demo.model.seams import ModelInfo
 from gepard_demo.serving.client import ServedFeatures, SpeechClient, SpeechServerError, bytes_data_url
 from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, StreamSettings, fixed_by_server
 from gepard_demo.units import SAMPLE_RATE
-from gepard_demo.voice.reference_audio import ReferenceAudioError, page_audio, prepare_reference
+from gepard_demo.voice.reference_audio import PageAudio, ReferenceAudioError, page_audio, prepare_reference
 
 from .page_host import PageHost
 from .served_session import NO_CLONING_REASON, NO_EXTENSION_REASONS, ServedSession
 from .turns import FairLock
+
+if TYPE_CHECKING:
+    from gradio.components import Component
+
+    from gepard_demo.streaming.seams import SessionRequest
 
 # The page's controls a served model fixes (declare.SERVED), and why they are greyed out.
 FIXED_BY_SERVER = served_as(SamplingSettings, "fixed") + served_as(StreamSettings, "fixed")
@@ -80,20 +85,20 @@ class ServedHost(PageHost):
         return ServedVoices(self)
 
     @property
-    def info(self) -> Any:
+    def info(self) -> ModelInfo:
         e = self.entry
-        return SimpleNamespace(name=e.get("id"), path=self.url, revision=e.get("revision"),
-                               random_weights=bool(e.get("random_weights", False)),
-                               device=e.get("device", "server"), dtype=e.get("dtype", "?"))
+        return ModelInfo(name=e.get("id"), path=self.url, revision=e.get("revision"),
+                         random_weights=bool(e.get("random_weights", False)),
+                         device=e.get("device", "server"), dtype=e.get("dtype", "?"))
 
     @property
     def sample_rate(self) -> int:
         return SAMPLE_RATE
 
-    def __call__(self) -> Any:
+    def __call__(self) -> None:
         return None  # no local engine (the Eval tab is left out in served mode)
 
-    def warm_up(self, stream: Any = None) -> float:
+    def warm_up(self, stream: StreamSettings | None = None) -> float:
         t0 = time.perf_counter()
         self.entry = self.client.model()
         return time.perf_counter() - t0
@@ -108,18 +113,17 @@ class ServedHost(PageHost):
         except (KeyError, TypeError, ValueError):
             return None
 
-    def new_session(self, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
-                    request_start: float | None = None, speaker: str | None = None, max_text_chars: int | None = None,
-                    max_ahead_s: float | None = None, words_per_s: float | None = None) -> ServedSession:
-        """speaker: a reference voice as ServedVoices makes it (a `ref_audio` data URL). The text
-        limit is the server's own (it answers 400 past it); max_ahead_s: the server paces itself.
+    def new_session(self, request: SessionRequest) -> ServedSession:
+        """request.speaker: a reference voice as ServedVoices makes it (a `ref_audio` data URL). The
+        text limit is the server's own (it answers 400 past it); max_ahead_s: the server paces itself.
         words_per_s: the text written word by word to the server's speech WebSocket (served_written.py)."""
-        options = dict(request_start=request_start, ref_audio=speaker, features=self.features)
-        if words_per_s is not None:
+        r = request
+        options = dict(request_start=r.request_start, ref_audio=r.speaker, features=self.features)
+        if r.words_per_s is not None:
             from .served_written import ServedWrittenSession
 
-            return ServedWrittenSession(self.client, text, sampling, words_per_s=words_per_s, **options)
-        return ServedSession(self.client, text, sampling, **options)
+            return ServedWrittenSession(self.client, r.text, r.sampling, words_per_s=r.words_per_s, **options)
+        return ServedSession(self.client, r.text, r.sampling, **options)
 
     def banner_markdown(self) -> str:
         name = html.escape(str(self.entry.get("id")))
@@ -149,7 +153,7 @@ class ServedVoices:
     def __init__(self, host: ServedHost):
         self.host = host
 
-    def speaker(self, ref_audio: Any) -> str | None:
+    def speaker(self, ref_audio: PageAudio) -> str | None:
         """Gradio Audio value -> the `ref_audio` data URL (None: the default voice)."""
         if ref_audio is None:
             return None
@@ -161,7 +165,7 @@ class ServedVoices:
         sf.write(buf, np.clip(samples, -1.0, 1.0), rate, format="WAV", subtype="PCM_16")
         return bytes_data_url(buf.getvalue(), "audio/wav")
 
-    def prepare(self, ref_audio: Any) -> str:
+    def prepare(self, ref_audio: PageAudio) -> str:
         if ref_audio is None:
             return ""
         try:
@@ -177,7 +181,7 @@ def load_served_host(url: str, timeout: float = 60.0) -> ServedHost:
     return ServedHost(client, client.model(), requested=url)
 
 
-def lock_controls(host: Any, controls: dict[str, Any]) -> None:
+def lock_controls(host: PageHost, controls: dict[str, Component]) -> None:
     """Grey out the page controls a served model cannot honour, with the reason as their info
     line. A no-op for a local model."""
     for name, reason in host.locked_controls().items():

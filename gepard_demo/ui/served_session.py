@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gepard_demo.serving.client import (
     ServedEnd,
@@ -25,6 +25,9 @@ from gepard_demo.streaming.session import AudioChunk, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text
 from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
 from gepard_demo.voice.reference_audio import ReferenceAudioError
+
+if TYPE_CHECKING:
+    from gepard_demo.alignment.result import Alignment
 
 NO_CLONING_REASON = ("This server does not clone voices (vLLM-Omni 0.30's Gepard is zero-shot and refuses ref_audio; "
                      "`python -m gepard_demo serve` clones when its checkpoint has the voice compressor)")
@@ -55,7 +58,7 @@ class ServedSession(OnceIterableSession):
         # vLLM-Omni's word_timestamps, only to a server that lists it (ServedFeatures): its words, after the audio
         self.word_timestamps = features.word_timestamps
         self.low_confidence = features.low_confidence
-        self.word_alignment: Any = None
+        self.word_alignment: Alignment | None = None
         super().__init__()
 
     def _extensions(self) -> dict:

@@ -14,16 +14,21 @@ import asyncio
 import queue
 import threading
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
 
 from gepard_demo.serving.client import ServedEnd
 from gepard_demo.serving.protocol import pcm16_to_float
-from gepard_demo.serving.stream_client import SpeakError, StreamingSpeech
+from gepard_demo.serving.stream_client import SpeakError, StreamingSpeech, Unit
 from gepard_demo.streaming.chunks import AudioChunk
 from gepard_demo.streaming.text_feed import pieces, write
 from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
 
 from .served_session import ServedSession
+
+if TYPE_CHECKING:
+    from gepard_demo.streaming.segments import Progress
 
 _END = object()  # the connection's thread is done (after its last event or its error)
 POLL_S = 0.05  # how often the connection checks for Stop while it waits on the server
@@ -33,7 +38,7 @@ class ServedWrittenSession(ServedSession):
     """ServedSession's checks and stats; its audio from the speech WebSocket, the text written at
     words_per_s."""
 
-    def __init__(self, *args: Any, words_per_s: float, **kwargs: Any):
+    def __init__(self, *args: object, words_per_s: float, **kwargs: object):  # ServedSession's, and the pace
         super().__init__(*args, **kwargs)
         self.written = write(self.text, words_per_s)
         self.segments = list(self.written.units)
@@ -111,7 +116,7 @@ class ServedWrittenSession(ServedSession):
             st.rtf = st.wall_s / st.speech_s if st.speech_s else None
             st.complete = over and not st.cancelled
 
-    def _chunk(self, samples: Any, emitted: int, first_of: Any, t0: float) -> AudioChunk:
+    def _chunk(self, samples: np.ndarray, emitted: int, first_of: Unit | None, t0: float) -> AudioChunk:
         """The next chunk, counted; first_of: the unit it begins (its wait is counted), or None."""
         st, now = self.stats, time.perf_counter() - t0
         if st.ttfa_s is None:
@@ -123,7 +128,7 @@ class ServedWrittenSession(ServedSession):
         st.frames = -(-(emitted + len(samples)) // SAMPLES_PER_FRAME)
         return AudioChunk(samples, SAMPLE_RATE, emitted, emitted // SAMPLES_PER_FRAME, st.frames, now)
 
-    def progress(self) -> dict[str, Any]:
+    def progress(self) -> Progress:
         """The page's long-text line (streaming/segments.py's fields): the sentences the server has
         sent whole, where each ends in the audio, and when each was written."""
         done = len(self._ends_s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import gradio as gr
 from fastapi import FastAPI
@@ -49,7 +49,7 @@ def build_app(
     stream: StreamSettings | None = None,
     *,
     wav_dir: str | Path | None = None,
-    eval_tab: Callable[[Any], Any] | None = None,
+    eval_tab: Callable[..., None] | None = None,
     eval_tab_error: str | None = None,
     traffic: TrafficSettings | None = None,
     captions: AlignmentSettings | None = None,

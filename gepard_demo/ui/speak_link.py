@@ -8,10 +8,11 @@ presses Generate, so the row is made again as a take (p_stop, re-cut and downloa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import gradio as gr
+from gradio.components import Component
 
 from .controls import CONTROL_NAMES
 
@@ -24,13 +25,13 @@ GENERATE_JS = "() => { setTimeout(() => document.querySelector('#gepard-generate
 
 @dataclass(frozen=True)
 class SpeakLink:
-    controls: dict[str, Any]  # control name (CONTROL_NAMES) -> its component in the Speak tab
-    tabs: Any  # the gr.Tabs that holds the Speak tab
+    controls: dict[str, Component]  # control name (CONTROL_NAMES) -> its component in the Speak tab
+    tabs: gr.Tabs  # the one that holds the Speak tab
 
     def outputs(self) -> list:
         return [self.controls[name] for name in CONTROL_NAMES] + [self.tabs]
 
-    def updates(self, values: dict[str, Any]) -> list:
+    def updates(self, values: Mapping[str, object]) -> list:
         """For outputs(): the controls named in `values` set, every other one left as the visitor
         has it (a served row knows only its seed and budget), and the Speak tab selected."""
         unknown = set(values) - set(CONTROL_NAMES)

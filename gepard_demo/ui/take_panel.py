@@ -11,11 +11,12 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import gradio as gr
 import numpy as np
 import soundfile as sf
+from gradio.components import Component
 
 from gepard_demo.model.stop_rule import THRESHOLD, threshold_of
 from gepard_demo.settings import SamplingSettings
@@ -39,27 +40,31 @@ from .takes import (
     table_rows,
 )
 
+if TYPE_CHECKING:
+    from .controller import DemoController
+    from .page_host import PageHost
+
 KEEP_JSON = 200  # settings files kept for download (all visitors together; the newest)
 
 
 @dataclass
 class TakesPanel:
-    state: Any
-    pending: Any
-    table: Any
-    pick_a: Any
-    pick_b: Any
-    audio_a: Any
-    audio_b: Any
-    plot: Any
-    diff: Any
-    use_a: Any
-    files: Any
-    recut_threshold: Any
-    recut_button: Any
-    recut_note: Any
-    recut_audio: Any
-    generate_at: Any
+    state: gr.State
+    pending: gr.State
+    table: gr.Dataframe
+    pick_a: gr.Dropdown
+    pick_b: gr.Dropdown
+    audio_a: gr.Audio
+    audio_b: gr.Audio
+    plot: gr.HTML
+    diff: gr.Markdown
+    use_a: gr.Button
+    files: gr.File
+    recut_threshold: gr.Slider
+    recut_button: gr.Button
+    recut_note: gr.Markdown
+    recut_audio: gr.Audio
+    generate_at: gr.Button
 
 
 def build_takes_panel() -> TakesPanel:
@@ -125,7 +130,7 @@ class TakeHandlers:
     """The panel's event handlers, bound to the page's host (its codec, or its GPU calls) and the
     controller (its WAV folder)."""
 
-    def __init__(self, host: Any, controller: Any):
+    def __init__(self, host: PageHost, controller: DemoController):
         self.host, self.controller = host, controller
 
     @property
@@ -243,7 +248,7 @@ def _playable(take: Take | None) -> str | None:
     return take.wav if take is not None and take.wav and Path(take.wav).exists() else None
 
 
-def wire_takes(panel: TakesPanel, handlers: TakeHandlers, controls: dict[str, Any]) -> None:
+def wire_takes(panel: TakesPanel, handlers: TakeHandlers, controls: dict[str, Component]) -> None:
     p = panel
     private = {"api_visibility": "private", "show_progress": "hidden"}
     compare_out = [p.audio_a, p.audio_b, p.plot, p.diff, p.recut_note]

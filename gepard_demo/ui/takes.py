@@ -20,7 +20,7 @@ import shlex
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,6 +35,11 @@ from gepard_demo.streaming.text_input import split_text
 
 from .controls import parse_feed
 
+if TYPE_CHECKING:
+    from gepard_demo.model.seams import AudioCodec
+    from gepard_demo.units import Json
+    from gepard_demo.zerogpu.resident import Resident
+
 MAX_TAKES = 10
 
 
@@ -42,10 +47,10 @@ MAX_TAKES = 10
 class Take:
     number: int
     text: str
-    controls: dict[str, Any]  # control name -> value, as "use these settings" puts them back
+    controls: dict[str, Json]  # control name -> value, as "use these settings" puts them back
     sampling: SamplingSettings  # with the seed used
     stream: StreamSettings
-    stats: dict[str, Any]  # SynthesisStats.as_dict()
+    stats: dict[str, Json]  # SynthesisStats.as_dict()
     codes: np.ndarray | None = field(default=None, repr=False)  # (frames, 32) int16; None: not kept (served)
     wav: str | None = None
     model: str = ""
@@ -159,7 +164,7 @@ CHAR_PX, CELL_PAD_PX, TEXT_PX = 10, 32, 240
 TABLE_WIDTHS = [TEXT_PX if h == "text" else CHAR_PX * max(6, *map(len, h.split())) + CELL_PAD_PX for h in TABLE_HEADERS]
 
 
-def table_rows(takes: list[Take] | None) -> list[list[Any]]:
+def table_rows(takes: list[Take] | None) -> list[list[Json]]:
     rows = []
     for t in takes or []:
         st = t.stats
@@ -177,7 +182,7 @@ _TEXT_COLUMNS = {n for n in SHOWN_SETTINGS if may_be_unset(SamplingSettings, n) 
 _WRITERS = declared(SamplingSettings)
 
 
-def _cell(name: str, value: Any) -> Any:
+def _cell(name: str, value: Json) -> Json:
     """A setting as the table shows it: a number as is; in a text column as its flag writes it
     ("off", "auto"), or as text (the seed: a browser's numbers would round one past 2**53)."""
     if name not in _TEXT_COLUMNS:
@@ -247,7 +252,7 @@ def _show(x) -> str:
     return str(x).replace("|", "\\|")
 
 
-def recut_take(take: Take, threshold: float, codec: Any) -> tuple[np.ndarray, Derived]:
+def recut_take(take: Take, threshold: float, codec: AudioCodec) -> tuple[np.ndarray, Derived]:
     """The take's audio at another threshold, from its own frames. ValueError (naming
     the stop threshold, with the reach) when the threshold needs frames the take did not make."""
     derived, kept = take.recut_parts(threshold)
@@ -256,7 +261,7 @@ def recut_take(take: Take, threshold: float, codec: Any) -> tuple[np.ndarray, De
     return decode_prefix(codec, codes, take.stream), derived
 
 
-def decode_prefix(codec: Any, codes: np.ndarray, stream: StreamSettings) -> np.ndarray:
+def decode_prefix(codec: AudioCodec, codes: np.ndarray, stream: StreamSettings) -> np.ndarray:
     """Frames -> audio as a SynthesisSession streams them: its decoder, its chunk cuts, its end."""
     import torch
 
@@ -274,6 +279,6 @@ def decode_prefix(codec: Any, codes: np.ndarray, stream: StreamSettings) -> np.n
                       dtype=np.float32)
 
 
-def recut_resident(resident: Any, take: Take, threshold: float) -> tuple[np.ndarray, Derived]:
+def recut_resident(resident: Resident, take: Take, threshold: float) -> tuple[np.ndarray, Derived]:
     """recut_take inside a GPU call (gepard_demo/zerogpu: module-level, pickled by name)."""
     return recut_take(take, threshold, resident.codec)

@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import gradio as gr
 import numpy as np
+from gradio.components import Component
 
-from gepard_demo.voice.reference_audio import REFERENCE_WINDOW, ReferenceAudioError
+from gepard_demo.units import Json
+from gepard_demo.voice.reference_audio import REFERENCE_WINDOW, PageAudio, ReferenceAudioError
 
 from .controls import REFERENCE
 from .fields import build_group
+
+if TYPE_CHECKING:
+    import torch
+
+    from gepard_demo.model.seams import Engine
+    from gepard_demo.streaming.seams import Voices
+    from gepard_demo.voice.speaker_prefix import SpeakerPrefix, SpeakerPrefixer
+    from gepard_demo.zerogpu.tasks import Prefix
 
 
 class PageVoices:
@@ -29,15 +40,15 @@ class PageVoices:
 
     made_where = ""  # how `prepare` says where the prefix was made
 
-    def prefix(self, ref_audio: Any) -> Any:
+    def prefix(self, ref_audio: PageAudio) -> SpeakerPrefix | Prefix | None:
         raise NotImplementedError
 
-    def speaker(self, ref_audio: Any):
+    def speaker(self, ref_audio: PageAudio) -> torch.Tensor | None:
         """The prefix tokens for a reference (None: the default voice)."""
         prefix = self.prefix(ref_audio)
         return None if prefix is None else prefix.tokens
 
-    def prepare(self, ref_audio: Any) -> str:
+    def prepare(self, ref_audio: PageAudio) -> str:
         """Run when a reference arrives (upload, recording, example): compute its prefix now,
         so Generate finds it cached, and say at once whether it is usable (Markdown)."""
         if ref_audio is None:
@@ -50,16 +61,23 @@ class PageVoices:
                 f"prepared{self.made_where} in {prefix.compute_s:.1f} s; Generate speaks in this voice.")
 
 
+class EngineHolder(Protocol):
+    """A host whose own engine makes the prefixes (model_host.ModelHost)."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+
 class VoiceCloning(PageVoices):
     """Reference audio from the page -> a speaker prefix, for one model host."""
 
-    def __init__(self, host: Any):
+    def __init__(self, host: EngineHolder):
         self.host = host
         self._prefixer = None
         self._error: str | None = None
         self._lock = threading.Lock()
 
-    def prefixer(self):
+    def prefixer(self) -> SpeakerPrefixer:
         with self._lock:
             if self._prefixer is None and self._error is None:
                 from gepard_demo.codec.source import resolve_codec_source
@@ -74,7 +92,7 @@ class VoiceCloning(PageVoices):
                 raise ReferenceAudioError(self._error)
             return self._prefixer
 
-    def prefix(self, ref_audio: Any):
+    def prefix(self, ref_audio: PageAudio) -> SpeakerPrefix | None:
         """Gradio Audio value (None, a (rate, samples) tuple, or a file path) -> SpeakerPrefix or None."""
         if ref_audio is None:
             return None
@@ -96,7 +114,7 @@ def example_voices() -> list[str]:
         return []
 
 
-def build_voice_group(values: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def build_voice_group(values: Mapping[str, Json]) -> tuple[dict[str, Component], gr.Markdown]:
     """(the group's controls by name, the reference's status line); `values`: what they show."""
     with gr.Accordion("Voice and guidance", open=False, elem_id="gepard-voice-group"):
         ref_audio = gr.Audio(
@@ -111,7 +129,7 @@ def build_voice_group(values: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     return controls, ref_status
 
 
-def wire_voice_events(voices: VoiceCloning, ref_audio: Any, ref_status: Any) -> None:
+def wire_voice_events(voices: Voices, ref_audio: gr.Audio, ref_status: gr.Markdown) -> None:
     """A reference is prepared as soon as it arrives, in the engine's queue (it runs the codec
     encoder, which would slow a generation running beside it)."""
     ref_audio.change(voices.prepare, ref_audio, ref_status, concurrency_limit=1, concurrency_id="gepard-engine",

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Union
 
 import numpy as np
 import soundfile as sf
@@ -30,6 +30,10 @@ from gepard_demo.units import SAMPLE_RATE
 
 MAX_FILE_BYTES = 25 * 1024 * 1024  # a 15 s clip is ~2.6 MB even as 16-bit 44.1 kHz stereo WAV
 SILENCE_DBFS = -50.0  # a 20 ms window quieter than this counts as silence
+
+# A Gradio Audio value as the page hands it over: a file path, a (rate, samples) pair from the
+# microphone or an upload, or None (no reference: the default voice).
+PageAudio = Union[str, Path, tuple[int, np.ndarray], None]
 _WINDOW_S = 0.02
 
 
@@ -135,7 +139,7 @@ def prepare_reference(
     return trimmed
 
 
-def page_audio(value: Any) -> tuple[np.ndarray, int]:
+def page_audio(value: PageAudio) -> tuple[np.ndarray, int]:
     """A Gradio Audio value (a file path, or a (rate, samples) tuple from the microphone or an
     upload) -> (float samples, rate), decoded here."""
     if isinstance(value, (str, Path)):

@@ -19,6 +19,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +28,9 @@ from safetensors import safe_open
 from gepard_demo.bounded import Bounded
 from gepard_demo.codec.encoder import CodecEncoder
 from gepard_demo.voice.compressor import PREFIX, CompressorConfig, CompressorError, RefCompressor
+
+if TYPE_CHECKING:
+    from gepard_demo.model.seams import Engine
 
 from .reference_audio import (
     REFERENCE_WINDOW,
@@ -108,7 +112,8 @@ class SpeakerPrefixer:
         return cls(encoder, compressor.to(device=device, dtype=dtype), window)
 
     @classmethod
-    def for_engine(cls, engine, codec_path: str | Path, window: ReferenceWindow = REFERENCE_WINDOW) -> "SpeakerPrefixer":
+    def for_engine(cls, engine: Engine, codec_path: str | Path,
+                   window: ReferenceWindow = REFERENCE_WINDOW) -> "SpeakerPrefixer":
         """For a loaded GepardEngine; codec_path: the .nemo the engine decodes with."""
         talker = engine.talker
         dtype = next(talker.parameters()).dtype

@@ -20,7 +20,6 @@ a Stop ends the call at its next step event, and `close()` drops every row of th
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import torch
@@ -29,6 +28,7 @@ from gepard_demo.model.batch import DecodeLoop
 from gepard_demo.model.frames import FrameMaker, FrameSource
 from gepard_demo.model.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
+from gepard_demo.model.seams import Engine, ModelInfo
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.streaming.chunks import SegmentFrames, SessionCarry, stack_codes
 from gepard_demo.streaming.segments import segment_sampling
@@ -53,7 +53,7 @@ class CallBatch(FrameMaker):
 
     takes_look_ahead = True  # SynthesisSession opens the later segments ahead: their frames are made here anyway
 
-    def __init__(self, engine: Any, segments: list[str], sampling: SamplingSettings, speaker: Any,
+    def __init__(self, engine: Engine, segments: list[str], sampling: SamplingSettings, speaker: torch.Tensor | None,
                  carry: SessionCarry | None, allotted: dict[int, int]):
         """allotted: segment -> frames this call may make for it (budget.CallPlan.allotted())."""
         self.engine, self.segments, self.speaker = engine, segments, speaker
@@ -76,13 +76,14 @@ class CallBatch(FrameMaker):
         self.closed = False
 
     @property
-    def model_info(self) -> Any:
+    def model_info(self) -> ModelInfo:
         return self.engine.model_info
 
     # -- what the session calls -------------------------------------------------------------------
 
-    def stream_frames(self, text: str, settings: SamplingSettings, speaker: Any = None, resume: Any = None,
-                      look_ahead: bool = False, group: Any = None) -> "SegmentIterator":
+    def stream_frames(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None,
+                      resume: torch.Tensor | None = None, look_ahead: bool = False,
+                      group: object = None) -> "SegmentIterator":
         index = self._index.get((text, settings.seed))
         if index is None:
             raise ValueError("a segment this call was not made for")

@@ -19,10 +19,12 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator, TypeVar, cast
 
 from . import tasks
 from .resident import Resident
+
+R = TypeVar("R")
 
 _CTX = multiprocessing.get_context("fork")  # ZeroGPU forks its workers too
 _END = ("end", None)
@@ -65,12 +67,12 @@ class Forked:
         finally:
             self._give_back(worker)
 
-    def call(self, fn: Callable[..., Any], *args: Any, duration_s: float = 60.0) -> Any:
+    def call(self, fn: Callable[..., R], *args: object, duration_s: float = 60.0) -> R:
         worker = self._take()
         try:
             worker.start(("call", (fn, args)))
             kind, value = worker.next()
-            return tasks.unwrap(value)
+            return tasks.unwrap(cast("R | tasks.Failure", value))  # what fn returned, pickled back
         finally:
             self._give_back(worker)
 
@@ -124,7 +126,7 @@ class _Worker:
         self.stop.clear()
         self.calls.send(message)  # pickled here: an unpicklable argument fails in this process
 
-    def next(self) -> tuple[str, Any]:
+    def next(self) -> tuple[str, object]:
         try:
             return self.results.recv()
         except (EOFError, OSError):

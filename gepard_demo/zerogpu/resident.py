@@ -11,9 +11,15 @@ own forked copy; the main process's copy stays shut).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch import nn
+
+if TYPE_CHECKING:
+    from gepard_demo.codec.base import Codec
+    from gepard_demo.model.seams import Engine
+    from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
 
 class OutsideGpuCall(RuntimeError):
@@ -24,7 +30,7 @@ class OutsideGpuCall(RuntimeError):
 class Gate:
     open: bool = False
 
-    def check(self, module: nn.Module, args: Any) -> None:
+    def check(self, module: nn.Module, args: tuple) -> None:
         if not self.open:
             raise OutsideGpuCall(
                 f"{type(module).__name__} ran outside a GPU call: on ZeroGPU the model is usable only "
@@ -38,15 +44,16 @@ class Resident:
     prefixer: a SpeakerPrefixer, or None with `no_cloning` saying why.
     """
 
-    engine: Any
-    codec: Any
-    prefixer: Any = None
+    engine: Engine
+    codec: Codec
+    prefixer: SpeakerPrefixer | None = None
     no_cloning: str | None = None
     gate: Gate = field(default_factory=Gate)
     calls: int = 0  # stream calls this process's copy served: 0 in a fresh worker (tasks.CallStart)
 
     @classmethod
-    def place(cls, engine: Any, codec: Any, codec_path: Any = None, guarded: bool = True) -> "Resident":
+    def place(cls, engine: Engine, codec: Codec, codec_path: str | Path | None = None,
+              guarded: bool = True) -> "Resident":
         """Everything the GPU calls need, built now (on ZeroGPU, weights must be placed before the
         start-up report packs them). guarded: shut the gate in this process (a boundary exists)."""
         prefixer, no_cloning = None, None
@@ -75,7 +82,7 @@ class Resident:
                     module.register_forward_pre_hook(self.gate.check)
 
 
-def _codec_path(engine: Any) -> Any:
+def _codec_path(engine: Engine) -> Path:
     from gepard_demo.codec.source import resolve_codec_source
 
     return resolve_codec_source(engine.codec_source())

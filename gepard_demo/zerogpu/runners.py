@@ -14,10 +14,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator, Protocol, TypeVar
 
 from . import tasks
 from .resident import Resident
+
+R = TypeVar("R")
+
+
+class GpuRunner(Protocol):
+    """What every runner offers (the module docstring): InProcess, ZeroGpu, forked.Forked."""
+
+    name: str  # how a run's record names the runner
+    resident: Resident
+
+    def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]: ...
+
+    def call(self, fn: Callable[..., R], *args: object, duration_s: float = 60.0) -> R: ...
 
 
 class InProcess:
@@ -29,7 +42,7 @@ class InProcess:
     def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
         return tasks.stream(self.resident, request)
 
-    def call(self, fn: Callable[..., Any], *args: Any, duration_s: float = 60.0) -> Any:
+    def call(self, fn: Callable[..., R], *args: object, duration_s: float = 60.0) -> R:
         return tasks.unwrap(tasks.call(self.resident, fn, args))
 
 
@@ -50,7 +63,7 @@ class ZeroGpu:
     def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
         return self._stream(request)
 
-    def call(self, fn: Callable[..., Any], *args: Any, duration_s: float = 60.0) -> Any:
+    def call(self, fn: Callable[..., R], *args: object, duration_s: float = 60.0) -> R:
         return tasks.unwrap(self._call(fn, args, duration_s))
 
     # -- inside the worker ---------------------------------------------------------------------
@@ -59,7 +72,7 @@ class ZeroGpu:
         self.resident.gate.open = True  # this process's copy: the worker holds the GPU now
         yield from tasks.stream(self.resident, request)
 
-    def _call_task(self, fn: Callable[..., Any], args: tuple, duration_s: float) -> Any:
+    def _call_task(self, fn: Callable[..., R], args: tuple, duration_s: float) -> R | tasks.Failure:
         self.resident.gate.open = True
         return tasks.call(self.resident, fn, args)
 
@@ -70,5 +83,5 @@ class ZeroGpu:
         return request.ask_s  # sized in the main process, for this call's part (session.py, budget.py)
 
     @staticmethod
-    def _call_duration(fn: Callable[..., Any], args: tuple, duration_s: float) -> float:
+    def _call_duration(fn: Callable[..., object], args: tuple, duration_s: float) -> float:
         return duration_s

@@ -22,7 +22,7 @@ generation and decode time are the workers'.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gepard_demo.declare import values_of
 from gepard_demo.settings import SamplingSettings, StreamSettings
@@ -33,14 +33,21 @@ from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, clean_text, split_t
 from .budget import GpuBudget, Made, StartTimes
 from .tasks import CallStart, Failure, FrameCodes, StreamRequest
 
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from .runners import GpuRunner
+
 # What the worker's own stats say that the main process cannot see for itself.
 WORKER_FIELDS = ("frames", "stop_frame", "p_stop", "gen_time_s", "decode_time_s",
                  "speech_s", "segments", "chunks", "ended_by", "segment_frames", "entropy", "nll")  # the flags: from ended_by
 
 
 class GpuSession(OnceIterableSession):
-    def __init__(self, runner: Any, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
-                 sample_rate: int, request_start: float | None = None, speaker: Any = None, speed: str | None = None,
+    def __init__(self, runner: GpuRunner, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
+                 sample_rate: int, request_start: float | None = None, speaker: torch.Tensor | None = None,
+                 speed: str | None = None,
                  budget: GpuBudget = GpuBudget(), starts: StartTimes | None = None, max_text_chars: int | None = None):
         """budget, starts: how each call is sized (budget.py) and the cold starts measured so far;
         max_text_chars: the page's limit (default MAX_TEXT_CHARS)."""
@@ -57,12 +64,12 @@ class GpuSession(OnceIterableSession):
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed, speed=speed,
                                     segments=len(self.segments))
         self._request_start = request_start
-        self._codes = None
+        self._codes: np.ndarray | None = None
         self._in_call = False  # a call is open: queued, starting, or running
         self._carried: SessionCarry | None = None  # what the last call handed over
         super().__init__()
 
-    def codes(self):
+    def codes(self) -> np.ndarray | None:
         """The committed frames' codes the last call sent at its end (None before, or if it was stopped)."""
         return self._codes
 

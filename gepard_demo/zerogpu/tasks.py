@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,11 @@ from gepard_demo.streaming.text_input import clean_text, split_text
 from .batched import CallBatch
 from .budget import CallPlan
 from .resident import Resident
+
+if TYPE_CHECKING:
+    import torch
+
+R = TypeVar("R")
 
 
 class GpuCallError(RuntimeError):
@@ -56,7 +61,7 @@ class StreamRequest:
     text: str
     sampling: SamplingSettings
     stream: StreamSettings
-    speaker: Any = None  # a (K, hidden) CPU tensor: a reference voice's prefix; None = the default voice
+    speaker: torch.Tensor | None = None  # a (K, hidden) CPU tensor: a reference voice's prefix; None = the default voice
     carry: SessionCarry | None = None  # where the previous call stopped
     plan: CallPlan | None = None  # None: the whole utterance in this call (one segment at a time)
     ask_s: int | None = None  # what this call asks ZeroGPU for (budget.py), decided before it is scheduled
@@ -76,7 +81,7 @@ class CallStart:
 class Prefix:
     """A reference voice's speaker prefix, made on the GPU (SpeakerPrefix without the audio)."""
 
-    tokens: Any  # (K, hidden) CPU tensor
+    tokens: torch.Tensor  # (K, hidden) CPU tensor
     seconds: float
     frames: int
     compute_s: float
@@ -150,7 +155,7 @@ def speaker_prefix(resident: Resident, samples: np.ndarray, rate: int) -> Prefix
         return Failure.of(exc)
 
 
-def call(resident: Resident, fn: Callable[..., Any], args: tuple) -> Any:
+def call(resident: Resident, fn: Callable[..., R], args: tuple) -> R | Failure:
     """fn(resident, *args): any module-level (so picklable by name) function, such as eval's
     batch synthesis."""
     try:
@@ -159,7 +164,7 @@ def call(resident: Resident, fn: Callable[..., Any], args: tuple) -> Any:
         return Failure.of(exc)
 
 
-def unwrap(result: Any) -> Any:
+def unwrap(result: R | Failure) -> R:
     """A call's value, or its Failure raised as GpuCallError in the main process."""
     if isinstance(result, Failure):
         raise result.error()

@@ -1,0 +1,126 @@
+"""The session and host seams: one Generate's request as every host takes it, what a host hands
+back, and what the page's controller asks of a host.
+
+`SessionRequest` is built once, where a request enters (the controller, from the page's controls
+and limits), and every host's `new_session(request)` takes it whole: the model here
+(ui/model_host.py), behind ZeroGPU's calls (ui/gpu_host.py), in front of a server (ui/served.py).
+`Session` is what each returns (streaming/session.SynthesisSession, zerogpu/session.GpuSession,
+ui/served_session.ServedSession): iterate once for AudioChunks, read its stats, cancel it from any
+thread. `Host` is what the controller calls on a host (ui/page_host.PageHost says the rest), with
+the `Voices` that turn a reference clip into what `SessionRequest.speaker` carries and the
+`TurnLock` a Generate takes unless the host lines its sessions up itself.
+
+Nothing here imports torch at run time: the served page imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gepard_demo.model.seams import ModelInfo
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+    from gepard_demo.voice.reference_audio import PageAudio
+
+    from .chunks import AudioChunk, SynthesisStats
+    from .segments import Progress
+
+
+@dataclass(frozen=True)
+class SessionRequest:
+    """One Generate, checked settings in hand: what every host's `new_session` takes.
+
+    speaker: what the host's own `voices().speaker` made of the reference clip (a prefix tensor
+        here, a GPU call's prefix behind ZeroGPU, a `ref_audio` data URL before a server; each
+        host reads only its own kind); None = the default voice.
+    request_start: the clock the session's timings start from (perf_counter), None: its start.
+    max_text_chars, max_ahead_s: the page's limits (TrafficSettings); None: the host's own.
+    words_per_s: the text written word by word at this pace (FeedSettings); None: all at once."""
+
+    text: str
+    sampling: SamplingSettings
+    stream: StreamSettings
+    request_start: float | None = None
+    speaker: object = None
+    max_text_chars: int | None = None
+    max_ahead_s: float | None = None
+    words_per_s: float | None = None
+
+
+@runtime_checkable
+class Session(Protocol):
+    """One utterance for its caller (streaming/base.OnceIterableSession's surface): iterate it once
+    for AudioChunks; `stats` fill as it goes. `stream` is None where a server decodes; `segments`
+    None where the text is one request; `word_alignment` the words a server sent after the audio."""
+
+    text: str
+    sampling: SamplingSettings
+    stream: StreamSettings | None
+    segments: list[str] | None
+    stats: SynthesisStats
+    sample_rate: int
+    keep_audio: bool
+    word_alignment: object
+
+    def __iter__(self) -> Iterator[AudioChunk]: ...
+
+    def audio(self) -> np.ndarray: ...
+
+    def run(self) -> np.ndarray: ...
+
+    def cancel(self) -> None: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    def wait_line(self) -> str | None: ...
+
+    def progress(self) -> Progress | None: ...
+
+    def stop_note(self) -> str | None: ...
+
+    def codes(self) -> np.ndarray | None: ...
+
+
+class Voices(Protocol):
+    """A reference clip from the page -> what `SessionRequest.speaker` carries, for one host."""
+
+    def speaker(self, ref_audio: PageAudio) -> object: ...
+
+    def prepare(self, ref_audio: PageAudio) -> str: ...
+
+
+class TurnLock(Protocol):
+    """The fair engine lock the page and the Eval tab share (ui/turns.FairLock)."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1,
+                abort: Callable[[], bool] | None = None) -> bool: ...
+
+    def release(self) -> None: ...
+
+    def locked(self) -> bool: ...
+
+
+@runtime_checkable
+class Host(Protocol):
+    """What the page's controller calls on whatever makes its audio (ui/page_host.PageHost)."""
+
+    requested: str  # the model the app asked for
+    warm_rate: float | None  # audio s per wall s of the warm-up, once measured
+    lock: TurnLock
+
+    @property
+    def info(self) -> ModelInfo: ...
+
+    @property
+    def own_turn(self) -> bool: ...
+
+    def voices(self) -> Voices: ...
+
+    def new_session(self, request: SessionRequest) -> Session: ...
+
+    def explain(self, exc: BaseException) -> str | None: ...
