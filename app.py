@@ -15,7 +15,7 @@ The only place the demo reads environment variables:
                        in @spaces.GPU calls (gepard_demo/zerogpu); `--zerogpu` wins.
 
 `python app.py --server-url URL` puts the page in front of a served model (vLLM-Omni or
-`python -m gepard_demo serve`) instead of loading one: see gepard_demo/ui/served.py.
+`python -m gepard_demo serve`) instead of loading one: see gepard_demo/ui/hosts/served.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 from gepard_demo.alignment.settings import DEFAULT_WEIGHTS
-from gepard_demo.model.source import DEFAULT_MODEL
+from gepard_demo.model.checkpoints.source import DEFAULT_MODEL
 from gepard_demo.host_settings import LOOPBACK_PROXIES, PRIVATE_PROXIES, TrafficSettings
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.settings_flags import add_batching_flags, batching_from_args
@@ -126,7 +126,7 @@ def caption_settings(args: argparse.Namespace) -> Any:
 def main_served(args: argparse.Namespace) -> None:
     """The page in front of a served model: no local model, no Eval tab."""
     from gepard_demo.serving.client import SpeechServerError
-    from gepard_demo.ui.served import load_served_host
+    from gepard_demo.ui.hosts.served import load_served_host
     from gepard_demo.ui.server import build_app, serve
 
     try:
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     from gepard_demo.speed.flags import speed_for
     from gepard_demo.speed.select import apply_codec_speed, apply_speed, load_dtype
     from gepard_demo.speed.settings import SpeedError
-    from gepard_demo.ui.model_host import engine_loader_for, load_model_host
+    from gepard_demo.ui.hosts.model_host import engine_loader_for, load_model_host
     from gepard_demo.ui.server import build_app, serve
 
     cuda = CudaReport.here(zerogpu=boundary == "zerogpu")
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Batching: up to {batching.max_batch} visitors decode together ({batching.admission} admission)",
               file=sys.stderr, flush=True)
     else:
-        from gepard_demo.ui.gpu_host import GpuHost
+        from gepard_demo.ui.hosts.gpu_host import GpuHost
 
         # No warm-up: CUDA is the GPU calls' alone. --max-batch: how many visitors' calls run at once.
         host = GpuHost.around(host, boundary, concurrency=batching.max_batch)

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gepard_demo.codec.tiny import TINY_ENCODER_CHANNELS  # noqa: E402
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
-from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision  # noqa: E402
 from gepard_demo.speed.select import detect_hardware, pick_speed  # noqa: E402
@@ -45,7 +45,7 @@ REAL_ENCODER_CHANNELS = 24  # NanoCodec's encoder (facts §9)
 
 
 def full_size_engine(quick: bool = False) -> GepardEngine:
-    """Gepard-1.0's real shapes with random weights (gepard_demo.model.full_size), stop head off;
+    """Gepard-1.0's real shapes with random weights (gepard_demo.model.checkpoints.full_size), stop head off;
     a quick run's is the tiny checkpoint."""
     engine = engine_for(quick, ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
     with torch.no_grad():

@@ -44,8 +44,8 @@ from gepard_demo.batching.scheduler import BatchScheduler  # noqa: E402
 from gepard_demo.codec import build_random_codec, load_codec  # noqa: E402
 from gepard_demo.codec.batched import decode_together  # noqa: E402
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
-from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
-from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.model.checkpoints.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.serving.protocol import pcm16_array  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
 from gepard_demo.host_settings import BatchingSettings  # noqa: E402

@@ -1,6 +1,6 @@
 """Real time on a small CPU: every speed path side by side in one run, ratios to fp32 (issue 10).
 
-On the real-shape random Gepard (gepard_demo.model.full_size: 14 full-attention layers, hidden 1024, 8/2 heads, head_dim 256,
+On the real-shape random Gepard (gepard_demo.model.checkpoints.full_size: 14 full-attention layers, hidden 1024, 8/2 heads, head_dim 256,
 intermediate 3584, vocab 248320) and the full-size random NanoCodec, 2 threads unless said:
 
 1. kernels:  one 3584x1024 linear at batch 1 (a set of weights larger than the L3 cache, so
@@ -44,7 +44,7 @@ from gepard_demo.codec.hifigan import CausalConvTranspose  # noqa: E402
 from gepard_demo.codec.stream import ExactStreamDecoder  # noqa: E402
 from gepard_demo.model.engine import GepardEngine, ModelInfo  # noqa: E402
 from gepard_demo.model.talker import GepardTalker  # noqa: E402
-from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
 from gepard_demo.speed.fidelity import compare, snr_db, trace  # noqa: E402
 from gepard_demo.speed.pipeline import PipelinedEngine  # noqa: E402

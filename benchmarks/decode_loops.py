@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from quick import add_quick, engine_for  # noqa: E402
 
+from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
 from gepard_demo.model.fixed_shape.shapes import STEP_SCOPE  # noqa: E402
-from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.speed.fidelity import compare, trace  # noqa: E402
 

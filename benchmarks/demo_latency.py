@@ -103,9 +103,9 @@ def full_size_host(cache_dir):
     import torch
 
     from gepard_demo.codec import build_random_codec
-    from gepard_demo.model.full_size import build_full_size_engine
-    from gepard_demo.model.tiny import ensure_tiny
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.model.checkpoints.full_size import build_full_size_engine
+    from gepard_demo.model.checkpoints.tiny import ensure_tiny
+    from gepard_demo.ui.hosts.model_host import ModelHost
 
     engine = build_full_size_engine(ensure_tiny(Path(cache_dir)))  # the tiny tokenizer is enough here
     with torch.no_grad():  # random stop heads fire at random; make every run its full length
@@ -147,7 +147,7 @@ def main() -> int:
     from app import DEMO_STREAM
     from gepard_demo.speed.flags import speed_for
     from gepard_demo.speed.select import apply_codec_speed, apply_speed
-    from gepard_demo.ui.model_host import load_model_host
+    from gepard_demo.ui.hosts.model_host import load_model_host
     from gepard_demo.ui.server import build_app
 
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="gepard-bench-")

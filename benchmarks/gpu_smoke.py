@@ -1,5 +1,5 @@
 """GPU smoke test: everything a GPU Space depends on, in one run on one device, offline, on a talker
-with Gepard-1.0's real shapes and random weights (gepard_demo/model/full_size.py) and a full-size
+with Gepard-1.0's real shapes and random weights (gepard_demo/model/checkpoints/full_size.py) and a full-size
 random NanoCodec. One table, then the loops' (benchmarks/gpu_check.sh is the device command):
 
 - pick: the device, its compute capability and the precision the speed layer picks for it
@@ -50,9 +50,9 @@ from quick import add_quick  # noqa: E402
 
 from gepard_demo.codec import build_random_codec, load_codec  # noqa: E402
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
-from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.checkpoints.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.memory import batch_bytes  # noqa: E402
-from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
 from gepard_demo.speed.fidelity import MAX_DP_STOP, MAX_MEAN_KL, compare, snr_db, trace  # noqa: E402
 from gepard_demo.speed.quantize import BACKBONE_DTYPES  # noqa: E402

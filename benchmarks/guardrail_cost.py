@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gepard_demo.model.batch as batch_module  # noqa: E402
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
 from gepard_demo.model.batch import BatchRequest, DecodeBatch  # noqa: E402
-from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from quick import add_quick, engine_for  # noqa: E402
 

@@ -43,8 +43,8 @@ def build(mode: str, cold_start_s: float, cache_dir: str | None):
     from gepard_demo.codec import load_codec
     from gepard_demo.model.engine import GepardEngine
     from gepard_demo.host_settings import BatchingSettings
-    from gepard_demo.ui.gpu_host import GpuHost
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.gpu_host import GpuHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     engine = GepardEngine.load("tiny", cache_dir=cache_dir)

@@ -76,7 +76,7 @@ def run_mode(engine_host, look_ahead: int, max_batch: int, text: str, args) -> d
 
     from app import DEMO_STREAM
     from gepard_demo.host_settings import BatchingSettings, TrafficSettings
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(engine_host.engine, engine_host.codec, requested=engine_host.requested)
@@ -127,7 +127,7 @@ def ttfa_rounds(base, text: str, args) -> int:
     from app import DEMO_STREAM
     from gepard_demo.host_settings import BatchingSettings
     from gepard_demo.streaming.seams import SessionRequest
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
 
     hosts = {}
     for n in (0, args.look_ahead):
@@ -162,7 +162,7 @@ def main() -> int:
     from gepard_demo.speed.flags import speed_for
     from gepard_demo.speed.select import apply_codec_speed, apply_speed
     from gepard_demo.streaming.text_input import split_text
-    from gepard_demo.ui.model_host import load_model_host
+    from gepard_demo.ui.hosts.model_host import load_model_host
 
     text = ""
     while len(text) < args.chars:

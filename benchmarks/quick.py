@@ -23,8 +23,8 @@ def add_quick(parser: argparse.ArgumentParser) -> None:
 def engine_for(quick: bool, tiny_dir: Path):
     """The talker a benchmark measures: Gepard-1.0's real shape with random weights (the tiny
     checkpoint's tokenizer), or in a quick run the tiny checkpoint itself."""
+    from gepard_demo.model.checkpoints.full_size import build_full_size_engine
     from gepard_demo.model.engine import GepardEngine
-    from gepard_demo.model.full_size import build_full_size_engine
 
     return GepardEngine.load(str(tiny_dir)) if quick else build_full_size_engine(tiny_dir)
 

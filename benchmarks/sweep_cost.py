@@ -62,7 +62,7 @@ def main() -> int:
     shutil.rmtree(out, ignore_errors=True)
     local = GepardLocal.load("tiny", cache_dir=args.model_cache)
     if args.full_size:
-        from gepard_demo.model.full_size import build_full_size_engine
+        from gepard_demo.model.checkpoints.full_size import build_full_size_engine
 
         local = GepardLocal(build_full_size_engine(Path(local.engine.model_info.path)), local.codec)
     asr = None if args.no_asr else ASRSettings()

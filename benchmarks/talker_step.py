@@ -11,7 +11,7 @@
    keep the plain 2-D mask, and the one thing the full-attention fix added to them, the
    per-step layout check, is timed against its step.
 
-The full-size model is `gepard_demo.model.full_size.build_full_size_engine`: Gepard-1.0's shape
+The full-size model is `gepard_demo.model.checkpoints.full_size.build_full_size_engine`: Gepard-1.0's shape
 (14 full-attention layers, hidden 1024, ...), random weights.
 
 The stop head is forced off so every run makes exactly the frames asked for.
@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from transformers import DynamicCache  # noqa: E402
 
 from gepard_demo.model.engine import GepardEngine  # noqa: E402
-from gepard_demo.model.full_size import build_full_size_engine  # noqa: E402
+from gepard_demo.model.checkpoints.full_size import build_full_size_engine  # noqa: E402
 from gepard_demo.model.generation import full_attention_only  # noqa: E402
-from gepard_demo.model.tiny import ensure_tiny  # noqa: E402
+from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from quick import add_quick  # noqa: E402
 

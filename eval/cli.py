@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     from eval.scoring.derail import DerailRuleError
     from gepard_demo.alignment.weights import WeightsNotFound
     from gepard_demo.codec import CodecLoadError
-    from gepard_demo.model.source import ModelNotFoundError
+    from gepard_demo.model.checkpoints.source import ModelNotFoundError
 
     args = build_parser().parse_args(argv)
     try:

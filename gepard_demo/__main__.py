@@ -36,7 +36,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_make_tiny(args: argparse.Namespace) -> int:
-    from gepard_demo.model.tiny import make_tiny
+    from gepard_demo.model.checkpoints.tiny import make_tiny
 
     out = make_tiny(args.dir, seed=args.seed, layout="hybrid" if args.hybrid else "full")
     print(f"wrote tiny random-weight Gepard checkpoint to {out}")

@@ -12,8 +12,8 @@ is written as text and how the page shows it, and every surface derives from tha
   or may be a word. Every surface asks `switch`, `whole_number`, `may_be_unset` and
   `takes_a_word`, which read it; the field's annotation says the same for type checkers
   (tests/test_declare.py holds the two together).
-- `Control`: the page's control, on the Speak tab and the Eval tab's forms alike (ui/controls.py
-  parses and ui/fields.py builds them): its group, widget, range, step, label and element id. The
+- `Control`: the page's control, on the Speak tab and the Eval tab's forms alike (ui/page/controls.py
+  parses and ui/page/fields.py builds them): its group, widget, range, step, label and element id. The
   page's range sits inside `validate`'s, which is the semantic bound; the control's is what a
   slider spans and a typed value may reach.
 

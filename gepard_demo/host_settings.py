@@ -52,7 +52,7 @@ PRIVATE_PROXIES = "127.0.0.1,::1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/
 
 @dataclass(frozen=True)
 class TrafficSettings:
-    """How the page shares itself among its visitors (gepard_demo/ui/jobs.py, kept_jobs.py, server.py).
+    """How the page shares itself among its visitors (gepard_demo/ui/jobs/registry.py, kept_jobs.py, server.py).
 
     per_client: one client's Generates running (or waiting for the engine) at once; one more is
         refused when it reaches the handler. A client is an address (see trusted_proxies).
@@ -64,7 +64,7 @@ class TrafficSettings:
     trusted_proxies: peers (addresses or networks, comma-separated) whose X-Forwarded-For names
         the client: uvicorn's forwarded_allow_ips. Any other peer is the client itself.
     keep_running_bytes: a running job keeps at most this much of the audio its listeners already
-        have (ui/mailbox.py): 32 MB, about 6 minutes of float32 at 22.05 kHz.
+        have (ui/jobs/mailbox.py): 32 MB, about 6 minutes of float32 at 22.05 kHz.
     max_text_chars: the longest text a Generate takes: 2000 where visitors share the engine or a
         GPU quota (a public Space), a chapter (CHAPTER_CHARS) elsewhere; the page states it.
     max_ahead_s: how far a Generate's audio may run ahead of real time since its first chunk (the

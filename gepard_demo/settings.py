@@ -25,7 +25,7 @@ MAX_CFG_SCALE = 10.0
 # reshuffles which levels are left rather than discouraging a loop. 2 leaves room to explore past
 # the authors' range, as MAX_CFG_SCALE does for guidance.
 MAX_REPETITION_PENALTY = 2.0
-# force_stop_frames's text-scaled form (gepard_demo/model/guardrails.py), and how "no force stop"
+# force_stop_frames's text-scaled form (gepard_demo/model/guards/guardrails.py), and how "no force stop"
 # is written wherever the setting is text (a flag, the page's box, an eval form).
 AUTO = "auto"
 OFF = "off"

@@ -136,7 +136,7 @@ def live_demo(tiny_engine, tiny_codec, tmp_path_factory):
     """The real app (PCM route + Gradio page) on a free 127.0.0.1 port, in this process."""
     from app import DEMO_STREAM, find_eval_tab
     from gepard_demo.host_settings import BatchingSettings
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     # As app.py runs it: a batching host. One place, so the queue line's tests see a queue.
@@ -156,7 +156,7 @@ def live_batching_demo(tiny_engine, tiny_codec, tmp_path_factory):
     rule with costs it sets)."""
     from app import DEMO_STREAM
     from gepard_demo.host_settings import BatchingSettings
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(tiny_engine, tiny_codec, requested="tiny").batch(BatchingSettings(max_batch=4, admission="cap"))

@@ -6,8 +6,8 @@ import pytest
 import torch
 from hold_fixtures import install_endless_seed
 
+from gepard_demo.model.checkpoints.tiny import LAYOUTS, ensure_tiny
 from gepard_demo.model.engine import GepardEngine
-from gepard_demo.model.tiny import LAYOUTS, ensure_tiny
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,9 +12,9 @@ def random_engine(size: str, device: str = "cpu") -> tuple[Any, Any]:
     """(engine, codec) for size "tiny" or "full", with the speed layer's pick for `device` (on a
     GPU: the precision it loads at, and the decode step as CUDA graphs)."""
     from gepard_demo.codec import build_random_codec, load_codec
+    from gepard_demo.model.checkpoints.full_size import build_full_size_engine
+    from gepard_demo.model.checkpoints.tiny import ensure_tiny
     from gepard_demo.model.engine import GepardEngine
-    from gepard_demo.model.full_size import build_full_size_engine
-    from gepard_demo.model.tiny import ensure_tiny
     from gepard_demo.speed.flags import speed_for
     from gepard_demo.speed.select import apply_speed, load_dtype
 

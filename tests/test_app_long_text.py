@@ -37,7 +37,7 @@ def chapter(chars: int) -> str:
 @pytest.fixture(scope="module")
 def long_demo(tiny_engine, tiny_codec, tmp_path_factory):  # noqa: F811
     from app import DEMO_STREAM
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(tiny_engine, tiny_codec, requested="tiny").batch(BatchingSettings(max_batch=4, look_ahead=3))

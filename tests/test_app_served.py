@@ -191,7 +191,7 @@ def test_the_guardrails_reach_the_server_and_its_report_comes_back(served_app):
 def test_a_server_without_guardrails_greys_them_and_refuses_them():
     """vLLM-Omni would drop the fields unread: the page says so on the controls, and a request that
     uses them is refused naming the field rather than silently unguarded."""
-    from gepard_demo.ui.served import NO_GUARDRAILS_REASON, ServedHost, ServedSession
+    from gepard_demo.ui.hosts.served import NO_GUARDRAILS_REASON, ServedHost, ServedSession
 
     host = ServedHost(client=None, entry={"id": "gepard", "guidance": True})  # no "guardrails"
     locked = host.locked_controls()

@@ -34,7 +34,7 @@ STEP_S = 0.07  # the slow engine's wait per frame: 1 / 21.5 s of audio per 0.07 
 @pytest.fixture(scope="module")
 def slow_demo(tiny_engine, tiny_codec, tmp_path_factory):  # noqa: F811
     from app import DEMO_STREAM
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(SlowEngine(tiny_engine, STEP_S), tiny_codec, requested="tiny")

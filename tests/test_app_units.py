@@ -13,10 +13,10 @@ import pytest
 from gepard_demo.settings import SettingsError
 from gepard_demo.host_settings import TrafficSettings
 from gepard_demo.streaming.seams import SessionRequest
-from gepard_demo.ui.banner import banner_markdown
-from gepard_demo.ui.controls import CONTROL_NAMES, parse_controls
-from gepard_demo.ui.jobs import Busy, JobError, JobRegistry, TooManyListeners
-from gepard_demo.ui.model_host import ModelHost, load_model_host
+from gepard_demo.ui.page.banner import banner_markdown
+from gepard_demo.ui.page.controls import CONTROL_NAMES, parse_controls
+from gepard_demo.ui.jobs.registry import Busy, JobError, JobRegistry, TooManyListeners
+from gepard_demo.ui.hosts.model_host import ModelHost, load_model_host
 
 
 def run_async(coro_fn):
@@ -83,7 +83,7 @@ def test_parse_controls_keeps_big_seeds_exact_and_names_bad_values():
 
 
 def test_the_text_arrival_controls_read_and_name_bad_values():
-    from gepard_demo.ui.controls import parse_feed
+    from gepard_demo.ui.page.controls import parse_feed
 
     assert parse_feed(GOOD).rate is None  # at once
     assert parse_feed({**GOOD, "text_arrival": "as written", "words_per_s": 25}).rate == 25.0
@@ -293,7 +293,7 @@ def test_eval_tab_builder_gets_the_host_and_a_broken_one_is_reported():
     import gradio as gr
 
     from gepard_demo.settings import SamplingSettings, StreamSettings
-    from gepard_demo.ui.layout import build_demo
+    from gepard_demo.ui.page.layout import build_demo
 
     host = ModelHost(fake_engine("tiny", True), SimpleNamespace(sample_rate=22050), "tiny")
     controller = SimpleNamespace(generate=lambda *a: None, stop=lambda *a: None, voices=SimpleNamespace(prepare=lambda a: ""),
@@ -334,8 +334,8 @@ def test_stats_table_and_plot_say_how_it_ended():
 
     from gepard_demo.settings import SamplingSettings
     from gepard_demo.streaming.session import SynthesisStats
-    from gepard_demo.ui.controller import final_plot
-    from gepard_demo.ui.views import stats_markdown
+    from gepard_demo.ui.jobs.controller import final_plot
+    from gepard_demo.ui.page.views import stats_markdown
 
     s = SamplingSettings(stop_threshold=0.4, max_frames=50)
     stopped = SynthesisStats(seed=9, frames=3, ended_by=["stop"], complete=True, stop_frame=3, p_stop=[0.1, 0.2, 0.3, 0.9],
@@ -355,7 +355,7 @@ def test_stats_table_and_plot_say_how_it_ended():
 
 def _served_host(entry: dict):
     from gepard_demo.serving.client import SpeechClient
-    from gepard_demo.ui.served import ServedHost
+    from gepard_demo.ui.hosts.served import ServedHost
 
     return ServedHost(SpeechClient("http://127.0.0.1:9"), entry)  # never contacted here
 
@@ -368,7 +368,7 @@ def test_a_vllm_omni_server_locks_voice_and_guidance_with_their_own_reasons(tmp_
     import soundfile as sf
 
     from gepard_demo.settings import SamplingSettings, StreamSettings
-    from gepard_demo.ui.served import FIXED_REASON, NO_CLONING_REASON, NO_GUIDANCE_REASON
+    from gepard_demo.ui.hosts.served import FIXED_REASON, NO_CLONING_REASON, NO_GUIDANCE_REASON
     from gepard_demo.voice.reference_audio import ReferenceAudioError
 
     host = _served_host({"id": "nineninesix/gepard-1.0", "object": "model"})

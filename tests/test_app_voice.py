@@ -8,8 +8,8 @@ import pytest
 import soundfile as sf
 
 from app_fixtures import live_demo, tiny_codec  # noqa: F401  (fixtures)
-from gepard_demo.ui.banner import banner_markdown
-from gepard_demo.ui.voice import example_voices
+from gepard_demo.ui.page.banner import banner_markdown
+from gepard_demo.ui.page.voice import example_voices
 from app_fixtures import args, new_id
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def test_unusable_reference_is_a_clear_error(client, tmp_path):
 
 
 def test_banner_says_a_cloned_voice_is_noise_on_tiny(live_demo):
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
 
     host = live_demo.demo.controller.host
     assert isinstance(host, ModelHost) and "A cloned voice is noise too" in banner_markdown(host)

@@ -137,7 +137,7 @@ def test_admit_only_between_steps(layout_engine):
 def real_shape_engine(request, tiny_model_dir):
     """Gepard-1.0's real shape (random weights), at the CPU paths the app serves: fp32, and the
     fp16-weight backbone the speed layer picks on a CPU."""
-    from gepard_demo.model.full_size import build_full_size_engine
+    from gepard_demo.model.checkpoints.full_size import build_full_size_engine
     from gepard_demo.speed.quantize import apply_precision
 
     engine = build_full_size_engine(tiny_model_dir)

@@ -30,7 +30,7 @@ PER_CLIENT = "this address already has 2 Generates running, the most one address
 @pytest.fixture(scope="module")
 def busy_demo(tiny_engine, tiny_codec, tmp_path_factory):  # noqa: F811
     from app import DEMO_STREAM
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(tiny_engine, tiny_codec, requested="tiny").batch(BatchingSettings(max_batch=4, admission="cap"))

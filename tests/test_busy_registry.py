@@ -12,8 +12,8 @@ import pytest
 from test_app_units import FakeClock, run_async
 
 from gepard_demo.host_settings import TrafficSettings
-from gepard_demo.ui.jobs import Busy, JobGone, JobRegistry
-from gepard_demo.ui.kept_jobs import KEPT_JOB_OVERHEAD
+from gepard_demo.ui.jobs.kept_jobs import KEPT_JOB_OVERHEAD
+from gepard_demo.ui.jobs.registry import Busy, JobGone, JobRegistry
 
 SAMPLES = 1000  # a job's audio in these tests: 1000 float32 samples, 4000 bytes
 COST = SAMPLES * 4 + KEPT_JOB_OVERHEAD
@@ -109,7 +109,7 @@ def test_a_finished_long_texts_progress_outlives_its_audio():
     the job finished and its audio was sent and let go: the queue route answers its last progress."""
     from types import SimpleNamespace
 
-    from gepard_demo.ui.queue_line import queue_status
+    from gepard_demo.ui.jobs.queue_line import queue_status
 
     reg = JobRegistry(TrafficSettings())
     progress = {"segments": 3, "ends_s": [1.0, 2.0, 3.0]}

@@ -39,7 +39,7 @@ def _words(url: str, job_id: str, timeout: float = 60) -> dict:
 
 
 def _demo(engine, codec, aligner_settings, wav_dir):
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(engine, codec, requested="tiny").batch(BatchingSettings(max_batch=1, codec_batching=False))
@@ -143,7 +143,7 @@ def test_a_held_aligner_never_holds_the_generate(piper_page):
 
 def test_in_front_of_a_server_that_does_not_list_it_captions_are_off_and_say_which_field(tiny_engine, tiny_codec):  # noqa: F811
     from gepard_demo.serving.server import build_speech_app
-    from gepard_demo.ui.served import load_served_host
+    from gepard_demo.ui.hosts.served import load_served_host
     from gepard_demo.ui.server import caption_desk
 
     app = build_speech_app(tiny_engine, tiny_codec, tiny_engine.default_sampling(), StreamSettings())
@@ -158,7 +158,7 @@ def test_in_front_of_our_server_the_page_shows_the_servers_words(tiny_engine, al
     """The page asks a server that lists word_timestamps for them over SSE: the words under the
     player are the server's, where the speech is."""
     from gepard_demo.serving.server import build_speech_app
-    from gepard_demo.ui.served import load_served_host
+    from gepard_demo.ui.hosts.served import load_served_host
     from gepard_demo.ui.server import build_app
 
     sampling = tiny_engine.default_sampling().replace(stop_threshold=0.99, max_frames=CODEC.frames)

@@ -21,7 +21,7 @@ SLACK_S = 0.15  # the aligner's edges (within 0.1 s) and the worklet's 46 ms pro
 
 @pytest.fixture(scope="module")
 def page_url(tiny_engine, aligner, tmp_path_factory):  # noqa: F811
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(tiny_engine, CODEC, requested="tiny").batch(BatchingSettings(max_batch=1, codec_batching=False))

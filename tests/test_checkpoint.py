@@ -7,11 +7,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from gepard_demo.model.checkpoints.source import ModelNotFoundError, resolve_model
+from gepard_demo.model.checkpoints.tiny import ensure_tiny
 from gepard_demo.model.config import ConfigError, GepardConfig
 from gepard_demo.model.engine import GepardEngine
-from gepard_demo.model.source import ModelNotFoundError, resolve_model
 from gepard_demo.model.talker import CheckpointError, GepardTalker
-from gepard_demo.model.tiny import ensure_tiny
 
 
 def test_tiny_has_the_published_layout(tiny_model_dir, tiny_cache_dir):

@@ -19,8 +19,8 @@ from eval.ui.tab import run_eval
 from gepard_demo.codec import load_codec
 from gepard_demo.model.engine import GepardEngine
 from gepard_demo.settings import SamplingSettings
-from gepard_demo.ui.gpu_host import GpuHost
-from gepard_demo.ui.model_host import ModelHost
+from gepard_demo.ui.hosts.gpu_host import GpuHost
+from gepard_demo.ui.hosts.model_host import ModelHost
 
 pytestmark = pytest.mark.forks  # a GPU worker is forked (pytest.ini)
 

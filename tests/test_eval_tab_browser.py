@@ -62,7 +62,7 @@ def eval_demo(runs, tiny_engine, tiny_codec, tmp_path_factory):  # noqa: F811
     from app import DEMO_STREAM
     from eval.ui.tab import build_eval_tab
     from gepard_demo.host_settings import BatchingSettings
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
     from gepard_demo.ui.server import build_app
 
     host = ModelHost(tiny_engine, tiny_codec, requested="tiny").batch(BatchingSettings(max_batch=1))

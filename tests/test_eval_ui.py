@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 
 class _Provider:
-    """Shaped like gepard_demo.ui.model_host.ModelHost: callable, with .codec and .lock (no GPU calls)."""
+    """Shaped like gepard_demo.ui.hosts.model_host.ModelHost: callable, with .codec and .lock (no GPU calls)."""
 
     gpu = None
 
@@ -109,7 +109,7 @@ def test_open_in_the_demo_loads_what_each_engine_recorded(tmp_path):
     import soundfile as sf
     from eval_fixtures import fake_run
 
-    from gepard_demo.ui.speak_link import SpeakLink
+    from gepard_demo.ui.page.speak_link import SpeakLink
 
     voice = tmp_path / "elsewhere" / "voice.wav"
     voice.parent.mkdir()
@@ -138,7 +138,7 @@ def test_open_in_the_demo_loads_what_each_engine_recorded(tmp_path):
     copy = Path(cloned["ref_audio"])
     assert copy.read_bytes() == voice.read_bytes() and "elsewhere" not in str(copy)
     # The Speak tab's side: named controls set, the rest left as the visitor has them.
-    from gepard_demo.ui.controls import CONTROL_NAMES
+    from gepard_demo.ui.page.controls import CONTROL_NAMES
 
     link = SpeakLink({name: object() for name in CONTROL_NAMES}, object())
     updates = link.updates(served)

@@ -8,7 +8,7 @@ import pytest
 from spaces.zero.client import html_string
 from spaces.zero.gradio import error
 
-from gepard_demo.ui.gpu_refusals import explain
+from gepard_demo.ui.hosts.gpu_refusals import explain
 
 PRO_LINK = '<a style="white-space: nowrap" href="https://huggingface.co/subscribe/pro?from=ZeroGPU">Subscribe to Pro</a>'
 CASES = [

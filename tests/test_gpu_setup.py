@@ -12,12 +12,12 @@ import torch
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
 
 from gepard_demo.model import engine as engine_module
-from gepard_demo.model.full_size import full_size_config
+from gepard_demo.model.checkpoints.full_size import full_size_config
 from gepard_demo.model.memory import GpuMemoryError, batch_bytes, check_fits
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.speed.cuda_check import CudaReport, driver_version, gpu_present
-from gepard_demo.ui.banner import banner_markdown
-from gepard_demo.ui.model_host import ModelHost
+from gepard_demo.ui.hosts.model_host import ModelHost
+from gepard_demo.ui.page.banner import banner_markdown
 
 GIB = 2**30
 

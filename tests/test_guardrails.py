@@ -11,8 +11,8 @@ import pytest
 import torch
 from authors_reference import Branch
 
-from gepard_demo.model.guardrails import auto_force_stop, force_stop_for
-from gepard_demo.model.probe import summary
+from gepard_demo.model.guards.guardrails import auto_force_stop, force_stop_for
+from gepard_demo.model.guards.probe import summary
 from gepard_demo.settings import SamplingSettings, SettingsError
 
 TEXT = "Hello world"

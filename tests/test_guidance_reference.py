@@ -47,7 +47,7 @@ def test_the_guidance_prompt_is_the_authors_layout(tiny_engine, tiny_model_dir):
 
 
 def test_the_published_defaults_give_the_published_layout():
-    from gepard_demo.model.full_size import full_size_config
+    from gepard_demo.model.checkpoints.full_size import full_size_config
     from gepard_demo.model.prompt import build_unconditional_prompt_ids
 
     # facts §1: slots from tokeniser_length 248077, 8 of them; SOT 248073, EOT 248074, SOS 248070.

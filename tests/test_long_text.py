@@ -224,7 +224,7 @@ def test_the_hosts_pace_hint_is_one_streams():
     from types import SimpleNamespace
 
     from gepard_demo.streaming.chunks import SynthesisStats
-    from gepard_demo.ui.controller import DemoController
+    from gepard_demo.ui.jobs.controller import DemoController
 
     one = SynthesisStats(speech_s=10.0, wall_s=10.0)
     chapter = SynthesisStats(speech_s=40.0, wall_s=10.0, segments=8)

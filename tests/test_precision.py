@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from gepard_demo.codec import load_codec
+from gepard_demo.model.checkpoints.tiny import ensure_tiny
 from gepard_demo.model.engine import GepardEngine
 from gepard_demo.model.sampling import RowSampler
-from gepard_demo.model.tiny import ensure_tiny
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.speed import select
 from gepard_demo.speed.fidelity import trace

@@ -1,4 +1,4 @@
-"""The queue route's states are declared once (ui/queue_line.QueueState): the route answers only
+"""The queue route's states are declared once (ui/jobs/queue_line.QueueState): the route answers only
 those, the page hands their names to the player in its config, and the player reads exactly
 those names from there, with no copy of its own. A state added, renamed or dropped on either side
 fails here, not on a page whose wait line silently stops showing.
@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from gepard_demo.ui.layout import PAGE_SCRIPTS, PLAYER_SCRIPTS, page_head, player_config
-from gepard_demo.ui.queue_line import QUEUE_STATES, queue_status
+from gepard_demo.ui.jobs.queue_line import QUEUE_STATES, queue_status
+from gepard_demo.ui.page.layout import PAGE_SCRIPTS, PLAYER_SCRIPTS, page_head, player_config
 
-UI = Path(__file__).resolve().parents[1] / "gepard_demo" / "ui"
+UI = Path(__file__).resolve().parents[1] / "gepard_demo" / "ui" / "static"
 
 
 def _code(name: str) -> str:

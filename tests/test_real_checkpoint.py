@@ -9,10 +9,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from gepard_demo.model.checkpoints.tiny import ref_compressor_state
 from gepard_demo.model.config import GepardConfig
 from gepard_demo.model.engine import GepardEngine
 from gepard_demo.model.talker import CheckpointError
-from gepard_demo.model.tiny import ref_compressor_state
 from gepard_demo.settings import SamplingSettings
 
 GREEDY = SamplingSettings(greedy=True, max_frames=12, stop_threshold=0.999)
@@ -174,7 +174,7 @@ def test_checkpoint_in_the_authors_export_layout(tiny_model_dir, tmp_path, lm_he
 
 
 def test_full_size_builder_has_gepard_1_0s_shape():
-    from gepard_demo.model.full_size import full_size_config
+    from gepard_demo.model.checkpoints.full_size import full_size_config
     from gepard_demo.model.talker import GepardTalker
 
     cfg = full_size_config()

@@ -16,7 +16,7 @@ from gepard_demo.model.seams import AudioCodec, Engine, FrameEngine, WrappedEngi
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.speed.pipeline import PipelinedEngine
 from gepard_demo.streaming.seams import Host, Session, SessionRequest
-from gepard_demo.ui.model_host import ModelHost
+from gepard_demo.ui.hosts.model_host import ModelHost
 
 
 def test_no_class_forwards_through_getattr():

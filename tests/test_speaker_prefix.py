@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import save_file
 from test_ref_compressor import TINY
 
-from gepard_demo.model.tiny import TINY_CODEC_FILE
+from gepard_demo.model.checkpoints.tiny import TINY_CODEC_FILE
 from gepard_demo.voice.compressor import CompressorError
 from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio, prepare_reference
 from gepard_demo.voice.speaker_prefix import SpeakerPrefixer

@@ -16,7 +16,7 @@ import pytest
 
 from gepard_demo.serving.client import SpeechClient, SpeechServerError
 from gepard_demo.settings import SamplingSettings
-from gepard_demo.ui.served import ServedSession
+from gepard_demo.ui.hosts.served import ServedSession
 
 PCM = (np.arange(-2500, 2500, dtype="<i2") * 13).tobytes()  # 5000 samples: under 5 frames
 
@@ -80,7 +80,7 @@ def test_thin_clients_load_no_model_library():
     import subprocess
     import sys
 
-    code = ("import sys, gepard_demo.ui.served, eval.engines.served, gepard_demo.streaming.text_input; "
+    code = ("import sys, gepard_demo.ui.hosts.served, eval.engines.served, gepard_demo.streaming.text_input; "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])

@@ -11,7 +11,7 @@ import pytest
 from app_fixtures import free_port, serve_in_thread, tiny_codec, wait_for_port  # noqa: F401  (tiny_codec: fixture)
 from test_speaker_prefix import voice_like, wav_bytes
 
-from gepard_demo.model.tiny import TINY_CODEC_FILE
+from gepard_demo.model.checkpoints.tiny import TINY_CODEC_FILE
 from gepard_demo.serving.protocol import pcm16
 from gepard_demo.settings import StreamSettings
 from gepard_demo.streaming.session import SynthesisSession

@@ -266,11 +266,11 @@ def test_banner_and_stats_show_the_speed_path():
     from types import SimpleNamespace
 
     from gepard_demo.streaming.session import SynthesisStats
-    from gepard_demo.ui.banner import banner_markdown
-    from gepard_demo.ui.views import stats_markdown
+    from gepard_demo.ui.page.banner import banner_markdown
+    from gepard_demo.ui.page.views import stats_markdown
 
     from gepard_demo.model.engine import ModelInfo
-    from gepard_demo.ui.model_host import ModelHost
+    from gepard_demo.ui.hosts.model_host import ModelHost
 
     info = ModelInfo(name="m", path="/m", revision=None, random_weights=False, device="cpu",
                      dtype="float32", speed="cpu · fp16-weight backbone · 1 thread · talker ahead of codec")

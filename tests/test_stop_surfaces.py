@@ -159,7 +159,7 @@ def test_server_hang_up_while_queued_behind_a_stream(speech_server, endless, mod
 
 def test_served_page_stop_while_the_server_queues_it(speech_server, endless):  # noqa: F811
     from gepard_demo.serving.client import ServedFeatures, SpeechClient
-    from gepard_demo.ui.served import ServedSession
+    from gepard_demo.ui.hosts.served import ServedSession
 
     port, scheduler = speech_server
     holder = _open(port, endless, "raw")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from app_fixtures import tiny_codec  # noqa: F401  (fixture)
 
-from gepard_demo.model.stop_rule import derive, recut, recut_limit, stop_step
+from gepard_demo.model.guards.stop_rule import derive, recut, recut_limit, stop_step
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -143,7 +143,7 @@ def test_the_ab_diff_marks_what_differs(take):
 def test_what_cannot_be_recut_says_why(take):
     import dataclasses
 
-    from gepard_demo.ui.take_panel import reach_words
+    from gepard_demo.ui.page.take_panel import reach_words
 
     a, _ = take
     served = dataclasses.replace(a, codes=None)  # a served model sends audio only
@@ -160,7 +160,7 @@ def test_a_cloned_take_downloads_with_its_reference_clip(take, tmp_path):
     import dataclasses
     from types import SimpleNamespace
 
-    from gepard_demo.ui.take_panel import TakeHandlers
+    from gepard_demo.ui.page.take_panel import TakeHandlers
     from gepard_demo.ui.takes import synth_command
 
     a, _ = take

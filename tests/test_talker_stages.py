@@ -89,7 +89,7 @@ def test_speaker_slots_carry_null_prefix_from_the_file(tiny_engine, tiny_model_d
 def test_tiny_leaves_no_weight_at_an_identity_value(tiny_model_dir, tiny_layout, tiny_cache_dir):
     """Norm gains of 1 (or 0 in Qwen3.5's 1+w norms), unit scales and constant offsets would let a
     stage the code skips go unnoticed; the tiny randomises every one of them."""
-    from gepard_demo.model.tiny import ensure_tiny
+    from gepard_demo.model.checkpoints.tiny import ensure_tiny
 
     w = _disk(ensure_tiny(tiny_cache_dir, layout=tiny_layout))
     constant = [k for k, v in w.items() if v.is_floating_point() and v.numel() > 1 and bool((v == v.flatten()[0]).all())]

@@ -21,7 +21,7 @@ from gepard_demo.model.engine import GepardEngine
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
-from gepard_demo.ui.turns import FairLock
+from gepard_demo.ui.jobs.turns import FairLock
 from gepard_demo.zerogpu import tasks
 from gepard_demo.zerogpu.budget import GpuBudget, StartTimes
 from gepard_demo.zerogpu.forked import Forked
@@ -239,7 +239,7 @@ def test_a_take_made_on_the_gpu_recuts_through_a_gpu_call(forked, reference, res
     GPU call of its own (the main process's codec is gated), and equals a direct run."""
     from types import SimpleNamespace
 
-    from gepard_demo.ui.take_panel import TakeHandlers
+    from gepard_demo.ui.page.take_panel import TakeHandlers
     from gepard_demo.ui.takes import Take
 
     session = _session(forked, max_frames=40, stop_threshold=0.99)

@@ -21,7 +21,7 @@ import soundfile as sf
 from app_fixtures import browser, free_port, set_number, start_process, stop_process  # noqa: F401  (fixtures)
 from hold_fixtures import ENDLESS_SEED
 
-from gepard_demo.ui.voice import example_voices
+from gepard_demo.ui.page.voice import example_voices
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.forks]
 ROOT = Path(__file__).resolve().parent.parent

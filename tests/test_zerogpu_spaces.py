@@ -19,7 +19,7 @@ from app_fixtures import ARTIFACTS, PLAYER_ENDED, args, browser, fixed_seed, fre
 from hold_fixtures import ENDLESS_SEED, HANG_S
 from zerogpu_device import ILLEGAL, NO_GPU, QUEUE_TIMEOUT, QUOTA, DeviceApi, spaces_app_command, spaces_env, wait_until
 
-from gepard_demo.ui.voice import example_voices
+from gepard_demo.ui.page.voice import example_voices
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.forks]
 

@@ -1,4 +1,4 @@
-"""Charts of the onset-entropy probe (gepard_demo/model/probe.py; eval/scoring/derail.py), with the
+"""Charts of the onset-entropy probe (gepard_demo/model/guards/probe.py; eval/scoring/derail.py), with the
 numbers drawn in a CSV beside each:
 
 - `probe_prediction`: is "flagged by frame N" (derail.probe_at, N = 20, 50, 100) an early sign of

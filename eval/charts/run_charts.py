@@ -18,7 +18,7 @@ from eval.charts.probe_charts import entropy_curves, probe_prediction
 from eval.charts.style import GREY, OKABE_ITO, RunContext, finish, new_figure, save_chart
 from eval.scoring.derail import DerailRule
 from eval.scoring.metrics import OVERLONG_RATIO, TRUNCATION_RATIO
-from gepard_demo.model.stop_rule import THRESHOLD
+from gepard_demo.model.guards.stop_rule import THRESHOLD
 from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, FRAME_RATE_HZ, expected_speech_s
 
 

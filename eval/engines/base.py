@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gepard_demo.model.ending import Ended
+from gepard_demo.model.guards.ending import Ended
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.units import wire_trace
 
@@ -54,9 +54,9 @@ class Synthesis(Ended):
     codes: np.ndarray | None = None  # (frames, 32) codec codes, where the engine has them (the loop detector's)
     text_tokens: int | None = None  # the text's token count (before repetition), where the engine tokenizes
     error: str | None = None  # a served request the server failed (5xx): no audio, the row says why
-    # How the utterance ended and the onset-entropy probe (gepard_demo/model/probe.py), where the
+    # How the utterance ended and the onset-entropy probe (gepard_demo/model/guards/probe.py), where the
     # engine has them (local, local-stream, our server; None for vLLM-Omni, Piper, files):
-    # "stop", "budget" or "force_stop" (gepard_demo/model/ending.py): stop_fired, runaway and
+    # "stop", "budget" or "force_stop" (gepard_demo/model/guards/ending.py): stop_fired, runaway and
     # force_stopped follow from it; None (Piper, files) leaves them None too.
     ended_by: str | None = None
     force_stop: int | None = None  # the frame count it would be force-stopped at ("auto" resolved), None: off
@@ -72,13 +72,13 @@ class Synthesis(Ended):
         return (self.gen_s + self.decode_s) / max(self.duration_s, 1e-9)
 
     def probe_fields(self) -> dict:
-        """The row's onset-entropy probe (gepard_demo/model/probe.py): the traces rounded to 4
+        """The row's onset-entropy probe (gepard_demo/model/guards/probe.py): the traces rounded to 4
         decimals (entropy per decode step, the stop step included; NLL per committed frame) and
         their summary (mean entropy over frames 0-9 and 40-59, and the drop); None without them."""
         out = {"entropy": wire_trace(self.entropy), "nll": wire_trace(self.nll), "entropy_onset": None,
                "entropy_settled": None, "entropy_drop": None}
         if self.entropy:
-            from gepard_demo.model.probe import summary
+            from gepard_demo.model.guards.probe import summary
 
             out.update(summary([float("nan") if h is None else h for h in self.entropy]))
         return out

@@ -166,7 +166,7 @@ class GepardStreaming(GepardLocal):
     def _cap(sampling, text: str, segments: int) -> int | None:
         """The force stop the utterance ran under ("auto" resolved); None when off, or when a long
         text was split into segments (each has its own cap)."""
-        from gepard_demo.model.guardrails import force_stop_for
+        from gepard_demo.model.guards.guardrails import force_stop_for
 
         return force_stop_for(sampling, text) if segments == 1 else None
 

@@ -30,7 +30,7 @@ def input_error(u: Utterance, sampling: SamplingSettings | None = None, engine: 
     except TextError as e:
         return str(e)
     if sampling is not None and engine in GEPARD_ENGINES:
-        from gepard_demo.model.guardrails import force_stop_for
+        from gepard_demo.model.guards.guardrails import force_stop_for
 
         try:
             force_stop_for(sampling, u.text)

@@ -1,6 +1,6 @@
 """Derailment from the onset-entropy probe: a rule with thresholds a researcher sets.
 
-The probe (gepard_demo/model/probe.py) gives, per committed frame, the mean belief entropy over
+The probe (gepard_demo/model/guards/probe.py) gives, per committed frame, the mean belief entropy over
 the 32 heads. The authors (gepard-train MODEL_GUIDE §5.1): a clean utterance's entropy "drops
 rapidly within the first 50 frames as the model locks onto speech"; a derailed one "remains flat
 and elevated". The rule here (`DerailRule`, defaults in brackets):

@@ -36,7 +36,7 @@ from eval.scoring.metrics import TRUNCATION_RATIO
 from eval.scoring.rates import wilson
 from eval.sweeps.thresholds import derive
 from gepard_demo.declare import tags
-from gepard_demo.model.stop_rule import THRESHOLD, threshold_of
+from gepard_demo.model.guards.stop_rule import THRESHOLD, threshold_of
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME, expected_speech_s
 

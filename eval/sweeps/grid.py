@@ -24,7 +24,7 @@ import numpy as np
 
 from eval.runs.run import RunConfig, RunError
 from gepard_demo.declare import declared, may_be_unset, sweep_defaults, tags, values_of
-from gepard_demo.model.stop_rule import CUT_ONLY
+from gepard_demo.model.guards.stop_rule import CUT_ONLY
 from gepard_demo.settings import SamplingSettings
 
 # Every sweep's axes unless told otherwise, with their short folder-name tags.

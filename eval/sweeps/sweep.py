@@ -26,7 +26,7 @@ import pandas as pd
 from eval.jsonio import replace_atomic, write_json_atomic
 from eval.runs.run import RunError, run
 from eval.sweeps.grid import SweepConfig, point_name
-from gepard_demo.model.stop_rule import CUT_ONLY
+from gepard_demo.model.guards.stop_rule import CUT_ONLY
 
 
 def _groups(points: list[dict], one_pass: bool = True) -> list[list[dict]]:

@@ -68,10 +68,10 @@ from eval.runs.run import (
 from eval.runs.seeds import sample_seed
 from eval.runs.sets import Utterance, expand_samples
 from gepard_demo.declare import values_of
-from gepard_demo.model.ending import BUDGET, FORCE_STOP
-from gepard_demo.model.guardrails import force_stop_for
+from gepard_demo.model.guards.ending import BUDGET, FORCE_STOP
+from gepard_demo.model.guards.guardrails import force_stop_for
 # the rule, shared with the page's re-cut (Derived is re-exported for callers of derive)
-from gepard_demo.model.stop_rule import CUT_ONLY, Derived, at_threshold, derive, threshold_of  # noqa: F401
+from gepard_demo.model.guards.stop_rule import CUT_ONLY, Derived, at_threshold, derive, threshold_of  # noqa: F401
 from gepard_demo.settings import SamplingSettings
 
 

@@ -18,8 +18,8 @@ from eval.engines.base import EvalEngine
 from eval.runs.run import RunError
 
 if TYPE_CHECKING:
-    from gepard_demo.ui.gpu_host import GpuHost
-    from gepard_demo.ui.model_host import EngineFacts
+    from gepard_demo.ui.hosts.gpu_host import GpuHost
+    from gepard_demo.ui.hosts.model_host import EngineFacts
 
 log = logging.getLogger("eval.ui")
 
@@ -76,7 +76,7 @@ class LockedEngine(EvalEngine):
 
 
 class GpuBatchEngine(EvalEngine):
-    """Each batch is one GPU call on the provider's runner (a GpuHost: gepard_demo/ui/gpu_host.py),
+    """Each batch is one GPU call on the provider's runner (a GpuHost: gepard_demo/ui/hosts/gpu_host.py),
     asking for the duration its rows and frames need."""
 
     name = "local"

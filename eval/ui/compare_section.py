@@ -21,7 +21,7 @@ from .runs_view import list_runs, row_audio, run_folder
 if TYPE_CHECKING:
     import gradio as gr
 
-    from gepard_demo.ui.speak_link import SpeakLink
+    from gepard_demo.ui.page.speak_link import SpeakLink
 
 SEP = "\t"  # between a regression's run and id in the picker's value (neither holds a tab)
 

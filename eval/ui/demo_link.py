@@ -1,5 +1,5 @@
 """'Open in the demo': an eval row's text, settings, voice and seed put into the Speak tab, which
-then makes it again as a take (gepard_demo.ui.speak_link.SpeakLink does the page's side).
+then makes it again as a take (gepard_demo.ui.page.speak_link.SpeakLink does the page's side).
 
 What a row can give depends on what made it (eval.runs.run.row_settings):
 - a local engine's row: everything (sampling with its seed, guidance, streaming, the voice), so
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.ui.controls import control_values
+from gepard_demo.ui.page.controls import control_values
 
 from .runs_view import find_row
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import gradio as gr
     from gradio.components import Component
 
-    from gepard_demo.ui.speak_link import SpeakLink
+    from gepard_demo.ui.page.speak_link import SpeakLink
     from gepard_demo.units import Json
 
 REFS_DIR = "gepard-eval-refs"  # under the system temp folder, which Gradio may serve
@@ -100,6 +100,6 @@ def wire_open(button: gr.Button, inputs: list[Component], pick: Callable[..., tu
         gr.Info(line)
         return [line, *speak.updates(values)]
 
-    from gepard_demo.ui.speak_link import GENERATE_JS
+    from gepard_demo.ui.page.speak_link import GENERATE_JS
 
     button.click(_open, inputs, [note, *speak.outputs()], api_visibility="private").success(None, js=GENERATE_JS)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import gradio as gr
     import numpy as np
 
-    from gepard_demo.ui.speak_link import SpeakLink
+    from gepard_demo.ui.page.speak_link import SpeakLink
 
 SEP = "\t"
 

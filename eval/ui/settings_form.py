@@ -1,5 +1,5 @@
 """The Eval tab's settings form: every setting the Speak tab shows, from the same declarations
-(gepard_demo.declare, through gepard_demo.ui.controls and fields), read back by the same parser,
+(gepard_demo.declare, through gepard_demo.ui.page.controls and fields), read back by the same parser,
 less the seed (a run's seeds come from its base seed). A run and a sweep share it: a sweep's
 points vary their axes over these settings.
 """
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.ui.controls import CONTROL_NAMES, REFERENCE, default_values, group_controls, parse_controls
+from gepard_demo.ui.page.controls import CONTROL_NAMES, REFERENCE, default_values, group_controls, parse_controls
 
 if TYPE_CHECKING:
     from gradio.components import Component
@@ -27,7 +27,7 @@ def build_settings_form() -> dict[str, Component]:
     """The form's controls by name (FORM_NAMES), in the current Gradio context."""
     import gradio as gr
 
-    from gepard_demo.ui.fields import build_group
+    from gepard_demo.ui.page.fields import build_group
 
     values = default_values()
     form = build_group("sampling", values, omit=("seed",), prefix=PREFIX)

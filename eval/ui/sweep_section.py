@@ -27,7 +27,7 @@ from gepard_demo.settings import SamplingSettings
 if TYPE_CHECKING:
     from gradio.components import Component
 
-    from gepard_demo.ui.model_host import EngineFacts
+    from gepard_demo.ui.hosts.model_host import EngineFacts
     from gepard_demo.units import Json
 
 SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway_rate", "force_stop_rate", "derail_rate",

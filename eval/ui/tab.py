@@ -6,12 +6,12 @@
 
 `build_eval_tab(engine_provider, runs_dir="runs", speak=None)` creates its components inside the
 caller's current Blocks/Tab context and returns None.
-- engine_provider: the page's host (gepard_demo.ui.page_host.PageHost: ModelHost or GpuHost),
+- engine_provider: the page's host (gepard_demo.ui.hosts.page_host.PageHost: ModelHost or GpuHost),
   called for the engine to run on; its `.codec` decodes, its `.lock` is held by every synthesis
   (eval batches take turns with each other, and with the demo unless a scheduler lines them
   up), and with `.gpu` set (ZeroGPU) each batch runs in GPU calls.
 - runs_dir: where run folders are written and listed (same layout as `python -m eval run`).
-- speak: the page's gepard_demo.ui.speak_link.SpeakLink (the app passes it): every row's
+- speak: the page's gepard_demo.ui.page.speak_link.SpeakLink (the app passes it): every row's
   "Open in the demo" puts it in the Speak tab and makes it again as a take.
 The tab: pick a set (built-in or an uploaded .txt/.jsonl) and settings, run with a progress
 bar (synthesis, then Whisper scoring, then the report), see the summary, the per-utterance
@@ -44,8 +44,8 @@ from eval.ui.sweep_section import build_sweep_section
 from eval.ui.settings_form import build_settings_form, read_settings_form
 
 if TYPE_CHECKING:
-    from gepard_demo.ui.model_host import EngineFacts
-    from gepard_demo.ui.speak_link import SpeakLink
+    from gepard_demo.ui.hosts.model_host import EngineFacts
+    from gepard_demo.ui.page.speak_link import SpeakLink
     from gepard_demo.units import Json
 
 # The form's own fields, before its settings (settings_form.FORM_NAMES): a run's set, engine and ASR.

@@ -43,11 +43,12 @@ from typing import Protocol
 import torch
 from transformers import DynamicCache
 
+from gepard_demo.model.guards.ending import BUDGET, FORCE_STOP, STOP
+from gepard_demo.model.guards.penalty import History
+from gepard_demo.model.guards.probe import belief
+
 from .cache_rows import append_rows, left_pad, select_rows, trim_left
-from .ending import BUDGET, FORCE_STOP, STOP
 from .generation import FrameStep, guide_logits, padding_mask
-from .penalty import History
-from .probe import belief
 from .sampling import RowSampler, sample_codes
 from .talker import GepardTalker
 

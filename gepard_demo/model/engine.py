@@ -12,17 +12,17 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
+from gepard_demo.model.checkpoints.source import ResolvedModel, resolve_model
 from gepard_demo.model.fixed_shape.choice import DYNAMIC, LoopChoice, choose_loop
 from gepard_demo.model.fixed_shape.fixed_batch import FixedBatch
 from gepard_demo.model.fixed_shape.shapes import WARM_ROWS, Capture, StepShapes
-from gepard_demo.model.source import ResolvedModel, resolve_model
+from gepard_demo.model.guards.guardrails import force_stop_for
 from gepard_demo.settings import SamplingSettings
 
 from .batch import BatchRequest, DecodeBatch, DecodeLoop, decode_batch
 from .config import GepardConfig
 from .frames import EngineFrames, FrameMaker
 from .generation import FrameStep, GenerationResult, ResultBuilder, full_attention_only
-from .guardrails import force_stop_for
 from .memory import check_fits
 from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
 from .sampling import RowSampler

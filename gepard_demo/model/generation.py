@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 import torch
 from transformers.masking_utils import create_causal_mask
 
+from gepard_demo.model.guards.ending import STOP, Ended
 from gepard_demo.settings import SamplingSettings
 
-from .ending import STOP, Ended
 from .talker import GepardTalker
 
 

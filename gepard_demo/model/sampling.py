@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gepard_demo.model.guards.penalty import History, penalize
 from gepard_demo.settings import SamplingSettings
-
-from .penalty import History, penalize
 
 
 @dataclass

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from gepard_demo.model.ending import BUDGET, STOP, Ended
+from gepard_demo.model.guards.ending import BUDGET, STOP, Ended
 from gepard_demo.serving.protocol import (
     MODELS_PATH,
     SPEECH_PATH,

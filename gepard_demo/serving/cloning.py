@@ -10,7 +10,7 @@ vLLM-Omni's cloning fields (its Qwen3-TTS "Base" task; vLLM-Omni 0.30 refuses th
 - `task_type`: accepted when it is "Base" (vLLM-Omni's name for cloning), refused otherwise.
 
 Our extension fields (not in vLLM-Omni) are the sampling settings declared served "guidance"
-(classifier-free guidance) or "guardrails" (the authors' guards, gepard_demo/model/guardrails.py)
+(classifier-free guidance) or "guardrails" (the authors' guards, gepard_demo/model/guards/guardrails.py)
 in settings.py, each read as its declaration reads it (`EXTENSION_FIELDS`, listed in
 /v1/models). Each is checked against the request's own frame budget (max_new_tokens), and a bad
 one is a 400 whose `param` names it.

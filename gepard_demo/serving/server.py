@@ -15,7 +15,7 @@ is decided by `protocol.py` (vLLM-Omni's request model + its Gepard adapter's ru
   `ref_audio` (base64 or a data URL), `ref_text` (accepted, ignored), `task_type` "Base"; always
   our extension fields, guidance and the authors' guardrails (settings.EXTENSION_GROUPS, read in
   cloning.py). Bad reference audio is a 400 naming `ref_audio`.
-- How each utterance ended and the onset-entropy probe (gepard_demo/model/probe.py) come back: on a
+- How each utterance ended and the onset-entropy probe (gepard_demo/model/guards/probe.py) come back: on a
   whole response as `X-Gepard-Ended-By` (stop, budget or force_stop), `X-Gepard-Force-Stopped` and
   `X-Gepard-Entropy-{Onset,Settled,Drop}` headers; on an SSE stream in the `speech.audio.done`
   event, with the per-step entropy and per-frame NLL traces (too long for a header). A raw stream

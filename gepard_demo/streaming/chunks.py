@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gepard_demo.declare import values_of
-from gepard_demo.model.ending import FORCE_STOP, RUNAWAY_ENDS, STOP, utterance_end
+from gepard_demo.model.guards.ending import FORCE_STOP, RUNAWAY_ENDS, STOP, utterance_end
 
 if TYPE_CHECKING:
     import torch
@@ -69,7 +69,7 @@ class SynthesisStats:
     """What one session did; filled in while it runs, complete once iteration ends.
 
     frames: frames committed (all segments).
-    ended_by: how each segment ended: "stop", "budget", "force_stop" or "cancel" (model/ending.py);
+    ended_by: how each segment ended: "stop", "budget", "force_stop" or "cancel" (model/guards/ending.py);
         the one record of how the run ended. `outcome` is the utterance's end; once the session is
         complete, stop_fired (every segment's stop head fired), runaway (some segment hit
         max_frames or was force-stopped) and force_stopped follow from it. segment_frames: how
@@ -77,7 +77,7 @@ class SynthesisStats:
     stop_frame: frames committed when the last segment's stop fired (None otherwise).
     p_stop: one value per decode step, including the stop step itself.
     entropy: the probe's belief entropy per decode step (as p_stop); nll: per committed frame
-        (gepard_demo/model/probe.py); `probe()` summarises them.
+        (gepard_demo/model/guards/probe.py); `probe()` summarises them.
     ttfa_s: request start -> first chunk's samples ready.
     gen_time_s: wall time spent waiting on the engine (prefill + decode steps).
     decode_time_s: wall time spent in the codec and the end-of-speech shaping.
@@ -143,7 +143,7 @@ class SynthesisStats:
 
     def probe(self) -> dict[str, float | None]:
         """The onset-entropy summary: mean entropy over frames 0-9 and 40-59 and the drop."""
-        from gepard_demo.model.probe import summary
+        from gepard_demo.model.guards.probe import summary
 
         return summary(self.entropy)
 

@@ -108,3 +108,26 @@ class ChunkDecoder:
 
     def close(self) -> None:
         self.decoder.close()  # a pooled codec stream leaves its pool
+
+
+def decode_frames(codec: AudioCodec, codes: np.ndarray, stream: StreamSettings) -> np.ndarray:
+    """A whole utterance's frames -> its audio, exactly as a session streams them: this decoder,
+    the session's chunk cuts (pacing.chunk_sizes), its end. The page's re-cut of a take plays this."""
+    import torch
+
+    from gepard_demo.codec import apply_end_of_speech
+
+    from .pacing import chunk_sizes
+
+    decoder = ChunkDecoder(codec, stream, SynthesisStats())
+    parts, start = [], 0
+    try:
+        for size in chunk_sizes(stream, len(codes)):
+            for frame in torch.from_numpy(np.asarray(codes[start:start + size], dtype=np.int64)):
+                decoder.add(frame)
+            parts.append(decoder.decode_pending())
+            start += size
+        parts.append(decoder.finish(apply_end_of_speech))
+    finally:
+        decoder.close()
+    return np.concatenate(parts).astype(np.float32, copy=False)

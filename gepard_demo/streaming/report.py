@@ -2,7 +2,7 @@
 
 The server's X-Gepard headers, its SSE `speech.audio.done` event and `synth`'s JSON line all
 write `run_report(stats)`; a client (the page in front of a server, eval's served engine) reads
-it back with `serving.client.ServedEnd`. How the run ended is `ended_by` (model/ending.py); the flags beside
+it back with `serving.client.ServedEnd`. How the run ended is `ended_by` (model/guards/ending.py); the flags beside
 it are derived from it, never set apart. Figures are rounded one way (units.wire_float).
 """
 

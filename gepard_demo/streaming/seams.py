@@ -3,10 +3,10 @@ back, and what the page's controller asks of a host.
 
 `SessionRequest` is built once, where a request enters (the controller, from the page's controls
 and limits), and every host's `new_session(request)` takes it whole: the model here
-(ui/model_host.py), behind ZeroGPU's calls (ui/gpu_host.py), in front of a server (ui/served.py).
+(ui/hosts/model_host.py), behind ZeroGPU's calls (ui/hosts/gpu_host.py), in front of a server (ui/hosts/served.py).
 `Session` is what each returns (streaming/session.SynthesisSession, zerogpu/session.GpuSession,
-ui/served_session.ServedSession): iterate once for AudioChunks, read its stats, cancel it from any
-thread. `Host` is what the controller calls on a host (ui/page_host.PageHost says the rest), with
+serving/served_session.ServedSession): iterate once for AudioChunks, read its stats, cancel it from any
+thread. `Host` is what the controller calls on a host (ui/hosts/page_host.PageHost says the rest), with
 the `Voices` that turn a reference clip into what `SessionRequest.speaker` carries and the
 `TurnLock` a Generate takes unless the host lines its sessions up itself.
 
@@ -95,7 +95,7 @@ class Voices(Protocol):
 
 
 class TurnLock(Protocol):
-    """The fair engine lock the page and the Eval tab share (ui/turns.FairLock)."""
+    """The fair engine lock the page and the Eval tab share (ui/jobs/turns.FairLock)."""
 
     def acquire(self, blocking: bool = True, timeout: float = -1,
                 abort: Callable[[], bool] | None = None) -> bool: ...
@@ -107,7 +107,7 @@ class TurnLock(Protocol):
 
 @runtime_checkable
 class Host(Protocol):
-    """What the page's controller calls on whatever makes its audio (ui/page_host.PageHost)."""
+    """What the page's controller calls on whatever makes its audio (ui/hosts/page_host.PageHost)."""
 
     requested: str  # the model the app asked for
     warm_rate: float | None  # audio s per wall s of the warm-up, once measured

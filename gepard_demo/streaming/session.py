@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from gepard_demo.model.ending import BUDGET, CANCEL, STOP
-from gepard_demo.model.guardrails import force_stop_for
+from gepard_demo.model.guards.ending import BUDGET, CANCEL, STOP
+from gepard_demo.model.guards.guardrails import force_stop_for
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clean_text, split_text

@@ -1,6 +1,5 @@
-"""The Gradio demo: page layout, Generate/Stop handlers, the PCM route and the browser player.
-
-Captions (each segment's words under the player): captions.py, words_route.py, captions.js.
+"""The demo page: the Gradio page (page/), a Generate's job (jobs/), what makes its audio (hosts/),
+the browser's scripts (static/), the PCM and words routes, takes and captions.
 
 app.py builds it with `gepard_demo.ui.server.build_app(host, ...)` and serves the result.
 """

@@ -27,13 +27,14 @@ from typing import Callable
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from .jobs import JobError, JobGone, JobRegistry, TooManyListeners
+from gepard_demo.ui.jobs.registry import JobError, JobGone, JobRegistry, TooManyListeners
 
 PCM_PREFIX = "/gepard/pcm/"
 QUEUE_PREFIX = "/gepard/queue/"
 LOAD_PATH = "/gepard/load"
 WORKLET_PATH = "/gepard/pcm-worklet.js"
-_WORKLET_FILE = Path(__file__).with_name("pcm_worklet.js")
+STATIC_DIR = Path(__file__).with_name("static")  # the browser's scripts, read from here into the page
+_WORKLET_FILE = STATIC_DIR / "pcm_worklet.js"
 log = logging.getLogger("gepard_demo.ui")
 
 

@@ -28,7 +28,7 @@ from gepard_demo.bounded import Bounded
 from gepard_demo.alignment.result import Alignment, merge
 from gepard_demo.units import SAMPLES_PER_FRAME
 
-from .jobs import JOB_ID_RE
+from gepard_demo.ui.jobs.registry import JOB_ID_RE
 
 if TYPE_CHECKING:
     from gepard_demo.alignment.aligner import Aligner

@@ -16,12 +16,12 @@ from gepard_demo.host_settings import LOOPBACK_PROXIES, TrafficSettings
 
 from .audio_route import make_audio_router
 from .captions import CaptionDesk, load_in_background
-from .banner import RANDOM_WEIGHTS_GAIN, RANDOM_WEIGHTS_MAX_FRAMES
-from .controller import DemoController
-from .jobs import JobRegistry
-from .layout import CSS, build_demo, page_head
-from .link_preview import LinkPreview, LinkPreviewMiddleware
-from .page_host import PageHost
+from gepard_demo.ui.page.banner import RANDOM_WEIGHTS_GAIN, RANDOM_WEIGHTS_MAX_FRAMES
+from gepard_demo.ui.jobs.controller import DemoController
+from gepard_demo.ui.jobs.registry import JobRegistry
+from gepard_demo.ui.page.layout import CSS, build_demo, page_head
+from gepard_demo.ui.page.link_preview import LinkPreview, LinkPreviewMiddleware
+from gepard_demo.ui.hosts.page_host import PageHost
 from .words_route import make_words_router
 
 

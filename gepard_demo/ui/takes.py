@@ -5,7 +5,7 @@ settings, the stats, p_stop, the committed frames' codes (for a re-cut) and its 
 lives in the visitor's Gradio session state (nothing global): newest first, MAX_TAKES of them.
 
 Re-cut: a seeded take's frames are the same for every threshold up to where it stops, so the
-take at a lower threshold is a prefix of its frames (model/stop_rule.py, the rule eval's one-pass
+take at a lower threshold is a prefix of its frames (model/guards/stop_rule.py, the rule eval's one-pass
 sweep applies); the prefix is decoded as the session would have streamed it (same decoder mode,
 same chunk cuts) and shaped with the same end fade and silence. A long text's take is re-cut
 segment by segment: each segment is a request of its own (its own seed, its own stop), so each
@@ -24,16 +24,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gepard_demo.model.ending import STOP, utterance_end
-from gepard_demo.model.guardrails import force_stop_for
-from gepard_demo.model.stop_rule import Derived, recut, recut_limit
+from gepard_demo.model.guards.ending import STOP, utterance_end
+from gepard_demo.model.guards.guardrails import force_stop_for
+from gepard_demo.model.guards.stop_rule import Derived, recut, recut_limit
 from gepard_demo.declare import declared, may_be_unset, page_controls, tagged, takes_a_word, values_of
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.settings_flags import setting_args
+from gepard_demo.streaming.decoding import decode_frames
 from gepard_demo.streaming.text_feed import write
 from gepard_demo.streaming.text_input import split_text
 
-from .controls import parse_feed
+from gepard_demo.ui.page.controls import parse_feed
 
 if TYPE_CHECKING:
     from gepard_demo.model.seams import AudioCodec
@@ -258,25 +259,7 @@ def recut_take(take: Take, threshold: float, codec: AudioCodec) -> tuple[np.ndar
     derived, kept = take.recut_parts(threshold)
     starts = np.cumsum([0] + [n for _, _, n, _ in take.segments()])
     codes = np.concatenate([take.codes[a:a + k] for a, k in zip(starts, kept)])
-    return decode_prefix(codec, codes, take.stream), derived
-
-
-def decode_prefix(codec: AudioCodec, codes: np.ndarray, stream: StreamSettings) -> np.ndarray:
-    """Frames -> audio as a SynthesisSession streams them: its decoder, its chunk cuts, its end."""
-    import torch
-
-    from gepard_demo.codec import apply_end_of_speech
-    from gepard_demo.streaming.pacing import chunk_sizes
-
-    decoder = codec.streamer(mode=stream.decode_mode, lookback=stream.lookback_frames)
-    parts, start = [], 0
-    for size in chunk_sizes(stream, len(codes)):
-        block = torch.from_numpy(np.asarray(codes[start:start + size], dtype=np.int64))
-        parts.append(np.asarray(decoder.push(block), dtype=np.float32).reshape(-1))
-        start += size
-    audio = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-    return np.asarray(apply_end_of_speech(audio, int(codec.sample_rate), stream.fade_ms, stream.silence_ms),
-                      dtype=np.float32)
+    return decode_frames(codec, codes, take.stream), derived
 
 
 def recut_resident(resident: Resident, take: Take, threshold: float) -> tuple[np.ndarray, Derived]:

@@ -26,7 +26,7 @@ import torch
 
 from gepard_demo.model.batch import DecodeLoop
 from gepard_demo.model.frames import FrameMaker, FrameSource
-from gepard_demo.model.ending import RUNAWAY_ENDS, STOP
+from gepard_demo.model.guards.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.model.seams import Engine, ModelInfo
 from gepard_demo.settings import SamplingSettings

@@ -38,7 +38,7 @@ from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gepard_demo.model.guardrails import force_stop_for
+from gepard_demo.model.guards.guardrails import force_stop_for
 from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.units import FRAME_RATE_HZ, expected_speech_s, word_count
 

@@ -51,7 +51,7 @@ def place(shape: Shape, free: list[int], done: Prefilled, requests: dict[int, Ba
 
 
 def _load_history(t: Tables, slot: int, sampler: RowSampler, committed: int) -> None:
-    """A penalized row's window (model/penalty.History) into its slot's counts and ring: frame n
+    """A penalized row's window (model/guards/penalty.History) into its slot's counts and ring: frame n
     sits at n % window, where the step's own bookkeeping puts it."""
     history = sampler.history
     if history is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from gepard_demo.model.generation import guide_logits
-from gepard_demo.model.penalty import penalize
+from gepard_demo.model.guards.penalty import penalize
 from gepard_demo.model.sampling import RowSampler, gumbel
 
 # A frame count that never comes (a force stop that is off, guidance on every frame).

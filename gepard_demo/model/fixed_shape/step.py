@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gepard_demo.model.ending import BUDGET, FORCE_STOP, STOP
-from gepard_demo.model.probe import belief
+from gepard_demo.model.guards.ending import BUDGET, FORCE_STOP, STOP
+from gepard_demo.model.guards.probe import belief
 from gepard_demo.model.talker import GepardTalker
 
 from .row_settings import guide, sample
@@ -95,7 +95,7 @@ def run_step(talker: GepardTalker, t: Tables, cache: SlotCache, out: Outputs) ->
 
 def _remember(t: Tables, codes: torch.Tensor, commit: torch.Tensor, before: torch.Tensor) -> None:
     """A penalized row's window takes the frame it commits; the frame it pushes out leaves
-    (model/penalty.History, as counts and a ring per slot)."""
+    (model/guards/penalty.History, as counts and a ring per slot)."""
     r = t.rows
     add = commit & r.penalized
     windowed = r.window > 0

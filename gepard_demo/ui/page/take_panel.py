@@ -18,15 +18,13 @@ import numpy as np
 import soundfile as sf
 from gradio.components import Component
 
-from gepard_demo.model.stop_rule import THRESHOLD, threshold_of
+from gepard_demo.model.guards.stop_rule import THRESHOLD, threshold_of
 from gepard_demo.settings import SamplingSettings
-from gepard_demo.units import FRAME_RATE_HZ
-
-from .captions import subtitle_files
-from .controls import CONTROL_NAMES, control_values
-from .pstop_plot import Trace, pstop_svg
-from .speak_link import GENERATE_JS
-from .takes import (
+from gepard_demo.ui.captions import subtitle_files
+from gepard_demo.ui.page.controls import CONTROL_NAMES, control_values
+from gepard_demo.ui.page.pstop_plot import Trace, pstop_svg
+from gepard_demo.ui.page.speak_link import GENERATE_JS
+from gepard_demo.ui.takes import (
     MAX_TAKES,
     TABLE_HEADERS,
     TABLE_WIDTHS,
@@ -39,10 +37,11 @@ from .takes import (
     settings_json,
     table_rows,
 )
+from gepard_demo.units import FRAME_RATE_HZ
 
 if TYPE_CHECKING:
-    from .controller import DemoController
-    from .page_host import PageHost
+    from gepard_demo.ui.hosts.page_host import PageHost
+    from gepard_demo.ui.jobs.controller import DemoController
 
 KEEP_JSON = 200  # settings files kept for download (all visitors together; the newest)
 
@@ -176,7 +175,7 @@ class TakeHandlers:
         except ValueError as exc:
             raise gr.Error(str(exc), title="Re-cut not possible", print_exception=False) from None
         if self.host.gpu is not None:  # ZeroGPU: the codec runs in a GPU call
-            from .takes import recut_resident
+            from gepard_demo.ui.takes import recut_resident
 
             frames = len(take.codes) if take.codes is not None else 0
             ask = self.host.budget.decode_s(frames, self.host.starts.estimate())

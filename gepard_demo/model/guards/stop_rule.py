@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .ending import BUDGET, FORCE_STOP, STOP, Ended
+from gepard_demo.model.guards.ending import BUDGET, FORCE_STOP, STOP, Ended
 
 if TYPE_CHECKING:
-    from ..settings import SamplingSettings
+    from gepard_demo.settings import SamplingSettings
 
 # The setting this rule reads, by name: the axis the page's re-cut and eval's one-pass sweep move
 # along (a column of a sweep's table, a key of a run's settings JSON).

@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import gradio as gr
@@ -13,21 +12,20 @@ from gradio.components import Component
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS, SEGMENT_CHARS
+from gepard_demo.ui.audio_route import PCM_PREFIX, QUEUE_PREFIX, STATIC_DIR, WORKLET_PATH
+from gepard_demo.ui.hosts.page_host import PageHost
+from gepard_demo.ui.hosts.served import lock_controls
+from gepard_demo.ui.jobs.controller import DemoController
+from gepard_demo.ui.jobs.queue_line import QUEUE_STATES
+from gepard_demo.ui.page.banner import banner_markdown
+from gepard_demo.ui.page.controls import CONTROL_NAMES, control_values, default_values
+from gepard_demo.ui.page.fields import build_group
+from gepard_demo.ui.page.guardrails import build_guardrail_controls
+from gepard_demo.ui.page.speak_link import SPEAK_TAB_ID, SpeakLink
+from gepard_demo.ui.page.take_panel import TakeHandlers, build_takes_panel, wire_takes
+from gepard_demo.ui.page.voice import build_voice_group, wire_voice_events
+from gepard_demo.ui.words_route import WORDS_PREFIX
 from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, Json
-
-from .audio_route import PCM_PREFIX, QUEUE_PREFIX, WORKLET_PATH
-from .banner import banner_markdown
-from .controller import DemoController
-from .controls import CONTROL_NAMES, control_values, default_values
-from .fields import build_group
-from .guardrails import build_guardrail_controls
-from .page_host import PageHost
-from .queue_line import QUEUE_STATES
-from .served import lock_controls
-from .speak_link import SPEAK_TAB_ID, SpeakLink
-from .words_route import WORDS_PREFIX
-from .take_panel import TakeHandlers, build_takes_panel, wire_takes
-from .voice import build_voice_group, wire_voice_events
 
 EXAMPLES = [
     "Hello! This is Gepard, a text to speech model that starts talking almost at once.",
@@ -86,8 +84,7 @@ def player_config(sample_rate: int, gain: float = 1.0) -> dict:
 
 def page_head(sample_rate: int, gain: float = 1.0, max_chars: int = MAX_TEXT_CHARS) -> str:
     """<head> markup: the player's and the page's config and code (inline, so it runs before any click)."""
-    here = Path(__file__).parent
-    scripts = "".join(f"<script>\n{(here / name).read_text(encoding='utf-8')}\n</script>\n" for name in PAGE_SCRIPTS)
+    scripts = "".join(f"<script>\n{(STATIC_DIR / name).read_text(encoding='utf-8')}\n</script>\n" for name in PAGE_SCRIPTS)
     return (
         f"<script>window.GEPARD_PLAYER_CONFIG = {json.dumps(player_config(sample_rate, gain))};\n"
         f"window.GEPARD_PAGE_CONFIG = {json.dumps({'maxChars': max_chars})};\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Literal, get_args
 
-from .jobs import JobRegistry
+from gepard_demo.ui.jobs.registry import JobRegistry
 
 QueueState = Literal["queued", "running", "finished", "gone", "unknown"]
 """Where a job stands, as GET /gepard/queue/{job} answers it (the answer's "state"):

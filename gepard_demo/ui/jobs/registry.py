@@ -21,9 +21,8 @@ from typing import Callable
 
 from gepard_demo.bounded import Bounded
 from gepard_demo.host_settings import TrafficSettings
-
-from .kept_jobs import KeptJobs
-from .mailbox import Job
+from gepard_demo.ui.jobs.kept_jobs import KeptJobs
+from gepard_demo.ui.jobs.mailbox import Job
 
 __all__ = ["JOB_ID_RE", "Busy", "Job", "JobError", "JobGone", "JobRegistry", "TooManyListeners"]
 

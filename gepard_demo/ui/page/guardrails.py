@@ -1,5 +1,5 @@
 """The page's derailment guardrails: the authors' repetition penalty and force stop (facts §15;
-gepard_demo/model/guardrails.py), a sub-group of the Sampling controls: the settings declared in
+gepard_demo/model/guards/guardrails.py), a sub-group of the Sampling controls: the settings declared in
 the "guardrails" group, under a note on what derailment is.
 """
 
@@ -10,9 +10,8 @@ from collections.abc import Mapping
 import gradio as gr
 from gradio.components import Component
 
+from gepard_demo.ui.page.fields import build_group
 from gepard_demo.units import Json
-
-from .fields import build_group
 
 
 def build_guardrail_controls(values: Mapping[str, Json]) -> dict[str, Component]:

@@ -16,9 +16,8 @@ import gradio as gr
 from gradio.components import Component
 
 from gepard_demo.declare import Control, declared
+from gepard_demo.ui.page.controls import group_controls
 from gepard_demo.units import Json
-
-from .controls import group_controls
 
 
 class FieldSlider(gr.Slider):

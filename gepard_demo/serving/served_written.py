@@ -20,12 +20,11 @@ import numpy as np
 
 from gepard_demo.serving.client import ServedEnd
 from gepard_demo.serving.protocol import pcm16_to_float
+from gepard_demo.serving.served_session import ServedSession
 from gepard_demo.serving.stream_client import SpeakError, StreamingSpeech, Unit
 from gepard_demo.streaming.chunks import AudioChunk
 from gepard_demo.streaming.text_feed import pieces, write
 from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
-
-from .served_session import ServedSession
 
 if TYPE_CHECKING:
     from gepard_demo.streaming.segments import Progress

@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-from .config import GepardConfig
-from .engine import DTYPES, GepardEngine, ModelInfo
-from .talker import GepardTalker
+from gepard_demo.model.config import GepardConfig
+from gepard_demo.model.engine import DTYPES, GepardEngine, ModelInfo
+from gepard_demo.model.talker import GepardTalker
 
 FULL_SIZE_NAME = "full-size-random"
 # Gepard-1.0's backbone: nineninesix/qwen3_5-full-attn-only-14 (facts §1).

@@ -32,7 +32,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3_5TextConfig
 
-from .config import OPERATING_POINT, GepardConfig
+from gepard_demo.model.config import OPERATING_POINT, GepardConfig
 
 TINY_VERSION = "tiny-v2"
 LAYOUTS = ("full", "hybrid")
@@ -212,7 +212,7 @@ def _no_identity_values(talker, gen: torch.Generator) -> None:
 
 
 def random_state(config: GepardConfig, seed: int, layout: str = "full") -> dict[str, torch.Tensor]:
-    from .talker import GepardTalker
+    from gepard_demo.model.talker import GepardTalker
 
     torch.manual_seed(seed)
     talker = GepardTalker(config)

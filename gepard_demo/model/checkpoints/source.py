@@ -33,7 +33,7 @@ def resolve_model(spec: str, cache_dir: str | Path | None = None) -> ResolvedMod
     if not spec:
         raise ModelNotFoundError("no model given: pass a local directory, a Hugging Face id, or 'tiny'")
     if spec == TINY:
-        from .tiny import ensure_tiny
+        from gepard_demo.model.checkpoints.tiny import ensure_tiny
 
         path = ensure_tiny(Path(cache_dir) if cache_dir else default_cache_dir())
         return _local(spec, path)

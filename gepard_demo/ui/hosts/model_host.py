@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from .page_host import PageHost
-from .turns import FairLock
+from gepard_demo.ui.hosts.page_host import PageHost
+from gepard_demo.ui.jobs.turns import FairLock
 
 if TYPE_CHECKING:
     from gepard_demo.batching.codec_pool import CodecPool
@@ -24,8 +24,7 @@ if TYPE_CHECKING:
     from gepard_demo.settings import StreamSettings
     from gepard_demo.streaming.seams import SessionRequest
     from gepard_demo.streaming.session import SynthesisSession
-
-    from .voice import VoiceCloning
+    from gepard_demo.ui.page.voice import VoiceCloning
 
 # What loads an engine: (model, cache_dir) -> the engine; and its codec: engine -> codec.
 EngineLoader = Callable[[str, "str | None"], "Engine"]
@@ -116,8 +115,8 @@ class ModelHost(EngineFacts):
         return time.perf_counter() - t0
 
     def new_session(self, request: SessionRequest) -> SynthesisSession:
-        """A SynthesisSession on this engine + codec (ui/served.py's host streams from a server instead).
-        request.speaker: a reference voice's prefix tokens (ui/voice.py), None = the default voice."""
+        """A SynthesisSession on this engine + codec (ui/hosts/served.py's host streams from a server instead).
+        request.speaker: a reference voice's prefix tokens (ui/page/voice.py), None = the default voice."""
         from gepard_demo.streaming.session import SynthesisSession
         from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
 
@@ -129,8 +128,8 @@ class ModelHost(EngineFacts):
                                 words_per_s=r.words_per_s)
 
     def voices(self) -> VoiceCloning:
-        """Reference audio -> speaker prefix for this engine (ui/voice.py; a served host sends it instead)."""
-        from .voice import VoiceCloning
+        """Reference audio -> speaker prefix for this engine (ui/page/voice.py; a served host sends it instead)."""
+        from gepard_demo.ui.page.voice import VoiceCloning
 
         return VoiceCloning(self)
 

@@ -19,11 +19,10 @@ import gradio as gr
 import numpy as np
 from gradio.components import Component
 
+from gepard_demo.ui.page.controls import REFERENCE
+from gepard_demo.ui.page.fields import build_group
 from gepard_demo.units import Json
 from gepard_demo.voice.reference_audio import REFERENCE_WINDOW, PageAudio, ReferenceAudioError
-
-from .controls import REFERENCE
-from .fields import build_group
 
 if TYPE_CHECKING:
     import torch

@@ -1,7 +1,7 @@
 """The p_stop plot as inline SVG: drawn here, made interactive by pstop.js.
 
 Beside p_stop (left axis, 0-1) each trace carries the onset-entropy probe's belief entropy
-(gepard_demo/model/probe.py) as a dashed line on its own right axis, in nats from 0 to at most
+(gepard_demo/model/guards/probe.py) as a dashed line on its own right axis, in nats from 0 to at most
 ENTROPY_AXIS (the mean over Gepard's 32 heads of ln(levels) is 1.90: a uniform belief). A clean
 run's entropy drops within its first 50 frames; a derailed one stays flat and high (facts §15).
 
@@ -9,7 +9,7 @@ An SVG (not a matplotlib image) so that the page can answer a hover (the frame u
 its p_stop and time) and let the threshold line be dragged, and so that it can be redrawn every
 poll while the utterance is made. The traces travel in the element's data attributes; page.js
 reads them back for the hover and for "at this threshold the take would stop at frame N" (the
-rule of gepard_demo/model/stop_rule.py, in JS). Colours follow the page (currentColor), so the
+rule of gepard_demo/model/guards/stop_rule.py, in JS). Colours follow the page (currentColor), so the
 dark theme needs no filter.
 """
 

@@ -14,9 +14,8 @@ if TYPE_CHECKING:
     from gepard_demo.serving.client import ServedFeatures
     from gepard_demo.settings import StreamSettings
     from gepard_demo.streaming.seams import Session, SessionRequest, Voices
+    from gepard_demo.ui.jobs.turns import FairLock
     from gepard_demo.zerogpu.runners import GpuRunner
-
-    from .turns import FairLock
 
 
 class PageHost:

@@ -19,6 +19,10 @@ import numpy as np
 
 from gepard_demo.bounded import Bounded
 from gepard_demo.settings import SettingsError
+from gepard_demo.ui.hosts.gpu_refusals import explain
+from gepard_demo.ui.hosts.model_host import EngineFacts, ModelHost
+from gepard_demo.ui.jobs.turns import FairLock
+from gepard_demo.ui.page.voice import PageVoices
 from gepard_demo.units import SAMPLE_RATE
 from gepard_demo.voice.reference_audio import (
     REFERENCE_WINDOW,
@@ -33,11 +37,6 @@ from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import Resident
 from gepard_demo.zerogpu.runners import GpuRunner, ZeroGpu
 from gepard_demo.zerogpu.session import GpuSession
-
-from .gpu_refusals import explain
-from .model_host import EngineFacts, ModelHost
-from .turns import FairLock
-from .voice import PageVoices
 
 if TYPE_CHECKING:
     from gepard_demo.codec.base import Codec

@@ -27,23 +27,22 @@ from typing import Any, Iterator
 import gradio as gr
 
 from gepard_demo.bounded import Bounded
-from gepard_demo.model.stop_rule import threshold_of
+from gepard_demo.model.guards.stop_rule import threshold_of
 from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.streaming.seams import Session, SessionRequest
 from gepard_demo.streaming.session import SynthesisStats
 from gepard_demo.streaming.text_input import TextError, read_text_file
+from gepard_demo.ui.audio_route import client_of
+from gepard_demo.ui.captions import CaptionDesk
+from gepard_demo.ui.hosts.page_host import PageHost
+from gepard_demo.ui.jobs.queue_line import queue_status
+from gepard_demo.ui.jobs.registry import JobError, JobRegistry
+from gepard_demo.ui.jobs.wav_sink import WavSink
+from gepard_demo.ui.page.controls import CONTROL_NAMES, default_values, parse_controls, parse_feed
+from gepard_demo.ui.page.pstop_plot import Trace, pstop_svg
+from gepard_demo.ui.page.views import stats_markdown
+from gepard_demo.ui.takes import Take
 from gepard_demo.voice.reference_audio import ReferenceAudioError
-
-from .audio_route import client_of
-from .captions import CaptionDesk
-from .controls import CONTROL_NAMES, default_values, parse_controls, parse_feed
-from .jobs import JobError, JobRegistry
-from .page_host import PageHost
-from .pstop_plot import Trace, pstop_svg
-from .queue_line import queue_status
-from .takes import Take
-from .views import stats_markdown
-from .wav_sink import WavSink
 
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
 STOP_GRACE_S = 0.2  # after Stop, how long the handler waits for the session's thread before it answers

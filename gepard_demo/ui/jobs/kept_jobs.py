@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from gepard_demo.bounded import Bounded
 
 if TYPE_CHECKING:
-    from .mailbox import Job
+    from gepard_demo.ui.jobs.mailbox import Job
 
 KEPT_JOB_OVERHEAD = 1024  # bytes a kept job costs beside its audio: its fields and bookkeeping
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 from gradio.components import Component
 
-from .controls import CONTROL_NAMES
+from gepard_demo.ui.page.controls import CONTROL_NAMES
 
 SPEAK_TAB_ID = "speak"
 # After the controls' new values have reached the page (Gradio applies a handler's outputs

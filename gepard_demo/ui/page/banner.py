@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from .page_host import PageHost
+from gepard_demo.ui.hosts.page_host import PageHost
 
 # On random weights the page's defaults keep the noise short and quiet (see server.build_app).
 RANDOM_WEIGHTS_MAX_FRAMES = 64  # about 3 s per text segment
@@ -15,7 +15,7 @@ RANDOM_WEIGHTS_GAIN = 0.3  # the live player's volume
 
 
 def banner_markdown(host: PageHost) -> str:
-    own = host.banner_markdown()  # a served model (ui/served.py) says what the server fixes
+    own = host.banner_markdown()  # a served model (ui/hosts/served.py) says what the server fixes
     if own is not None:
         return own
     info = host.info

@@ -1,6 +1,6 @@
 // The p_stop plots (pstop_plot.py draws the SVG): hover a frame for its p_stop, belief entropy and time; drag
 // the red threshold line to see where this take would stop at that threshold (the engine's
-// rule, as gepard_demo/model/stop_rule.py: the first step j >= 1 with p_stop[j] > threshold).
+// rule, as gepard_demo/model/guards/stop_rule.py: the first step j >= 1 with p_stop[j] > threshold).
 // Dragging the line on the A/B plot also sets the re-cut slider, so "Re-cut A" plays it.
 // Event delegation on the document: Gradio replaces the plot's HTML at every update.
 (function () {

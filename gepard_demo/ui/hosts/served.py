@@ -31,13 +31,12 @@ import soundfile as sf
 from gepard_demo.declare import served_as
 from gepard_demo.model.seams import ModelInfo
 from gepard_demo.serving.client import ServedFeatures, SpeechClient, SpeechServerError, bytes_data_url
+from gepard_demo.serving.served_session import NO_CLONING_REASON, NO_EXTENSION_REASONS, ServedSession
 from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, StreamSettings, fixed_by_server
+from gepard_demo.ui.hosts.page_host import PageHost
+from gepard_demo.ui.jobs.turns import FairLock
 from gepard_demo.units import SAMPLE_RATE
 from gepard_demo.voice.reference_audio import PageAudio, ReferenceAudioError, page_audio, prepare_reference
-
-from .page_host import PageHost
-from .served_session import NO_CLONING_REASON, NO_EXTENSION_REASONS, ServedSession
-from .turns import FairLock
 
 if TYPE_CHECKING:
     from gradio.components import Component
@@ -120,7 +119,7 @@ class ServedHost(PageHost):
         r = request
         options = dict(request_start=r.request_start, ref_audio=r.speaker, features=self.features)
         if r.words_per_s is not None:
-            from .served_written import ServedWrittenSession
+            from gepard_demo.serving.served_written import ServedWrittenSession
 
             return ServedWrittenSession(self.client, r.text, r.sampling, words_per_s=r.words_per_s, **options)
         return ServedSession(self.client, r.text, r.sampling, **options)

@@ -1,0 +1,1 @@
+"""Where a model comes from: a directory, a Hugging Face id, the tiny one, the full-size shape."""

@@ -1,0 +1,1 @@
+"""What watches a row as it decodes: the penalty, the guardrails, the probe, how a run ended."""

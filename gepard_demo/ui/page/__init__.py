@@ -1,0 +1,1 @@
+"""The Gradio page: its layout, controls and widgets, the results' views."""
