@@ -128,7 +128,7 @@ def test_registry_refuses_bad_ids_and_too_many_running():
         with pytest.raises(JobError):
             reg.admit(bad, "1.2.3.4")
     a = reg.claim("job-aaaaaaaa", "1.1.1.1")
-    assert reg.open("job-aaaaaaaa") is a
+    assert reg.get("job-aaaaaaaa") is a
     reg.claim("job-bbbbbbbb", "2.2.2.2")
     with pytest.raises(Busy, match="too many Generates running on this server"):
         reg.claim("job-cccccccc", "3.3.3.3")

@@ -18,12 +18,12 @@ from gepard_demo.codec import load_codec
 from gepard_demo.model.engine import GepardEngine
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
-from gepard_demo.streaming.chunks import SegmentFrames
-from gepard_demo.streaming.session import AudioChunk, SessionCarry, SynthesisSession, SynthesisStats
+from gepard_demo.streaming.session import AudioChunk, SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, split_text
 from gepard_demo.zerogpu import tasks
 from gepard_demo.units import expected_speech_s, word_count
 from gepard_demo.zerogpu.budget import CallPlan, GpuBudget, StartTimes
+from gepard_demo.zerogpu.carry import CallBounds, SegmentFrames, SessionCarry
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import Resident
 from gepard_demo.zerogpu.session import GpuSession
@@ -411,7 +411,7 @@ def test_a_carry_survives_pickling_and_another_process(reference):
     want = SynthesisSession(*reference, text, sampling, stream).run()
     carry, parts = None, []
     while True:
-        s = SynthesisSession(*reference, text, sampling, stream, resume=carry, call_frames=11, one_segment=True)
+        s = SynthesisSession(*reference, text, sampling, stream, calls=CallBounds(carry, call_frames=11, one_segment=True))
         parts += [c.samples for c in s]
         if s.carry is None:
             break

@@ -39,13 +39,14 @@ from typing import Callable
 
 import torch
 
-from gepard_demo.model.batch import DecodeLoop
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
 from gepard_demo.model.seams import Engine, WrappedEngine
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.host_settings import BatchingSettings
 
-from .admission import Costs, Newcomer, Running, refusal
+from .admission import Costs
+from .line import WaitLine
+from .running import RunningRows, end
 from .tickets import SchedulerClosed, Ticket, TicketFrames
 
 class BatchScheduler(WrappedEngine):
@@ -54,12 +55,11 @@ class BatchScheduler(WrappedEngine):
         self.settings = settings.validate()
         self.costs = Costs()
         self._cond = threading.Condition()
-        self._queue: list[Ticket] = []
-        self._running: dict[int, Ticket] = {}  # handle -> ticket
+        self._rows = RunningRows(self._cond, self.costs)  # the requests in the batch
+        self._line = WaitLine(engine, self.settings, self.costs, self._rows.tickets)  # the requests not yet in it
         self._numbers = itertools.count()
         self._closed = False
         self._thread: threading.Thread | None = None
-        self.preemptions = 0  # look-ahead rows that gave their place to a listened stream
 
     # -- what callers use ------------------------------------------------------------------
 
@@ -82,7 +82,7 @@ class BatchScheduler(WrappedEngine):
         with self._cond:
             if ticket.look_ahead:
                 ticket.look_ahead, ticket.codes = False, None
-                self._order()
+                self._line.order()
                 self._cond.notify_all()
 
     def generate(self, texts: list[str], settings: SamplingSettings | list[SamplingSettings],
@@ -136,8 +136,7 @@ class BatchScheduler(WrappedEngine):
         with self._cond:
             if self._closed:
                 raise SchedulerClosed("the engine's scheduler is closed")
-            self._queue.append(ticket)
-            self._order()
+            self._line.add(ticket)
             self._cond.notify_all()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="gepard-scheduler", daemon=True)
@@ -151,10 +150,8 @@ class BatchScheduler(WrappedEngine):
             if ticket.done:
                 return
             ticket.cancelled = True
-            if ticket in self._queue:
-                self._queue.remove(ticket)
+            if self._line.leave(ticket):
                 ticket.done = True
-                self._order()
             self._cond.notify_all()
 
     def note_decode(self, seconds: float, frames: int) -> None:
@@ -164,9 +161,10 @@ class BatchScheduler(WrappedEngine):
     def load(self) -> dict:
         """Requests running and waiting, and the batch's backbone rows."""
         with self._cond:
-            return {"running": len(self._running), "waiting": len(self._queue),
-                    "rows": sum(t.rows for t in self._running.values()), "max_batch": self.settings.max_batch,
-                    "look_ahead": sum(t.look_ahead for t in self._running.values()), "preemptions": self.preemptions}
+            return {"running": len(self._rows.tickets), "waiting": len(self._line.waiting),
+                    "rows": sum(t.rows for t in self._rows.tickets.values()), "max_batch": self.settings.max_batch,
+                    "look_ahead": sum(t.look_ahead for t in self._rows.tickets.values()),
+                    "preemptions": self._line.preemptions}
 
     def stopped(self) -> bool:
         """Its thread started and has ended (closed, or died): a stream waiting on it stops waiting."""
@@ -182,158 +180,39 @@ class BatchScheduler(WrappedEngine):
 
     # -- the scheduler's thread ------------------------------------------------------------
 
-    def _order(self) -> None:
-        """Listened streams first, then look-ahead segments, then batch work, each in arrival order;
-        every waiter learns its place."""
-        self._queue.sort(key=lambda t: (0 if t.listened else 1 if t.stream else 2, t.number))
-        for k, t in enumerate(self._queue):
-            t.ahead = k
-
     def _loop(self) -> None:
         batch = self.engine.new_batch()
         while True:
             with self._cond:
-                while not self._closed and not self._queue and not self._running:
+                while not self._closed and not self._line.waiting and not self._rows.tickets:
                     self._cond.wait()
                 if self._closed:
                     break
-                self._drop_ended(batch)  # what was cancelled during the last step leaves now
-                newcomers = self._admissible(batch)
+                self._rows.drop_ended(batch)  # what was cancelled during the last step leaves now
+                newcomers = self._line.admissible(batch)
             try:
                 if newcomers:
-                    self._admit(batch, newcomers)
+                    self._rows.admit(batch, newcomers)
                 if not batch:
                     continue
                 t0 = time.perf_counter()
                 rows = batch.row_count
                 events = batch.sample()
-                self._hand_out(events)
+                self._rows.hand_out(events)
                 with self._cond:
-                    self._drop_ended(batch)  # no backbone step for a row that just ended or was closed
+                    self._rows.drop_ended(batch)  # no backbone step for a row that just ended or was closed
                 batch.advance()
                 self.costs.note_step(rows, time.perf_counter() - t0)
             except Exception as exc:  # noqa: BLE001 - handed to every request in the batch
-                with self._cond:
-                    failed = list(self._running.values())
-                    self._running.clear()
-                for t in failed:
-                    t.done = True
-                    t.on_step(t, exc)
+                self._rows.fail(exc)
                 batch.close()
                 batch = self.engine.new_batch()
         batch.close()
         self._end_all(SchedulerClosed("the engine's scheduler was closed"))
 
-    def _drop_ended(self, batch: DecodeLoop) -> None:
-        """Under the lock: ended and cancelled requests leave the running set; a cancelled one's
-        rows leave the batch (now between steps, else at its next advance)."""
-        for h, t in list(self._running.items()):
-            if t.cancelled and not t.done:
-                batch.cancel(h)
-            if t.done or t.cancelled:
-                t.done = True
-                del self._running[h]
-
-    def _state(self, chosen: list[Ticket], newcomer: Ticket, without: tuple = ()) -> tuple[Running, Newcomer]:
-        """The running batch as the rule sees it for `newcomer` (chosen ones counted in, `without`
-        left out). A look-ahead newcomer answers only to the streams other sessions listen to."""
-        now = time.perf_counter()
-        tickets = [t for t in [*self._running.values(), *chosen] if t not in without]
-        listened = [t for t in tickets if t.listened and not (newcomer.look_ahead and t.group is newcomer.group)]
-        leads = [t.lead_s(now) for t in listened if t.handle is not None]
-        state = Running(len(tickets), sum(t.rows for t in tickets), len(listened), min(leads) if leads else None)
-        return state, Newcomer(newcomer.rows, newcomer.prompt_tokens, newcomer.listened)
-
-    def _admissible(self, batch: DecodeLoop) -> list[Ticket]:
-        """The queue's head, for as long as the admission rule lets each in (under the lock). A
-        listened stream the rule would keep waiting takes the places of look-ahead segments, when
-        that lets it in."""
-        chosen: list[Ticket] = []
-        for t in self._queue:
-            t.reason = None
-        while self._queue:
-            t = self._queue[0]
-            why = refusal(self.settings, self.costs, *self._state(chosen, t))
-            if why is not None and t.listened:
-                victims = self._victims(chosen, t)
-                if victims:
-                    for v in victims:
-                        self._preempt(batch, v)
-                    self._order()  # the preempted wait behind the listened streams again
-                    why = None
-            if why is not None:
-                t.reason = why  # in order: a later request does not overtake the head
-                break
-            chosen.append(self._queue.pop(0))
-        self._order()
-        return chosen
-
-    def _victims(self, chosen: list[Ticket], t: Ticket) -> list[Ticket]:
-        """The fewest running look-ahead tickets (latest first) whose places let `t` in, or none."""
-        ahead = sorted((r for r in self._running.values() if r.look_ahead), key=lambda r: -r.number)
-        for k in range(1, len(ahead) + 1):
-            if refusal(self.settings, self.costs, *self._state(chosen, t, tuple(ahead[:k]))) is None:
-                return ahead[:k]
-        return []
-
-    def _preempt(self, batch: DecodeLoop, t: Ticket) -> None:
-        """Under the lock, between steps: `t` leaves the batch and waits again, keeping its frames,
-        to go on from them (BatchRequest.replay, its noise drawn as far) when it is let in again."""
-        batch.cancel(t.handle)
-        del self._running[t.handle]
-        resume = torch.stack(t.codes) if t.codes else None
-        t.request = self.engine.request(t.text, t.request.sampler.settings, t.request.speaker, resume)
-        t.handle, t.preempted = None, t.preempted + 1
-        self.preemptions += 1
-        self._queue.append(t)
-
-    def _admit(self, batch: DecodeLoop, tickets: list[Ticket]) -> None:
-        """Prefill newcomers together, those resuming from the same number of frames in one group."""
-        groups: dict[int, list[Ticket]] = {}
-        for t in tickets:
-            groups.setdefault(t.request.resumed_from, []).append(t)
-        for group in groups.values():
-            self._admit_group(batch, group)
-
-    def _admit_group(self, batch: DecodeLoop, tickets: list[Ticket]) -> None:
-        t0 = time.perf_counter()
-        try:
-            handles = batch.admit([t.request for t in tickets])
-        except Exception as exc:  # noqa: BLE001 - this group's prefill failed: only its requests end
-            for t in tickets:
-                t.done = True
-                t.on_step(t, exc)
-            return
-        self.costs.note_prefill(time.perf_counter() - t0, sum(t.prompt_tokens for t in tickets))
-        with self._cond:
-            for h, t in zip(handles, tickets):
-                t.handle = h
-                self._running[h] = t
-                if t.cancelled:
-                    batch.cancel(h)
-
-    def _hand_out(self, events: list[tuple[int, FrameStep]]) -> None:
-        now = time.perf_counter()
-        for h, step in events:
-            t = self._running[h]
-            if step.codes is not None:
-                t.frames += 1
-                t.recent.append(now)
-                if t.first_frame_at is None:
-                    t.first_frame_at = now
-                if t.codes is not None:  # a look-ahead ticket keeps its frames: a preemption resumes from them
-                    t.codes.append(step.codes)
-            if step.done:
-                t.done = True
-            if not t.cancelled:
-                t.on_step(t, step)
-
     def _end_all(self, exc: BaseException) -> None:
         with self._cond:
-            left = list(self._running.values()) + self._queue
-            self._running.clear()
-            self._queue.clear()
-        for t in left:
-            if not t.done:
-                t.done = True
-                t.on_step(t, exc)
+            left = list(self._rows.tickets.values()) + self._line.waiting
+            self._rows.tickets.clear()
+            self._line.waiting.clear()
+        end(left, exc)

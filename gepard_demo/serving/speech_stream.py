@@ -40,6 +40,7 @@ from gepard_demo.units import SAMPLE_RATE
 if TYPE_CHECKING:
     import torch
 
+    from gepard_demo.alignment.aligner import Aligner
     from gepard_demo.streaming.session import SynthesisSession
 
 log = logging.getLogger(__name__)
@@ -99,11 +100,10 @@ class _Connection:
         self.units_sent = 0  # units of this utterance so far
         self.open = False  # from an utterance's first text to its input.done
         self.seed: int | None = None  # this utterance's seed (unit k: segment_seed(seed, k))
-        self.out: asyncio.Queue = asyncio.Queue()  # what goes to the client, in order
-        self.busy = 0  # items queued or being sent
         self.generating = asyncio.Semaphore(1 + handler.ahead)
         self.units: set[_Unit] = set()
-        self.sender = asyncio.create_task(self._send_all())
+        self.sending = _Sender(ws, self.service.aligner)
+        self._say = self.sending.say
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ class _Connection:
             except asyncio.TimeoutError:
                 if self.config is None:
                     return await self._fail("Timeout waiting for session.config")
-                if self.busy:  # the client waits for audio still coming: not idle
+                if self.sending.busy:  # the client waits for audio still coming: not idle
                     continue
                 return await self._fail("Idle timeout: no message received")
             if message["type"] == "websocket.disconnect":
@@ -214,9 +214,42 @@ class _Connection:
                 await anyio.to_thread.run_sync(unit.session.close)
             self.units.discard(unit)
 
-    # -- sending ---------------------------------------------------------------------------
+    # -- ending ----------------------------------------------------------------------------
 
-    def _say(self, item: _Unit | dict) -> None:  # a unit (its audio and events, in its turn), or a message
+    async def _fail(self, message: str) -> None:
+        """A fatal refusal: said, then the connection ends."""
+        self._say(sp.error(message))
+        await self.sending.drain()
+        await self.sending.close_socket()
+
+    async def _finish_and_close(self) -> None:
+        """session.close: what was asked before it is sent first, as the wheel's (which reads
+        nothing while it generates) would have sent it."""
+        await self.sending.drain()
+        await self.sending.close_socket()
+
+    async def close(self) -> None:
+        """Every unit this connection started stops (its rows leave the batch), and the sender ends."""
+        units = list(self.units)
+        for unit in units:
+            unit.session.cancel()  # from any thread: the row leaves the batch at the next step
+            unit.task.cancel()
+        self.sending.task.cancel()
+        await asyncio.gather(*[u.task for u in units], self.sending.task, return_exceptions=True)
+
+
+class _Sender:
+    """What goes to the client, in order: messages, and each unit's audio and events in its turn,
+    from one task; `busy` counts the items queued or being sent (the client waits for them: the
+    connection is not idle)."""
+
+    def __init__(self, ws: WebSocket, aligner: Aligner | None):
+        self.ws, self.aligner = ws, aligner
+        self.out: asyncio.Queue = asyncio.Queue()
+        self.busy = 0
+        self.task = asyncio.create_task(self._send_all())
+
+    def say(self, item: _Unit | dict) -> None:  # a unit (its audio and events, in its turn), or a message
         self.busy += 1
         self.out.put_nowait(item)
 
@@ -265,7 +298,7 @@ class _Connection:
                 else:
                     await self.ws.send_bytes(data)
         if config.word_timestamps:  # after the audio: nothing the sound waits on
-            alignment = await anyio.to_thread.run_sync(timestamps.align_session, self.service.aligner, unit.session)
+            alignment = await anyio.to_thread.run_sync(timestamps.align_session, self.aligner, unit.session)
             words = None if alignment is None else timestamps.wire_timestamps(alignment)
             await self.ws.send_json(sp.audio_chunk(unit.utterance, unit.index, chunk_id, 0, _ms(sent // 2), b"", words))
         elif not config.stream_audio:
@@ -275,40 +308,17 @@ class _Connection:
             await self.ws.send_bytes(data)
         return sent
 
-    # -- ending ----------------------------------------------------------------------------
-
-    async def _fail(self, message: str) -> None:
-        """A fatal refusal: said, then the connection ends."""
-        self._say(sp.error(message))
-        await self._drain()
-        await self._close_socket()
-
-    async def _finish_and_close(self) -> None:
-        """session.close: what was asked before it is sent first, as the wheel's (which reads
-        nothing while it generates) would have sent it."""
-        await self._drain()
-        await self._close_socket()
-
-    async def _drain(self) -> None:
+    async def drain(self) -> None:
         """Until everything queued is sent, or the sender has stopped (the client is gone)."""
         sent = asyncio.ensure_future(self.out.join())
-        await asyncio.wait({sent, self.sender}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({sent, self.task}, return_when=asyncio.FIRST_COMPLETED)
         sent.cancel()
 
-    async def _close_socket(self) -> None:
+    async def close_socket(self) -> None:
         try:
             await self.ws.close()
         except RuntimeError:  # already closed
             pass
-
-    async def close(self) -> None:
-        """Every unit this connection started stops (its rows leave the batch), and the sender ends."""
-        units = list(self.units)
-        for unit in units:
-            unit.session.cancel()  # from any thread: the row leaves the batch at the next step
-            unit.task.cancel()
-        self.sender.cancel()
-        await asyncio.gather(*[u.task for u in units], self.sender, return_exceptions=True)
 
 
 def _ms(samples: int) -> int:

@@ -163,34 +163,3 @@ def stack_codes(codes: list[Codes]) -> torch.Tensor | np.ndarray:
 
         return torch.stack(list(codes))
     return np.stack([np.asarray(c) for c in codes])
-
-
-@dataclass
-class SegmentFrames:
-    """A later segment's frames, made in a GPU call before its turn to play (the segments of a
-    call decode as rows of one batch: gepard_demo/zerogpu/batched.py), not yet read by the
-    session: what the next call decodes without making them again, or goes on from. Its steps'
-    traces come with it, so the stats and the page's plot stay whole once they are read."""
-
-    codes: np.ndarray  # (n, 32) int64 frames made so far; a resumed request's sampler skips n draws
-    p_stop: list[float]  # one per step: n, plus the stop step when the stop head fired
-    entropy: list[float]  # per step, as p_stop
-    nll: list[float]  # per frame
-    ended: str | None = None  # "stop", "budget" or "force_stop"; None: it goes on from its frames
-
-
-@dataclass
-class SessionCarry:
-    """Where an utterance stopped at the end of one call, for the next call to go on from it
-    (SynthesisSession(resume=...)): the segment it is in and the frames that segment has, the
-    codec side (decoding.ChunkDecoder.carry), and what the session had counted. Every frame and
-    sample of the utterance is made exactly once, in order, across the calls."""
-
-    segment: int  # the segment the next call works on
-    segment_codes: np.ndarray | None  # (n, 32) frames of it the session has read (None: none yet)
-    decoding: dict
-    ended_by: list[str]  # how each earlier segment ended
-    stats: SynthesisStats
-    codes: np.ndarray  # (frames, 32) every frame committed so far, in order
-    # Segments (from `segment` on) with frames made ahead that nobody has read yet (SegmentFrames)
-    ahead: dict[int, SegmentFrames] = field(default_factory=dict)

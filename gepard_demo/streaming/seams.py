@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import numpy as np
 
+    from gepard_demo.codec.fsq import Codes
     from gepard_demo.model.seams import ModelInfo
     from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.voice.reference_audio import PageAudio
 
     from .chunks import AudioChunk, SynthesisStats
+    from .playback import Playback
     from .segments import Progress
 
 
@@ -84,6 +86,22 @@ class Session(Protocol):
     def stop_note(self) -> str | None: ...
 
     def codes(self) -> np.ndarray | None: ...
+
+
+class Handover(Protocol):
+    """Where one call of an utterance starts and ends, when several calls make it in turn
+    (zerogpu/carry.CallBounds): the session asks it and hands it what the next call needs."""
+
+    def resumed(self, stats: SynthesisStats) -> tuple[SynthesisStats, list[Codes]]: ...
+
+    def start(self, playback: Playback) -> tuple[int, np.ndarray | None]: ...
+
+    def ends_at_chunk(self, made: int) -> bool: ...
+
+    def ends_after_segment(self, segment: int, segments: int) -> bool: ...
+
+    def carry(self, segment: int, segment_codes: list[Codes] | None, playback: Playback,
+              stats: SynthesisStats, codes: np.ndarray) -> object: ...
 
 
 class Voices(Protocol):

@@ -33,7 +33,10 @@ from gepard_demo.units import FRAME_RATE_HZ
 if TYPE_CHECKING:
     import torch
 
+    from gepard_demo.model.generation import FrameStep
     from gepard_demo.model.seams import FrameEngine
+
+    from .chunks import SynthesisStats
 
 
 class Progress(TypedDict, total=False):
@@ -198,3 +201,39 @@ class SegmentSources:
                 "ahead_s": round(ahead_frames / FRAME_RATE_HZ, 3),
                 "rate": None if rate is None else round(rate, 3),
                 "text_rate": None if text_rate is None else round(text_rate, 3)}
+
+
+class SegmentReader:
+    """A session's hold on its segments' sources: each engine step and each close under one lock (a
+    generator in use cannot close), so a close from another thread waits at most for the step in
+    flight and frees the engine even when nobody resumes the iteration; nothing opens or steps
+    once the session is cancelled."""
+
+    def __init__(self, sources: SegmentSources, cancelled: threading.Event, stats: SynthesisStats):
+        self.sources, self._cancelled, self.stats = sources, cancelled, stats
+        self._lock = threading.RLock()
+
+    def open(self, index: int, resume: torch.Tensor | None) -> FrameSource | None:
+        with self._lock:
+            return None if self._cancelled.is_set() else self.sources.open(index, resume)
+
+    def read(self, frames: FrameSource) -> FrameStep | None:
+        """The segment's next step, its wait counted in stats.gen_time_s; None once cancelled or
+        when the source ends."""
+        with self._lock:
+            if self._cancelled.is_set():
+                return None
+            t = time.perf_counter()
+            step = next(frames, None)
+            self.stats.gen_time_s += time.perf_counter() - t
+            self.sources.read += step is not None and step.codes is not None
+        return step
+
+    def end_segment(self) -> None:
+        with self._lock:
+            self.sources.close_current()
+
+    def close(self) -> None:
+        """End every segment's request (waits for the step in flight)."""
+        with self._lock:
+            self.sources.close()

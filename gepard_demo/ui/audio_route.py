@@ -27,7 +27,7 @@ from typing import Callable
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from gepard_demo.ui.jobs.registry import JobError, JobGone, JobRegistry, TooManyListeners
+from gepard_demo.ui.jobs.registry import JobError, JobGone, JobRegistry, TooManyListeners, check_id
 
 PCM_PREFIX = "/gepard/pcm/"
 QUEUE_PREFIX = "/gepard/queue/"
@@ -80,7 +80,7 @@ def make_audio_router(registry: JobRegistry, sample_rate: int,
     @router.get(QUEUE_PREFIX + "{job_id}")
     async def queue(job_id: str):
         try:
-            registry.check_id(job_id)
+            check_id(job_id)
         except JobError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
         return JSONResponse(queue_status(job_id), headers={"Cache-Control": "no-store"})

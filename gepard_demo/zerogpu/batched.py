@@ -30,8 +30,10 @@ from gepard_demo.model.guards.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.model.seams import Engine, ModelInfo
 from gepard_demo.settings import SamplingSettings
-from gepard_demo.streaming.chunks import SegmentFrames, SessionCarry, stack_codes
+from gepard_demo.streaming.chunks import stack_codes
 from gepard_demo.streaming.segments import segment_sampling
+
+from .carry import SegmentFrames, SessionCarry
 
 
 @dataclass

@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Iterator
 from gepard_demo.declare import values_of
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
-from gepard_demo.streaming.session import AudioChunk, SessionCarry, StepEvent, SynthesisStats
-from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, clean_text, split_text
+from gepard_demo.streaming.plan import plan
+from gepard_demo.streaming.session import AudioChunk, StepEvent, SynthesisStats
+from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
 
 from .budget import GpuBudget, Made, StartTimes
+from .carry import SessionCarry
 from .tasks import CallStart, Failure, FrameCodes, StreamRequest
 
 if TYPE_CHECKING:
@@ -51,16 +53,15 @@ class GpuSession(OnceIterableSession):
                  budget: GpuBudget = GpuBudget(), starts: StartTimes | None = None, max_text_chars: int | None = None):
         """budget, starts: how each call is sized (budget.py) and the cold starts measured so far;
         max_text_chars: the page's limit (default MAX_TEXT_CHARS)."""
-        sampling.validate()
         stream.validate()
+        planned = plan(text, sampling, max_text_chars=max_text_chars or MAX_TEXT_CHARS)
         self.runner = runner
-        self.text = clean_text(text, max_text_chars or MAX_TEXT_CHARS)
-        self.sampling = sampling.with_concrete_seed()
+        self.text, self.sampling = planned.text, planned.sampling
+        self.segments = planned.segments  # as the worker's SynthesisSession plans it
         self.stream = stream
         self.speaker = speaker
         self.sample_rate = int(sample_rate)
         self.budget, self.starts = budget, starts if starts is not None else StartTimes()
-        self.segments = split_text(self.text)  # as the worker's SynthesisSession splits it
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed, speed=speed,
                                     segments=len(self.segments))
         self._request_start = request_start

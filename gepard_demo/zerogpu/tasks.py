@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 import numpy as np
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.streaming.session import AudioChunk, SessionCarry, StepEvent, SynthesisSession, SynthesisStats
+from gepard_demo.streaming.session import AudioChunk, StepEvent, SynthesisSession, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text, split_text
 
 from .batched import CallBatch
 from .budget import CallPlan
+from .carry import CallBounds, SessionCarry
 from .resident import Resident
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
                                         voice.get("speaker"), request.carry, request.plan.allotted())
             ahead = len(request.plan.frames) - 1
         session = SynthesisSession(engine, resident.codec, request.text, request.sampling, request.stream,
-                                   resume=request.carry, look_ahead=ahead, **voice)
+                                   calls=CallBounds(request.carry), look_ahead=ahead, **voice)
         for event in session.events():
             yield event
         if session.carry is not None:

@@ -26,7 +26,6 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from gepard_demo.bounded import Bounded
 from gepard_demo.model.guards.stop_rule import threshold_of
 from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.streaming.seams import Session, SessionRequest
@@ -37,7 +36,9 @@ from gepard_demo.ui.captions import CaptionDesk
 from gepard_demo.ui.hosts.page_host import PageHost
 from gepard_demo.ui.jobs.queue_line import queue_status
 from gepard_demo.ui.jobs.registry import JobError, JobRegistry
-from gepard_demo.ui.jobs.wav_sink import WavSink
+from gepard_demo.ui.jobs.recent import RecentRuns
+from gepard_demo.ui.jobs.wav_sink import WavFolder
+from gepard_demo.ui.jobs.work import JobWork
 from gepard_demo.ui.page.controls import CONTROL_NAMES, default_values, parse_controls, parse_feed
 from gepard_demo.ui.page.pstop_plot import Trace, pstop_svg
 from gepard_demo.ui.page.views import stats_markdown
@@ -72,23 +73,14 @@ class DemoController:
         self.host = host
         self.captions = captions or CaptionDesk()
         self.registry = registry
-        self.wav_dir = Path(wav_dir)
-        self.wav_dir.mkdir(parents=True, exist_ok=True)
-        self.keep_wavs = keep_wavs
+        self.wavs = WavFolder(wav_dir, keep_wavs)
+        self.wav_dir = self.wavs.path
         self.voices = host.voices()  # VoiceCloning locally, ServedVoices in front of a server
-        # The last few sessions' stats by job id, for the latency benchmark and the tests.
-        self._recent: Bounded[str, SynthesisStats] = Bounded(32)
-        self._recent_lock = threading.Lock()
-        self._wav_lock = threading.Lock()
-        self._open_wavs: set[Path] = set()  # WAVs still being written: never pruned  # Generates running at once write and prune one folder
+        self.recent = RecentRuns()
+        self._work = JobWork(host, self.captions, self.wavs)
 
     def stats_for(self, job_id: str) -> SynthesisStats | None:
-        with self._recent_lock:
-            return self._recent.get(job_id)
-
-    def _remember(self, job_id: str, stats: SynthesisStats) -> None:
-        with self._recent_lock:
-            self._recent[job_id] = stats
+        return self.recent.get(job_id)
 
     # -- Generate ----------------------------------------------------------------------------
 
@@ -159,7 +151,7 @@ class DemoController:
         failure: list[BaseException] = []
         waiting = threading.Event()  # set while the Eval tab holds the engine
         # The WAV is written as the chunks stream (wav_sink.py): the session keeps no audio.
-        sink = self._wav_sink(job.job_id, session.sample_rate)
+        sink = self.wavs.sink(job.job_id, session.sample_rate)
         session.keep_audio = False
         # In the handler's context: a ZeroGPU call reads the visitor's request (their quota) from it.
         worker = threading.Thread(target=contextvars.copy_context().run,
@@ -184,45 +176,6 @@ class DemoController:
         if failure:
             raise self._failure(failure[0]) from None
         yield self._done(job, session, sampling, queued_s, values or {}, sink, held=worker.is_alive())
-
-    def _work(self, job, session: Session, sink, failure: list, waiting: threading.Event) -> None:
-        """The job's thread: the session streamed into the job, the WAV and the captions."""
-        try:
-            self._stream(job, session, sink, waiting)
-        except BaseException as exc:  # shown to the user by _run; the server keeps going
-            failure.append(exc)
-        finally:
-            self._close_wav(sink)
-            try:
-                self.captions.finish(job.job_id, session)
-            except Exception:  # noqa: BLE001  captions never hold the job
-                log.exception("captions: the session's end was not handed over")
-            job.finish(error=repr(failure[0]) if failure else None)
-
-    def _stream(self, job, session: Session, sink, waiting: threading.Event) -> None:
-        # A batching host's scheduler lines requests up itself (the Eval tab's batches too); behind
-        # ZeroGPU each Generate is a GPU call of its own, scheduled by ZeroGPU.
-        if self.host.own_turn:
-            self._play(job, session, sink)
-            return
-        # The Eval tab may hold the engine: wait in line (it gives the engine back between its
-        # batches), but stay stoppable.
-        if self.host.lock.locked():
-            waiting.set()
-        if not self.host.lock.acquire(abort=lambda: session.cancelled):
-            session.stats.cancelled = True
-            return
-        waiting.clear()
-        try:
-            self._play(job, session, sink)
-        finally:
-            self.host.lock.release()
-
-    def _play(self, job, session: Session, sink) -> None:
-        for chunk in session:
-            job.put(chunk.samples)
-            sink.write(chunk.samples)
-            self.captions.feed(job.job_id, session, chunk.samples)  # hands over, never waits
 
     def _progress(self, job, session: Session, sampling: SamplingSettings, waiting: threading.Event):
         """The page's update while the job runs: where it waits, or how far it got."""
@@ -254,8 +207,8 @@ class DemoController:
         winding_down = session.stop_note() if held else None
         if held:
             stats = dataclasses.replace(stats, cancelled=True)
-        self._remember(job.job_id, stats)
-        wav = self._close_wav(sink)  # the worker's own close, or now if Stop left it held
+        self.recent.note(job.job_id, stats)
+        wav = self.wavs.close(sink)  # the worker's own close, or now if Stop left it held
         queued = f" · waited {queued_s:.1f} s in the queue" if queued_s >= 0.5 else ""
         state = "Stopped" if stats.cancelled else "Done"
         status = (
@@ -276,36 +229,12 @@ class DemoController:
                     stats.as_dict(), codes if codes is not None and len(codes) else None, wav, str(model or ""),
                     job_id=job_id)
 
-    def _wav_sink(self, job_id: str, sample_rate: int) -> WavSink:
-        # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).
-        sink = WavSink(self.wav_dir / f"gepard-{job_id}.wav", sample_rate)
-        with self._wav_lock:
-            self._open_wavs.add(sink.path)
-        return sink
-
-    def _close_wav(self, sink: WavSink) -> str | None:
-        path = sink.close()
-        with self._wav_lock:  # else one handler's stat meets a file another has just pruned
-            self._open_wavs.discard(sink.path)
-            # The oldest beyond keep_wavs go, never one still being written (a chapter runs long).
-            old = sorted((p for p in self.wav_dir.glob("gepard-*.wav") if p not in self._open_wavs),
-                         key=lambda p: p.stat().st_mtime)
-            for stale in old[: max(0, len(old) - self.keep_wavs)]:
-                stale.unlink(missing_ok=True)
-        return path
-
     def rate_hint(self) -> float | None:
-        """Audio seconds this host makes per wall second for one stream: the median of the last
-        few single-segment sessions (speech / wall, first-audio wait included: on the low side),
-        else the warm-up's. A long text's speech / wall is its rows' pace together, not the pace its
-        audio comes in order (segments.progress). The page's player sizes its start buffer from it
-        until it has measured the stream itself."""
-        with self._recent_lock:
-            rates = sorted(st.speech_s / st.wall_s for st in list(self._recent.values())[-5:]
-                           if st.wall_s and st.speech_s and not st.cancelled and st.segments == 1)
-        if rates:
-            return rates[len(rates) // 2]
-        return self.host.warm_rate
+        """Audio seconds this host makes per wall second for one stream (recent.RecentRuns.stream_rate),
+        else the warm-up's: the page's player sizes its start buffer from it until it has measured
+        the stream itself."""
+        rate = self.recent.stream_rate()
+        return rate if rate is not None else self.host.warm_rate
 
     # -- Stop --------------------------------------------------------------------------------
 
@@ -321,9 +250,7 @@ class DemoController:
 
     def queue_status(self, job_id: str) -> dict:
         """Where a request stands before it starts (queue_line.queue_status)."""
-        with self._recent_lock:
-            walls = sorted(st.wall_s for st in self._recent.values() if st.wall_s)
-        return queue_status(self.registry, job_id, walls[len(walls) // 2] if walls else None)
+        return queue_status(self.registry, job_id, self.recent.typical_wall_s())
 
 
 def live_plot(session: Session, sampling: SamplingSettings) -> str:

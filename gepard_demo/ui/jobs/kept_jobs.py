@@ -9,7 +9,8 @@ bound, the oldest finished go first, the new one included if it alone is larger.
 count against the Generates running (jobs.py): a busy page keeps serving.
 
 An id let go (its audio dropped, already sent, or its Generate refused) is remembered with the
-reason, the newest `remember` of them: a listener for it is answered at once (HTTP 410 with that
+reason and, for a long text, its last progress (a few floats a segment: the player's line still
+reads where each segment ends while the audio plays), the newest `remember` of them: a listener for it is answered at once (HTTP 410 with that
 line, audio_route.py) instead of waiting for a Generate that will never come.
 
 Not thread-safe on its own: the registry calls it under its lock.
@@ -41,7 +42,7 @@ class KeptJobs:
         self.keep_s = keep_s
         self._jobs: OrderedDict[str, tuple[Job, int, float]] = OrderedDict()  # id -> (job, cost, finished at)
         self._bytes = 0
-        self._gone: Bounded[str, str] = Bounded(remember)  # id -> why its audio is not here
+        self._gone: Bounded[str, tuple[str, dict | None]] = Bounded(remember)  # id -> (why it is not here, progress)
         self.dropped: Counter[str] = Counter()  # jobs let go unheard, by cause: "memory", "age"
 
     @property
@@ -57,7 +58,13 @@ class KeptJobs:
 
     def gone(self, job_id: str) -> str | None:
         """Why this id's audio is not here (None: never seen, or kept)."""
-        return self._gone.get(job_id)
+        entry = self._gone.get(job_id)
+        return entry[0] if entry else None
+
+    def progress(self, job_id: str) -> dict | None:
+        """A long text's last progress, once its audio is let go (None: none, or not let go)."""
+        entry = self._gone.get(job_id)
+        return entry[1] if entry else None
 
     def add(self, job: Job, nbytes: int, now: float) -> None:
         """A job that just finished; drops the oldest ones (this one too) past the memory bound."""
@@ -84,20 +91,17 @@ class KeptJobs:
         if job_id in self._jobs:
             self._let_go(job_id, None, "its audio was already sent to a listener and freed")
 
-    def forget(self, job_id: str, why: str) -> None:
+    def forget(self, job_id: str, why: str, progress: dict | None = None) -> None:
         """An id with no job here (its Generate was refused, or freed elsewhere): remember why."""
-        self._remember(job_id, why)
+        self._gone[job_id] = (why, progress)
 
     def reuse(self, job_id: str) -> None:
         """A new Generate claims an id let go before: it is not gone any more."""
         self._gone.pop(job_id, None)
 
     def _let_go(self, job_id: str, cause: str | None, why: str) -> None:
-        _job, cost, _ = self._jobs.pop(job_id)
+        job, cost, _ = self._jobs.pop(job_id)
         self._bytes -= cost
         if cause:
             self.dropped[cause] += 1
-        self._remember(job_id, why)
-
-    def _remember(self, job_id: str, why: str) -> None:
-        self._gone[job_id] = why
+        self._gone[job_id] = (why, job.last_progress)

@@ -16,12 +16,12 @@ import asyncio
 import re
 import threading
 import time
-from collections import Counter
 from typing import Callable
 
 from gepard_demo.bounded import Bounded
 from gepard_demo.host_settings import TrafficSettings
 from gepard_demo.ui.jobs.kept_jobs import KeptJobs
+from gepard_demo.ui.jobs.listeners import Listeners, Waiter, wake_all
 from gepard_demo.ui.jobs.mailbox import Job
 
 __all__ = ["JOB_ID_RE", "Busy", "Job", "JobError", "JobGone", "JobRegistry", "TooManyListeners"]
@@ -47,6 +47,25 @@ class JobGone(JobError):
     """A listener for a job whose audio is no longer here (dropped, already sent, or refused)."""
 
 
+def check_id(job_id: object) -> str:
+    """The id, if it is one a browser makes up (JOB_ID_RE); JobError otherwise."""
+    if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
+        raise JobError(f"bad job id {job_id!r}")
+    return job_id
+
+
+def traffic_refusal(traffic: TrafficSettings, running: list[Job], client: str) -> str | None:
+    """Why one more Generate from `client` is refused with these running (None: it may run)."""
+    if len(running) >= traffic.max_running:
+        return (f"too many Generates running on this server ({traffic.max_running} at once from everyone "
+                f"together); try again in a moment")
+    mine = sum(1 for j in running if j.client == client and not j.cancelled)
+    if mine >= traffic.per_client:
+        return (f"this address already has {mine} Generates running, the most one address may run at once "
+                f"(so that other visitors keep a place); wait for one to finish")
+    return None
+
+
 class JobRegistry:
     """The jobs Generate has claimed, the finished ones kept a while, and the listeners waiting.
 
@@ -55,101 +74,69 @@ class JobRegistry:
     client's (a cancelled one, winding down, no longer counts against its client) and
     `max_running` in all. A finished job is kept for a late listener under a memory bound
     (kept_jobs.py) and counts against nothing. A listener for an id no Generate has claimed yet
-    waits connected, holding only its own slot: at most `listeners_per_client` per client address
-    and `max_waiting` in all. When it leaves before any Generate claimed the id, a cancellation
-    mark (a short string, the newest `remember` kept) is all that stays: the request it was
-    opened for, still queued, then stops at once.
+    waits connected, holding only its own slot (listeners.py); when it leaves before any Generate
+    claimed the id, a cancellation mark (the newest `remember` kept) is all that stays: the
+    request it was opened for, still queued, then stops at once.
     """
 
     def __init__(self, traffic: TrafficSettings | None = None, listeners_per_client: int = 8,
                  max_waiting: int = 256, remember: int = 4096, clock: Callable[[], float] = time.monotonic):
         self.traffic = (traffic or TrafficSettings()).validate()
-        self.listeners_per_client = listeners_per_client
-        self.max_waiting = max_waiting
         self._clock = clock
         self._running: dict[str, Job] = {}  # claimed, not finished
-        self._kept = KeptJobs(self.traffic.keep_audio_bytes, self.traffic.keep_s, remember)
-        self._waiters: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
-        self._waiting_since: dict[str, float] = {}  # job id -> when its first listener came
-        self._cancelled: Bounded[str, None] = Bounded(remember)
-        # A finished long text's last progress (a few floats a segment), for the player's line
-        # after its audio is let go: it still plays, and reads where each segment ends.
-        self._progress: Bounded[str, dict] = Bounded(256)
-        self._clients: Counter[str] = Counter()  # open listeners per client address
+        self._kept = KeptJobs(self.traffic.keep_audio_bytes, self.traffic.keep_s, remember)  # finished, and let go
+        self._listeners = Listeners(listeners_per_client, max_waiting)
+        self._cancelled: Bounded[str, None] = Bounded(remember)  # ids stopped before any Generate claimed them
         self._lock = threading.Lock()
-
-    @staticmethod
-    def check_id(job_id: object) -> str:
-        if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
-            raise JobError(f"bad job id {job_id!r}")
-        return job_id
 
     # -- producer side ----------------------------------------------------------------------
 
     def claim(self, job_id: str, client: str = "local") -> Job:
         """Create the job for its one producer (a Generate from `client`); a second claim of an
         id is refused (JobError), and so is one past the caps (Busy, naming which)."""
-        self.check_id(job_id)
+        check_id(job_id)
         with self._lock:
             self._kept.sweep(self._clock())
             if job_id in self._running or self._kept.get(job_id) is not None:
                 raise JobError(f"job {job_id} is already running or done; a new request needs a new id")
-            refusal = self._refusal(client)
-            waiters = list(self._waiters.get(job_id, []))
+            refusal = traffic_refusal(self.traffic, list(self._running.values()), client)
+            waiters = self._listeners.waiters(job_id)
             if refusal is not None:  # a listener waiting for it ends now: this id will not come
                 self._kept.forget(job_id, f"its Generate was refused: {refusal}")
             else:
                 self._kept.reuse(job_id)
-                since = self._waiting_since.pop(job_id, None)
+                waited = self._listeners.waiting.get(job_id)
                 job = self._running[job_id] = Job(job_id, claimed=True, client=client, on_finish=self._finished,
                                                   keep_sent_bytes=self.traffic.keep_running_bytes)
-                if since is not None:
-                    job.created = since
+                if waited is not None:
+                    job.created = waited.since
                 if job_id in self._cancelled:  # stopped (or its page left) while it waited in the queue
                     del self._cancelled[job_id]
                     job.cancelled = True
-        _wake_all(waiters)
+        wake_all(waiters)
         if refusal is not None:
             raise Busy(refusal)
         return job
 
-    def _refusal(self, client: str) -> str | None:  # holds self._lock
-        t = self.traffic
-        if len(self._running) >= t.max_running:
-            return (f"too many Generates running on this server ({t.max_running} at once from everyone "
-                    f"together); try again in a moment")
-        mine = sum(1 for j in self._running.values() if j.client == client and not j.cancelled)
-        if mine >= t.per_client:
-            return (f"this address already has {mine} Generates running, the most one address may run at once "
-                    f"(so that other visitors keep a place); wait for one to finish")
-        return None
-
     def _finished(self, job: Job) -> None:
         """Job.finish's hook: from the running to the kept (or gone, past the memory bound)."""
         with self._lock:
-            if job.last_progress is not None:
-                self._progress[job.job_id] = job.last_progress
             if self._running.get(job.job_id) is not job:
                 return  # its listener took it all already (discard_if_done)
             del self._running[job.job_id]
             job.session = None  # a finished job holds its audio only, not the session's state
             if job.start_dropped:  # no late listener could hear it whole: nothing worth keeping
-                self._kept.forget(job.job_id, START_GONE)
+                self._kept.forget(job.job_id, START_GONE, job.last_progress)
                 return
             self._kept.add(job, job.kept_bytes, self._clock())
             self._kept.sweep(self._clock())
-
-    def open(self, job_id: str) -> Job:
-        """Producer-side alias kept for callers that do not care about one-claim semantics."""
-        job = self.get(job_id)
-        return job if job is not None else self.claim(job_id)
 
     # -- listener side ----------------------------------------------------------------------
 
     def admit(self, job_id: str, client: str) -> None:
         """Refuse a listener at once: a bad id, an id whose audio is gone (JobGone, saying why),
         or too many listeners open from this client / in all."""
-        self.check_id(job_id)
+        check_id(job_id)
         with self._lock:
             self._kept.sweep(self._clock())
             running = self._running.get(job_id)
@@ -158,11 +145,9 @@ class JobRegistry:
                 None if known else self._kept.gone(job_id)
             if why is not None:
                 raise JobGone(f"job {job_id}: {why}")
-            if self._clients[client] >= self.listeners_per_client:
-                raise TooManyListeners(f"too many audio streams open from {client} "
-                                       f"({self.listeners_per_client} at most); close other tabs")
-            if not known and sum(len(w) for w in self._waiters.values()) >= self.max_waiting:
-                raise TooManyListeners("too many listeners waiting for requests that have not started; try again")
+            why = self._listeners.refusal(client, known)
+            if why is not None:
+                raise TooManyListeners(why)
 
     async def listen(self, job_id: str, client: str):
         """The job's PCM bytes, waiting (connected, holding nothing a Generate needs) until a
@@ -171,11 +156,10 @@ class JobRegistry:
         event = asyncio.Event()
         waiter = (loop, event)
         with self._lock:
-            self._clients[client] += 1
+            self._listeners.opened(client)
             job = self._lookup(job_id)
             if job is None:
-                self._waiters.setdefault(job_id, []).append(waiter)
-                self._waiting_since.setdefault(job_id, time.monotonic())
+                self._listeners.wait(job_id, waiter, time.monotonic())
         try:
             while job is None:
                 with self._lock:
@@ -193,36 +177,26 @@ class JobRegistry:
         finally:
             self._unwait(job_id, waiter)
             with self._lock:
-                self._clients[client] -= 1
-                if self._clients[client] <= 0:
-                    del self._clients[client]
+                self._listeners.closed(client)
                 if job is None:  # left before any Generate claimed it: that request must not run
                     self._mark_cancelled(job_id)
 
     def _lookup(self, job_id: str) -> Job | None:  # holds self._lock
         return self._running.get(job_id) or self._kept.get(job_id)
 
-    def _unwait(self, job_id: str, waiter) -> None:
+    def _unwait(self, job_id: str, waiter: Waiter) -> None:
         with self._lock:
-            waiters = self._waiters.get(job_id)
-            if waiters and waiter in waiters:
-                waiters.remove(waiter)
-                if not waiters:
-                    del self._waiters[job_id]
-                    self._waiting_since.pop(job_id, None)
+            self._listeners.unwait(job_id, waiter)
 
     def waiting_ahead(self, job_id: str) -> int | None:
         """How many listened-for requests that have not started came before this one
         (None when this id is not waiting)."""
         with self._lock:
-            mine = self._waiting_since.get(job_id)
-            if mine is None:
-                return None
-            return sum(1 for t in self._waiting_since.values() if t < mine)
+            return self._listeners.ahead(job_id)
 
     def open_listeners(self) -> int:
         with self._lock:
-            return sum(self._clients.values())
+            return sum(self._listeners.clients.values())
 
     def running(self) -> Job | None:
         with self._lock:
@@ -245,7 +219,7 @@ class JobRegistry:
             job = self._running.get(job_id)
             if job is not None and job.finished:  # finished, and its hook has not moved it yet
                 del self._running[job_id]
-                self._kept.forget(job_id, "its audio was already sent to a listener and freed")
+                self._kept.forget(job_id, "its audio was already sent to a listener and freed", job.last_progress)
             else:
                 self._kept.sent(job_id)
 
@@ -256,7 +230,7 @@ class JobRegistry:
     def finished_progress(self, job_id: str) -> dict | None:
         """A finished long text's last progress, kept after its job is let go (None: none)."""
         with self._lock:
-            return self._progress.get(job_id)
+            return self._kept.progress(job_id)
 
     def gone(self, job_id: str) -> str | None:
         """Why this id's audio is not here any more (None: running, kept, or never seen)."""
@@ -267,18 +241,18 @@ class JobRegistry:
         """Stop a job: "running" (its session is told), "queued" (not claimed yet: the request
         stops as soon as it starts, and any listener ends now), or None for a bad id."""
         try:
-            self.check_id(job_id)
+            check_id(job_id)
         except JobError:
             return None
         with self._lock:
             job = self._lookup(job_id)
             if job is None:
                 self._mark_cancelled(job_id)
-                waiters = list(self._waiters.get(job_id, []))
+                waiters = self._listeners.waiters(job_id)
         if job is not None:
             job.cancel()
             return "running"
-        _wake_all(waiters)
+        wake_all(waiters)
         return "queued"
 
     def _mark_cancelled(self, job_id: str) -> None:  # holds self._lock
@@ -291,10 +265,3 @@ class JobRegistry:
         with self._lock:
             return len(self._running) + len(self._kept)
 
-
-def _wake_all(waiters) -> None:
-    for loop, event in waiters:
-        try:
-            loop.call_soon_threadsafe(event.set)
-        except RuntimeError:  # that loop is closed
-            pass

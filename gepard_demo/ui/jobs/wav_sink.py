@@ -42,3 +42,33 @@ class WavSink:
                 self._file.close()
             self._closed = True
             return str(self.path) if self.samples else None
+
+
+class WavFolder:
+    """The folder the page's WAVs go to: one sink per Generate, the oldest beyond `keep` removed as
+    each closes, never one still being written (a chapter runs long). Generates running at once
+    open, close and prune it together, under one lock."""
+
+    def __init__(self, path: Path, keep: int = 50):
+        self.path, self.keep = Path(path), keep
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._open: set[Path] = set()  # still being written: never pruned
+
+    def sink(self, job_id: str, sample_rate: int) -> WavSink:
+        # 32-bit float WAV: bit-identical to the streamed PCM (and no clipping or rescaling).
+        sink = WavSink(self.path / f"gepard-{job_id}.wav", sample_rate)
+        with self._lock:
+            self._open.add(sink.path)
+        return sink
+
+    def close(self, sink: WavSink) -> str | None:
+        """The sink's file closed (its path, None if nothing was written); the oldest beyond `keep` go."""
+        path = sink.close()
+        with self._lock:  # else one handler's stat meets a file another has just pruned
+            self._open.discard(sink.path)
+            old = sorted((p for p in self.path.glob("gepard-*.wav") if p not in self._open),
+                         key=lambda p: p.stat().st_mtime)
+            for stale in old[: max(0, len(old) - self.keep)]:
+                stale.unlink(missing_ok=True)
+        return path

@@ -1,0 +1,88 @@
+"""The requests in a scheduler's running batch, by their rows' handle: let in (their prefill, in
+groups), handed each step's frame, gone the step they end or are cancelled, or all failed at once
+when a step raises. The scheduler's thread calls each; `lock` is the scheduler's, taken where a
+caller's thread may look (a cancel, the load figures, the wait line's rule)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .admission import Costs
+from .tickets import Ticket
+
+if TYPE_CHECKING:
+    from gepard_demo.model.batch import DecodeLoop
+    from gepard_demo.model.generation import FrameStep
+
+
+class RunningRows:
+    def __init__(self, lock: threading.Condition, costs: Costs):
+        self.lock, self.costs = lock, costs
+        self.tickets: dict[int, Ticket] = {}  # handle -> ticket
+
+    def drop_ended(self, batch: DecodeLoop) -> None:
+        """Under the lock: ended and cancelled requests leave the running set; a cancelled one's
+        rows leave the batch (now between steps, else at its next advance)."""
+        for h, t in list(self.tickets.items()):
+            if t.cancelled and not t.done:
+                batch.cancel(h)
+            if t.done or t.cancelled:
+                t.done = True
+                del self.tickets[h]
+
+    def admit(self, batch: DecodeLoop, tickets: list[Ticket]) -> None:
+        """Prefill newcomers together, those resuming from the same number of frames in one group."""
+        groups: dict[int, list[Ticket]] = {}
+        for t in tickets:
+            groups.setdefault(t.request.resumed_from, []).append(t)
+        for group in groups.values():
+            self._admit_group(batch, group)
+
+    def _admit_group(self, batch: DecodeLoop, tickets: list[Ticket]) -> None:
+        t0 = time.perf_counter()
+        try:
+            handles = batch.admit([t.request for t in tickets])
+        except Exception as exc:  # noqa: BLE001 - this group's prefill failed: only its requests end
+            end(tickets, exc)
+            return
+        self.costs.note_prefill(time.perf_counter() - t0, sum(t.prompt_tokens for t in tickets))
+        with self.lock:
+            for h, t in zip(handles, tickets):
+                t.handle = h
+                self.tickets[h] = t
+                if t.cancelled:
+                    batch.cancel(h)
+
+    def hand_out(self, events: list[tuple[int, FrameStep]]) -> None:
+        """Each request's step of the batch's sample, counted on its ticket, then handed to it."""
+        now = time.perf_counter()
+        for h, step in events:
+            t = self.tickets[h]
+            if step.codes is not None:
+                t.frames += 1
+                t.recent.append(now)
+                if t.first_frame_at is None:
+                    t.first_frame_at = now
+                if t.codes is not None:  # a look-ahead ticket keeps its frames: a preemption resumes from them
+                    t.codes.append(step.codes)
+            if step.done:
+                t.done = True
+            if not t.cancelled:
+                t.on_step(t, step)
+
+    def fail(self, exc: BaseException) -> None:
+        """A step raised: every running request ends with it."""
+        with self.lock:
+            failed = list(self.tickets.values())
+            self.tickets.clear()
+        end(failed, exc)
+
+
+def end(tickets: list[Ticket], exc: BaseException) -> None:
+    """Each ticket not yet done ends with `exc`, handed to its consumer."""
+    for t in tickets:
+        if not t.done:
+            t.done = True
+            t.on_step(t, exc)

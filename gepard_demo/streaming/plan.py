@@ -1,0 +1,42 @@
+"""What a session will say, fixed before it speaks: the text checked, its segments, the seed.
+
+Every session that makes a text's audio here or behind ZeroGPU's calls plans it the same way, in
+the process that takes the request, so a bad request is refused before anything is scheduled and
+the seed a listener can replay is known at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gepard_demo.model.guards.guardrails import force_stop_for
+from gepard_demo.settings import SamplingSettings
+
+from .text_feed import Writing, write
+from .text_input import MAX_TEXT_CHARS, SEGMENT_CHARS, clean_text, split_text
+
+
+@dataclass(frozen=True)
+class Plan:
+    """text: as cleaned; segments: a long text's parts (text written as it comes: its sentences,
+    `writing` paces them); sampling: the request's, its seed drawn if it had none."""
+
+    text: str
+    segments: list[str]
+    sampling: SamplingSettings
+    writing: Writing | None = None
+
+
+def plan(text: str, sampling: SamplingSettings, *, max_text_chars: int = MAX_TEXT_CHARS,
+         segment_chars: int = SEGMENT_CHARS, words_per_s: float | None = None) -> Plan:
+    """TextError or SettingsError (naming the field) for a request that cannot be made."""
+    sampling.validate()
+    text = clean_text(text, max_text_chars)
+    writing = None if words_per_s is None else Writing(write(text, words_per_s))
+    segments = list(writing.written.units) if writing else split_text(text, segment_chars)
+    # The seed is fixed here, not in the engine, so the stats can say which seed was used and a
+    # listener can replay the exact utterance.
+    sampling = sampling.with_concrete_seed()
+    for segment in segments:  # "auto" must scale to every segment: refused now, naming the field
+        force_stop_for(sampling, segment)
+    return Plan(text, segments, sampling, writing)

@@ -1,0 +1,63 @@
+"""A Generate's own thread: its session streamed into the job's mailbox, the WAV and the captions,
+then the job finished, whatever happened. The Gradio handler (controller.py) only polls it, so
+generation never waits on Gradio's update loop."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gepard_demo.streaming.seams import Host, Session
+    from gepard_demo.ui.captions import CaptionDesk
+    from gepard_demo.ui.jobs.mailbox import Job
+    from gepard_demo.ui.jobs.wav_sink import WavFolder, WavSink
+
+log = logging.getLogger("gepard_demo.ui")
+
+
+class JobWork:
+    def __init__(self, host: Host, captions: CaptionDesk, wavs: WavFolder):
+        self.host, self.captions, self.wavs = host, captions, wavs
+
+    def __call__(self, job: Job, session: Session, sink: WavSink, failure: list[BaseException],
+                 waiting: threading.Event) -> None:
+        """The job's thread: a failure goes in `failure` (the handler shows it); `waiting` is set while
+        the Eval tab holds the engine."""
+        try:
+            self._stream(job, session, sink, waiting)
+        except BaseException as exc:  # shown to the user by the handler; the server keeps going
+            failure.append(exc)
+        finally:
+            self.wavs.close(sink)
+            try:
+                self.captions.finish(job.job_id, session)
+            except Exception:  # noqa: BLE001  captions never hold the job
+                log.exception("captions: the session's end was not handed over")
+            job.finish(error=repr(failure[0]) if failure else None)
+
+    def _stream(self, job: Job, session: Session, sink: WavSink, waiting: threading.Event) -> None:
+        # A batching host's scheduler lines requests up itself (the Eval tab's batches too); behind
+        # ZeroGPU each Generate is a GPU call of its own, scheduled by ZeroGPU.
+        if self.host.own_turn:
+            self._play(job, session, sink)
+            return
+        # The Eval tab may hold the engine: wait in line (it gives the engine back between its
+        # batches), but stay stoppable.
+        if self.host.lock.locked():
+            waiting.set()
+        if not self.host.lock.acquire(abort=lambda: session.cancelled):
+            session.stats.cancelled = True
+            return
+        waiting.clear()
+        try:
+            self._play(job, session, sink)
+        finally:
+            self.host.lock.release()
+
+    def _play(self, job: Job, session: Session, sink: WavSink) -> None:
+        for chunk in session:
+            job.put(chunk.samples)
+            sink.write(chunk.samples)
+            self.captions.feed(job.job_id, session, chunk.samples)  # hands over, never waits
