@@ -220,16 +220,19 @@ def test_a_streams_pace_is_that_of_its_last_frames():
 def test_the_hosts_pace_hint_is_one_streams():
     """The player's first start buffer comes from X-Gepard-Speed (controller.rate_hint): a long
     text's speech / wall is its rows' pace together, so it is left out."""
-    import threading
     from types import SimpleNamespace
 
     from gepard_demo.streaming.chunks import SynthesisStats
     from gepard_demo.ui.jobs.controller import DemoController
+    from gepard_demo.ui.jobs.recent import RecentRuns
 
     one = SynthesisStats(speech_s=10.0, wall_s=10.0)
     chapter = SynthesisStats(speech_s=40.0, wall_s=10.0, segments=8)
-    host = SimpleNamespace(_recent_lock=threading.Lock(), _recent={"a": one, "b": chapter, "c": chapter},
-                           host=SimpleNamespace(warm_rate=3.0))
-    assert DemoController.rate_hint(host) == 1.0
-    host._recent = {"b": chapter}
-    assert DemoController.rate_hint(host) == 3.0  # none of one stream: the warm-up's
+    recent = RecentRuns()
+    for job, stats in (("a", one), ("b", chapter), ("c", chapter)):
+        recent.note(job, stats)
+    controller = SimpleNamespace(recent=recent, host=SimpleNamespace(warm_rate=3.0))
+    assert DemoController.rate_hint(controller) == 1.0
+    controller.recent = RecentRuns()
+    controller.recent.note("b", chapter)
+    assert DemoController.rate_hint(controller) == 3.0  # none of one stream: the warm-up's
