@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,13 @@ def _cache(args) -> Path:
     return Path(args.cache) if args.cache else DEFAULT_CACHE
 
 
+def _voices_dir() -> str:
+    """The saved voices' default folder, as `serve` reads it (gepard_demo/__main__.py)."""
+    from gepard_demo.voice.library import default_voices_dir
+
+    return str(default_voices_dir(os.environ))
+
+
 def cmd_run(args) -> int:
     from eval.runs.run import RunConfig, run, saved_config
 
@@ -38,7 +46,10 @@ def cmd_run(args) -> int:
                                  "model_cache": args.model_cache,
                                  "ref_audio": str(Path(args.ref_audio).resolve()) if args.ref_audio else None,
                                  "categories": tuple(args.category) if args.category else None,
-                                 "seeds": args.seeds}.items() if v is not None}
+                                 "seeds": args.seeds, "voices": tuple(args.voice) if args.voice else None}.items()
+               if v is not None}
+    if args.voice or args.voices_dir:  # where saved voices are read here: a path of this machine, not the identity
+        changes["voices_dir"] = str(Path(args.voices_dir or _voices_dir()).expanduser().resolve())
     urls = _server_urls(args)
     changes.update({k: v for k, v in {"server_urls": urls, "server_timeout": args.server_timeout,
                                       "server_concurrency": args.concurrency}.items() if v is not None})

@@ -78,6 +78,12 @@ def _add_run(sub) -> None:
     r.add_argument("--torch-threads", type=int, default=1, help="torch threads for synthesis (1 is fastest here, facts §8)")
     r.add_argument("--ref-audio", default=None, help="speak every sentence in this voice (3-15 s recording); "
                                                       "a set's per-sentence ref_audio column wins; adds speaker similarity")
+    r.add_argument("--voice", action="append", default=None, metavar="NAME",
+                   help="speak every sentence in this saved voice (repeatable: each sentence in each, paired by seed); "
+                        "local engines read it from --voices-dir, a server must list it; adds speaker similarity "
+                        "and a per-voice breakdown")
+    r.add_argument("--voices-dir", default=None,
+                   help="saved voices' folder (default: $SPEAKER_SAMPLES_DIR, else ~/.cache/gepard-demo/voices)")
     add_settings_flags(r)
     r.add_argument("--text-repetition", choices=("on", "off"), default=None,
                    help="off: one copy of the text in every prompt, whatever its length (the authors' no-repetition "

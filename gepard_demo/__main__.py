@@ -90,12 +90,23 @@ def cmd_synth(args: argparse.Namespace) -> int:
     text = read_text_file(args.text_file) if args.text_file else clean_text(args.text, CHAPTER_CHARS)
     batching = batching_from_args(args)
     engine, codec, sampling, stream = load_from_args(args)
-    speaker = None
+    speaker = voice_row = None
+    if args.ref_audio and args.voice:
+        raise SettingsError("give --ref-audio FILE or --voice NAME, not both", "voice")
     if args.ref_audio:
         from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
         prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
         speaker = prefixer.from_file(args.ref_audio)
+        voice_row = {"ref_audio": str(args.ref_audio), "ref_audio_s": round(speaker.seconds, 3),
+                     "prefix_s": round(speaker.compute_s, 3)}
+    elif args.voice:  # a saved voice: its prefix as the server made it at upload
+        library = voice_library(args)
+        saved = library.find(args.voice)
+        if saved is None:
+            raise SettingsError(f"no saved voice {args.voice!r} in {args.voices_dir}", "voice")
+        tokens = library.prefix(args.voice)
+        voice_row = {"voice": saved.name, "voice_s": round(saved.clip_s, 3)}
     feed = feed_from_args(args)
     runner = engine
     units = len(write(text, feed.rate).units) if feed.rate is not None else len(split_text(text))
@@ -104,7 +115,9 @@ def cmd_synth(args: argparse.Namespace) -> int:
         from gepard_demo.batching.scheduler import BatchScheduler
 
         runner = BatchScheduler(engine, batching)
-    session = SynthesisSession(runner, codec, text, sampling, stream, speaker=None if speaker is None else speaker.tokens,
+    if speaker is not None:
+        tokens = speaker.tokens
+    session = SynthesisSession(runner, codec, text, sampling, stream, speaker=tokens if voice_row else None,
                                max_text_chars=CHAPTER_CHARS, look_ahead=batching.look_ahead, words_per_s=feed.rate)
     try:
         audio = session.run()
@@ -125,8 +138,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         "speed": engine.model_info.speed,
         **values_of(sampling, (*GUIDANCE_FIELDS, *GUARDRAIL_FIELDS)),
     }
-    if speaker is not None:
-        row.update(ref_audio=str(args.ref_audio), ref_audio_s=round(speaker.seconds, 3), prefix_s=round(speaker.compute_s, 3))
+    row.update(voice_row or {})
     print(json.dumps(row))
     return 0
 
@@ -153,8 +165,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         aligner = Aligner(AlignmentSettings(weights=args.word_timestamps)).load()
         print(f"word_timestamps on ({args.word_timestamps})", file=sys.stderr, flush=True)
+    voices = None
+    if prefixer is not None:  # a voice is its prefix: saved voices need the compressor too
+        from gepard_demo.serving.voices import VoiceShelf
+
+        voices = VoiceShelf(voice_library(args), prefixer)
+        print(f"voices: {len(voices.library.voices())} saved in {voices.library.folder}", file=sys.stderr, flush=True)
     app = build_speech_app(engine, codec, sampling, stream, prefixer=prefixer, batching=batching_from_args(args),
-                           aligner=aligner)
+                           aligner=aligner, voices=voices)
     print(f"serving {engine.model_info.name} on http://{args.host}:{args.port}/v1/audio/speech", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
@@ -207,6 +225,32 @@ async def _stdin_pieces():
         yield tail
 
 
+def add_voice_args(parser: argparse.ArgumentParser, server: bool = False) -> None:
+    """The saved voices' folder (and, on a server, vLLM-Omni's cap and registration policy), the
+    defaults read from vLLM-Omni's environment variables here, at the edge."""
+    from gepard_demo.voice.library import default_voices_dir
+    from gepard_demo.voice.library import MAX_VOICES, POLICIES
+
+    parser.add_argument("--voices-dir", type=Path, default=default_voices_dir(os.environ),
+                        help="saved voices' folder (default: $SPEAKER_SAMPLES_DIR, else ~/.cache/gepard-demo/voices)")
+    if not server:  # one reads voices, never saves one
+        parser.set_defaults(max_voices=MAX_VOICES, voice_policy="overwrite")
+        return
+    parser.add_argument("--max-voices", type=int, default=int(os.environ.get("SPEAKER_MAX_UPLOADED") or MAX_VOICES),
+                        help="saved voices at most (default: $SPEAKER_MAX_UPLOADED, else 1000)")
+    parser.add_argument("--voice-policy", choices=POLICIES,
+                        default=(os.environ.get("VLLM_OMNI_SPEAKER_REGISTRATION_POLICY") or "overwrite").lower(),
+                        help="a new upload of a saved name: replace it, or refuse it until deleted "
+                             "(default: $VLLM_OMNI_SPEAKER_REGISTRATION_POLICY, else overwrite)")
+
+def voice_library(args: argparse.Namespace):
+    """The saved voices the flags name; "default" is Gepard's one built-in voice, so no saved one shadows it."""
+    from gepard_demo.serving.protocol import DEFAULT_VOICE
+    from gepard_demo.voice.library import VoiceLibrary
+
+    return VoiceLibrary(args.voices_dir, args.max_voices, args.voice_policy, reserved=(DEFAULT_VOICE,))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and its flags (tests/test_docs.py checks the docs' commands against it)."""
     parser = argparse.ArgumentParser(prog="python -m gepard_demo", description="Gepard-1.0 TTS on CPU or one GPU")
@@ -231,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed in the stats")
     synth.add_argument("--ref-audio", type=Path, default=None,
                        help="speak in this voice: a 3-15 s recording (WAV, FLAC, OGG, MP3; any rate or channels)")
+    synth.add_argument("--voice", default=None, help="speak in this saved voice (its name in --voices-dir)")
+    add_voice_args(synth)
     synth.set_defaults(func=cmd_synth)
 
     serve = sub.add_parser("serve", help="vLLM-Omni's POST /v1/audio/speech (subset) on our engine; "
@@ -242,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings_flags(serve)  # --max-frames: the default max_new_tokens
     add_batching_flags(serve)
     serve.add_argument("--seed", type=int, default=None, help="seed for requests that send none (default: a fresh one each)")
+    add_voice_args(serve, server=True)
     serve.add_argument("--word-timestamps", nargs="?", const=DEFAULT_WEIGHTS, default=None, metavar="WEIGHTS",
                        help=f"serve vLLM-Omni's word_timestamps field with our aligner (Whisper weights: {DEFAULT_WEIGHTS} "
                             "when no value, tiny.en, base, or a path); off by default, as vLLM-Omni without "

@@ -171,3 +171,28 @@ def test_synth_reads_a_chapter_from_a_text_file_and_names_a_file_that_is_not_utf
     (tmp_path / "latin1.txt").write_bytes("D\xe9j\xe0 vu.".encode("latin-1"))
     proc = run_cli("synth", "--text-file", str(tmp_path / "latin1.txt"), cache_dir=tiny_cache_dir)
     assert proc.returncode == 2 and "latin1.txt is not UTF-8 text" in proc.stderr
+
+
+def test_synth_in_a_saved_voice_is_synth_with_its_clip(tiny_cache_dir, tiny_engine, tiny_model_dir, tmp_path):
+    from test_speaker_prefix import voice_like, wav_bytes
+
+    from gepard_demo.model.checkpoints.tiny import TINY_CODEC_FILE
+    from gepard_demo.serving.voices import Upload, VoiceShelf
+    from gepard_demo.voice.library import VoiceLibrary
+    from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
+
+    clip = wav_bytes(voice_like(4.0, seed=11))
+    (tmp_path / "me.wav").write_bytes(clip)
+    shelf = VoiceShelf(VoiceLibrary(tmp_path / "voices", reserved=("default",)),
+                       SpeakerPrefixer.for_engine(tiny_engine, tiny_model_dir / TINY_CODEC_FILE))
+    shelf.upload(Upload(clip, "me.wav", "audio/wav", "Narrator", "rec-7"))
+    common = ("synth", "Say it in my voice.", "--seed", "3", "--max-frames", "20")
+    saved = run_cli(*common, "-o", str(tmp_path / "saved.wav"), "--voice", "narrator",
+                    "--voices-dir", str(tmp_path / "voices"), cache_dir=tiny_cache_dir)
+    sent = run_cli(*common, "-o", str(tmp_path / "sent.wav"), "--ref-audio", str(tmp_path / "me.wav"),
+                   cache_dir=tiny_cache_dir)
+    assert saved.returncode == 0 and sent.returncode == 0, saved.stderr + sent.stderr
+    assert (tmp_path / "saved.wav").read_bytes() == (tmp_path / "sent.wav").read_bytes()
+    assert json.loads(saved.stdout.splitlines()[-1])["voice"] == "Narrator"
+    proc = run_cli("synth", "Hello", "--voice", "nobody", "--voices-dir", str(tmp_path / "voices"), cache_dir=tiny_cache_dir)
+    assert proc.returncode == 2 and "voice" in proc.stderr and "nobody" in proc.stderr

@@ -175,3 +175,53 @@ def bench_names() -> dict[str, str]:
             if isinstance(value, str):
                 names[n.targets[0].id] = value
     return names
+
+
+def voice_routes() -> dict[tuple[str, str], list[str]]:
+    """api_server.py's voice routes: (method, path) -> the multipart fields its handler takes
+    (the parameters given File(...) or Form(...)), read from the source."""
+    routes = {}
+    for fn in _tree("entrypoints/openai/api_server.py").body:
+        if not isinstance(fn, ast.AsyncFunctionDef):
+            continue
+        for deco in fn.decorator_list:
+            if (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.args
+                    and isinstance(deco.args[0], ast.Constant) and "/v1/audio/voices" in str(deco.args[0].value)):
+                args, defaults = fn.args.args, fn.args.defaults
+                by_default = dict(zip([a.arg for a in args[len(args) - len(defaults):]], defaults))
+                fields = [name for name, d in by_default.items()
+                          if isinstance(d, ast.Call) and getattr(d.func, "id", None) in ("File", "Form")]
+                routes[(deco.func.attr.upper(), deco.args[0].value)] = fields
+    return routes
+
+
+def _dict_keys(fn: ast.AST, target: str) -> set[str]:
+    """The string keys of the dict literal assigned to `target` in a function, and of the keys it
+    sets on it later (`target["k"] = ...`)."""
+    keys = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == target for t in node.targets) \
+                and isinstance(node.value, ast.Dict):
+            keys |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript) \
+                and getattr(node.targets[0].value, "id", None) == target and isinstance(node.targets[0].slice, ast.Constant):
+            keys.add(node.targets[0].slice.value)
+    return keys
+
+
+def voice_listing_keys() -> set[str]:
+    """The keys of an `uploaded_voices` entry (api_server.py list_voices' voice_entry)."""
+    fn = next(f for f in _tree("entrypoints/openai/api_server.py").body
+              if isinstance(f, ast.AsyncFunctionDef) and f.name == "list_voices")
+    return _dict_keys(fn, "voice_entry")
+
+
+def upload_result_keys() -> set[str]:
+    """The keys of POST's `voice` object (serving_speech.py upload_voice's result)."""
+    cls = _class(_tree("entrypoints/openai/serving_speech.py"), "OmniOpenAIServingSpeech")
+    fn = next(f for f in cls.body if isinstance(f, ast.AsyncFunctionDef) and f.name == "upload_voice")
+    return _dict_keys(fn, "result")
+
+
+def api_server_source() -> str:
+    return (wheel_root() / "entrypoints/openai/api_server.py").read_text()

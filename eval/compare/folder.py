@@ -108,6 +108,13 @@ def _one(c: Comparison, breaches: list[Breach], gate: Gate | None, out: Path) ->
             continue
         n = next(iter(ds.values())).n if ds else 0
         lines.append(f"| {cat} | {n} | " + " | ".join(_cell(MEASURES[s], ds.get(s)) for s in shown) + " |")
+    if c.voices:  # runs in saved voices: each voice's pairs, its speaker similarity first
+        by_voice = ["speaker_sim", *(s for s in shown if s != "speaker_sim")]
+        lines += ["", "Per voice:", "", "| voice | n | " + " | ".join(by_voice) + " |",
+                  "| --- | --- | " + " | ".join("---" for _ in by_voice) + " |"]
+        for v, ds in c.voice_deltas.items():
+            n = next(iter(ds.values())).n if ds else 0
+            lines.append(f"| {v} | {n} | " + " | ".join(_cell(MEASURES[s], ds.get(s)) for s in by_voice) + " |")
     if c.worse_utterances:
         lines += ["", "Worse in the new run (worst first):", "", "| id | category | WER base -> new | new failures | base | new |",
                   "| --- | --- | --- | --- | --- | --- |"]

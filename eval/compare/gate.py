@@ -1,4 +1,4 @@
-"""A gate file: how much worse the new run may be, per measure, overall and per category.
+"""A gate file: how much worse the new run may be, per measure, overall, per category and per voice.
 
 YAML (eval/gates/example.yaml is a commented one):
 
@@ -11,6 +11,9 @@ YAML (eval/gates/example.yaml is a commented one):
         corpus_wer: 0.01
       casual:             # one category, over "*"
         corpus_wer: 0.02
+    voices:               # runs in saved voices (eval run --voice), each voice's pairs
+      "*":
+        speaker_sim: 0.02 # no voice's similarity to its own clip may fall by more than 0.02
 
 A limit is judged at 95%: a measure breaches it when its interval's bound on the better side is
 still worse than the limit, i.e. the run is *significantly* worse by more than allowed (a rise
@@ -22,7 +25,7 @@ way. A measure or category the gate names that the comparison does not have is a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -43,6 +46,7 @@ NEEDS = {
     "stop_lag_ms": "a stop head (Gepard's engines) and the audio measures (`python -m eval score`)",
     "dnsmos_ovrl": "DNSMOS scores (`python -m eval score`, on unless --dnsmos off)",
     "server_error": "--engine server rows",
+    "speaker_sim": "rows with a reference voice (--ref-audio, --voice or a set's ref_audio column) in both runs",
 }
 
 
@@ -53,6 +57,7 @@ class GateError(CompareError):
 @dataclass(frozen=True)
 class Gate:
     limits: dict[str, dict[str, float]]  # category ("all", "*", a name) -> measure -> allowed worsening
+    voice_limits: dict[str, dict[str, float]] = field(default_factory=dict)  # voice ("*", a name, lower case) -> ...
 
     @classmethod
     def load(cls, path: str | Path) -> "Gate":
@@ -64,15 +69,19 @@ class Gate:
 
     @classmethod
     def parse(cls, raw: dict, where: str = "the gate") -> "Gate":
-        if not isinstance(raw, dict) or set(raw) - {"overall", "categories"}:
-            raise GateError(f"{where}: the keys are 'overall' and 'categories', got {sorted(raw) if isinstance(raw, dict) else raw!r}")
+        if not isinstance(raw, dict) or set(raw) - {"overall", "categories", "voices"}:
+            raise GateError(f"{where}: the keys are 'overall', 'categories' and 'voices', got "
+                            f"{sorted(raw) if isinstance(raw, dict) else raw!r}")
         limits = {ALL: _limits(raw.get("overall") or {}, f"{where}: overall")}
         categories = raw.get("categories") or {}
         if not isinstance(categories, dict):
             raise GateError(f"{where}: categories must map a category (or \"*\") to its limits")
         for cat, lim in categories.items():
             limits[str(cat)] = _limits(lim or {}, f"{where}: category {cat!r}")
-        return cls(limits)
+        voices = raw.get("voices") or {}
+        if not isinstance(voices, dict):
+            raise GateError(f"{where}: voices must map a voice (or \"*\") to its limits")
+        return cls(limits, {str(v).lower(): _limits(lim or {}, f"{where}: voice {v!r}") for v, lim in voices.items()})
 
     @classmethod
     def max_wer_increase(cls, allowed: float) -> "Gate":
@@ -81,7 +90,8 @@ class Gate:
 
     def with_overall_wer(self, allowed: float) -> "Gate":
         """This gate with its overall corpus WER limit set to `allowed` (--max-wer-increase beside --gate)."""
-        return Gate({**self.limits, ALL: {**self.limits.get(ALL, {}), **_limits({"corpus_wer": allowed}, "max WER increase")}})
+        return Gate({**self.limits, ALL: {**self.limits.get(ALL, {}), **_limits({"corpus_wer": allowed}, "max WER increase")}},
+                    self.voice_limits)
 
 
 def _limits(raw, where: str) -> dict[str, float]:
@@ -105,10 +115,11 @@ class Breach:
     low: float
     high: float
     limit: float
+    voice: str | None = None  # a voice's breach (its pairs); category is then ALL
 
     def line(self) -> str:
         m = MEASURES[self.measure]
-        where = "overall" if self.category == ALL else f"category {self.category}"
+        where = f"voice {self.voice}" if self.voice else "overall" if self.category == ALL else f"category {self.category}"
         side = {1: "rose", -1: "fell", 0: "changed"}[m.worse]
         return (f"{where}: {self.measure} {side} by {_signed(m, self.delta)} [95% {_signed(m, self.low)}, "
                 f"{_signed(m, self.high)}], more than the {fmt(m, self.limit)} allowed")
@@ -124,20 +135,37 @@ def check(gate: Gate, comparison: Comparison) -> list[Breach]:
         if cat not in (ALL, "*") and cat not in comparison.categories:
             raise GateError(f"the gate names category {cat!r}, which these runs do not have "
                             f"(they have: {', '.join(comparison.categories) or 'none'})")
+    voices = {v.lower(): v for v in comparison.voices}
+    for v in gate.voice_limits:
+        if v != "*" and v not in voices:
+            raise GateError(f"the gate names voice {v!r}, which these runs were not spoken in "
+                            f"(they were: {', '.join(comparison.voices) or 'no saved voice'})")
     breaches = []
     for cat, deltas in comparison.deltas.items():
         wanted = dict(gate.limits.get(ALL, {})) if cat == ALL else {**gate.limits.get("*", {}), **gate.limits.get(cat, {})}
-        for name, limit in wanted.items():
-            d = deltas.get(name)
-            if d is None:
-                if cat == ALL:
-                    raise GateError(f"the gate limits {name}, which these runs do not measure: it needs "
-                                    f"{NEEDS.get(name, NEEDS[''])}")
-                continue
-            worse = MEASURES[name].worse
-            best_case = d.low if worse > 0 else -d.high if worse < 0 else min(abs(d.low), abs(d.high))
-            if worse == 0 and d.low <= 0 <= d.high:
-                best_case = 0.0
-            if best_case > limit:
-                breaches.append(Breach(cat, name, d.delta, d.low, d.high, limit))
+        breaches += _breaches(wanted, deltas, Breach(cat, "", 0, 0, 0, 0), required=cat == ALL)
+    for key, voice in voices.items():
+        wanted = {**gate.voice_limits.get("*", {}), **gate.voice_limits.get(key, {})}
+        breaches += _breaches(wanted, comparison.voice_deltas.get(voice, {}), Breach(ALL, "", 0, 0, 0, 0, voice),
+                              required=key in gate.voice_limits)
     return breaches
+
+
+def _breaches(wanted: dict[str, float], deltas: dict, where: Breach, required: bool) -> list[Breach]:
+    """The limits in `wanted` these deltas breach (`where`: the group, as a Breach to fill in);
+    `required`: a measure the runs lack is the gate's error, not a pass."""
+    out = []
+    for name, limit in wanted.items():
+        d = deltas.get(name)
+        if d is None:
+            if required:
+                raise GateError(f"the gate limits {name}, which these runs do not measure: it needs "
+                                f"{NEEDS.get(name, NEEDS[''])}")
+            continue
+        worse = MEASURES[name].worse
+        best_case = d.low if worse > 0 else -d.high if worse < 0 else min(abs(d.low), abs(d.high))
+        if worse == 0 and d.low <= 0 <= d.high:
+            best_case = 0.0
+        if best_case > limit:
+            out.append(replace(where, measure=name, delta=d.delta, low=d.low, high=d.high, limit=limit))
+    return out

@@ -60,6 +60,9 @@ MEASURES = {m.name: m for m in [
             "stop time - the VAD's end of speech, mean over pairs where both stopped"),
     Measure("speaking_rate_wps", "mean", ("speaking_rate_wps",), -1, "words/s", "words / speech seconds (Silero VAD)"),
     Measure("f0_median_hz", "mean", ("f0_median_hz",), 0, "Hz", "median F0 (SwiftF0); no side is worse"),
+    Measure("speaker_sim", "mean", ("speaker_sim",), -1, "cosine",
+            "speaker similarity to the reference voice (Resemblyzer GE2E cosine, not the authors' WavLM-SV), mean over "
+            "rows with a reference"),
 ]}
 ALL = "all"
 
@@ -74,11 +77,15 @@ class Comparison:
     deltas: dict[str, dict[str, Delta]]  # category (ALL first) -> measure -> Delta
     notes: list[str] = field(default_factory=list)
     worse_utterances: list[dict] = field(default_factory=list)
+    voices: list[str] = field(default_factory=list)  # the saved voices the pairs were spoken in (--voice)
+    voice_deltas: dict[str, dict[str, Delta]] = field(default_factory=dict)  # voice -> measure -> Delta
 
     def as_dict(self) -> dict:
         return {"base": self.base, "new": self.new, "asr": self.tag, "pairs": self.pairs, "categories": self.categories,
                 "notes": self.notes, "measures": {m.name: m.definition for m in MEASURES.values()},
                 "deltas": {c: {m: d.as_dict() for m, d in ds.items()} for c, ds in self.deltas.items()},
+                "voices": self.voices,
+                "voice_deltas": {v: {m: d.as_dict() for m, d in ds.items()} for v, ds in self.voice_deltas.items()},
                 "worse_utterances": self.worse_utterances}
 
 
@@ -150,12 +157,16 @@ def compare_runs(base: str | Path, new: str | Path, tag: str | None = None, repl
     tag = common_tag(base, new, tag)
     m, notes = paired_table(base, new, tag, derail)
     categories = sorted(m["category_a"].dropna().unique())
-    deltas: dict[str, dict[str, Delta]] = {}
-    for cat in [ALL, *categories]:
-        part = m if cat == ALL else m[m["category_a"] == cat]
+
+    def deltas_of(part: pd.DataFrame) -> dict[str, Delta]:
         found = {name: measure_delta(part, measure, replicates, seed) for name, measure in MEASURES.items()}
-        deltas[cat] = {k: v for k, v in found.items() if v is not None}
-    return Comparison(str(base), str(new), tag, len(m), categories, deltas, notes, worse_utterances(m, base, new, worst))
+        return {k: v for k, v in found.items() if v is not None}
+
+    deltas = {cat: deltas_of(m if cat == ALL else m[m["category_a"] == cat]) for cat in [ALL, *categories]}
+    voices = sorted(m["voice_a"].dropna().unique()) if "voice_a" in m else []
+    voice_deltas = {v: deltas_of(m[m["voice_a"] == v]) for v in voices}
+    return Comparison(str(base), str(new), tag, len(m), categories, deltas, notes, worse_utterances(m, base, new, worst),
+                      voices, voice_deltas)
 
 
 def worse_utterances(m: pd.DataFrame, base: Path, new: Path, worst: int) -> list[dict]:

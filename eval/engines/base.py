@@ -31,8 +31,38 @@ from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.units import wire_trace
 
 if TYPE_CHECKING:
+    import torch
+
     from gepard_demo.model.seams import Engine
     from gepard_demo.streaming.seams import TurnLock
+
+
+@dataclass(frozen=True)
+class VoiceRef:
+    """A saved voice (gepard_demo/voice/library.py) as a request's reference: its name, and the
+    folder read here for its prefix (local engines) and its clip (speaker similarity). A server is
+    sent the name and speaks in its own saved voice of that name."""
+
+    name: str
+    folder: str | None
+
+    def _library(self):
+        from gepard_demo.voice.library import VoiceLibrary, VoiceError
+
+        if self.folder is None:
+            raise VoiceError(f"voice {self.name!r}: no --voices-dir to read it from", "voice")
+        return VoiceLibrary(self.folder)
+
+    def prefix(self) -> torch.Tensor:
+        return self._library().prefix(self.name)
+
+    def clip(self) -> np.ndarray:
+        """Its trimmed clip, mono float32 at 22.05 kHz."""
+        return self._library().clip(self.name)
+
+
+# A request's reference voice: a recording's path, or a saved voice.
+Reference = str | VoiceRef
 
 
 class EngineError(RuntimeError):
@@ -95,13 +125,13 @@ class EvalEngine:
         raise NotImplementedError
 
     def synthesize(self, requests: list[tuple[str, int]], sampling: SamplingSettings, stream: StreamSettings,
-                   refs: list[str | None] | None = None) -> list[Synthesis]:
-        """One batch of (text, seed), in order. refs: per request, a reference recording to
-        speak it in (None: the default voice); an engine without cloning is never passed it."""
+                   refs: list[Reference | None] | None = None) -> list[Synthesis]:
+        """One batch of (text, seed), in order. refs: per request, a reference recording or saved
+        voice to speak it in (None: the default voice); an engine without cloning is never passed it."""
         raise NotImplementedError
 
     def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings, stream: StreamSettings,
-                        refs: list[str | None] | None = None, batch_size: int = 4,
+                        refs: list[Reference | None] | None = None, batch_size: int = 4,
                         ids: list[str] | None = None) -> Iterator[tuple[int, Synthesis]]:
         """(index, Synthesis) of each request as it ends, in any order; ids: the utterances' ids
         (engines that look audio up by id use them). Here: batches of batch_size, in order."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from eval.engines.base import EvalEngine, Synthesis
+from eval.engines.base import EvalEngine, Reference, Synthesis, VoiceRef
 from gepard_demo.settings import StreamSettings
 
 if TYPE_CHECKING:
@@ -37,16 +37,21 @@ class GepardLocal(EvalEngine):
         self.codec = codec
         self._prefixer = None  # built on the first reference voice
 
-    def speakers(self, refs: list[str | None] | None) -> list | None:
-        """Speaker prefixes for reference recordings (None: the default voice)."""
+    def speakers(self, refs: list[Reference | None] | None) -> list | None:
+        """Speaker prefixes for reference recordings and saved voices (None: the default voice)."""
         if not refs or not any(refs):
             return None
+        return [None if r is None else r.prefix() if isinstance(r, VoiceRef) else self._prefixer_().from_file(r).tokens
+                for r in refs]
+
+    def _prefixer_(self):
+        """The compressor's prefixer, built on the first reference recording."""
         if self._prefixer is None:
             from gepard_demo.codec.source import resolve_codec_source
             from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
             self._prefixer = SpeakerPrefixer.for_engine(self.engine, resolve_codec_source(self.engine.codec_source()))
-        return [None if r is None else self._prefixer.from_file(r).tokens for r in refs]
+        return self._prefixer
 
     @classmethod
     def load(cls, model: str, device: str = "cpu", cache_dir: str | None = None) -> "GepardLocal":

@@ -39,7 +39,7 @@ from typing import Iterator
 
 import numpy as np
 
-from eval.engines.base import EngineError, EvalEngine, Synthesis
+from eval.engines.base import EngineError, EvalEngine, Reference, Synthesis, VoiceRef
 from gepard_demo.serving.client import (
     ServedEnd,
     ServedFeatures,
@@ -97,17 +97,31 @@ def _server_error(exc: SpeechServerError) -> ServerError:
 
 
 
-def reference_data_urls(refs: list[str | None] | None, n: int) -> list[str | None]:
-    """Per utterance, its reference recording as the `ref_audio` data URL (None: the default
-    voice); each file is read once, however many utterances or servers use it."""
+def voice_fields(refs: list[Reference | None] | None, n: int) -> list[dict]:
+    """Per utterance, the fields that speak it in its voice: a recording as the `ref_audio` data URL
+    (each file read once, however many utterances or servers use it), a saved voice by name
+    (`voice`), or none (the default voice)."""
     refs = refs or [None] * n
     urls: dict[str, str] = {}
-    for ref in dict.fromkeys(r for r in refs if r is not None):
+    for ref in dict.fromkeys(r for r in refs if isinstance(r, str)):
         try:
             urls[ref] = audio_data_url(ref)
         except OSError as e:
             raise EngineError(f"reference audio {ref}: {e.strerror or e}") from e
-    return [None if r is None else urls[r] for r in refs]
+    return [{} if r is None else {"voice": r.name} if isinstance(r, VoiceRef) else {"ref_audio": urls[r]}
+            for r in refs]
+
+
+def check_voices(servers: list["GepardServer"], refs: list[Reference | None] | None) -> None:
+    """Every saved voice asked for is listed by every server, before the first request: a server
+    that does not list it would refuse it, or speak the default voice instead (vLLM-Omni's Gepard)."""
+    names = dict.fromkeys(r.name for r in refs or [] if isinstance(r, VoiceRef))
+    for server in servers:
+        for name in names:
+            try:
+                server.client.check_voice(name)
+            except SpeechServerError as e:
+                raise _server_error(e) from e
 
 
 class GepardServer(EvalEngine):
@@ -153,19 +167,20 @@ class GepardServer(EvalEngine):
     def synthesize(self, requests, sampling, stream, refs=None):
         check_server_settings(sampling, stream)
         guidance = extensions_for([self], sampling)
-        voices = reference_data_urls(refs, len(requests))
+        check_voices([self], refs)
+        voices = voice_fields(refs, len(requests))
         return [self.one(text, seed, sampling.max_frames, v, guidance) for (text, seed), v in zip(requests, voices)]
 
-    def one(self, text: str, seed: int, max_frames: int, ref_audio: str | None = None,
+    def one(self, text: str, seed: int, max_frames: int, voice: dict | None = None,
             guidance: dict | None = None, result: StreamResult | None = None) -> Synthesis:
-        """One utterance; `ref_audio`: a reference voice as a data URL (reference_data_urls);
+        """One utterance; `voice`: its voice's fields (voice_fields);
         `guidance`: extensions_for's fields; `result`: its `hang_up()` ends the request from
         another thread (what it returns then is cut short: the caller drops it)."""
         result, done = result or StreamResult(), {}
         t0 = time.perf_counter()
         try:
             parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="sse", result=result,
-                                            ref_audio=ref_audio, guidance=guidance, done=done))
+                                            guidance=guidance, done=done, **(voice or {})))
         except SpeechServerError as e:
             if (e.status or 0) >= 500:  # the server failed this request: a row that says so, not a dead server
                 return Synthesis(audio=np.zeros(0, np.float32), sample_rate=SAMPLE_RATE, frames=None,
@@ -215,7 +230,7 @@ class ServerPool(EvalEngine):
         return out
 
     def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
-                        stream: StreamSettings, refs: list[str | None] | None = None,
+                        stream: StreamSettings, refs: list[Reference | None] | None = None,
                         batch_size: int | None = None, ids=None) -> Iterator[tuple[int, Synthesis]]:
         """(index, result) as each utterance finishes, in any order. Raises ServerError once no
         server is left (after yielding everything that finished) or when a request is refused.
@@ -224,7 +239,8 @@ class ServerPool(EvalEngine):
         check_server_settings(sampling, stream)
         live = [s for s in self.servers if s.url not in self.dead]
         guidance = extensions_for(live, sampling)
-        voices = reference_data_urls(refs, len(requests))
+        check_voices(live, refs)
+        voices = voice_fields(refs, len(requests))
         work: queue.Queue = queue.Queue()
         for i, (text, seed) in enumerate(requests):
             work.put((i, (text, seed, voices[i])))

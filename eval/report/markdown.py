@@ -24,7 +24,7 @@ def _ci(d: dict | None) -> str:
     return f"{_pct(d['value'])} [{_pct(d['ci_low'])}, {_pct(d['ci_high'])}]{counted}"
 
 
-def _reward(d: dict | None) -> str:
+def _mean_ci(d: dict | None) -> str:
     return "n/a" if not d else f"{d['value']:.3f} [{d['ci_low']:.3f}, {d['ci_high']:.3f}]"
 
 
@@ -85,7 +85,7 @@ def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
         f"| force stop (runaways the guard caught) | {_ci(o.get('force_stop_rate'))} |",
         f"| derail (probe) | {_ci(o.get('derail_rate'))} |",
         f"| clean rollout (the authors' rule) | {_ci(o.get('clean_rate'))} |",
-        f"| reward, mean (the authors' score.py) | {_reward(o.get('reward'))} |",
+        f"| reward, mean (the authors' score.py) | {_mean_ci(o.get('reward'))} |",
         f"| truncation (ratio < 0.5) | {_ci(o.get('truncation_rate'))} |",
         f"| overlong (ratio > 2) | {_ci(o.get('overlong_rate'))} |",
         f"| premature stop | {_ci(o.get('premature_stop_rate'))} |",
@@ -104,6 +104,7 @@ def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
             f"| {c} | {s['n']} | {_ci(s.get('wer_corpus'))} | {rate('wer_mean')} | {rate('exact_match_rate')} | "
             f"{rate('catastrophic_rate')} | {rate('stop_fired_rate')} | {rate('runaway_rate')} | {_num(s['duration_ratio'])} |"
         )
+    lines += _voice_lines(summary.get("by_voice") or {})
     lines += _failure_lines(o)
     lines += probe_lines(summary)
     lines += _measure_lines(o, summary.get("seeds"))
@@ -111,6 +112,19 @@ def render(summary: dict, charts: list[Path], run_dir: Path) -> str:
     lines += ["", "## Definitions", ""] + [f"- **{k}**: {v}" for k, v in summary["definitions"].items()]
     lines += ["", "Per-utterance data: `table.csv` / `table.parquet`; all numbers: `summary.json`.", ""]
     return "\n".join(lines)
+
+
+def _voice_lines(voices: dict) -> list[str]:
+    """A run in saved voices (--voice): each one's WER and speaker similarity (GE2E, not the authors' WavLM-SV)."""
+    if not voices:
+        return []
+    lines = ["", "## By voice", "",
+             "| voice | n | corpus WER [CI] | catastrophic | speaker similarity (GE2E cosine) [CI] |",
+             "| --- | --- | --- | --- | --- |"]
+    for v, s in voices.items():
+        rate = _pct(s["catastrophic_rate"]["value"]) if s.get("catastrophic_rate") else "n/a"
+        lines.append(f"| {v} | {s['n']} | {_ci(s.get('wer_corpus'))} | {rate} | {_mean_ci(s.get('speaker_sim'))} |")
+    return lines
 
 
 def _wav_links(ids: list[str], most: int = 12) -> str:

@@ -55,7 +55,7 @@ DEFINITIONS = {
     "ttfa_s": "time to first audio (eval.engines): engine local = when the first chunk's last frame was committed (estimated from the row's step rate) + that chunk's measured decode; local-stream = measured in the app's streaming session; server = request sent -> first audio bytes received (network and queueing included); piper = first audio chunk",
     "rtf": "(generation + codec decode seconds) / audio seconds; in a batch, generation time is shared",
     "asr_rtf": "ASR wall seconds / audio seconds",
-    "speaker_sim": "voice cloning: mean cosine of Resemblyzer GE2E speaker embeddings of the reference recording and the output (eval.scoring.speaker_similarity), rows with a reference",
+    "speaker_sim": "voice cloning: mean cosine of Resemblyzer GE2E speaker embeddings of the reference (a recording, or a saved voice's clip) and the output (eval.scoring.speaker_similarity), rows with one; GE2E, not the authors' WavLM-SV",
     "failures": "the failure table: each entry k of n utterances with a Wilson 95% interval and the ids (eval/report/failures.py defines every entry)",
     "where": "per failure entry and utterance, where in time it happened, from the row's word alignment (eval/report/where.py)",
     "naturalness": "DNSMOS P.835 SIG / BAK / OVRL and P.808 (speechmos) on the speech, 16 kHz, peak-normalised; mean with bootstrap CI; never used to rank (eval/scoring/naturalness.py)",
@@ -219,6 +219,13 @@ def summarize_group(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed
     return out
 
 
+def by_voice(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed: int = DEFAULT_SEED) -> dict:
+    """Each saved voice's rows summarized (a run with --voice); {} when no row has one."""
+    if "voice" not in df or not df["voice"].notna().any():
+        return {}
+    return {v: summarize_group(g, replicates, seed) for v, g in df[df["voice"].notna()].groupby("voice", sort=True)}
+
+
 def summarize(df: pd.DataFrame, tag: str | None, run_config: dict | None = None,
               replicates: int = DEFAULT_REPLICATES, seed: int = DEFAULT_SEED, derail: DerailRule = DerailRule()) -> dict:
     from eval.charts.budget_chart import token_budget_data
@@ -234,6 +241,7 @@ def summarize(df: pd.DataFrame, tag: str | None, run_config: dict | None = None,
                       "clustered_by": "sentence" if _clusters(df) is not None else None},
         "overall": summarize_group(df, replicates, seed),
         "by_category": {c: summarize_group(g, replicates, seed) for c, g in df.groupby("category", sort=True)},
+        "by_voice": by_voice(df, replicates, seed),
         "seeds": seeds_summary(df, replicates, seed),
         "derail_rule": {**derail.as_dict(), "rule": derail.describe()},
         "reward_weights": AUTHORS.as_dict(),

@@ -38,12 +38,13 @@ from eval.jsonio import append_jsonl, read_jsonl, write_bytes_atomic, write_json
 from eval.runs.checks import input_error, text_repetition_error
 from eval.runs.environment import environment
 from eval.runs.seeds import DEFAULT_BASE_SEED, sample_seed
-from eval.runs.sets import SetError, Utterance, expand_samples, load_set, resolve_set_path
+from eval.engines.base import Reference, VoiceRef
+from eval.runs.sets import SetError, Utterance, expand_samples, expand_voices, load_set, resolve_set_path
 from eval.scoring.audio import write_wav_atomic
 from gepard_demo.settings import SamplingSettings, StreamSettings, fixed_by_server
 
 # Changing any of these between a run and its resume would mix two experiments in one folder.
-IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio", "seeds")
+IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio", "seeds", "voices")
 
 
 class RunError(RuntimeError):
@@ -71,6 +72,11 @@ class RunConfig:
     # A reference voice for every sentence (voice cloning); a set's per-sentence ref_audio wins.
     ref_audio: str | None = None
     seeds: int = 1  # samples per sentence (--seeds K): sample k has seed f(base seed, id, k)
+    # Saved voices (gepard_demo/voice/library.py): every sentence in each (--voice, repeatable), paired by
+    # seed. Where they are read here (not part of the identity): a local engine's prefixes, and every
+    # engine's clips for speaker similarity; a server keeps its own.
+    voices: tuple[str, ...] = ()
+    voices_dir: str | None = None
 
     def validate(self) -> "RunConfig":
         self.sampling.validate()
@@ -96,14 +102,35 @@ class RunConfig:
             raise RunError(f"--engine files needs --files DIR_OR_MANIFEST (got {self.model!r}: not found)")
         if self.ref_audio is not None and not Path(self.ref_audio).is_file():
             raise RunError(f"--ref-audio {self.ref_audio} not found")
+        self._check_voices()
         if not self.server_timeout > 0:
             raise RunError(f"server timeout must be > 0 s, got {self.server_timeout}")
         return self
+
+    def _check_voices(self) -> None:
+        if not self.voices:
+            return
+        if self.ref_audio is not None:
+            raise RunError("give --ref-audio FILE or --voice NAME, not both")
+        if self.engine in ("piper", "files"):
+            raise RunError(f"--engine {self.engine} cannot take --voice (local, local-stream and server can)")
+        keys = [v.strip().lower() for v in self.voices]
+        if len(set(keys)) < len(keys) or not all(keys):
+            raise RunError(f"--voice names must be distinct and not empty (names are case-insensitive): {list(self.voices)}")
+        if self.engine != "server":  # a server checks its own list before the first request (check_voice)
+            from gepard_demo.voice.library import VoiceLibrary
+
+            folder = self.voices_dir or "(no --voices-dir)"
+            library = VoiceLibrary(self.voices_dir) if self.voices_dir else None
+            missing = [v for v in self.voices if library is None or library.find(v) is None]
+            if missing:
+                raise RunError(f"--voice {', '.join(missing)}: no such saved voice in {folder}")
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
         d["categories"] = list(self.categories)
         d["server_urls"] = list(self.server_urls)
+        d["voices"] = list(self.voices)
         return d
 
     @classmethod
@@ -115,6 +142,7 @@ class RunConfig:
         d["stream"] = StreamSettings(**d["stream"])
         d["categories"] = tuple(d.get("categories") or ())
         d["server_urls"] = tuple(d.get("server_urls") or ())
+        d["voices"] = tuple(d.get("voices") or ())
         return cls(**d)
 
 
@@ -148,7 +176,7 @@ def prepare_folder(cfg: RunConfig, run_dir: Path) -> list[Utterance]:
             fresh["set_sha256"] = set_digest(load_set(cfg.set, cfg.limit, list(cfg.categories) or None))
         except SetError:
             fresh["set_sha256"] = saved["set_sha256"]  # set file gone or moved: the saved copy is used
-        old = {"seeds": 1, **saved["run"], "set_sha256": saved["set_sha256"]}  # folders from before --seeds: one
+        old = {"seeds": 1, "voices": [], **saved["run"], "set_sha256": saved["set_sha256"]}  # from before --seeds, --voice
         # Settings added since the folder was made (the guardrails, text repetition) hold their defaults there.
         old["sampling"] = dataclasses.asdict(SamplingSettings(**old["sampling"]))
         old["stream"] = dataclasses.asdict(StreamSettings(**old["stream"]))
@@ -209,7 +237,8 @@ def save_audio(run_dir: Path, u: Utterance, s) -> None:
         write_bytes_atomic(run_dir / "codes" / f"{u.id}.npy", buf.getvalue())
 
 
-def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: str | None = None, speaker_sim: float | None = None) -> dict:
+def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: Reference | None = None,
+             speaker_sim: float | None = None) -> dict:
     """One utterance's row; every field is defined in eval.engines / eval.scoring.metrics / eval.scoring.speaker_similarity."""
     return {
         "id": u.id, "sentence": u.sentence_id, "sample": u.sample, "category": u.category, "text": u.text,
@@ -218,7 +247,8 @@ def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: str | None = None,
         "duration_s": s.duration_s, "sample_rate": s.sample_rate, "p_stop": s.p_stop,
         "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,
         "seed": s.seed, "wav": f"wav/{u.id}.wav", "codes": None if s.codes is None else f"codes/{u.id}.npy",
-        "server_error": s.error, "ref_audio": ref, "speaker_sim": speaker_sim,
+        "server_error": s.error, "ref_audio": ref if isinstance(ref, str) else None, "voice": u.voice,
+        "speaker_sim": speaker_sim,
         "ended_by": s.ended_by, "force_stopped": s.force_stopped, "force_stop": s.force_stop,
         **s.probe_fields(),
         "settings": row_settings(cfg, seed),
@@ -268,7 +298,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             why = text_repetition_error(engine, load_set(cfg.set, cfg.limit, list(cfg.categories) or None))
             if why:
                 raise RunError(why)
-        items = expand_samples(prepare_folder(cfg, run_dir), cfg.seeds)
+        items = expand_voices(expand_samples(prepare_folder(cfg, run_dir), cfg.seeds), cfg.voices)
         done = {r["id"] for r in done_rows(run_dir, repair=True)} | {r["id"] for r in error_rows(run_dir)}
         if done:
             log(f"resuming {run_dir}: {len(done)}/{len(items)} done")
@@ -282,7 +312,7 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             # Every utterance handed over at once, each row written as it ends (any order): a
             # server pool, a running batch, batch after batch, or files looked up by id (eval/engines).
             seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
-            refs = [u.ref_audio or cfg.ref_audio for u in pending]
+            refs = [reference(u, cfg) for u in pending]
             for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling,
                                                cfg.stream, refs, batch_size=cfg.batch_size, ids=[u.id for u in pending]):
                 rows.keep(pending[i], seeds[i], s, refs[i])
@@ -290,6 +320,13 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
         write_json_atomic(run_dir / "status.json", {"done": rows.done, "errors": len(error_rows(run_dir)),
                                                     "total": len(items), "complete": rows.done == len(items)})
         return run_dir
+
+
+def reference(u: Utterance, cfg: RunConfig) -> Reference | None:
+    """The voice an utterance is spoken in: its saved voice, its set's recording, the run's, or none."""
+    if u.voice is not None:
+        return VoiceRef(u.voice, cfg.voices_dir)
+    return u.ref_audio or cfg.ref_audio
 
 
 @contextlib.contextmanager
@@ -345,8 +382,9 @@ class _Rows:
         self.run_dir, self.cfg, self.total, self.done, self.progress = run_dir, cfg, total, done, progress
         self.bar = tqdm(total=total, initial=done, desc=f"synth {run_dir.name}", unit="utt")
         self._similarity = None  # loaded on the first reference
+        self._missing: set[str] = set()  # saved voices with no local clip
 
-    def keep(self, u: Utterance, seed: int, s, ref: str | None = None) -> None:
+    def keep(self, u: Utterance, seed: int, s, ref: Reference | None = None) -> None:
         save_audio(self.run_dir, u, s)
         sim = None
         if ref:
@@ -354,9 +392,26 @@ class _Rows:
                 from eval.scoring.speaker_similarity import SpeakerSimilarity
 
                 self._similarity = SpeakerSimilarity()
-            sim = self._similarity.similarity(ref, s.audio, s.sample_rate)
+            sim = self._voice_similarity(ref, s) if isinstance(ref, VoiceRef) else \
+                self._similarity.similarity(ref, s.audio, s.sample_rate)
         append_jsonl(self.run_dir / "rows.jsonl", make_row(u, s, seed, self.cfg, ref, sim))
         self.done += 1
         self.bar.update(1)
         if self.progress:
             self.progress(self.done, self.total)
+
+    def _voice_similarity(self, ref: VoiceRef, s) -> float | None:
+        """The output against the saved voice's own clip, as a recording's rows are scored; None (said
+        once) where the voice is not in --voices-dir here (a server's own voice, not copied)."""
+        from gepard_demo.units import SAMPLE_RATE
+        from gepard_demo.voice.library import VoiceError
+
+        try:
+            clip = ref.clip()
+        except VoiceError as e:
+            if ref.name not in self._missing:
+                self._missing.add(ref.name)
+                tqdm.write(f"speaker similarity: {e} (no local copy of the server's voice): its rows have none")
+            return None
+        return self._similarity.cosine(self._similarity.reference_audio(f"voice {ref.name.lower()}", clip, SAMPLE_RATE),
+                                       s.audio, s.sample_rate)

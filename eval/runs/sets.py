@@ -29,6 +29,7 @@ class Utterance:
     ref_audio: str | None = None  # reference voice for this sentence (absolute path)
     sentence: str | None = None  # the set's id of the sentence this is a sample of (expand_samples)
     sample: int = 0  # which of the sentence's samples (0 with one sample per sentence)
+    voice: str | None = None  # a saved voice it is spoken in (expand_voices)
 
     @property
     def words(self) -> int:
@@ -47,6 +48,18 @@ def expand_samples(items: list[Utterance], k: int) -> list[Utterance]:
         return list(items)
     return [dataclasses.replace(u, id=u.id if s == 0 else f"{u.id}~{s}", sentence=u.id, sample=s)
             for u in items for s in range(k)]
+
+
+def expand_voices(items: list[Utterance], voices: tuple[str, ...]) -> list[Utterance]:
+    """Every utterance in every saved voice, each with its sentence's seed (so the voices are paired by
+    sentence). One voice keeps the ids (a run in it pairs with a run in the default voice); several
+    give `<id>@<voice>` (lower case: names are case-insensitive)."""
+    if not voices:
+        return list(items)
+    if len(voices) == 1:
+        return [dataclasses.replace(u, voice=voices[0], sentence=u.sentence_id) for u in items]
+    return [dataclasses.replace(u, id=f"{u.id}@{v.lower()}", voice=v, sentence=u.sentence_id)
+            for u in items for v in voices]
 
 
 def builtin_sets() -> list[str]:

@@ -70,11 +70,34 @@ class SpeakerSimilarity:
             self._refs[key] = self.embed(audio.mean(axis=1), rate)
         return self._refs[key]
 
+    def reference_audio(self, key: str, audio: np.ndarray, sample_rate: int) -> np.ndarray:
+        """A reference given as mono samples (a saved voice's clip), its embedding cached by `key`."""
+        if key not in self._refs:
+            self._refs[key] = self.embed(audio, sample_rate)
+        return self._refs[key]
+
     def similarity(self, ref_path: str | Path, audio: np.ndarray, sample_rate: int) -> float | None:
-        """Cosine of the two embeddings; None when the output is silent."""
-        ref = self.reference(ref_path)
+        """Cosine of the recording's and the output's embeddings; None when the output is silent."""
+        return self.cosine(self.reference(ref_path), audio, sample_rate)
+
+    def cosine(self, ref: np.ndarray, audio: np.ndarray, sample_rate: int) -> float | None:
+        """Cosine of a reference embedding and the output's; None when the output is silent."""
         try:
             out = self.embed(audio, sample_rate)
         except SpeakerSimilarityError:
             return None
         return float(np.dot(ref, out) / (np.linalg.norm(ref) * np.linalg.norm(out)))
+
+
+def equal_error_rate(target: np.ndarray, nontarget: np.ndarray) -> tuple[float, float]:
+    """(EER, its threshold) of a verifier's scores: `target` for trials of one speaker, `nontarget`
+    for trials of two. The EER is where the false-accept rate (non-targets at or above the
+    threshold) meets the false-reject rate (targets below it), read off the ROC between its two
+    nearest points (the mean of the two rates there)."""
+    from sklearn.metrics import roc_curve
+
+    labels = np.r_[np.ones(len(target)), np.zeros(len(nontarget))]
+    far, tpr, thresholds = roc_curve(labels, np.r_[target, nontarget])
+    frr = 1.0 - tpr
+    i = int(np.nanargmin(np.abs(far - frr)))
+    return float((far[i] + frr[i]) / 2), float(thresholds[i])

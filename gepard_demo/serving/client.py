@@ -29,8 +29,10 @@ import numpy as np
 
 from gepard_demo.model.guards.ending import BUDGET, STOP, Ended
 from gepard_demo.serving.protocol import (
+    DEFAULT_VOICE,
     MODELS_PATH,
     SPEECH_PATH,
+    VOICES_PATH,
     Pcm16Reader,
     StreamMode,
     error_message,
@@ -133,12 +135,13 @@ def unserved_extension(sampling: SamplingSettings, features: ServedFeatures) -> 
 
 def request_body(text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
                  mode: StreamMode = "raw", response_format: str = "pcm", ref_audio: str | None = None,
-                 guidance: dict | None = None, word_timestamps: bool = False) -> dict:
+                 guidance: dict | None = None, word_timestamps: bool = False, voice: str | None = None) -> dict:
     """The JSON body for one utterance; mode "raw" = stream_format "audio" (raw bytes),
     "sse" = speech.audio.delta events, "none" = one whole response. ref_audio: a reference
     voice as `audio_data_url` makes it (vLLM-Omni's cloning field). guidance: `guidance_fields` and
-    `guardrail_fields` (our extensions; only for a server whose ServedFeatures say it takes them)."""
-    body: dict[str, Json] = {"input": text, "voice": "default", "response_format": response_format}
+    `guardrail_fields` (our extensions; only for a server whose ServedFeatures say it takes them).
+    voice: a saved voice's name (only one `SpeechClient.check_voice` found listed); None: "default"."""
+    body: dict[str, Json] = {"input": text, "voice": voice or DEFAULT_VOICE, "response_format": response_format}
     if ref_audio is not None:
         body["ref_audio"] = ref_audio
     body.update(guidance or {})
@@ -236,20 +239,45 @@ class SpeechClient:
             raise SpeechServerError(f"speech server at {self.url}: GET {MODELS_PATH} lists no model", "protocol")
         return data[0]
 
+    def voices(self) -> list[str]:
+        """The voice names a request may send (`GET /v1/audio/voices`' `voices`); ["default"] where the
+        server has no such route (a server before vLLM-Omni's voice library)."""
+        import httpx
+
+        try:
+            r = self._client.get(VOICES_PATH)
+            if r.status_code in (404, 405):
+                return [DEFAULT_VOICE]
+            r.raise_for_status()
+            names = r.json().get("voices")
+        except (httpx.HTTPError, ValueError, AttributeError) as e:
+            raise self._failed(f"GET {VOICES_PATH}", e) from e
+        return [str(n) for n in names] if isinstance(names, list) else [DEFAULT_VOICE]
+
+    def check_voice(self, name: str) -> None:
+        """Before the first request in a saved voice: one the server does not list would be refused
+        (or, on a server that ignores the field, silently spoken in its default voice): refused here."""
+        listed = self.voices()
+        if name.strip().lower() not in {n.lower() for n in listed}:
+            raise SpeechServerError(f"voice: the speech server at {self.url} does not list {name!r} in GET "
+                                    f"/v1/audio/voices (it lists {', '.join(listed)}); upload it there first "
+                                    "(POST /v1/audio/voices; vLLM-Omni 0.30's Gepard keeps none)", "refused")
+
     def stream(self, text: str, *, seed: int | None = None, max_new_tokens: int | None = None,
                mode: StreamMode = "raw", result: StreamResult | None = None,
                cancel: threading.Event | None = None, done: dict | None = None,
                ref_audio: str | None = None, guidance: dict | None = None,
-               word_timestamps: bool = False) -> Iterator[np.ndarray]:
+               word_timestamps: bool = False, voice: str | None = None) -> Iterator[np.ndarray]:
         """int16 sample arrays of one utterance as they arrive (s16le pcm, 22050 Hz mono).
-        `ref_audio`: speak in this voice (an `audio_data_url`); `guidance`: `guidance_fields`.
+        `ref_audio`: speak in this voice (an `audio_data_url`); `voice`: in this saved one (check_voice);
+        `guidance`: `guidance_fields`.
         `cancel` set: the connection is closed at the next chunk (the server frees its engine).
         `done` (SSE): receives the `speech.audio.done` event (ours carries frames / stop / seed), and
         with `word_timestamps` (SSE only) our `speech.audio.word_timestamps` event under that key."""
         import httpx
 
         body = request_body(text, seed=seed, max_new_tokens=max_new_tokens, mode=mode, response_format="pcm",
-                            ref_audio=ref_audio, guidance=guidance, word_timestamps=word_timestamps)
+                            ref_audio=ref_audio, guidance=guidance, word_timestamps=word_timestamps, voice=voice)
         result = result if result is not None else StreamResult()
         reader = Pcm16Reader()
         t0 = time.perf_counter()

@@ -29,11 +29,11 @@ ACCEPTED_CLONING_FIELDS = ("ref_audio", "ref_text", "task_type")  # with a compr
 EXTENSION_FIELDS = GUIDANCE_FIELDS + GUARDRAIL_FIELDS  # ours, always accepted
 
 
-def request_rules(cloning: bool) -> tuple[FieldRule, ...]:
-    """vLLM-Omni's Gepard refusals, less the cloning fields we serve when the model can clone."""
-    if not cloning:
-        return GEPARD_RULES
-    return tuple(r for r in GEPARD_RULES if r.field not in ACCEPTED_CLONING_FIELDS)
+def request_rules(cloning: bool, voices: bool = False) -> tuple[FieldRule, ...]:
+    """vLLM-Omni's Gepard refusals, less the cloning fields we serve when the model can clone, and
+    less its one-voice rule where the server keeps saved voices (the service checks the name)."""
+    served = (ACCEPTED_CLONING_FIELDS if cloning else ()) + (("voice",) if voices else ())
+    return tuple(r for r in GEPARD_RULES if r.field not in served)
 
 
 def split_extensions(body: object) -> tuple[object, dict]:
@@ -56,6 +56,7 @@ class CloningFields:
     ref_audio: bytes | None  # the decoded file bytes, not yet checked as audio
     ref_text_ignored: bool
     cfg: dict  # SamplingSettings changes: the guidance and guardrail fields as given
+    voice: str | None = None  # a saved voice's name (serving/voices.py), when the request speaks in one
 
 
 def parse_cloning_fields(body: dict[str, object], sampling: SamplingSettings) -> CloningFields:

@@ -34,6 +34,7 @@ from gepard_demo.units import SAMPLE_RATE  # Gepard's native rate; the only one 
 
 SPEECH_PATH = "/v1/audio/speech"
 MODELS_PATH = "/v1/models"
+VOICES_PATH = "/v1/audio/voices"  # vLLM-Omni's voice library (serving/voices.py)
 DEFAULT_VOICE = "default"
 MAX_NEW_TOKENS = (1, 4096)  # frames; vLLM-Omni's ARTTSAdapter bounds
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -172,6 +173,7 @@ class SpeechRequest:
     max_new_tokens: int | None  # None: the server's default budget
     seed: int | None  # None: the server's default seed, else a fresh one
     word_timestamps: bool = False  # only where the rules let it through (serving/timestamps.py)
+    voice: str | None = None  # as sent: "default", a saved voice's name where the server keeps voices (voices.py)
 
 
 def parse_speech_request(body: object, model_id: str, rules: Iterable[FieldRule] = GEPARD_RULES) -> SpeechRequest:
@@ -194,7 +196,7 @@ def parse_speech_request(body: object, model_id: str, rules: Iterable[FieldRule]
         if rule.refuses(req):
             raise RequestError(rule.message, rule.field)
     return SpeechRequest(req.input, req.response_format, stream_mode(req.stream, req.stream_format),
-                         req.max_new_tokens, req.seed, req.word_timestamps)
+                         req.max_new_tokens, req.seed, req.word_timestamps, req.voice)
 
 
 # -- audio bytes --------------------------------------------------------------------------------

@@ -8,7 +8,10 @@ is decided by `protocol.py` (vLLM-Omni's request model + its Gepard adapter's ru
 - `POST /v1/audio/speech`: `input`, `voice` ("default"), `response_format` (wav default, pcm =
   s16le mono 22050 Hz, flac, mp3), `stream` / `stream_format` (none, raw bytes or SSE
   `speech.audio.delta` events; pcm or wav), `max_new_tokens` (frames, 1-4096), `seed`, `model`.
-- `GET /v1/models`: the served model id, plus `random_weights` and the fixed settings.
+- `GET /v1/models`: the served model id, plus `random_weights`, the fixed settings and whether
+  saved voices are served (`voices`).
+- `GET / POST /v1/audio/voices`, `DELETE /v1/audio/voices/{name}`: saved voices (voices.py), and
+  `voice: "<name>"` in a request (the one voice "default" otherwise, as vLLM-Omni's Gepard).
 - Errors in OpenAI's shape for every status (400, 404, 405, 413, 500); a body over
   `max_body_bytes` is refused with 413 from its Content-Length, before it is read.
 - Voice cloning and guidance (cloning.py), when the server has a speaker prefixer:
@@ -69,6 +72,7 @@ from gepard_demo.serving.protocol import (
 from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
 from gepard_demo.serving.speech_stream import SpeechStreamHandler
 from gepard_demo.serving.stream_protocol import STREAM_PATH
+from gepard_demo.serving.voices import VoiceShelf, voice_router
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.report import report_headers, run_report
@@ -160,11 +164,12 @@ async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
 
 def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, stream: StreamSettings,
                      max_body_bytes: int = MAX_BODY_BYTES, prefixer: SpeakerPrefixer | None = None,
-                     batching: BatchingSettings = BatchingSettings(), aligner: Aligner | None = None) -> FastAPI:
+                     batching: BatchingSettings = BatchingSettings(), aligner: Aligner | None = None,
+                     voices: VoiceShelf | None = None) -> FastAPI:
     """The FastAPI app for one loaded engine + codec (`app.state.scheduler` drives the engine;
     close it to end every request). The arguments are SpeechService's (service.py): the fixed
-    settings, the reference-voice prefixer and the word aligner."""
-    service = SpeechService(engine, codec, sampling, stream, batching, prefixer, aligner)
+    settings, the reference-voice prefixer, the word aligner and the saved voices."""
+    service = SpeechService(engine, codec, sampling, stream, batching, prefixer, aligner, voices)
     app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
     app.state.scheduler = service.scheduler
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
@@ -185,6 +190,8 @@ def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, s
     @app.websocket(STREAM_PATH)
     async def speech_stream(ws: WebSocket):
         await streams.handle(ws)
+
+    app.include_router(voice_router(voices, service.encoder_lock))
 
     @app.get(MODELS_PATH)
     async def models():

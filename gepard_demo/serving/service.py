@@ -9,7 +9,7 @@ route (the whole response, a raw or SSE stream) opens its session here, so they 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,11 +17,12 @@ import anyio
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.serving import cloning, timestamps
-from gepard_demo.serving.protocol import SAMPLE_RATE, RequestError, SpeechRequest, parse_speech_request
+from gepard_demo.serving.protocol import DEFAULT_VOICE, SAMPLE_RATE, RequestError, SpeechRequest, parse_speech_request
 from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
+from gepard_demo.voice.library import VoiceError
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 if TYPE_CHECKING:
@@ -30,10 +31,11 @@ if TYPE_CHECKING:
     from gepard_demo.alignment.aligner import Aligner
     from gepard_demo.codec.base import Codec
     from gepard_demo.model.seams import Engine
+    from gepard_demo.serving.voices import VoiceShelf
     from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
 # What `open` raises for a request it refuses; `refusal` words each as (message, status, param).
-REFUSALS = (RequestError, cloning.CloningFieldError, ReferenceAudioError, TextError, SettingsError)
+REFUSALS = (RequestError, cloning.CloningFieldError, ReferenceAudioError, TextError, SettingsError, VoiceError)
 
 
 def refusal(exc: Exception) -> tuple[str, int, str | None]:
@@ -46,6 +48,8 @@ def refusal(exc: Exception) -> tuple[str, int, str | None]:
         return f"ref_audio: {exc}", 400, "ref_audio"
     if isinstance(exc, TextError):
         return str(exc), 400, "input"
+    if isinstance(exc, VoiceError):
+        return str(exc), 400, exc.field
     return str(exc), 400, exc.field  # SettingsError
 
 
@@ -54,7 +58,8 @@ class SpeechService:
     """engine, codec: loaded. sampling, stream: what the server fixes (settings.fixed_by_server);
     sampling's max_frames is the default max_new_tokens and its seed, if any, the default seed. prefixer: a SpeakerPrefixer for
     `ref_audio` (None: the cloning fields are refused). aligner: for `word_timestamps` (None:
-    refused, as vLLM-Omni refuses it without --forced-aligner)."""
+    refused, as vLLM-Omni refuses it without --forced-aligner). voices: the saved voices a request may
+    name (voices.py; None: only "default", as vLLM-Omni's Gepard)."""
 
     engine: Engine
     codec: Codec
@@ -63,6 +68,7 @@ class SpeechService:
     batching: BatchingSettings = field(default_factory=BatchingSettings)
     prefixer: SpeakerPrefixer | None = None
     aligner: Aligner | None = None
+    voices: VoiceShelf | None = None
 
     def __post_init__(self) -> None:
         self.sampling.validate()
@@ -74,7 +80,8 @@ class SpeechService:
         # Sessions share the codec's calls where their chunks line up (batching/codec_pool.py).
         self.stream_codec = CodecPool(self.codec) if self.batching.codec_batching else self.codec
         self.encoder_lock = asyncio.Lock()  # reference voices: one encode at a time
-        self.rules = timestamps.request_rules(cloning.request_rules(self.prefixer is not None), self.aligner is not None)
+        self.rules = timestamps.request_rules(cloning.request_rules(self.prefixer is not None, self.voices is not None),
+                                              self.aligner is not None)
 
     def models_entry(self) -> dict:
         """The served model's /v1/models entry, with what a client may send beyond vLLM-Omni's
@@ -85,7 +92,8 @@ class SpeechService:
             "revision": info.revision, "random_weights": info.random_weights,
             "device": info.device, "dtype": info.dtype, "sample_rate": SAMPLE_RATE, "speed": info.speed,
             "fixed_settings": {"sampling": asdict(self.sampling), "stream": asdict(self.stream)},
-            "voice_cloning": self.prefixer is not None, **dict.fromkeys(EXTENSION_GROUPS, True), "probe": True,
+            "voice_cloning": self.prefixer is not None, "voices": self.voices is not None,
+            **dict.fromkeys(EXTENSION_GROUPS, True), "probe": True,
             "extension_fields": list(cloning.EXTENSION_FIELDS),
             "batching": asdict(self.batching), "load": self.scheduler.load(), **timestamps.models_entry(self.aligner),
         }
@@ -102,12 +110,20 @@ class SpeechService:
         plain, extensions = cloning.split_extensions(body)
         req = parse_speech_request(plain, self.model_id, self.rules)
         clone = cloning.parse_cloning_fields({**plain, **extensions}, self._settings(req))
+        if req.voice is not None and req.voice.lower() != DEFAULT_VOICE and clone.ref_audio is None:
+            if not self.voices.knows(req.voice):  # the wheel's words; ref_audio, when sent, wins (as there)
+                raise VoiceError(f"Unknown voice '{req.voice}'. Gepard has no built-in speakers. Upload a voice "
+                                 "first via POST /v1/audio/voices, or use ref_audio + ref_text.", "voice")
+            clone = replace(clone, voice=req.voice)
         self.session(req, clone)
         return req, clone
 
     async def speaker(self, clone: cloning.CloningFields) -> torch.Tensor | None:
-        """The speaker prefix of the request's reference clip (None: the default voice); one
-        encode at a time, off the event loop. Raises ReferenceAudioError for a bad clip."""
+        """The speaker prefix of the request's reference clip or saved voice (None: the default
+        voice); one encode at a time, off the event loop. Raises ReferenceAudioError for a bad clip,
+        VoiceError for a voice deleted since the request was checked."""
+        if clone.voice is not None:
+            return await anyio.to_thread.run_sync(self.voices.prefix, clone.voice)
         if clone.ref_audio is None:
             return None
         async with self.encoder_lock:

@@ -32,7 +32,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +58,12 @@ class VoiceError(ValueError):
     def __init__(self, message: str, field: str):
         super().__init__(message)
         self.field = field
+
+
+def default_voices_dir(env: Mapping[str, str]) -> Path:
+    """The wheel's SPEAKER_SAMPLES_DIR where the environment (passed in by a command) sets it, else
+    under the user's cache, as the wheel's default is (~/.cache/vllm-omni/speakers)."""
+    return Path(env.get("SPEAKER_SAMPLES_DIR") or "~/.cache/gepard-demo/voices").expanduser()
 
 
 def check_name(name: str | None) -> str:
@@ -192,22 +198,11 @@ class VoiceLibrary:
             speaker_description: str | None = None) -> SavedVoice:
         """Save a voice (its prefix already made from `clip`); the policy, the cap and the
         reserved names are checked under the folder's lock, and the file appears whole or not at all."""
-        name = check_name(name)
-        consent = (consent or "").strip()
-        if not consent:
-            raise VoiceError("consent is required: the speaker's consent record for this voice", "consent")
+        name, consent = self.check(name, consent)
         with self._locked():
             key = name.lower()
-            if key in self.reserved:
-                raise VoiceError(f"Voice name '{name}' is reserved by a built-in speaker of this model; "
-                                 "choose a different name.", "name")
             existing = {v.key: v for v in self.voices()}
-            if key in existing and self.policy == "immutable":
-                raise VoiceError(f"Voice '{name}' already exists and VLLM_OMNI_SPEAKER_REGISTRATION_POLICY is "
-                                 f"'immutable'; delete it first via DELETE /v1/audio/voices/{name}.", "name")
-            if key not in existing and len(existing) >= self.max_voices:
-                raise VoiceError(f"Uploaded voice limit reached ({self.max_voices}). Delete an existing voice before "
-                                 "registering a new one, or raise the cap via SPEAKER_MAX_UPLOADED.", "name")
+            self._refuse(name, existing)  # again: another upload may have come in meanwhile
             stamp = self._stamp(existing.values())
             path = self.folder / f"{_sanitize(name)}_{_sanitize(consent)}_{stamp}{SUFFIX}"
             if self.folder.resolve() not in path.resolve().parents:
@@ -225,6 +220,29 @@ class VoiceLibrary:
             if key in existing:  # overwrite: the old file goes once the new one is in place
                 existing[key].path.unlink(missing_ok=True)
         return voice
+
+    def check(self, name: str | None, consent: str | None) -> tuple[str, str]:
+        """(name, consent) trimmed, if a voice of that name may be saved now (VoiceError naming the
+        field otherwise): before the costly part of an upload; `add` checks again under the lock."""
+        name = check_name(name)
+        consent = (consent or "").strip()
+        if not consent:
+            raise VoiceError("consent is required: the speaker's consent record for this voice", "consent")
+        self._refuse(name, {v.key: v for v in self.voices()})
+        return name, consent
+
+    def _refuse(self, name: str, existing: dict[str, SavedVoice]) -> None:
+        """The wheel's _check_registration_allowed and _check_upload_cap."""
+        key = name.lower()
+        if key in self.reserved:
+            raise VoiceError(f"Voice name '{name}' is reserved by a built-in speaker of this model; "
+                             "choose a different name.", "name")
+        if key in existing and self.policy == "immutable":
+            raise VoiceError(f"Voice '{name}' already exists and VLLM_OMNI_SPEAKER_REGISTRATION_POLICY is "
+                             f"'immutable'; delete it first via DELETE /v1/audio/voices/{name}.", "name")
+        if key not in existing and len(existing) >= self.max_voices:
+            raise VoiceError(f"Uploaded voice limit reached ({self.max_voices}). Delete an existing voice before "
+                             "registering a new one, or raise the cap via SPEAKER_MAX_UPLOADED.", "name")
 
     def delete(self, name: str) -> bool:
         """Remove the voice; False when there is none of that name."""
