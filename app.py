@@ -25,6 +25,7 @@ import functools
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from gepard_demo.alignment.settings import DEFAULT_WEIGHTS
@@ -61,6 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_parser(env) -> argparse.ArgumentParser:
     """The app's flags; each default is its environment variable's value where `env` has one."""
+    from gepard_demo.voice.library import default_voices_dir
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=env.get("GEPARD_MODEL") or DEFAULT_MODEL,
                    help="local checkpoint dir, Hugging Face id, or 'tiny' (env GEPARD_MODEL)")
@@ -98,6 +101,9 @@ def build_parser(env) -> argparse.ArgumentParser:
     p.add_argument("--caption-weights", default=DEFAULT_WEIGHTS,
                    help=f"Whisper weights the captions align with: {DEFAULT_WEIGHTS} (the default: both, their readings' median), "
                         "tiny.en, base, or a path")
+    p.add_argument("--voices-dir", type=Path, default=default_voices_dir(env),
+                   help="the voice picker's saved voices (default: $SPEAKER_SAMPLES_DIR, else ~/.cache/gepard-demo/voices: "
+                        "the speech server's too); on a public page each visitor has their own, under visitors/")
     p.add_argument("--server-url", default=None,
                    help="stream from a served model (vLLM-Omni or `python -m gepard_demo serve`) at this URL "
                         "instead of loading one here; the controls the server fixes are disabled")
@@ -179,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     from gepard_demo.speed.select import apply_codec_speed, apply_speed, load_dtype
     from gepard_demo.speed.settings import SpeedError
     from gepard_demo.ui.hosts.model_host import engine_loader_for, load_model_host
+    from gepard_demo.ui.page.saved_voices import SavedVoiceSettings
     from gepard_demo.ui.server import build_app, serve
 
     cuda = CudaReport.here(zerogpu=boundary == "zerogpu")
@@ -222,7 +229,8 @@ def main(argv: list[str] | None = None) -> None:
 
         eval_tab = functools.partial(eval_tab, limits=EvalLimits.public())
     demo = build_app(host, stream=DEMO_STREAM, eval_tab=eval_tab, eval_tab_error=eval_tab_error, traffic=traffic,
-                     captions=caption_settings(args))
+                     captions=caption_settings(args),
+                     saved_voices=SavedVoiceSettings(args.voices_dir, per_visitor=args.public))  # the picker
     if boundary == "zerogpu":
         from gepard_demo.zerogpu.startup import report_startup
 

@@ -1,6 +1,6 @@
 """How well the speaker-similarity instrument tells voices apart on real speech, and what it costs.
 
-The instrument is eval's (eval/scoring/speaker_similarity.py): Resemblyzer's GE2E speaker encoder,
+The instrument is eval's and the page's (gepard_demo/voice/similarity.py): Resemblyzer's GE2E speaker encoder,
 the cosine of two embeddings. It is NOT the authors' WavLM-SV (seed-tts-eval's SIM), which has no
 offline weights here: its figures are comparable across our runs only.
 
@@ -10,7 +10,7 @@ synthesizer, each variant its own pitch, formants and breath: a hard test, since
 synthesizer's sound). Each voice speaks --sentences sentences of the core set.
 
 Two views, each an equal-error rate (EER: where false accepts meet false rejects on the ROC,
-speaker_similarity.equal_error_rate):
+similarity.equal_error_rate):
 - utterance pairs: every pair of utterances, a target trial when both are one voice;
 - as eval uses it: each voice's reference clip (its first sentences joined, 3-15 s, as a saved
   voice's clip is) against every other utterance: a target trial when it is that voice's.
@@ -82,7 +82,7 @@ def reference_clip(parts: list[np.ndarray], min_s: float = 4.0) -> tuple[np.ndar
 
 
 def measure(spoken: dict[str, list[np.ndarray]]) -> dict:
-    from eval.scoring.speaker_similarity import SpeakerSimilarity, equal_error_rate
+    from gepard_demo.voice.similarity import SpeakerSimilarity, equal_error_rate
 
     sim = SpeakerSimilarity()
     first = next(iter(spoken.values()))[0]
@@ -109,7 +109,7 @@ def measure(spoken: dict[str, list[np.ndarray]]) -> dict:
     eer_refs, thr_refs = equal_error_rate(np.array(trials[True]), np.array(trials[False]))
     audio_s = sum(len(a) for parts in spoken.values() for a in parts) / RATE
     return {
-        "instrument": "Resemblyzer GE2E (eval/scoring/speaker_similarity.py), not the authors' WavLM-SV",
+        "instrument": "Resemblyzer GE2E (gepard_demo/voice/similarity.py), not the authors' WavLM-SV",
         "voices": list(spoken), "utterances": len(emb), "audio_s": round(audio_s, 1),
         "pairs": {"eer": round(eer_pairs, 4), "threshold": round(thr_pairs, 3), "target_trials": len(pairs[True]),
                   "nontarget_trials": len(pairs[False]), "target_mean": round(float(np.mean(pairs[True])), 3),

@@ -90,7 +90,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     text = read_text_file(args.text_file) if args.text_file else clean_text(args.text, CHAPTER_CHARS)
     batching = batching_from_args(args)
     engine, codec, sampling, stream = load_from_args(args)
-    speaker = voice_row = None
+    tokens = voice_row = None  # the speaker prefix (None: the default voice), and what the stats say of it
     if args.ref_audio and args.voice:
         raise SettingsError("give --ref-audio FILE or --voice NAME, not both", "voice")
     if args.ref_audio:
@@ -98,6 +98,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
         prefixer = SpeakerPrefixer.for_engine(engine, codec_path(args, engine))
         speaker = prefixer.from_file(args.ref_audio)
+        tokens = speaker.tokens
         voice_row = {"ref_audio": str(args.ref_audio), "ref_audio_s": round(speaker.seconds, 3),
                      "prefix_s": round(speaker.compute_s, 3)}
     elif args.voice:  # a saved voice: its prefix as the server made it at upload
@@ -115,9 +116,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         from gepard_demo.batching.scheduler import BatchScheduler
 
         runner = BatchScheduler(engine, batching)
-    if speaker is not None:
-        tokens = speaker.tokens
-    session = SynthesisSession(runner, codec, text, sampling, stream, speaker=tokens if voice_row else None,
+    session = SynthesisSession(runner, codec, text, sampling, stream, speaker=tokens,
                                max_text_chars=CHAPTER_CHARS, look_ahead=batching.look_ahead, words_per_s=feed.rate)
     try:
         audio = session.run()
@@ -228,8 +227,7 @@ async def _stdin_pieces():
 def add_voice_args(parser: argparse.ArgumentParser, server: bool = False) -> None:
     """The saved voices' folder (and, on a server, vLLM-Omni's cap and registration policy), the
     defaults read from vLLM-Omni's environment variables here, at the edge."""
-    from gepard_demo.voice.library import default_voices_dir
-    from gepard_demo.voice.library import MAX_VOICES, POLICIES
+    from gepard_demo.voice.library import MAX_VOICES, POLICIES, default_voices_dir
 
     parser.add_argument("--voices-dir", type=Path, default=default_voices_dir(os.environ),
                         help="saved voices' folder (default: $SPEAKER_SAMPLES_DIR, else ~/.cache/gepard-demo/voices)")
@@ -242,6 +240,7 @@ def add_voice_args(parser: argparse.ArgumentParser, server: bool = False) -> Non
                         default=(os.environ.get("VLLM_OMNI_SPEAKER_REGISTRATION_POLICY") or "overwrite").lower(),
                         help="a new upload of a saved name: replace it, or refuse it until deleted "
                              "(default: $VLLM_OMNI_SPEAKER_REGISTRATION_POLICY, else overwrite)")
+
 
 def voice_library(args: argparse.Namespace):
     """The saved voices the flags name; "default" is Gepard's one built-in voice, so no saved one shadows it."""

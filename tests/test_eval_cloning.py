@@ -16,7 +16,7 @@ from eval.engines.local import GepardLocal
 from eval.report.summary import write_outputs
 from eval.runs.run import RunConfig, RunError, run
 from eval.runs.sets import SetError, load_set
-from eval.scoring.speaker_similarity import SpeakerSimilarity
+from gepard_demo.voice.similarity import SpeakerSimilarity
 from eval.sweeps.grid import SweepConfig
 from eval.sweeps.sweep import sweep
 from gepard_demo.settings import SamplingSettings

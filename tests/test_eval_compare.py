@@ -121,7 +121,7 @@ def test_the_gate_file_names_each_breach(runs, tmp_path, capsys):
                         ("categories:\n  nowhere:\n    corpus_wer: 0.01\n", "category 'nowhere'"),
                         ("overall:\n  corpus_wer: -1\n", "must be a number >= 0"),
                         ("overall:\n  dnsmos_ovrl: 0.1\n", "do not measure"),
-                        ("limits: {}\n", "keys are 'overall' and 'categories'")):
+                        ("limits: {}\n", "keys are 'overall', 'categories' and 'voices'")):
         gate.write_text(text)
         assert main(["compare", str(base), str(casual), "--gate", str(gate)]) == 2
         assert named in capsys.readouterr().err

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from eval.runs.sets import load_set
-from eval.scoring.speaker_similarity import equal_error_rate
+from gepard_demo.voice.similarity import equal_error_rate
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "speaker_eer.py"
 

@@ -55,7 +55,7 @@ DEFINITIONS = {
     "ttfa_s": "time to first audio (eval.engines): engine local = when the first chunk's last frame was committed (estimated from the row's step rate) + that chunk's measured decode; local-stream = measured in the app's streaming session; server = request sent -> first audio bytes received (network and queueing included); piper = first audio chunk",
     "rtf": "(generation + codec decode seconds) / audio seconds; in a batch, generation time is shared",
     "asr_rtf": "ASR wall seconds / audio seconds",
-    "speaker_sim": "voice cloning: mean cosine of Resemblyzer GE2E speaker embeddings of the reference (a recording, or a saved voice's clip) and the output (eval.scoring.speaker_similarity), rows with one; GE2E, not the authors' WavLM-SV",
+    "speaker_sim": "voice cloning: mean cosine of Resemblyzer GE2E speaker embeddings of the reference (a recording, or a saved voice's clip) and the output (gepard_demo.voice.similarity), rows with one; GE2E, not the authors' WavLM-SV",
     "failures": "the failure table: each entry k of n utterances with a Wilson 95% interval and the ids (eval/report/failures.py defines every entry)",
     "where": "per failure entry and utterance, where in time it happened, from the row's word alignment (eval/report/where.py)",
     "naturalness": "DNSMOS P.835 SIG / BAK / OVRL and P.808 (speechmos) on the speech, 16 kHz, peak-normalised; mean with bootstrap CI; never used to rank (eval/scoring/naturalness.py)",

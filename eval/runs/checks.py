@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from eval.runs.sets import Utterance
 from gepard_demo.settings import SamplingSettings, SettingsError
 
@@ -61,3 +63,26 @@ def text_repetition_error(engine, items: list[Utterance]) -> str | None:
                 f"(a text is repeated below {min(rep.apply_below, rep.target_text_tokens)} tokens; the shortest "
                 f"here has {min(counts, default=0)}); try --set short")
     return None
+
+
+def voices_error(voices: tuple[str, ...], folder: str | None, engine: str, ref_audio: str | None) -> str | None:
+    """Why a run cannot speak in these saved voices (None: it can). A local engine reads each from
+    `folder`; a server checks its own list before the first request (SpeechClient.check_voice)."""
+    if not voices:
+        return None
+    if ref_audio is not None:
+        return "give --ref-audio FILE or --voice NAME, not both"
+    if engine in ("piper", "files"):
+        return f"--engine {engine} cannot take --voice (local, local-stream and server can)"
+    keys = [v.strip().lower() for v in voices]
+    if len(set(keys)) < len(keys) or not all(keys):
+        return f"--voice names must be distinct and not empty (names are case-insensitive): {list(voices)}"
+    if engine == "server":
+        return None
+    if not folder or not Path(folder).is_dir():
+        return f"--voice needs --voices-dir, the folder its voices are saved in ({folder or 'none given'} is not one)"
+    from gepard_demo.voice.library import VoiceLibrary
+
+    library = VoiceLibrary(folder)
+    missing = [v for v in voices if library.find(v) is None]
+    return f"--voice {', '.join(missing)}: no such saved voice in {folder}" if missing else None

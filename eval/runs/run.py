@@ -35,7 +35,7 @@ import numpy as np
 from tqdm import tqdm
 
 from eval.jsonio import append_jsonl, read_jsonl, write_bytes_atomic, write_json_atomic
-from eval.runs.checks import input_error, text_repetition_error
+from eval.runs.checks import input_error, text_repetition_error, voices_error
 from eval.runs.environment import environment
 from eval.runs.seeds import DEFAULT_BASE_SEED, sample_seed
 from eval.engines.base import Reference, VoiceRef
@@ -102,29 +102,12 @@ class RunConfig:
             raise RunError(f"--engine files needs --files DIR_OR_MANIFEST (got {self.model!r}: not found)")
         if self.ref_audio is not None and not Path(self.ref_audio).is_file():
             raise RunError(f"--ref-audio {self.ref_audio} not found")
-        self._check_voices()
+        why = voices_error(self.voices, self.voices_dir, self.engine, self.ref_audio)
+        if why:
+            raise RunError(why)
         if not self.server_timeout > 0:
             raise RunError(f"server timeout must be > 0 s, got {self.server_timeout}")
         return self
-
-    def _check_voices(self) -> None:
-        if not self.voices:
-            return
-        if self.ref_audio is not None:
-            raise RunError("give --ref-audio FILE or --voice NAME, not both")
-        if self.engine in ("piper", "files"):
-            raise RunError(f"--engine {self.engine} cannot take --voice (local, local-stream and server can)")
-        keys = [v.strip().lower() for v in self.voices]
-        if len(set(keys)) < len(keys) or not all(keys):
-            raise RunError(f"--voice names must be distinct and not empty (names are case-insensitive): {list(self.voices)}")
-        if self.engine != "server":  # a server checks its own list before the first request (check_voice)
-            from gepard_demo.voice.library import VoiceLibrary
-
-            folder = self.voices_dir or "(no --voices-dir)"
-            library = VoiceLibrary(self.voices_dir) if self.voices_dir else None
-            missing = [v for v in self.voices if library is None or library.find(v) is None]
-            if missing:
-                raise RunError(f"--voice {', '.join(missing)}: no such saved voice in {folder}")
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -239,7 +222,7 @@ def save_audio(run_dir: Path, u: Utterance, s) -> None:
 
 def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: Reference | None = None,
              speaker_sim: float | None = None) -> dict:
-    """One utterance's row; every field is defined in eval.engines / eval.scoring.metrics / eval.scoring.speaker_similarity."""
+    """One utterance's row; every field is defined in eval.engines / eval.scoring.metrics / gepard_demo.voice.similarity."""
     return {
         "id": u.id, "sentence": u.sentence_id, "sample": u.sample, "category": u.category, "text": u.text,
         "words": u.words, "text_tokens": s.text_tokens,
@@ -389,7 +372,7 @@ class _Rows:
         sim = None
         if ref:
             if self._similarity is None:
-                from eval.scoring.speaker_similarity import SpeakerSimilarity
+                from gepard_demo.voice.similarity import SpeakerSimilarity
 
                 self._similarity = SpeakerSimilarity()
             sim = self._voice_similarity(ref, s) if isinstance(ref, VoiceRef) else \

@@ -8,7 +8,6 @@
 - normalize.py          the text normalisation both sides of a WER get
 - metrics.py            word errors, end deletions / insertions, length and stop-head figures
 - bootstrap.py          percentile bootstrap CIs (plain and paired) over utterances
-- speaker_similarity.py cosine of GE2E speaker embeddings (voice cloning)
 - rates.py              counts k/n of rare events with Wilson 95% intervals
 - timing.py             VAD speech, silences, pauses, speaking rate, F0 (SwiftF0) of one utterance
 - loops.py              loop detectors: repeated transcript n-grams, end insertions, repeating codec frames

@@ -15,7 +15,7 @@ conf/dpo/reward/default.yaml and conf/dpo/pairs/default.yaml; facts §15), per u
   frames / frame rate, no end silence), so: frames x 1024 / 22050 where the row has frames (every
   Gepard engine), else the audio's length minus the run's end silence (silence_ms; Piper, files).
 - SIM: the authors use WavLM-SV, not available offline here; the row's `speaker_sim` (Resemblyzer
-  GE2E cosine, eval/scoring/speaker_similarity.py) stands in, only on rows with a reference voice.
+  GE2E cosine, gepard_demo/voice/similarity.py) stands in, only on rows with a reference voice.
   Without one the term is 0, as score.py's "undefined (null prefix / no ref) -> 0". GE2E cosines
   run higher than WavLM-SV's for the same pair, so a cloned row's reward is not the authors' number.
 - clean = WER <= 0.2 (pairs' chosen_max_wer) and dur_min <= dur <= dur_max and not truncated and

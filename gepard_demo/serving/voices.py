@@ -98,8 +98,8 @@ class VoiceShelf:
                              "not served; send 'audio_sample'", "speaker_embedding")
         if form.content is None:
             raise VoiceError("Either 'audio_sample' or 'speaker_embedding' must be provided", "audio_sample")
-        for field in ("name", "consent"):
-            if getattr(form, field) is None:
+        for field, value in (("name", form.name), ("consent", form.consent)):
+            if value is None:
                 raise VoiceError(f"'{field}' is required", field)
         if len(form.content) > MAX_UPLOAD_BYTES:
             raise VoiceError(f"File size exceeds maximum limit of 10MB. Got {len(form.content)} bytes.", "audio_sample")
@@ -108,6 +108,7 @@ class VoiceShelf:
             raise VoiceError(f"Unsupported MIME type: {mime_type}. Allowed: {set(ALLOWED_MIME_TYPES)}", "audio_sample")
         self.library.check(form.name, form.consent)  # name, consent, policy and cap before the compressor runs
         try:
+            # The clip a picker plays, trimmed as the prefixer trims it; the prefix as `ref_audio` makes it.
             samples, rate = decode_audio(form.content)
             clip = prepare_reference(samples, rate, self.prefixer.window, self.prefixer.encoder.sample_rate)
             prefix = self.prefixer.from_bytes(form.content)
@@ -180,8 +181,9 @@ async def _read_form(form) -> Upload:
     sample = form.get("audio_sample")
     if sample is not None and not isinstance(sample, UploadFile):
         raise VoiceError("'audio_sample' must be a file (multipart file part)", "audio_sample")
-    content = None if sample is None else await sample.read()
-    return Upload(content, getattr(sample, "filename", "") or "", getattr(sample, "content_type", "") or "", **texts)
+    if sample is None:
+        return Upload(None, "", "", **texts)
+    return Upload(await sample.read(), sample.filename or "", sample.content_type or "", **texts)
 
 
 def _text(value: str | None) -> str | None:

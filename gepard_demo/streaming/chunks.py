@@ -115,6 +115,7 @@ class SynthesisStats:
     speed: str | None = None
     gpu_asks_s: list[int] = field(default_factory=list)  # on ZeroGPU: what each of its calls asked for
     text_waits_s: list[float] = field(default_factory=list)  # text written as it comes: each sentence's wait
+    speaker_sim: float | None = None  # spoken in a reference voice: the page's GE2E cosine of it and the output
 
     def as_dict(self) -> dict[str, Json]:
         d = dict(self.__dict__)

@@ -21,6 +21,7 @@ from gepard_demo.ui.jobs.controller import DemoController
 from gepard_demo.ui.jobs.registry import JobRegistry
 from gepard_demo.ui.page.layout import CSS, build_demo, page_head
 from gepard_demo.ui.page.link_preview import LinkPreview, LinkPreviewMiddleware
+from gepard_demo.ui.page.saved_voices import SavedVoiceSettings, VisitorVoices
 from gepard_demo.ui.hosts.page_host import PageHost
 from .words_route import make_words_router
 
@@ -53,6 +54,7 @@ def build_app(
     eval_tab_error: str | None = None,
     traffic: TrafficSettings | None = None,
     captions: AlignmentSettings | None = None,
+    saved_voices: SavedVoiceSettings | None = None,
 ) -> DemoApp:
     """The page and its routes around `host`. eval_tab: a builder of the Eval tab, called as
     eval_tab(host, speak=SpeakLink) inside it (app.py passes eval.ui.tab.build_eval_tab: gepard_demo
@@ -60,7 +62,9 @@ def build_app(
     none; the page then says so instead of silently hiding the tab. traffic: how visitors share the
     page (app.py passes its flags'; unset: TrafficSettings.for_batch of the host's concurrency).
     captions: the aligner's settings for the words under the player (None: off; in front of a
-    server, its own word_timestamps are used when it lists them: captions.py)."""
+    server, its own word_timestamps are used when it lists them: captions.py). saved_voices: where
+    the voice picker keeps voices, and whether each visitor has their own (None: no picker; a host
+    whose voices are made here or in its GPU calls, not a served one: ui/page/saved_voices.py)."""
     if sampling is None:
         sampling = host.engine.default_sampling()
         if host.info.random_weights:  # noise: short by default (the banner says so)
@@ -72,7 +76,9 @@ def build_app(
     wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
     desk = caption_desk(host, captions)
     controller = DemoController(host, registry, wav_dir, captions=desk)
-    blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_tab_error, max_chars=max_chars)
+    shelf = None if saved_voices is None else VisitorVoices(saved_voices)
+    blocks = build_demo(host, controller, sampling, stream, eval_tab, eval_tab_error, max_chars=max_chars,
+                        saved_voices=shelf)
     blocks.queue(default_concurrency_limit=1, max_size=QUEUE_MAX_WAITING)
     api = FastAPI()
     # Our routes first: Gradio is mounted at "/" and would otherwise catch every path.

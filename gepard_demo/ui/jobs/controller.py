@@ -39,11 +39,12 @@ from gepard_demo.ui.jobs.registry import JobError, JobRegistry
 from gepard_demo.ui.jobs.recent import RecentRuns
 from gepard_demo.ui.jobs.wav_sink import WavFolder
 from gepard_demo.ui.jobs.work import JobWork
-from gepard_demo.ui.page.controls import CONTROL_NAMES, default_values, parse_controls, parse_feed
+from gepard_demo.ui.page.controls import CONTROL_NAMES, REFERENCE, default_values, parse_controls, parse_feed
 from gepard_demo.ui.page.pstop_plot import Trace, pstop_svg
 from gepard_demo.ui.page.views import stats_markdown
 from gepard_demo.ui.takes import Take
 from gepard_demo.voice.reference_audio import ReferenceAudioError
+from gepard_demo.voice.similarity import ReferenceSimilarity
 
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
 STOP_GRACE_S = 0.2  # after Stop, how long the handler waits for the session's thread before it answers
@@ -77,6 +78,7 @@ class DemoController:
         self.wav_dir = self.wavs.path
         self.voices = host.voices()  # VoiceCloning locally, ServedVoices in front of a server
         self.recent = RecentRuns()
+        self.similarity = ReferenceSimilarity()  # a take in a reference voice: how close it came
         self._work = JobWork(host, self.captions, self.wavs)
 
     def stats_for(self, job_id: str) -> SynthesisStats | None:
@@ -207,8 +209,10 @@ class DemoController:
         winding_down = session.stop_note() if held else None
         if held:
             stats = dataclasses.replace(stats, cancelled=True)
-        self.recent.note(job.job_id, stats)
         wav = self.wavs.close(sink)  # the worker's own close, or now if Stop left it held
+        if values.get(REFERENCE) is not None and wav and not stats.cancelled:  # spoken in a reference voice
+            stats.speaker_sim = self.similarity.score(values[REFERENCE], wav)
+        self.recent.note(job.job_id, stats)
         queued = f" · waited {queued_s:.1f} s in the queue" if queued_s >= 0.5 else ""
         state = "Stopped" if stats.cancelled else "Done"
         status = (

@@ -23,6 +23,7 @@ from gepard_demo.ui.page.fields import build_group
 from gepard_demo.ui.page.guardrails import build_guardrail_controls
 from gepard_demo.ui.page.speak_link import SPEAK_TAB_ID, SpeakLink
 from gepard_demo.ui.page.take_panel import TakeHandlers, build_takes_panel, wire_takes
+from gepard_demo.ui.page.saved_voices import VISITOR_KEY, VisitorVoices, wire_saved_voices
 from gepard_demo.ui.page.voice import build_voice_group, wire_voice_events
 from gepard_demo.ui.words_route import WORDS_PREFIX
 from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, Json
@@ -204,14 +205,19 @@ def build_demo(
     eval_tab: Callable[..., None] | None = None,  # eval.ui.tab.build_eval_tab: (host, speak=SpeakLink)
     eval_tab_error: str | None = None,
     max_chars: int = MAX_TEXT_CHARS,
+    saved_voices: VisitorVoices | None = None,
 ) -> gr.Blocks:
-    """The Blocks app. `sampling`/`stream` are the controls' initial values.
+    """The Blocks app. `sampling`/`stream` are the controls' initial values; saved_voices: the
+    voice picker's libraries (saved_voices.py; None: no picker).
 
     Speak tab: [text + buttons + live line | results] in one row, then the control groups
     (each a function returning {control name: component}; a new group is one more call)."""
     with gr.Blocks(title="Gepard-1.0 TTS demo") as demo:
         gr.Markdown("# Gepard-1.0 text to speech\nType, press **Generate** (or Ctrl+Enter), and the speech streams as it is made.")
         gr.Markdown(banner_markdown(host), elem_id="gepard-banner")
+        # The visitor's token for their saved voices (saved_voices.py): at the top, so it is mounted, and
+        # read back from the browser, before the page's load event asks for it.
+        visitor = gr.BrowserState("", storage_key=VISITOR_KEY) if saved_voices is not None else None
         with gr.Tabs() as tabs:
             with gr.Tab("Speak", id=SPEAK_TAB_ID):
                 with gr.Row(equal_height=False):
@@ -234,7 +240,7 @@ def build_demo(
                         with gr.Accordion("Streaming", open=False):
                             controls.update(stream_controls(values))
                         # The "Voice and guidance" group (issue 9, voice.py).
-                        voice_controls, ref_status = build_voice_group(values)
+                        voice_controls, ref_status, picker = build_voice_group(values, saved_voices is not None)
                         controls.update(voice_controls)
                 panel = build_takes_panel()
                 results.take = panel.pending
@@ -249,6 +255,8 @@ def build_demo(
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results, host.concurrency)
         wire_takes(panel, TakeHandlers(host, controller), controls)
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
+        if saved_voices is not None:
+            wire_saved_voices(saved_voices, controller.voices, picker, visitor, controls["ref_audio"], demo)
         upload.upload(controller.read_text_file, [upload], [text], show_progress="minimal", api_name="read_text_file")
     return demo
 

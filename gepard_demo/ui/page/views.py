@@ -50,6 +50,9 @@ def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
     ]
     if stats.speed:
         rows.append(("speed path", stats.speed))
+    if stats.speaker_sim is not None:
+        rows.append(("speaker similarity", f"{stats.speaker_sim:.3f} (GE2E cosine of the reference voice and the "
+                                           "audio; not the authors' WavLM-SV; random weights: noise)"))
     if stats.text_waits_s:  # the text written as it came: what each sentence waited for its audio
         waits = sorted(stats.text_waits_s)
         rows.append(("text as written", f"{len(waits)} sentences; from each one's last word to its first audio "

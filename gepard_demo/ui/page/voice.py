@@ -21,6 +21,7 @@ from gradio.components import Component
 
 from gepard_demo.ui.page.controls import REFERENCE
 from gepard_demo.ui.page.fields import build_group
+from gepard_demo.ui.page.saved_voices import SavedVoicesUI, build_saved_voices
 from gepard_demo.units import Json
 from gepard_demo.voice.reference_audio import REFERENCE_WINDOW, PageAudio, ReferenceAudioError
 
@@ -113,8 +114,10 @@ def example_voices() -> list[str]:
         return []
 
 
-def build_voice_group(values: Mapping[str, Json]) -> tuple[dict[str, Component], gr.Markdown]:
-    """(the group's controls by name, the reference's status line); `values`: what they show."""
+def build_voice_group(values: Mapping[str, Json], saved: bool = False) -> tuple[dict[str, Component], gr.Markdown,
+                                                                                SavedVoicesUI | None]:
+    """(the group's controls by name, the reference's status line, the saved voices' picker where
+    `saved`: saved_voices.py); `values`: what they show."""
     with gr.Accordion("Voice and guidance", open=False, elem_id="gepard-voice-group"):
         ref_audio = gr.Audio(
             sources=["upload", "microphone"], type="numpy", label=f"Reference voice ({REFERENCE_WINDOW.describe()}; empty = the default voice)",
@@ -124,8 +127,9 @@ def build_voice_group(values: Mapping[str, Json]) -> tuple[dict[str, Component],
         voices = example_voices()
         if voices:
             gr.Examples([[v] for v in voices], inputs=[ref_audio], label="Example voices (made by Piper just now)")
+        picker = build_saved_voices() if saved else None
         controls = {REFERENCE: ref_audio, **build_group("voice", values)}
-    return controls, ref_status
+    return controls, ref_status, picker
 
 
 def wire_voice_events(voices: Voices, ref_audio: gr.Audio, ref_status: gr.Markdown) -> None:

@@ -17,10 +17,13 @@ only show the path works.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+from gepard_demo.voice.reference_audio import PageAudio
 
 
 class SpeakerSimilarityError(RuntimeError):
@@ -101,3 +104,30 @@ def equal_error_rate(target: np.ndarray, nontarget: np.ndarray) -> tuple[float, 
     frr = 1.0 - tpr
     i = int(np.nanargmin(np.abs(far - frr)))
     return float((far[i] + frr[i]) / 2), float(thresholds[i])
+
+
+class ReferenceSimilarity:
+    """A page take in a reference voice: the cosine of the reference's embedding and its audio's.
+    The encoder loads on the first take that has a reference; where it cannot (resemblyzer missing),
+    or the audio is silent, there is no figure (None), never a guess."""
+
+    def __init__(self):
+        self._similarity: SpeakerSimilarity | None = None
+        self._lock = threading.Lock()
+
+    def score(self, ref_audio: PageAudio, wav_path: str | Path) -> float | None:
+        import soundfile as sf
+
+        from gepard_demo.voice.reference_audio import ReferenceAudioError, page_audio
+
+        try:
+            with self._lock:
+                if self._similarity is None:
+                    self._similarity = SpeakerSimilarity()
+                samples, rate = page_audio(ref_audio)
+                ref = np.asarray(samples, np.float32)
+                ref = ref.mean(axis=1) if ref.ndim == 2 else ref
+                audio, sr = sf.read(str(wav_path), dtype="float32")
+                return self._similarity.cosine(self._similarity.embed(ref, rate), audio, sr)
+        except (SpeakerSimilarityError, ReferenceAudioError, OSError):
+            return None
