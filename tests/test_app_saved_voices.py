@@ -162,3 +162,37 @@ def test_locally_the_page_and_the_server_share_one_library(tiny_engine, tiny_cod
         public.folder(None)
     assert public.voices("../../etc") == [] and public.delete(None, "x") is False
     assert not (tmp_path / "visitors").exists()  # asking made no folder
+
+
+def test_a_public_page_bounds_its_visitors_and_their_voices(tmp_path, monkeypatch):
+    """A flood of first saves cannot fill the disk: a visitor past MAX_VISITORS, or a voice past
+    VOICES_PER_VISITOR, is refused naming why, and nothing is written."""
+    import numpy as np
+
+    from gepard_demo.ui.page import saved_voices
+    from gepard_demo.ui.page.saved_voices import VisitorVoices
+    from gepard_demo.voice.library import VoiceError
+
+    class Prefixes:  # what a page's PageVoices gives: a prefix with its seconds
+        def prefix(self, ref_audio):
+            from types import SimpleNamespace
+
+            import torch
+
+            return SimpleNamespace(tokens=torch.zeros(8, 16), seconds=4.0)
+
+    monkeypatch.setattr(saved_voices, "MAX_VISITORS", 2)
+    monkeypatch.setattr(saved_voices, "VOICES_PER_VISITOR", 2)
+    public = VisitorVoices(SavedVoiceSettings(tmp_path, per_visitor=True))
+    clip = (22050, voice_like(4.0, seed=3))
+    tokens = [secrets.token_urlsafe(32) for _ in range(3)]
+    for t in tokens[:2]:
+        public.save(t, Prefixes(), clip, "One", "rec")
+    with pytest.raises(VoiceError, match="2 visitors"):
+        public.save(tokens[2], Prefixes(), clip, "One", "rec")
+    public.save(tokens[0], Prefixes(), clip, "Two", "rec")
+    with pytest.raises(VoiceError, match="limit reached"):
+        public.save(tokens[0], Prefixes(), clip, "Three", "rec")
+    assert len(list((tmp_path / "visitors").iterdir())) == 2
+    assert sorted(v.name for v in public.voices(tokens[0])) == ["One", "Two"]
+    assert np.isfinite(public.clip(tokens[1], "One")[1]).all()

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{32,64}$")
 VISITOR_KEY = "gepard-visitor"  # the token's localStorage key (encrypted there by Gradio's BrowserState)
+# A public page's bounds, so a flood of first saves cannot fill the disk: at most this many visitors
+# keep voices, each at most this many (a clip is at most 15 s, 1.3 MB: 2.6 GB in all at worst).
+MAX_VISITORS = 200
+VOICES_PER_VISITOR = 10
 RATE = 22050  # a saved clip's rate (the library keeps it at the codec's)
 
 
@@ -73,7 +77,14 @@ class VisitorVoices:
 
     def library(self, token: str | None) -> VoiceLibrary:
         """The visitor's library, made on their first save (a visit alone makes no folder)."""
-        return VoiceLibrary(self.folder(token), reserved=self.reserved)
+        if not self.settings.per_visitor:
+            return VoiceLibrary(self.folder(token), reserved=self.reserved)
+        folder = self.folder(token)
+        visitors = folder.parent
+        if not folder.is_dir() and visitors.is_dir() and sum(1 for p in visitors.iterdir() if p.is_dir()) >= MAX_VISITORS:
+            raise VoiceError(f"this page keeps saved voices for {MAX_VISITORS} visitors and has no room for more; "
+                             "run the app yourself to keep yours", "visitor")
+        return VoiceLibrary(folder, max_voices=VOICES_PER_VISITOR, reserved=self.reserved)
 
     def _existing(self, token: str | None) -> VoiceLibrary | None:
         try:
