@@ -389,12 +389,12 @@ class _Rows:
         from gepard_demo.units import SAMPLE_RATE
         from gepard_demo.voice.library import VoiceError
 
-        try:
-            clip = ref.clip()
-        except VoiceError as e:
-            if ref.name not in self._missing:
-                self._missing.add(ref.name)
-                tqdm.write(f"speaker similarity: {e} (no local copy of the server's voice): its rows have none")
+        if ref.name in self._missing:
             return None
-        return self._similarity.cosine(self._similarity.reference_audio(f"voice {ref.name.lower()}", clip, SAMPLE_RATE),
-                                       s.audio, s.sample_rate)
+        try:
+            clip = self._similarity.reference_audio(f"voice {ref.name.lower()}", lambda: (ref.clip(), SAMPLE_RATE))
+        except VoiceError as e:
+            self._missing.add(ref.name)
+            tqdm.write(f"speaker similarity: {e} (no local copy of the server's voice): its rows have none")
+            return None
+        return self._similarity.cosine(clip, s.audio, s.sample_rate)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -73,10 +74,11 @@ class SpeakerSimilarity:
             self._refs[key] = self.embed(audio.mean(axis=1), rate)
         return self._refs[key]
 
-    def reference_audio(self, key: str, audio: np.ndarray, sample_rate: int) -> np.ndarray:
-        """A reference given as mono samples (a saved voice's clip), its embedding cached by `key`."""
+    def reference_audio(self, key: str, load: Callable[[], tuple[np.ndarray, int]]) -> np.ndarray:
+        """A reference given as mono samples (a saved voice's clip: `load()` -> (samples, rate), read
+        only the first time), its embedding cached by `key`."""
         if key not in self._refs:
-            self._refs[key] = self.embed(audio, sample_rate)
+            self._refs[key] = self.embed(*load())
         return self._refs[key]
 
     def similarity(self, ref_path: str | Path, audio: np.ndarray, sample_rate: int) -> float | None:
