@@ -144,3 +144,112 @@ def test_two_processes_uploading_one_name_at_once_end_as_one_voice(tmp_path):
     (voice,) = lib.voices()
     assert voice.name == "Hal" and len(_files(tmp_path)) == 1
     assert any(torch.equal(lib.prefix("hal"), _prefix(s)) for s in (7, 8))
+
+
+# -- issue 62: bounds, look-alike names, the folder's life, the listing's reads ------------------
+
+
+def test_a_name_of_exactly_the_limit_is_kept(tmp_path):
+    lib = VoiceLibrary(tmp_path)
+    name = "N" * MAX_NAME_CHARS
+    assert _add(lib, name).name == name and lib.find(name.lower()) is not None
+
+
+@pytest.mark.parametrize("name", ["ＤＥＦＡＵＬＴ", "Default", " default "])
+def test_a_look_alike_of_a_built_in_name_is_refused(tmp_path, name):
+    lib = VoiceLibrary(tmp_path, reserved=("default",))
+    with pytest.raises(VoiceError, match="reserved") as err:
+        _add(lib, name)
+    assert err.value.field == "name" and _files(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["de\u200bfault", "a\u0085b", "line\u2028sep", "para\u2029sep", "evil\u202eorder",
+                                  "tab\there", "bom\ufeff"])
+def test_format_and_separator_characters_are_refused(tmp_path, name):
+    lib = VoiceLibrary(tmp_path)
+    with pytest.raises(VoiceError, match="no control, format or separator") as err:
+        _add(lib, name)
+    assert err.value.field == "name" and _files(tmp_path) == []
+
+
+def test_one_name_in_nfc_and_nfd_and_any_case_is_one_voice(tmp_path):
+    import unicodedata
+
+    lib = VoiceLibrary(tmp_path, policy="immutable")
+    saved = _add(lib, unicodedata.normalize("NFC", "José"))
+    for other in (unicodedata.normalize("NFD", "José"), "JOSÉ", " josé ", "Ｊｏｓé"):
+        assert lib.find(other) == saved
+        with pytest.raises(VoiceError, match="already exists"):
+            _add(lib, other)
+    assert [v.name for v in lib.voices()] == ["José"] and len(_files(tmp_path)) == 1
+
+
+def test_names_are_trimmed_alike(tmp_path):
+    lib = VoiceLibrary(tmp_path, reserved=("default",))
+    assert _add(lib, "  Narrator \u3000").name == "Narrator"  # an ideographic space is a space after NFKC
+
+
+def test_a_long_consent_is_refused_and_a_long_allowed_one_keeps_the_file_name_short(tmp_path):
+    lib = VoiceLibrary(tmp_path)
+    with pytest.raises(VoiceError, match="at most") as err:
+        _add(lib, "Carol", consent="c" * (library_module.MAX_CONSENT_CHARS + 1))
+    assert err.value.field == "consent" and _files(tmp_path) == []
+    saved = _add(lib, "N" * MAX_NAME_CHARS, consent="c" * library_module.MAX_CONSENT_CHARS)
+    assert saved.consent == "c" * library_module.MAX_CONSENT_CHARS  # kept whole in the header
+    (name,) = _files(tmp_path)
+    assert len(name) < 200 and name.count("c") <= 64
+
+
+@pytest.mark.parametrize("field", ["ref_text", "speaker_description"])
+def test_the_texts_kept_with_a_voice_are_bounded(tmp_path, field):
+    lib = VoiceLibrary(tmp_path)
+    with pytest.raises(VoiceError) as err:
+        _add(lib, "Dora", **{field: "w" * (library_module.MAX_TEXT_CHARS + 1)})
+    assert err.value.field == field and _files(tmp_path) == []
+
+
+def test_a_disk_that_refuses_is_told_without_its_paths(tmp_path, monkeypatch):
+    def full(tensors, path, metadata=None):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(library_module, "save_file", full)
+    with pytest.raises(library_module.VoiceStoreError) as err:
+        _add(VoiceLibrary(tmp_path), "Eve")
+    assert "No space left" in str(err.value) and str(tmp_path) not in str(err.value)
+    assert _files(tmp_path) == []
+
+
+def test_opening_looking_and_refusing_make_no_folder(tmp_path):
+    folder = tmp_path / "not-yet"
+    lib = VoiceLibrary(folder, reserved=("default",))
+    assert lib.voices() == [] and lib.find("x") is None and lib.delete("x") is False
+    for name in ("default", "a/b", ""):
+        with pytest.raises(VoiceError):
+            _add(lib, name)
+    assert not folder.exists()
+    _add(lib, "First")
+    assert folder.is_dir()
+
+
+def test_the_listing_reads_the_headers_again_only_when_the_files_change(tmp_path, monkeypatch):
+    lib = VoiceLibrary(tmp_path)
+    for i in range(5):
+        _add(lib, f"V{i}", seed=i)
+    opened = []
+    real = library_module.safe_open
+
+    def counting(path, *args, **kwargs):
+        opened.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(library_module, "safe_open", counting)
+    lib.voices()
+    opened.clear()
+    for _ in range(10):
+        assert lib.find("v3") is not None
+    assert opened == []  # unchanged folder: no header read again
+    other = VoiceLibrary(tmp_path)  # another process's upload, say
+    _add(other, "Late", seed=9)
+    assert lib.find("late") is not None and len(opened) >= 1
+    other.delete("v0")
+    assert lib.find("v0") is None and [v.name for v in lib.voices()] == ["V1", "V2", "V3", "V4", "Late"]

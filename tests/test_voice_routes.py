@@ -272,3 +272,135 @@ def test_eval_in_a_servers_saved_voice_and_refused_for_one_it_does_not_list(serv
     with pytest.raises(EngineError, match="does not list 'stranger'"):
         run(RunConfig(**{**cfg.__dict__, "voices": ("stranger",)}), tmp_path / "refused", log=lambda m: None)
     assert not (tmp_path / "refused" / "rows.jsonl").exists()
+
+
+# -- issue 62: what clients really send, bodies over the bounds, look-alikes, a voice kept ---------
+
+
+def test_an_upload_sent_as_octet_stream_takes_its_type_from_the_extension(server):
+    r = _upload(server, name="Octet", filename="take.flac", content_type="application/octet-stream")
+    assert r.status_code == 200, r.text
+    assert r.json()["voice"]["mime_type"] == "audio/flac"
+    r = _upload(server, name="Octet2", filename="noext", content_type="application/octet-stream")
+    assert r.status_code == 200 and r.json()["voice"]["mime_type"] == "audio/wav"
+
+
+def test_ref_audio_wins_over_a_saved_voice_when_both_are_sent(server):
+    """The wheel's rule (and DEPLOY's): a request with `voice` and `ref_audio` speaks in the clip."""
+    assert _upload(server, name="Both").status_code == 200
+    other = base64.b64encode(OTHER).decode()
+    both = _speak(server, voice="both", ref_audio=other)
+    assert both.status_code == 200, both.text
+    assert both.content == _speak(server, ref_audio=other).content
+    assert both.content != _speak(server, voice="both").content
+
+
+def test_default_is_one_name_however_it_is_spaced_or_cased(server):
+    plain = _speak(server).content
+    for name in (" default", "DEFAULT ", "ｄｅｆａｕｌｔ"):
+        r = _speak(server, voice=name)
+        assert r.status_code == 200 and r.content == plain, (name, r.text[:200])
+
+
+@pytest.mark.parametrize("name", ["ＤＥＦＡＵＬＴ", "de\u200bfault", "a\u0085b", "x\u2028y", "x\u202ey"])
+def test_look_alike_names_are_refused(server, folder, name):
+    before = _files(folder)
+    r = _upload(server, name=name)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "name", r.text
+    assert _files(folder) == before
+
+
+@pytest.mark.parametrize("field, limit", [("consent", "MAX_CONSENT_CHARS"), ("ref_text", "MAX_TEXT_CHARS"),
+                                          ("speaker_description", "MAX_TEXT_CHARS")])
+def test_an_overlong_text_is_400_naming_it_with_no_path(server, folder, field, limit):
+    from gepard_demo.voice import library
+
+    before = _files(folder)
+    r = _upload(server, name="Long", **{field: "y" * (getattr(library, limit) + 100)})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == field and str(folder) not in err["message"] and "/" not in err["message"]
+    assert _files(folder) == before
+
+
+def test_a_disk_fault_is_a_500_without_the_servers_paths(server, folder, monkeypatch):
+    from gepard_demo.voice import library
+
+    def full(tensors, path, metadata=None):
+        raise OSError(28, "No space left on device", path)
+
+    monkeypatch.setattr(library, "save_file", full)
+    r = _upload(server, name="Full")
+    assert r.status_code == 500 and "No space left" in r.json()["error"]["message"]
+    assert str(folder) not in r.text and ".partial" not in r.text
+
+
+def test_two_files_or_a_name_sent_as_a_file_are_400_naming_the_field(server, folder):
+    before = _files(folder)
+    two = server.post(VOICES_PATH, data={"name": "Two", "consent": "c"},
+                      files=[("audio_sample", ("a.wav", CLIP, "audio/wav")), ("audio_sample", ("b.wav", OTHER, "audio/wav"))])
+    assert two.status_code == 400 and two.json()["error"]["param"] == "audio_sample", two.text
+    as_file = server.post(VOICES_PATH, data={"consent": "c"},
+                          files=[("audio_sample", ("a.wav", CLIP, "audio/wav")), ("name", ("n.txt", b"Nm", "text/plain"))])
+    assert as_file.status_code == 400 and as_file.json()["error"]["param"] == "name", as_file.text
+    twice = server.post(VOICES_PATH, data={"name": ["A", "B"], "consent": "c"},
+                        files={"audio_sample": ("a.wav", CLIP, "audio/wav")})
+    assert twice.status_code == 400 and twice.json()["error"]["param"] == "name", twice.text
+    assert _files(folder) == before
+
+
+def test_a_body_past_an_uploads_bound_is_413_before_it_is_read(server):
+    """Declared past the upload's bound (10 MB + its form) though under the app's 16 MiB: 413 from
+    the headers alone, the body never sent; sent chunked past it: 413 too, not a 400."""
+    import socket
+
+    from gepard_demo.serving.voices import UPLOAD_BODY_BYTES
+
+    port = server.base_url.port
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall((f"POST {VOICES_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+                      f"Content-Length: {UPLOAD_BODY_BYTES + 1}\r\n\r\n").encode())
+        head = sock.recv(4096).decode(errors="replace")  # answered with no byte of the body sent
+    assert head.startswith("HTTP/1.1 413"), head
+
+    def chunks():
+        yield b"--b\r\nContent-Disposition: form-data; name=\"audio_sample\"; filename=\"a.wav\"\r\n\r\n"
+        for _ in range(12):
+            yield bytes(1024 * 1024)
+
+    r = server.post(VOICES_PATH, content=chunks(), headers={"Content-Type": "multipart/form-data; boundary=b"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == 413, r.text
+
+
+def test_a_socket_session_keeps_the_voice_it_read_when_the_voice_is_deleted(server):
+    """A deleted voice leaves a WebSocket session that read it alone, as it leaves a REST request:
+    the session's later sentences still speak in it (before: "Unknown voice" on the next one)."""
+    assert _upload(server, name="Kept", clip=OTHER).status_code == 200
+    port = server.base_url.port
+    config = {"type": "session.config", "voice": "kept", "response_format": "pcm", "stream_audio": True,
+              "max_new_tokens": FRAMES, "seed": 5, "split_granularity": "sentence"}
+
+    async def go():
+        got = []
+        async with websockets.connect(f"ws://127.0.0.1:{port}{STREAM_PATH}", max_size=None) as ws:
+            await ws.send(json.dumps(config))
+            await ws.send(json.dumps({"type": "input.text", "text": "The first sentence is here. The"}))
+            while not any(isinstance(m, bytes) for m in got):  # the first sentence is speaking
+                raw = await asyncio.wait_for(ws.recv(), 120)
+                got.append(raw if isinstance(raw, bytes) else json.loads(raw))
+            deleted = await asyncio.to_thread(server.delete, f"{VOICES_PATH}/Kept")
+            assert deleted.status_code == 200
+            await ws.send(json.dumps({"type": "input.text", "text": " second one follows."}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            while True:
+                raw = await asyncio.wait_for(ws.recv(), 120)
+                got.append(raw if isinstance(raw, bytes) else json.loads(raw))
+                if isinstance(got[-1], dict) and got[-1]["type"] in ("session.done", "error"):
+                    break
+        return got
+
+    got = asyncio.run(go())
+    events = [m for m in got if isinstance(m, dict)]
+    assert not [e for e in events if e["type"] == "error" or e.get("error")], events
+    assert events[-1]["type"] == "session.done"
+    assert len([e for e in events if e["type"] == "audio.start"]) == 2, [e["type"] for e in events]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Literal
@@ -308,6 +309,15 @@ def error_body(message: str, status: int, param: str | None = None) -> dict:
     """OpenAI's error shape (vLLM's too): {"error": {message, type, param, code}}."""
     kind = ERROR_TYPES.get(status, "BadRequestError" if 400 <= status < 500 else "InternalServerError")
     return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+_PATH = re.compile(r"(?<![\w.])(?:/[^\s'\"/:,;()]+){2,}/?")
+
+
+def fault_message(exc: BaseException) -> str:
+    """What a 500 tells the client of a fault: its kind and message, with any absolute path on
+    this machine replaced by "<path>" (a disk error's message names our folders)."""
+    return f"{type(exc).__name__}: {_PATH.sub('<path>', str(exc))}"
 
 
 def error_message(body: object, fallback: str = "") -> str:

@@ -13,7 +13,8 @@ is decided by `protocol.py` (vLLM-Omni's request model + its Gepard adapter's ru
 - `GET / POST /v1/audio/voices`, `DELETE /v1/audio/voices/{name}`: saved voices (voices.py), and
   `voice: "<name>"` in a request (the one voice "default" otherwise, as vLLM-Omni's Gepard).
 - Errors in OpenAI's shape for every status (400, 404, 405, 413, 500); a body over
-  `max_body_bytes` is refused with 413 from its Content-Length, before it is read.
+  `max_body_bytes` (a voice upload's: voices.UPLOAD_BODY_BYTES) is refused with 413 before it is
+  read (body_limit.py), chunked or not. A 500 names the fault without the server's paths.
 - Voice cloning and guidance (cloning.py), when the server has a speaker prefixer:
   `ref_audio` (base64 or a data URL), `ref_text` (accepted, ignored), `task_type` "Base"; always
   our extension fields, guidance and the authors' guardrails (settings.EXTENSION_GROUPS, read in
@@ -58,13 +59,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gepard_demo.alignment.result import timestamp_headers
 from gepard_demo.serving import timestamps
+from gepard_demo.serving.body_limit import MAX_BODY_BYTES, BodyLimit
 from gepard_demo.serving.protocol import (
     MODELS_PATH,
     SPEECH_PATH,
+    VOICES_PATH,
     SpeechRequest,
     delta_event,
     encode_audio,
     error_body,
+    fault_message,
     pcm16,
     sse_event,
     streaming_wav_header,
@@ -72,7 +76,7 @@ from gepard_demo.serving.protocol import (
 from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
 from gepard_demo.serving.speech_stream import SpeechStreamHandler
 from gepard_demo.serving.stream_protocol import STREAM_PATH
-from gepard_demo.serving.voices import VoiceShelf, voice_router
+from gepard_demo.serving.voices import UPLOAD_BODY_BYTES, VoiceShelf, voice_router
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.report import report_headers, run_report
@@ -88,47 +92,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 16 * 2**20  # room for a base64 reference clip; text alone is a few KB
 
 
 def _error(message: str, status: int = 400, param: str | None = None) -> JSONResponse:
     return JSONResponse(error_body(message, status, param), status_code=status)
-
-
-class BodyLimit:
-    """ASGI middleware: a request whose Content-Length exceeds the limit gets 413 at once,
-    its body unread; a chunked body that grows past it is cut off with 413 too."""
-
-    def __init__(self, app, max_bytes: int):
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = _error(f"request body over {self.max_bytes} bytes", 413)
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            return await too_big(scope, receive, send)
-        seen = 0
-
-        async def counted():
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await too_big(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class SessionStream(StreamingResponse):
@@ -172,7 +139,8 @@ def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, s
     service = SpeechService(engine, codec, sampling, stream, batching, prefixer, aligner, voices)
     app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
     app.state.scheduler = service.scheduler
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes,
+                       route_limits={("POST", VOICES_PATH): UPLOAD_BODY_BYTES})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -183,7 +151,7 @@ def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, s
     @app.exception_handler(Exception)
     async def server_error(request: Request, exc: Exception):
         log.exception("speech request failed")
-        return _error(f"{type(exc).__name__}: {exc}", 500)
+        return _error(fault_message(exc), 500)
 
     streams = SpeechStreamHandler(service, ahead=max(1, batching.look_ahead))
 
@@ -225,7 +193,7 @@ async def _whole(request: Request, session: SynthesisSession, req: SpeechRequest
         audio = await anyio.to_thread.run_sync(session.run)
     except Exception as exc:  # noqa: BLE001  answered here: the app-wide handler's re-raise drops the connection
         log.exception("speech request failed")
-        return _error(f"{type(exc).__name__}: {exc}", 500)
+        return _error(fault_message(exc), 500)
     finally:
         watcher.cancel()
     if session.cancelled:  # the client is gone: nobody reads this
@@ -272,7 +240,7 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest,
     except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
         log.exception("speech stream failed")
         if sse:
-            yield sse_event("speech.audio.error", {"error": error_body(str(exc), 500)["error"]})
+            yield sse_event("speech.audio.error", {"error": error_body(fault_message(exc), 500)["error"]})
         else:
             raise
     finally:

@@ -22,7 +22,7 @@ from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsErr
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
-from gepard_demo.voice.library import VoiceError
+from gepard_demo.voice.library import VoiceError, voice_key
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 if TYPE_CHECKING:
@@ -104,14 +104,16 @@ class SpeechService:
         req, clone = self.check(body)  # text and settings checked before any reference audio is decoded
         return req, clone, self.session(req, clone, await self.speaker(clone))
 
-    def check(self, body: dict) -> tuple[SpeechRequest, cloning.CloningFields]:
+    def check(self, body: dict, *, voice_held: bool = False) -> tuple[SpeechRequest, cloning.CloningFields]:
         """The body's request and cloning fields, every check made but the reference clip's
-        decoding (raises one of REFUSALS)."""
+        decoding (raises one of REFUSALS). voice_held: the caller holds the voice's prefix already
+        (a WebSocket session read it at its config), so a voice deleted since is not looked up."""
         plain, extensions = cloning.split_extensions(body)
         req = parse_speech_request(plain, self.model_id, self.rules)
         clone = cloning.parse_cloning_fields({**plain, **extensions}, self._settings(req))
-        if req.voice is not None and req.voice.lower() != DEFAULT_VOICE and clone.ref_audio is None:
-            if not self.voices.knows(req.voice):  # the wheel's words; ref_audio, when sent, wins (as there)
+        # A saved voice, unless ref_audio is sent too: the wheel's rule, ref_audio wins.
+        if req.voice is not None and voice_key(req.voice) != DEFAULT_VOICE and clone.ref_audio is None:
+            if not voice_held and not self.voices.knows(req.voice):  # the wheel's words
                 raise VoiceError(f"Unknown voice '{req.voice}'. Gepard has no built-in speakers. Upload a voice "
                                  "first via POST /v1/audio/voices, or use ref_audio + ref_text.", "voice")
             clone = replace(clone, voice=req.voice)

@@ -189,7 +189,8 @@ class _Connection:
         self.units_sent += 1
         body = sp.sentence_body(self.config, self.extensions, text, segment_seed(self.seed, unit.index))
         try:
-            req, clone = self.service.check(body)
+            # The voice this connection read at its config: a voice deleted since stays this session's.
+            req, clone = self.service.check(body, voice_held=self.speaker is not None)
             unit.session = self.service.session(req, clone, self.speaker)
         except REFUSALS as exc:
             unit.refused = refusal(exc)[0]

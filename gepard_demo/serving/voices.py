@@ -25,12 +25,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
+import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 
+from gepard_demo.serving.body_limit import BodyTooLarge
 from gepard_demo.serving.protocol import DEFAULT_VOICE, VOICES_PATH, error_body
-from gepard_demo.voice.library import MAX_UPLOAD_BYTES, VoiceError, VoiceLibrary
+from gepard_demo.voice.library import (
+    MAX_TEXT_CHARS,
+    MAX_UPLOAD_BYTES,
+    VoiceError,
+    VoiceLibrary,
+    VoiceStoreError,
+    check_text,
+)
 from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_audio, prepare_reference
 
 if TYPE_CHECKING:
@@ -61,6 +70,19 @@ class Upload:
     speaker_embedding: str | None = None
 
 
+@dataclass(frozen=True)
+class CheckedUpload:
+    """An upload that passed every check (VoiceShelf.check): what `save` stores."""
+
+    name: str
+    consent: str
+    content: bytes
+    clip: np.ndarray  # trimmed mono at the encoder's rate: what a picker plays
+    mime_type: str
+    ref_text: str | None
+    speaker_description: str | None
+
+
 def mime_type_of(content_type: str | None, filename: str) -> str:
     """The wheel's rule: the client's type, else (octet-stream) one read from the extension, else WAV."""
     if content_type and content_type != "application/octet-stream":
@@ -88,9 +110,10 @@ class VoiceShelf:
         sent as `ref_audio` gives (VoiceError naming `voice` when there is none of that name)."""
         return self.library.prefix(name).to(self.prefixer.compressor.queries)
 
-    def upload(self, form: Upload) -> dict:
-        """Check, make the prefix, save; the wheel's answer's `voice` object. VoiceError (its field
-        named) for any refusal, with nothing stored. Runs off the event loop (the compressor)."""
+    def check(self, form: Upload) -> CheckedUpload:
+        """Every check an upload gets but the disk's, and its clip decoded and trimmed (bounded:
+        voice/reference_audio.py refuses a file longer than its window from the header), before
+        the compressor's turn. VoiceError (its field named) for any refusal, with nothing stored."""
         if form.speaker_embedding is not None and form.content is not None:
             raise VoiceError("'audio_sample' and 'speaker_embedding' are mutually exclusive", "speaker_embedding")
         if form.speaker_embedding is not None:
@@ -106,22 +129,36 @@ class VoiceShelf:
         mime_type = mime_type_of(form.content_type, form.filename)
         if mime_type not in ALLOWED_MIME_TYPES:
             raise VoiceError(f"Unsupported MIME type: {mime_type}. Allowed: {set(ALLOWED_MIME_TYPES)}", "audio_sample")
-        self.library.check(form.name, form.consent)  # name, consent, policy and cap before the compressor runs
+        name, consent = self.library.check(form.name, form.consent)  # name, consent, policy and cap
+        ref_text = check_text(form.ref_text, "ref_text", MAX_TEXT_CHARS)
+        description = check_text(form.speaker_description, "speaker_description", MAX_TEXT_CHARS)
         try:
-            # The clip a picker plays, trimmed as the prefixer trims it; the prefix as `ref_audio` makes it.
+            # The clip a picker plays, trimmed as the prefixer trims it.
             samples, rate = decode_audio(form.content)
             clip = prepare_reference(samples, rate, self.prefixer.window, self.prefixer.encoder.sample_rate)
-            prefix = self.prefixer.from_bytes(form.content)
         except ReferenceAudioError as exc:
             raise VoiceError(f"audio_sample: {exc}", "audio_sample") from exc
-        voice = self.library.add(form.name, form.consent, prefix.tokens, clip, prefix.seconds, mime_type=mime_type,
-                                 file_size=len(form.content), ref_text=_text(form.ref_text),
-                                 speaker_description=_text(form.speaker_description))
+        return CheckedUpload(name, consent, form.content, clip, mime_type, ref_text, description)
+
+    def save(self, upload: CheckedUpload) -> dict:
+        """Make the checked upload's prefix (as `ref_audio` makes it) and store the voice; the
+        wheel's answer's `voice` object. Runs off the event loop, in the compressor's turn."""
+        try:
+            prefix = self.prefixer.from_bytes(upload.content)
+        except ReferenceAudioError as exc:
+            raise VoiceError(f"audio_sample: {exc}", "audio_sample") from exc
+        voice = self.library.add(upload.name, upload.consent, prefix.tokens, upload.clip, prefix.seconds,
+                                 mime_type=upload.mime_type, file_size=len(upload.content), ref_text=upload.ref_text,
+                                 speaker_description=upload.speaker_description)
         result = {"name": voice.name, "consent": voice.consent, "created_at": voice.created_at,
                   "mime_type": voice.mime_type, "file_size": voice.file_size}
         result.update({k: v for k, v in (("ref_text", voice.ref_text),
                                          ("speaker_description", voice.speaker_description)) if v})
         return result
+
+    def upload(self, form: Upload) -> dict:
+        """Check and save in one go, outside a server (the CLI, a test)."""
+        return self.save(self.check(form))
 
     def delete(self, name: str) -> bool:
         return self.library.delete(name)
@@ -129,11 +166,14 @@ class VoiceShelf:
 
 NO_VOICES = ("This server does not keep voices: its checkpoint has no voice compressor to make a voice's "
              "speaker prefix with (vLLM-Omni 0.30's Gepard is zero-shot too)")
+# The largest body an upload may send: the wheel's 10 MB file plus its form (the texts are bounded by
+# the library, MAX_TEXT_CHARS twice and a name and consent). Past it, 413 before the body is read.
+UPLOAD_BODY_BYTES = MAX_UPLOAD_BYTES + 64 * 1024
 
 
 def voice_router(shelf: VoiceShelf | None, encoder_lock: asyncio.Lock) -> APIRouter:
     """The three routes (module docstring). encoder_lock: the service's, so an upload's compressor
-    run takes its turn with the requests' reference clips."""
+    run takes its turn with the requests' reference clips; its clip is decoded and checked before."""
     router = APIRouter()
 
     def error(message: str, status: int = 400, param: str | None = None) -> JSONResponse:
@@ -150,15 +190,23 @@ def voice_router(shelf: VoiceShelf | None, encoder_lock: asyncio.Lock) -> APIRou
         if shelf is None:
             return error(NO_VOICES)
         try:
-            form = await request.form(max_files=1)
+            form = await request.form(max_files=len(FILE_FIELDS) + 1, max_fields=2 * len(FORM_FIELDS))
+        except BodyTooLarge:
+            raise  # the middleware answers 413
         except Exception as exc:  # noqa: BLE001  not multipart, or a part over Starlette's limits
-            return error(f"the body must be multipart/form-data with {', '.join(FORM_FIELDS)}: {exc}")
+            return error(f"the body must be multipart/form-data with {', '.join(FORM_FIELDS)}: {exc}", 400,
+                         "audio_sample")
         try:
             upload = await _read_form(form)
+            checked = await anyio.to_thread.run_sync(shelf.check, upload)
             async with encoder_lock:
-                voice = await anyio.to_thread.run_sync(shelf.upload, upload)
+                voice = await anyio.to_thread.run_sync(shelf.save, checked)
         except VoiceError as exc:
             return error(str(exc), 400, exc.field)
+        except VoiceStoreError as exc:
+            return error(str(exc), 500)
+        finally:
+            await form.close()
         return {"success": True, "voice": voice}
 
     @router.delete(VOICES_PATH + "/{name}")
@@ -170,23 +218,27 @@ def voice_router(shelf: VoiceShelf | None, encoder_lock: asyncio.Lock) -> APIRou
     return router
 
 
-async def _read_form(form) -> Upload:
-    """The multipart form's fields; the file read whole (Starlette has spooled it already)."""
-    texts = {}
-    for key in ("name", "consent", "ref_text", "speaker_description", "speaker_embedding"):
-        value = form.get(key)
-        if value is not None and not isinstance(value, str):
+FILE_FIELDS = ("audio_sample",)
+
+
+async def _read_form(form: FormData) -> Upload:
+    """The multipart form's fields, each sent at most once, files only where a file belongs (a
+    VoiceError naming the field otherwise); the file read whole (Starlette has spooled it, and
+    the body limit bounds it)."""
+    texts: dict[str, str | None] = {}
+    for key in FORM_FIELDS:
+        values = form.getlist(key)
+        if len(values) > 1:
+            raise VoiceError(f"'{key}' was sent {len(values)} times; send it once", key)
+        value = values[0] if values else None
+        if key in FILE_FIELDS:
+            if value is not None and not isinstance(value, UploadFile):
+                raise VoiceError(f"'{key}' must be a file (multipart file part)", key)
+        elif value is not None and not isinstance(value, str):
             raise VoiceError(f"'{key}' must be a text field, not a file", key)
-        texts[key] = value
+        else:
+            texts[key] = value
     sample = form.get("audio_sample")
-    if sample is not None and not isinstance(sample, UploadFile):
-        raise VoiceError("'audio_sample' must be a file (multipart file part)", "audio_sample")
-    if sample is None:
+    if not isinstance(sample, UploadFile):
         return Upload(None, "", "", **texts)
     return Upload(await sample.read(), sample.filename or "", sample.content_type or "", **texts)
-
-
-def _text(value: str | None) -> str | None:
-    """The wheel's rule for the optional texts: whitespace alone is absent."""
-    return (value or "").strip() or None
-

@@ -29,6 +29,10 @@ import soxr
 from gepard_demo.units import SAMPLE_RATE
 
 MAX_FILE_BYTES = 25 * 1024 * 1024  # a 15 s clip is ~2.6 MB even as 16-bit 44.1 kHz stereo WAV
+# The longest file decoded: the window's 15 s of sound with room for silence at both ends. A file
+# whose header says more is refused before its samples are read (a tiny FLAC can hold an hour).
+MAX_FILE_S = 60.0
+MAX_RATE = 384_000  # the highest rate a recorder writes; a header saying more is not audio we take
 SILENCE_DBFS = -50.0  # a 20 ms window quieter than this counts as silence
 
 # A Gradio Audio value as the page hands it over: a file path, a (rate, samples) pair from the
@@ -53,33 +57,67 @@ class ReferenceWindow:
 REFERENCE_WINDOW = ReferenceWindow()
 
 
-def decode_audio(data: bytes) -> tuple[np.ndarray, int]:
-    """Bytes of an audio file -> (samples, channels) float32 and its rate.
+def decode_audio(data: bytes, max_s: float = MAX_FILE_S) -> tuple[np.ndarray, int]:
+    """Bytes of an audio file -> (samples, 1) float32 (its channels mixed down as they are read)
+    and its rate.
 
-    libsndfile reads WAV, FLAC, OGG/Vorbis/Opus, MP3, AIFF and more; anything else goes through an
-    `ffmpeg` on PATH when there is one (m4a, webm from a browser's recorder).
+    Bounded before it is decoded: a header that says more than `max_s` seconds is refused from
+    the header, and a decode (libsndfile's or ffmpeg's) never yields more than `max_s` seconds, so a
+    small compressed file holding an hour costs milliseconds and no memory. libsndfile reads WAV,
+    FLAC, OGG/Vorbis/Opus, MP3, AIFF and more; anything else goes through an `ffmpeg` on PATH when
+    there is one (m4a, webm from a browser's recorder).
     """
     if not data:
         raise ReferenceAudioError("the reference audio is empty (0 bytes)")
     if len(data) > MAX_FILE_BYTES:
         raise ReferenceAudioError(f"the reference file is {len(data) / 2**20:.1f} MB; at most {MAX_FILE_BYTES // 2**20} MB")
     try:
-        audio, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
-        return audio, int(rate)
+        info = sf.info(io.BytesIO(data))
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as first:
-        ffmpeg = shutil.which("ffmpeg")
-        if ffmpeg is None:
-            raise ReferenceAudioError(
-                f"the reference is not readable audio ({first}); use WAV, FLAC, OGG or MP3"
-            ) from first
+        return _decode_with_ffmpeg(data, max_s, first)
+    if not 0 < info.samplerate <= MAX_RATE:
+        raise ReferenceAudioError(f"the reference's sample rate is {info.samplerate} Hz; at most {MAX_RATE} Hz")
+    if 0 < info.frames and info.frames / info.samplerate > max_s:
+        raise _too_long(info.frames / info.samplerate, max_s)
+    limit = int(max_s * info.samplerate)
+    parts, n = [], 0
+    with sf.SoundFile(io.BytesIO(data)) as f:
+        for block in f.blocks(blocksize=1 << 16, dtype="float32", always_2d=True, frames=limit + 1):
+            parts.append(block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0].copy())
+            n += len(block)
+    if n > limit:  # the header under-counted
+        raise _too_long(n / info.samplerate, max_s, at_least=True)
+    mono = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    return mono[:, None], int(info.samplerate)
+
+
+def _too_long(seconds: float, max_s: float, at_least: bool = False) -> ReferenceAudioError:
+    return ReferenceAudioError(f"the reference file holds {'over ' if at_least else ''}{seconds:.0f} s of audio; at most "
+                               f"{max_s:g} s (the voice is {REFERENCE_WINDOW.describe()} of it): trim it")
+
+
+def _decode_with_ffmpeg(data: bytes, max_s: float, first: Exception) -> tuple[np.ndarray, int]:
+    """What libsndfile cannot read, through ffmpeg: mono, and never more than max_s seconds out."""
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise ReferenceAudioError(f"the reference is not readable audio ({_reason(first)}); use WAV, FLAC, OGG or MP3")
     proc = subprocess.run(
-        [ffmpeg, "-v", "error", "-i", "pipe:0", "-f", "wav", "-acodec", "pcm_f32le", "pipe:1"],
+        [ffmpeg, "-v", "error", "-i", "pipe:0", "-t", f"{max_s + 1:g}", "-ac", "1", "-f", "wav",
+         "-acodec", "pcm_f32le", "pipe:1"],
         input=data, capture_output=True, timeout=60,
     )
     if proc.returncode != 0 or not proc.stdout:
         raise ReferenceAudioError(f"the reference is not readable audio: {proc.stderr.decode(errors='replace').strip()[:200]}")
     audio, rate = sf.read(io.BytesIO(proc.stdout), dtype="float32", always_2d=True)
+    if len(audio) > max_s * rate:
+        raise _too_long(len(audio) / rate, max_s, at_least=True)
     return audio, int(rate)
+
+
+def _reason(exc: Exception) -> str:
+    """libsndfile's reason without the stream's repr ("Error opening <_io.BytesIO object at 0x..>: ")."""
+    text = str(exc)
+    return text.split(": ", 1)[1] if text.startswith("Error opening <") and ": " in text else text
 
 
 def as_float(audio: np.ndarray) -> np.ndarray:
