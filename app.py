@@ -13,6 +13,10 @@ The only place the demo reads environment variables:
                        visitor in X-Forwarded-For; `--trusted-proxies` wins.
   SPACES_ZERO_GPU      set on a ZeroGPU Space, read through the `spaces` package: GPU work runs
                        in @spaces.GPU calls (gepard_demo/zerogpu); `--zerogpu` wins.
+  SPEAKER_SAMPLES_DIR  the saved voices' folder (the speech server's too); `--voices-dir` wins.
+  GEPARD_VISITOR_SECRET the key a public page encrypts each visitor's saved-voices token with in
+                       their browser; default: one made once beside the voices (.visitor-secret),
+                       so a visitor keeps their voices across restarts (docs/DEPLOY.md §6).
 
 `python app.py --server-url URL` puts the page in front of a served model (vLLM-Omni or
 `python -m gepard_demo serve`) instead of loading one: see gepard_demo/ui/hosts/served.py.
@@ -23,10 +27,12 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib.util
+import ipaddress
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gepard_demo.alignment.settings import DEFAULT_WEIGHTS
 from gepard_demo.model.checkpoints.source import DEFAULT_MODEL
@@ -35,6 +41,9 @@ from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.settings_flags import add_batching_flags, batching_from_args
 from gepard_demo.speed.flags import add_speed_flags
 from gepard_demo.streaming.text_input import CHAPTER_CHARS, MAX_TEXT_CHARS
+
+if TYPE_CHECKING:
+    from gepard_demo.ui.page.saved_voices import SavedVoiceSettings
 
 # Streaming defaults for the page. Chunks of 10 frames (0.46 s) after a 10-frame first chunk:
 # on CPU the talker is only a few times faster than real time, so vLLM-Omni's 86-frame chunks
@@ -120,6 +129,29 @@ def traffic_from_args(args: argparse.Namespace, places: int) -> TrafficSettings:
     return TrafficSettings.for_batch(places, **changes)
 
 
+def saved_voice_settings(args: argparse.Namespace, env: Mapping[str, str]) -> SavedVoiceSettings:
+    """The picker's libraries: one per visitor on a public page, and on any page bound to an
+    address other than loopback (anyone who reaches it is a visitor: one shared library would let
+    each delete the others' voices); the one library of --voices-dir on this machine's own page."""
+    from gepard_demo.ui.page.saved_voices import SavedVoiceSettings
+
+    per_visitor = args.public or not is_loopback(args.host)
+    if per_visitor and not args.public:
+        print(f"Saved voices: this page listens on {args.host}, not loopback, so each visitor has voices of "
+              "their own (as with --public)", file=sys.stderr, flush=True)
+    return SavedVoiceSettings(args.voices_dir, per_visitor=per_visitor, secret=env.get("GEPARD_VISITOR_SECRET") or None)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an address to listen on is reachable from this machine alone."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
 def caption_settings(args: argparse.Namespace) -> Any:
     """The captions' aligner settings (None: --no-captions)."""
     if not args.captions:
@@ -185,7 +217,6 @@ def main(argv: list[str] | None = None) -> None:
     from gepard_demo.speed.select import apply_codec_speed, apply_speed, load_dtype
     from gepard_demo.speed.settings import SpeedError
     from gepard_demo.ui.hosts.model_host import engine_loader_for, load_model_host
-    from gepard_demo.ui.page.saved_voices import SavedVoiceSettings
     from gepard_demo.ui.server import build_app, serve
 
     cuda = CudaReport.here(zerogpu=boundary == "zerogpu")
@@ -229,8 +260,7 @@ def main(argv: list[str] | None = None) -> None:
 
         eval_tab = functools.partial(eval_tab, limits=EvalLimits.public())
     demo = build_app(host, stream=DEMO_STREAM, eval_tab=eval_tab, eval_tab_error=eval_tab_error, traffic=traffic,
-                     captions=caption_settings(args),
-                     saved_voices=SavedVoiceSettings(args.voices_dir, per_visitor=args.public))  # the picker
+                     captions=caption_settings(args), saved_voices=saved_voice_settings(args, os.environ))
     if boundary == "zerogpu":
         from gepard_demo.zerogpu.startup import report_startup
 

@@ -216,8 +216,10 @@ def build_demo(
         gr.Markdown("# Gepard-1.0 text to speech\nType, press **Generate** (or Ctrl+Enter), and the speech streams as it is made.")
         gr.Markdown(banner_markdown(host), elem_id="gepard-banner")
         # The visitor's token for their saved voices (saved_voices.py): at the top, so it is mounted, and
-        # read back from the browser, before the page's load event asks for it.
-        visitor = gr.BrowserState("", storage_key=VISITOR_KEY) if saved_voices is not None else None
+        # read back from the browser, before the page's load event asks for it. Encrypted under the
+        # page's lasting secret, so a browser still reads its token after the app restarts.
+        visitor = None if saved_voices is None else \
+            gr.BrowserState("", storage_key=VISITOR_KEY, secret=saved_voices.secret)
         with gr.Tabs() as tabs:
             with gr.Tab("Speak", id=SPEAK_TAB_ID):
                 with gr.Row(equal_height=False):
