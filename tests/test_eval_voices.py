@@ -115,3 +115,18 @@ def test_the_gate_holds_each_voice_to_its_speaker_similarity(tmp_path):
     assert check(Gate.parse({"voices": {"low": {"speaker_sim": 0.05}}}), c) == []  # names are case-insensitive
     with pytest.raises(GateError, match="voice 'nobody'"):
         check(Gate.parse({"voices": {"nobody": {"speaker_sim": 0.05}}}), c)
+
+
+def test_each_voice_is_scored_against_its_own_clip(tmp_path, library, local):
+    """In a run of several voices, every voice's rows are scored against that voice's clip (the
+    references are cached per voice, not one for the run): each voice's speaker_sim equals its
+    clip's sent as --ref-audio, for the second voice as for the first."""
+    run(_cfg(library, voices=("Low", "High")), tmp_path / "two", engine=local, log=lambda m: None)
+    rows = {r["id"]: r for r in rows_of(tmp_path / "two")}
+    for name in ("Low", "High"):
+        clip = library.parent / f"{library.name}-{name}.wav"
+        run(_cfg(library, ref_audio=str(clip)), tmp_path / name, engine=local, log=lambda m: None)
+        for r in rows_of(tmp_path / name):
+            saved = rows[f"{r['id']}@{name.lower()}"]
+            assert saved["voice"] == name and saved["speaker_sim"] is not None
+            assert saved["speaker_sim"] == pytest.approx(r["speaker_sim"], abs=1e-4), name
