@@ -56,3 +56,20 @@ def test_traffic_flags_default_from_the_places_and_bad_ones_are_named(monkeypatc
         traffic_from_args(parse_args(["--per-client", "0"]), 4)
     monkeypatch.setenv("SPACE_ID", "someone/gepard")  # behind a Space's proxies, which name the visitor
     assert traffic_from_args(parse_args([]), 4).trusted_proxies == PRIVATE_PROXIES
+
+
+def test_a_page_off_loopback_keeps_saved_voices_per_visitor(monkeypatch, tmp_path, capsys):
+    """One shared library on an address anyone may reach would let each visitor delete the others'
+    voices: off loopback the page keeps them per visitor (as --public does) and says so."""
+    from app import is_loopback, parse_args, saved_voice_settings
+
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    local = saved_voice_settings(parse_args(["--voices-dir", str(tmp_path)]), {})
+    assert local.per_visitor is False and capsys.readouterr().err == ""
+    for host in ("0.0.0.0", "192.0.2.7", "::", "example.org"):
+        settings = saved_voice_settings(parse_args(["--host", host, "--voices-dir", str(tmp_path)]), {})
+        assert settings.per_visitor is True and "each visitor has voices of their own" in capsys.readouterr().err
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.8.9.10", "::1", "[::1]", "localhost"))
+    public = saved_voice_settings(parse_args(["--public", "--voices-dir", str(tmp_path)]),
+                                  {"GEPARD_VISITOR_SECRET": "kept-by-the-operator"})
+    assert public.per_visitor is True and public.secret == "kept-by-the-operator"
