@@ -115,14 +115,20 @@ def _contains(seq: list[int], part: list[int]) -> bool:
     return any(seq[i:i + n] == part for i in range(len(seq) - n + 1))
 
 
+class _Meeting(threading.Event):
+    peak = 0  # the most requests in the batch at once
+
+
 @contextlib.contextmanager
 def admitted_together(scheduler, n: int, seconds: float = 60.0):
     """Requests meet in the running batch whatever the machine's speed: the first admission
     waits (inside the scheduler, as a slow prefill would) until the other n - 1 requests are in
     its queue, and the scheduler admits those at its next step, long before any of them ends.
-    Without it, whether requests overlap depends on how fast the first one runs."""
+    Without it, whether requests overlap depends on how fast the first one runs. The yielded
+    event's `peak` is the most requests the scheduler's batch held at once, read inside it at each
+    admission (a poll from outside may miss the moment on a loaded host)."""
     admit = DecodeBatch.admit
-    met = threading.Event()
+    met = _Meeting()
 
     def waiting_admit(self, requests):
         if not met.is_set() and threading.current_thread() is scheduler._thread:
@@ -130,7 +136,10 @@ def admitted_together(scheduler, n: int, seconds: float = 60.0):
             while scheduler.load()["waiting"] < n - len(requests) and time.monotonic() - t0 < seconds:
                 time.sleep(0.002)
             met.set()
-        return admit(self, requests)
+        handles = admit(self, requests)
+        if threading.current_thread() is scheduler._thread:
+            met.peak = max(met.peak, len(self))
+        return handles
 
     DecodeBatch.admit = waiting_admit
     try:
