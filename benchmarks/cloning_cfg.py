@@ -38,6 +38,7 @@ from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision  # noqa: E402
 from gepard_demo.speed.select import detect_hardware, pick_speed  # noqa: E402
+from gepard_demo.model.request import FrameRequest  # noqa: E402
 from quick import add_quick, engine_for  # noqa: E402
 
 TEXT = "The weather is sunny today."
@@ -56,14 +57,14 @@ def full_size_engine(quick: bool = False) -> GepardEngine:
 
 def step_s(engine: GepardEngine, settings: SamplingSettings) -> float:
     """Median seconds between consecutive steps of the real loop (prefill excluded)."""
-    times = [s.elapsed_s for s in engine.stream_frames(TEXT, settings)]
+    times = [s.elapsed_s for s in engine.stream_frames(FrameRequest(TEXT, settings))]
     return statistics.median(b - a for a, b in zip(times, times[1:]))
 
 
 def run_s(engine: GepardEngine, settings: SamplingSettings) -> float:
     """Seconds of one whole request (prefill included)."""
     t = time.perf_counter()
-    for _ in engine.stream_frames(TEXT, settings):
+    for _ in engine.stream_frames(FrameRequest(TEXT, settings)):
         pass
     return time.perf_counter() - t
 

@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.speed.fidelity import compare, trace  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision, backbone_bytes  # noqa: E402
+from gepard_demo.model.request import FrameRequest  # noqa: E402
 from quick import add_quick, codec_for, engine_for  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -89,11 +90,11 @@ def profile_section(engine, steps: int = 30) -> None:
         engine.talker.stop_head.weight.zero_()
         engine.talker.stop_head.bias.fill_(-30.0)
     settings = SamplingSettings(seed=0, max_frames=steps)
-    list(engine.stream_frames(TEXT, settings))  # warm-up
-    times = [f.elapsed_s for f in engine.stream_frames(TEXT, settings)]
+    list(engine.stream_frames(FrameRequest(TEXT, settings)))  # warm-up
+    times = [f.elapsed_s for f in engine.stream_frames(FrameRequest(TEXT, settings))]
     step_ms = statistics.median(b - a for a, b in zip(times, times[1:])) * 1e3  # unprofiled, prefill excluded
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        list(engine.stream_frames(TEXT, settings))
+        list(engine.stream_frames(FrameRequest(TEXT, settings)))
     total = sum(e.self_cpu_time_total for e in prof.key_averages())
     share = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key == "quantized::linear_dynamic_fp16") / total
     print(f"fp16w talker, 1 thread: {step_ms:.1f} ms a step; under the profiler fbgemm's fp16 linear takes {share:.0%} "

@@ -51,6 +51,7 @@ from gepard_demo.speed.pipeline import PipelinedEngine  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision, backbone_bytes  # noqa: E402
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
 from gepard_demo.streaming.session import SynthesisSession  # noqa: E402
+from gepard_demo.model.request import FrameRequest  # noqa: E402
 from quick import add_quick, codec_for, engine_for  # noqa: E402
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -168,7 +169,7 @@ def guard_section(fp32: GepardEngine, fast: dict[str, GepardEngine], steps: int)
 
 def loop_steps(engine: GepardEngine, frames: int) -> list[float]:
     settings = SamplingSettings(seed=0, max_frames=frames, temperature=0.3)
-    times = [s.elapsed_s for s in engine.stream_frames(TEXT, settings)]
+    times = [s.elapsed_s for s in engine.stream_frames(FrameRequest(TEXT, settings))]
     return [b - a for a, b in zip(times, times[1:])]
 
 

@@ -40,6 +40,7 @@ from gepard_demo.model.engine import GepardEngine  # noqa: E402
 from gepard_demo.model.fixed_shape.shapes import STEP_SCOPE  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
 from gepard_demo.speed.fidelity import compare, trace  # noqa: E402
+from gepard_demo.model.request import FrameRequest  # noqa: E402
 
 TEXT = "The weather is sunny today, with a light breeze from the west."
 TEXTS = ["Hi.", "Good morning.", "Where is the station?", "The weather is sunny today.",
@@ -76,7 +77,7 @@ def sync(device: str) -> None:
 
 def ops_per_step(engine: GepardEngine, steps: int) -> dict:
     """aten calls per decode step of one stream, counted by the profiler after a warm-up."""
-    frames = engine.stream_frames(TEXT, SamplingSettings(seed=1, max_frames=steps + 40, temperature=0.7))
+    frames = engine.stream_frames(FrameRequest(TEXT, SamplingSettings(seed=1, max_frames=steps + 40, temperature=0.7)))
     for _ in range(8):
         next(frames)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
@@ -98,7 +99,7 @@ def ops_per_step(engine: GepardEngine, steps: int) -> dict:
 def step_ms(engine: GepardEngine, frames: int, settings: SamplingSettings | None = None) -> float:
     """Median ms between consecutive frames of one stream."""
     settings = settings or SamplingSettings(seed=2, max_frames=frames)
-    times = [s.elapsed_s for s in engine.stream_frames(TEXT, settings)]
+    times = [s.elapsed_s for s in engine.stream_frames(FrameRequest(TEXT, settings))]
     return statistics.median(b - a for a, b in zip(times, times[1:])) * 1e3
 
 

@@ -40,6 +40,7 @@ from gepard_demo.model.checkpoints.full_size import build_full_size_engine  # no
 from gepard_demo.model.generation import full_attention_only  # noqa: E402
 from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
+from gepard_demo.model.request import FrameRequest  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 TEXT = "The weather is sunny today, with a light breeze from the west."
@@ -60,7 +61,7 @@ def silence_stop_head(engine: GepardEngine) -> None:
 def loop_step_s(engine: GepardEngine, frames: int) -> float:
     """Median seconds between consecutive steps of the real loop (prefill excluded)."""
     settings = SamplingSettings(seed=0, max_frames=frames, stop_threshold=0.5)
-    times = [s.elapsed_s for s in engine.stream_frames(TEXT, settings)]
+    times = [s.elapsed_s for s in engine.stream_frames(FrameRequest(TEXT, settings))]
     return statistics.median(b - a for a, b in zip(times, times[1:]))
 
 

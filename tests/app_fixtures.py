@@ -342,11 +342,11 @@ class SlowEngine(FrameMaker):
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def stream_frames(self, *args, **kwargs):
+    def stream_frames(self, request):
         # Frame k comes step_s x k after the first: the pace is the same on any host whose own
         # step (and what the consumer does between two steps) takes less than step_s.
         due = None
-        for step in self.inner.stream_frames(*args, **kwargs):
+        for step in self.inner.stream_frames(request):
             now = time.monotonic()
             due = now + self.step_s if due is None else due + self.step_s
             time.sleep(max(0.0, due - now))

@@ -9,6 +9,7 @@ from authors_reference import authors_uncond_layout
 from gepard_demo.model import batch as generation  # the loop that calls sample_codes
 from gepard_demo.model.generation import guide_logits
 from gepard_demo.settings import SamplingSettings, SettingsError
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -137,7 +138,7 @@ def test_guided_request_in_a_batch_equals_its_solo_run(tiny_engine):
 
 def test_stream_frames_guides_too(tiny_engine):
     s = SamplingSettings(seed=4, max_frames=15, cfg_scale=2.5, cfg_frames=8)
-    streamed = torch.stack([st.codes for st in tiny_engine.stream_frames(TEXT, s) if st.codes is not None])
+    streamed = torch.stack([st.codes for st in tiny_engine.stream_frames(FrameRequest(TEXT, s)) if st.codes is not None])
     assert torch.equal(streamed, tiny_engine.generate([TEXT], s)[0].frames)
 
 

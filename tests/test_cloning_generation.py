@@ -6,6 +6,7 @@ import torch
 from authors_reference import Branch, authors_uncond_layout
 
 from gepard_demo.settings import SamplingSettings
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -38,7 +39,7 @@ def test_cloned_request_batches_with_default_voice_requests(tiny_engine):
     assert torch.equal(batch[0].frames, cloned.frames) and torch.equal(batch[1].frames, default.frames)
     same_seed_default = tiny_engine.generate([TEXT], s[0])[0]
     assert not torch.equal(cloned.frames, same_seed_default.frames)  # the voice changed the frames
-    streamed = [st.codes for st in tiny_engine.stream_frames(TEXT, s[0], speaker=prefix) if st.codes is not None]
+    streamed = [st.codes for st in tiny_engine.stream_frames(FrameRequest(TEXT, s[0], speaker=prefix)) if st.codes is not None]
     assert torch.equal(torch.stack(streamed), cloned.frames)
 
 

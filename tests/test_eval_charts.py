@@ -202,9 +202,10 @@ class _FakeEngine:
         self.model_info = SimpleNamespace(name="fake", random_weights=True, device="cpu")
         self.generated = 0
 
-    def stream_frames(self, text, settings):
+    def stream_frames(self, request):
         import torch
 
+        settings = request.sampling
         self.generated += 1
         g = torch.Generator().manual_seed(settings.seed)
         for _ in range(settings.max_frames):

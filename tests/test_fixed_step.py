@@ -21,6 +21,7 @@ from gepard_demo.model.fixed_shape.fixed_batch import FixedBatch
 from gepard_demo.model.fixed_shape.shapes import StepShapes, bucket
 from gepard_demo.model.batch import DecodeBatch
 from gepard_demo.settings import SamplingSettings as S
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -162,7 +163,7 @@ def test_buckets_and_a_shape_lent_to_one_batch_at_a_time(tiny_engine):
 def test_a_closed_stream_gives_its_shape_back(tiny_engine):
     tiny_engine.use_loop("on")
     try:
-        frames = tiny_engine.stream_frames("This one is stopped by its listener", S(seed=3, max_frames=500, stop_threshold=0.999))
+        frames = tiny_engine.stream_frames(FrameRequest("This one is stopped by its listener", S(seed=3, max_frames=500, stop_threshold=0.999)))
         for _ in range(5):
             next(frames)
         assert not any(tiny_engine.shapes._free.values())  # lent out while it runs
@@ -229,7 +230,7 @@ def test_the_scheduler_runs_the_fixed_step_and_a_closed_stream_leaves(tiny_engin
         out = {}
 
         def listen(i):
-            frames = scheduler.stream_frames(*plan[i])
+            frames = scheduler.stream_frames(FrameRequest(*plan[i]))
             got = []
             for step in frames:
                 if step.codes is not None:

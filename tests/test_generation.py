@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from gepard_demo.settings import SamplingSettings, SettingsError
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -75,7 +76,7 @@ def test_stop_forced_high_gives_exactly_one_frame(layout_engine):
     saved = _force_stop_logit(layout_engine, 20.0)
     try:
         res = layout_engine.generate(TEXTS, SamplingSettings(seed=1, max_frames=50))
-        steps = list(layout_engine.stream_frames("Hi", SamplingSettings(seed=1, max_frames=50)))
+        steps = list(layout_engine.stream_frames(FrameRequest("Hi", SamplingSettings(seed=1, max_frames=50))))
     finally:
         _restore(layout_engine, saved)
     for r in res:
@@ -109,7 +110,7 @@ def test_rows_finish_on_their_own(layout_engine):
 
 def test_stream_frames_equals_generate(layout_engine):
     s = SamplingSettings(seed=7, max_frames=80)
-    steps = list(layout_engine.stream_frames(TEXTS[1], s))
+    steps = list(layout_engine.stream_frames(FrameRequest(TEXTS[1], s)))
     res = layout_engine.generate([TEXTS[1]], s)[0]
     frames = torch.stack([st.codes for st in steps if st.codes is not None])
     assert torch.equal(frames, res.frames)

@@ -15,6 +15,7 @@ from batch_driver import Driver
 from loops import LOOPS, running
 
 from gepard_demo.settings import SamplingSettings
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -111,15 +112,15 @@ def test_in_a_padded_running_batch_beside_rows_without_them(tiny_engine, tiny_mo
 
 def test_a_segment_resumed_in_another_call_keeps_its_window(tiny_engine):
     # ZeroGPU: a segment that outlasts its GPU call goes on in the next from its frames
-    # (engine.stream_frames(resume=...)); the penalty must see those frames in its window.
+    # (a FrameRequest's resume); the penalty must see those frames in its window.
     s = _top1(repetition_penalty=1.3, repetition_window=16, max_frames=36)
-    whole = torch.stack([st.codes for st in tiny_engine.stream_frames(TEXT, s) if st.codes is not None])
+    whole = torch.stack([st.codes for st in tiny_engine.stream_frames(FrameRequest(TEXT, s)) if st.codes is not None])
     first = whole[:20]
-    rest = [st.codes for st in tiny_engine.stream_frames(TEXT, s, resume=first) if st.codes is not None]
+    rest = [st.codes for st in tiny_engine.stream_frames(FrameRequest(TEXT, s, resume=first)) if st.codes is not None]
     assert torch.equal(torch.cat([first, torch.stack(rest)]), whole)
     # Without the carried window the continuation differs (so the equality above is not luck).
     s_nowindow = s.replace(repetition_window=1)
-    other = [st.codes for st in tiny_engine.stream_frames(TEXT, s_nowindow, resume=first) if st.codes is not None]
+    other = [st.codes for st in tiny_engine.stream_frames(FrameRequest(TEXT, s_nowindow, resume=first)) if st.codes is not None]
     assert not torch.equal(torch.stack(other), torch.stack(rest))
 
 

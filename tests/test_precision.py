@@ -26,6 +26,7 @@ from gepard_demo.speed import select
 from gepard_demo.speed.fidelity import trace
 from gepard_demo.speed.settings import SpeedError
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -131,8 +132,8 @@ def test_a_stream_resumed_from_another_thread(tiny_cache_dir, dtype):
     takes over); the loop holds inference mode per step, not across its yields."""
     engine = GepardEngine.load("tiny", cache_dir=tiny_cache_dir, dtype=dtype)
     s = SamplingSettings(seed=3, max_frames=12)
-    direct = list(engine.stream_frames("The quick brown fox.", s))
-    it = engine.stream_frames("The quick brown fox.", s)
+    direct = list(engine.stream_frames(FrameRequest("The quick brown fox.", s)))
+    it = engine.stream_frames(FrameRequest("The quick brown fox.", s))
     steps, errors = [next(it)], []
 
     def rest():

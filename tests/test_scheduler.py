@@ -17,6 +17,7 @@ from gepard_demo.batching.scheduler import BatchScheduler, SchedulerClosed
 from gepard_demo.settings import SamplingSettings, SettingsError
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.units import FRAME_RATE_HZ
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -54,7 +55,7 @@ def test_streams_on_their_own_threads_equal_their_solo_runs(scheduler, layout_en
     out: dict = {}
     threads = []
     for i, (text, s, sp) in enumerate(plan):
-        it = scheduler.stream_frames(text, s, speaker=sp)
+        it = scheduler.stream_frames(FrameRequest(text, s, speaker=sp))
         th = threading.Thread(target=_collect, args=(it, out, i, 12 if i == 3 else None))
         th.start()
         threads.append(th)
@@ -84,12 +85,12 @@ def test_generate_each_returns_results_as_they_end(scheduler, layout_engine):
 def test_the_cap_queues_and_streams_go_before_batch_work(layout_engine, endless):
     s = BatchScheduler(layout_engine, BatchingSettings(max_batch=2))
     try:
-        a, b = s.stream_frames(TEXTS[0], _greedy(1, seed=endless)), s.stream_frames(TEXTS[1], _greedy(1, seed=endless))
+        a, b = s.stream_frames(FrameRequest(TEXTS[0], _greedy(1, seed=endless))), s.stream_frames(FrameRequest(TEXTS[1], _greedy(1, seed=endless)))
         next(a), next(b)  # both places taken, by requests that never end by themselves
         batch_work = threading.Thread(target=s.generate, args=([TEXTS[2]], _greedy(5)))
         batch_work.start()
         wait_until(lambda: s.load()["waiting"] == 1, what="the batch work queued")
-        c = s.stream_frames(TEXTS[3], _greedy(5))
+        c = s.stream_frames(FrameRequest(TEXTS[3], _greedy(5)))
         assert s.load()["running"] == 2 and s.load()["waiting"] == 2
         wait_until(lambda: "places are taken" in (c.wait_line() or ""), what="the scheduler's answer to c")
         line = c.wait_line()
@@ -108,9 +109,9 @@ def test_a_newcomer_waits_while_it_would_push_streams_below_real_time(layout_eng
     s = BatchScheduler(layout_engine, BatchingSettings(max_batch=4))
     try:
         s.costs.note_decode(seconds=0.03, frames=1)  # a codec that takes 30 ms a frame: two streams cannot keep up
-        first = s.stream_frames(TEXTS[0], _greedy(1, seed=endless))
+        first = s.stream_frames(FrameRequest(TEXTS[0], _greedy(1, seed=endless)))
         next(first)
-        second = s.stream_frames(TEXTS[1], _greedy(5))
+        second = s.stream_frames(FrameRequest(TEXTS[1], _greedy(5)))
         wait_until(lambda: second.wait_line() and "real time" in second.wait_line(), what="the admission rule's answer")
         line = second.wait_line()
         assert "would fall behind real time" in line and "46.4 ms is real time" in line
@@ -160,21 +161,21 @@ def test_a_failing_request_ends_alone_and_close_ends_the_rest(layout_engine, mon
 
     monkeypatch.setattr(talker, "embed_prompt", embed_prompt)
     s = BatchScheduler(layout_engine, BatchingSettings(max_batch=2, admission="cap"))
-    ok = s.stream_frames(TEXTS[0], _greedy(1, seed=endless))  # never ends by itself: close() must end it
+    ok = s.stream_frames(FrameRequest(TEXTS[0], _greedy(1, seed=endless)))  # never ends by itself: close() must end it
     next(ok)
-    failing = s.stream_frames(TEXTS[1], _greedy(5))
+    failing = s.stream_frames(FrameRequest(TEXTS[1], _greedy(5)))
     with pytest.raises(RuntimeError, match="prefill broke"):
         list(failing)
     assert next(ok).codes is not None  # the running stream carries on
-    other = s.stream_frames(TEXTS[3], _greedy(1, seed=endless))  # the second place, taken for good
+    other = s.stream_frames(FrameRequest(TEXTS[3], _greedy(1, seed=endless)))  # the second place, taken for good
     next(other)
-    waiting = s.stream_frames(TEXTS[2], _greedy(5))
+    waiting = s.stream_frames(FrameRequest(TEXTS[2], _greedy(5)))
     wait_until(lambda: s.load()["waiting"] == 1, what="the third request queued")
     s.close()
     for stream in (ok, other, waiting):
         with pytest.raises(SchedulerClosed):
             list(stream)
     with pytest.raises(SchedulerClosed):
-        s.stream_frames(TEXTS[3], _greedy(5))
+        s.stream_frames(FrameRequest(TEXTS[3], _greedy(5)))
     with pytest.raises(SettingsError):
-        BatchScheduler(layout_engine).stream_frames("Hi", SamplingSettings(max_frames=0))
+        BatchScheduler(layout_engine).stream_frames(FrameRequest("Hi", SamplingSettings(max_frames=0)))

@@ -20,6 +20,7 @@ from gepard_demo.speed.pipeline import PipelinedEngine
 from gepard_demo.speed.quantize import apply_precision, backbone_bytes
 from gepard_demo.speed.select import CPU_FASTEST_FIRST, GUARD_PASSES, Hardware, apply_speed, load_dtype, pick_speed
 from gepard_demo.speed.settings import SpeedError, SpeedSettings
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -99,19 +100,19 @@ def test_snr_of_identical_and_noisy_audio():
 
 def test_pipeline_yields_the_engines_frames_from_its_own_thread(tiny_engine):
     settings = SamplingSettings(seed=5, max_frames=30, temperature=0.8)
-    direct = list(tiny_engine.stream_frames(TEXT, settings))
+    direct = list(tiny_engine.stream_frames(FrameRequest(TEXT, settings)))
     seen_threads = set()
 
     class Spy:
         def __getattr__(self, name):
             return getattr(tiny_engine, name)
 
-        def stream_frames(self, text, s):
-            for step in tiny_engine.stream_frames(text, s):
+        def stream_frames(self, request):
+            for step in tiny_engine.stream_frames(request):
                 seen_threads.add(threading.current_thread().name)
                 yield step
 
-    piped = list(PipelinedEngine(Spy()).stream_frames(TEXT, settings))
+    piped = list(PipelinedEngine(Spy()).stream_frames(FrameRequest(TEXT, settings)))
     assert seen_threads == {"gepard-talker"}
     # The same frames, in order, ended the same way. p_stop to the float's last bits: once, in a
     # whole suite under .ci/slowed.sh, the talker's thread computed step 11's as 0.0411637872
@@ -127,20 +128,20 @@ def test_closing_the_pipeline_stops_the_talker_and_frees_the_engine(tiny_engine)
     closed = threading.Event()
 
     class Counting:
-        def stream_frames(self, text, s):
+        def stream_frames(self, request):
             try:
-                yield from tiny_engine.stream_frames(text, s)
+                yield from tiny_engine.stream_frames(request)
             finally:
                 closed.set()
 
-    it = PipelinedEngine(Counting(), max_ahead=2).stream_frames(TEXT, SamplingSettings(seed=1, max_frames=500))
+    it = PipelinedEngine(Counting(), max_ahead=2).stream_frames(FrameRequest(TEXT, SamplingSettings(seed=1, max_frames=500)))
     next(it)
     it.close()  # joins the worker: it must notice the stop while blocked on a full queue
     assert closed.is_set()
     assert not any(t.name == "gepard-talker" and t.is_alive() for t in threading.enumerate())
     # Errors in the talker thread reach the consumer.
     with pytest.raises(Exception, match="temperature"):
-        list(PipelinedEngine(tiny_engine).stream_frames(TEXT, SamplingSettings(temperature=-1.0)))
+        list(PipelinedEngine(tiny_engine).stream_frames(FrameRequest(TEXT, SamplingSettings(temperature=-1.0))))
 
 
 def _hw(device="cpu", cores=2, flags=("avx2",), int8=True, capability=None):
@@ -223,7 +224,7 @@ def test_apply_speed_records_the_pick_and_wraps_the_engine(fresh_engine):
     try:
         assert isinstance(engine, PipelinedEngine)
         assert engine.model_info.speed == speed.describe() == "cpu · int8+fp16 backbone · 1 thread · talker ahead of codec"
-        steps = list(engine.stream_frames(TEXT, SamplingSettings(seed=2, max_frames=8)))
+        steps = list(engine.stream_frames(FrameRequest(TEXT, SamplingSettings(seed=2, max_frames=8))))
         assert steps and steps[0].codes.shape == (32,)
         # The session (what the app, synth and the server stream through) carries the pick.
         from gepard_demo.codec import load_codec

@@ -17,6 +17,7 @@ from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.speed.pipeline import PipelinedEngine
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.model.request import FrameRequest
 
 TEXT = "A request that goes on and on."
 STREAM = StreamSettings(first_chunk_frames=2, chunk_frames=4)
@@ -116,7 +117,7 @@ def test_a_pooled_push_that_waits_for_the_pool_is_dropped(tiny_engine, tiny_code
 
 
 def test_a_pipelined_consumer_waiting_for_its_talker_stops_waiting(tiny_engine, endless, held_prefill):  # noqa: F811
-    frames = PipelinedEngine(tiny_engine).stream_frames(f"{HELD_TEXT}, piped.", SamplingSettings(seed=endless))
+    frames = PipelinedEngine(tiny_engine).stream_frames(FrameRequest(f"{HELD_TEXT}, piped.", SamplingSettings(seed=endless)))
     got = []
     consumer = threading.Thread(target=lambda: got.extend(frames), daemon=True)
     consumer.start()

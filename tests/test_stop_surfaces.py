@@ -20,6 +20,7 @@ from hold_fixtures import HANG_S, HELD_TEXT, HeldCodec, endless, held_prefill, w
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +64,7 @@ def test_page_listener_leaving_is_a_closed_tab(client, live_demo, endless):  # n
 
 def test_page_stop_while_waiting_for_a_place_in_the_batch(client, live_demo, endless):  # noqa: F811
     # Something else (the Eval tab, another caller) holds the batch's one place, forever.
-    other = live_demo.demo.host.scheduler.stream_frames("Someone else's endless request.", SamplingSettings(seed=endless))
+    other = live_demo.demo.host.scheduler.stream_frames(FrameRequest("Someone else's endless request.", SamplingSettings(seed=endless)))
     try:
         next(other)
         job_id = new_id()

@@ -20,6 +20,7 @@ from gepard_demo.model.generation import FrameStep
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, TextError, clean_text, split_text
+from gepard_demo.model.request import FrameRequest
 
 SPF = 16  # toy samples per frame
 SR = 1000  # toy sample rate: 1 ms per sample makes fade arithmetic readable
@@ -37,7 +38,8 @@ class ScriptedEngine(FrameMaker):
         self.closed = 0
         self.gate: threading.Event | None = None  # when set, each step waits on it
 
-    def stream_frames(self, text, settings):
+    def stream_frames(self, request):
+        text, settings = request.text, request.sampling
         self.calls.append((text, settings))
         g = torch.Generator().manual_seed(settings.seed)
         try:
@@ -113,7 +115,7 @@ def make(n_frames=17, end="stop", text="Hello there.", seed=7, **stream):
 
 
 def expected_audio(engine, seed, fade_ms, silence_ms):
-    frames = [s.codes for s in ScriptedEngine(engine.n_frames, engine.end).stream_frames("", SamplingSettings(seed=seed)) if s.codes is not None]
+    frames = [s.codes for s in ScriptedEngine(engine.n_frames, engine.end).stream_frames(FrameRequest("", SamplingSettings(seed=seed))) if s.codes is not None]
     return ref_end_of_speech(ToyCodec().decode(torch.stack(frames)), SR, fade_ms, silence_ms)
 
 

@@ -23,8 +23,8 @@ class RecordingEngine(FrameMaker):
         self.steps = []
         self.closed = 0
 
-    def stream_frames(self, text, settings):
-        it = self.engine.stream_frames(text, settings)
+    def stream_frames(self, request):
+        it = self.engine.stream_frames(request)
         try:
             for step in it:
                 self.steps.append(step)

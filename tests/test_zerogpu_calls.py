@@ -27,6 +27,7 @@ from gepard_demo.zerogpu.carry import CallBounds, SegmentFrames, SessionCarry
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import Resident
 from gepard_demo.zerogpu.session import GpuSession
+from gepard_demo.model.request import FrameRequest
 
 pytestmark = [pytest.mark.numerics, pytest.mark.forks]  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -423,8 +424,8 @@ def test_a_carry_survives_pickling_and_another_process(reference):
 def test_a_resumed_segment_draws_the_noise_an_uninterrupted_one_would(reference):
     engine = reference[0]
     s = SamplingSettings(seed=8, max_frames=30, temperature=0.9, stop_threshold=0.999, cfg_scale=2.0, cfg_frames=7)
-    whole = torch.stack([st.codes for st in engine.stream_frames(SENTENCE, s) if st.codes is not None])
+    whole = torch.stack([st.codes for st in engine.stream_frames(FrameRequest(SENTENCE, s)) if st.codes is not None])
     for n in (1, 7, 19):  # inside and past the guided onset
-        rest = list(engine.stream_frames(SENTENCE, s, resume=whole[:n]))
+        rest = list(engine.stream_frames(FrameRequest(SENTENCE, s, resume=whole[:n])))
         assert rest[0].index == n
         assert torch.equal(torch.stack([st.codes for st in rest if st.codes is not None]), whole[n:])

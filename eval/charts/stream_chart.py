@@ -42,6 +42,7 @@ from eval.jsonio import append_line, write_json_atomic
 from eval.runs.seeds import utterance_seed
 from eval.runs.sets import load_set
 from gepard_demo.settings import SamplingSettings
+from gepard_demo.model.request import FrameRequest
 
 EXACT_SNR_DB = 150.0  # drawn for a bit-exact (or float-noise-level) streamed decode
 COLUMNS = ("id", "category", "frames", "chunk", "mode", "lookback", "snr_db", "max_abs_err", "decode_s",
@@ -128,7 +129,7 @@ def measure(cfg: StreamChartConfig, engine, codec, done=frozenset(), write=None)
         if not todo:
             continue
         settings = SamplingSettings(max_frames=cfg.max_frames, seed=utterance_seed(cfg.base_seed, u.id))
-        frames = torch.stack([s.codes for s in engine.stream_frames(u.text, settings) if s.codes is not None])
+        frames = torch.stack([s.codes for s in engine.stream_frames(FrameRequest(u.text, settings)) if s.codes is not None])
         whole = codec.decode(frames)
         audio_s = len(frames) * frame_s
         for c, mode, lb in todo:

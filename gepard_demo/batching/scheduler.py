@@ -5,7 +5,7 @@ It is an Engine (model/seams.py) in front of the one it wraps (config, tokenizer
 prompt_ids ... are forwarded by name: seams.WrappedEngine):
 
     scheduler = BatchScheduler(engine, BatchingSettings(max_batch=4))
-    for step in scheduler.stream_frames(text, sampling, speaker=prefix):   # as engine.stream_frames
+    for step in scheduler.stream_frames(FrameRequest(text, sampling, speaker=prefix)):  # as engine.stream_frames
         ...                                                                # close it: the row leaves
     results = scheduler.generate(texts, sampling)                          # as engine.generate
     for i, result in scheduler.generate_each(texts, sampling): ...         # as each one ends
@@ -13,7 +13,7 @@ prompt_ids ... are forwarded by name: seams.WrappedEngine):
 so a SynthesisSession, the speech server and eval run on it unchanged. A request waits in a
 queue (listened streams first, then look-ahead segments of long texts, then batch work, each in
 arrival order) until admission.py lets it in; its `Ticket.wait_line()` says where it stands and
-why. A look-ahead segment (`stream_frames(..., look_ahead=True, group=session)`) is admitted
+why. A look-ahead segment (`FrameRequest(..., look_ahead=True, group=session)`) is admitted
 while the streams other sessions listen to stay real time (its own session's do not hold it
 back: the text as a whole is what plays), and gives its place back to a listened stream that
 would otherwise wait (preemption; it keeps its frames and goes on from them later). The loop, on
@@ -40,6 +40,7 @@ from typing import Callable
 import torch
 
 from gepard_demo.model.generation import FrameStep, GenerationResult, ResultBuilder
+from gepard_demo.model.request import FrameRequest
 from gepard_demo.model.seams import Engine, WrappedEngine
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.host_settings import BatchingSettings
@@ -65,16 +66,20 @@ class BatchScheduler(WrappedEngine):
 
     takes_look_ahead = True  # SynthesisSession: later segments of a long text may run ahead here
 
-    def stream_frames(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None, *,
-                      look_ahead: bool = False, group: object = None) -> "TicketFrames":
+    def stream_frames(self, request: FrameRequest) -> "TicketFrames":
         """One request's FrameSteps as they are made (engine.stream_frames' contract); closing the
         iterator cancels it, and its row leaves the batch at the next step. Its `wait_line()`
         says where it stands while it waits. look_ahead: a later segment of `group`'s text, made
-        before its turn to play (the module docstring); `promote()` it when its turn comes."""
+        before its turn to play (the module docstring); `promote()` it when its turn comes. A
+        running batch starts every row from its prompt: a `resume` is refused."""
+        if request.resume is not None:
+            raise ValueError("FrameRequest.resume: a running batch starts a request from its prompt; resume on an "
+                             "engine of its own (a ZeroGPU call's batch)")
         handoff: queue.Queue = queue.Queue()
-        ticket = self._ticket(text, settings, speaker, True, lambda t, item: handoff.put(item))
-        ticket.look_ahead, ticket.group, ticket.text = look_ahead, group, text
-        ticket.codes = [] if look_ahead else None
+        ticket = self._ticket(request.text, request.sampling, request.speaker, True,
+                              lambda t, item: handoff.put(item))
+        ticket.look_ahead, ticket.group, ticket.text = request.look_ahead, request.group, request.text
+        ticket.codes = [] if request.look_ahead else None
         return TicketFrames(self, self._enqueue(ticket), handoff)
 
     def promote(self, ticket: Ticket) -> None:

@@ -24,6 +24,7 @@ from .config import GepardConfig
 from .frames import EngineFrames, FrameMaker
 from .generation import FrameStep, GenerationResult, ResultBuilder, full_attention_only
 from .memory import check_fits
+from .request import FrameRequest
 from .prompt import build_prompt_ids, build_unconditional_prompt_ids, encode_text
 from .sampling import RowSampler
 from .seams import ModelInfo
@@ -174,19 +175,14 @@ class GepardEngine(FrameMaker):
             builders[row].add(step)
         return [b.result() for b in builders]
 
-    def stream_frames(
-        self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None,
-        resume: torch.Tensor | None = None,
-    ) -> EngineFrames:
-        """One request's steps as they are made (a FrameSource); close it to cancel.
+    def stream_frames(self, request: FrameRequest) -> EngineFrames:
+        """One request's steps as they are made (a FrameSource); close it to cancel. Its speaker
+        and resume are used; look_ahead and group mean nothing to an engine that runs one request
+        at a time (its segments run one after another).
 
-        speaker: a (K, hidden) speaker prefix (a reference voice); None = the default voice.
-        resume: (n, 32) frames this request already committed: it goes on from frame n
-            (`request`).
-
-        Pass `settings.with_concrete_seed()` to know the seed before the first frame.
+        Pass `sampling.with_concrete_seed()` to know the seed before the first frame.
         """
-        return EngineFrames(self._steps(text, settings, speaker, resume))
+        return EngineFrames(self._steps(request.text, request.sampling, request.speaker, request.resume))
 
     def _steps(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None,
                resume: torch.Tensor | None) -> Iterator[FrameStep]:

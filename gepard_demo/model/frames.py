@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only a name here: the served paths import this module and must not load torch
     from .generation import FrameStep
+    from .request import FrameRequest
 
 
 class FrameSource:
@@ -105,7 +106,7 @@ class FrameMaker:
     # (streaming/segments.py); on an engine of its own they run one after another.
     takes_look_ahead = False
 
-    def stream_frames(self, text: str, settings, **voice) -> FrameSource:
+    def stream_frames(self, request: FrameRequest) -> FrameSource:
         raise NotImplementedError
 
     def note_decode(self, seconds: float, frames: int) -> None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .fixed_shape.shapes import Capture
     from .frames import FrameSource
     from .generation import GenerationResult
+    from .request import FrameRequest
     from .talker import GepardTalker
 
 
@@ -48,18 +49,16 @@ class ModelInfo:
 
 @runtime_checkable
 class FrameEngine(Protocol):
-    """What makes one request's frames for a session (model/frames.FrameMaker's surface).
-
-    stream_frames' keywords past `speaker` are what the engine takes: `resume` ((n, 32) frames it
-    goes on from) where it resumes, `look_ahead` and `group` where `takes_look_ahead`."""
+    """What makes one request's frames for a session (model/frames.FrameMaker's surface): every
+    engine takes one FrameRequest (model/request.py) whole; look_ahead and group matter where
+    `takes_look_ahead`."""
 
     takes_look_ahead: bool
 
     @property
     def model_info(self) -> ModelInfo: ...
 
-    def stream_frames(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None,
-                      **options: object) -> FrameSource: ...
+    def stream_frames(self, request: FrameRequest) -> FrameSource: ...
 
     def note_decode(self, seconds: float, frames: int) -> None: ...
 

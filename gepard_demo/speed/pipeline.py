@@ -26,7 +26,7 @@ from gepard_demo.model.seams import Engine, WrappedEngine
 
 if TYPE_CHECKING:
     from gepard_demo.model.generation import FrameStep
-    from gepard_demo.settings import SamplingSettings
+    from gepard_demo.model.request import FrameRequest
 
 _END = object()
 
@@ -41,11 +41,11 @@ class PipelinedEngine(WrappedEngine):
         super().__init__(engine)
         self._max_ahead = max_ahead
 
-    def stream_frames(self, text: str, settings: SamplingSettings, **voice: object) -> "PipedFrames":
+    def stream_frames(self, request: FrameRequest) -> "PipedFrames":
         handoff: queue.Queue = queue.Queue(maxsize=self._max_ahead)
         stop = threading.Event()
         # Create the wrapped iterator here, so bad settings raise in the caller's thread.
-        frames = self.engine.stream_frames(text, settings, **voice)  # voice: speaker=prefix (cloning)
+        frames = self.engine.stream_frames(request)
 
         def put(item: object) -> bool:  # a FrameStep, a _Failure or _END
             while not stop.is_set():

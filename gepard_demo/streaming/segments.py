@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Callable, TypedDict
 
 from gepard_demo.model.frames import FrameSource, frame_source
+from gepard_demo.model.request import FrameRequest
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.units import FRAME_RATE_HZ
 
@@ -104,13 +105,11 @@ class SegmentSources:
             self.made_before += self.read
         src = self._ahead.pop(index, None)
         if src is None:
-            voice: dict[str, object] = {} if self.speaker is None else {"speaker": self.speaker}
-            if resume is not None:
-                voice["resume"] = resume
-            if self.look_ahead:  # the playing segment is of this text too: its own look-ahead must not wait for it
-                voice["group"] = self.group
-            src = frame_source(self.engine.stream_frames(self.segments[index], segment_sampling(self.sampling, index),
-                                                         **voice))
+            # With a look-ahead, the playing segment is of this text's group too: its own look-ahead
+            # must not wait for it.
+            src = frame_source(self.engine.stream_frames(FrameRequest(
+                self.segments[index], segment_sampling(self.sampling, index), speaker=self.speaker, resume=resume,
+                group=self.group if self.look_ahead else None)))
         else:
             src.promote()
         self.current, self.index, self.read = src, index, 0
@@ -131,9 +130,9 @@ class SegmentSources:
         generating = sum(1 for src in self._ahead.values() if not src.finished)
         j = max([self.index, *self._ahead]) + 1
         while generating < self.look_ahead and j < len(self.segments) and self.ready(j):
-            self._ahead[j] = frame_source(self.engine.stream_frames(
-                self.segments[j], segment_sampling(self.sampling, j),
-                **({} if self.speaker is None else {"speaker": self.speaker}), look_ahead=True, group=self.group))
+            self._ahead[j] = frame_source(self.engine.stream_frames(FrameRequest(
+                self.segments[j], segment_sampling(self.sampling, j), speaker=self.speaker, look_ahead=True,
+                group=self.group)))
             generating, j = generating + 1, j + 1
 
     def all(self) -> list[FrameSource]:

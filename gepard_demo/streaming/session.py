@@ -9,7 +9,7 @@ plays, what the CLI writes and what eval scores come from the same code path:
     session.stats                  # SynthesisStats
     session.audio()                # everything emitted, concatenated
 
-Frames come from `engine.stream_frames(text, sampling)` (one FrameStep per decode step) and
+Frames come from `engine.stream_frames(FrameRequest(text, sampling))` (one FrameStep per decode step) and
 become audio through `codec.streamer(mode, lookback).push(codes)`, first `first_chunk_frames`
 frames, then `chunk_frames` at a time. End-of-speech shaping (fade + silence, facts §5) is
 applied once, at the very end.
@@ -29,7 +29,7 @@ One utterance, several calls (`calls`: a seams.Handover, zerogpu/carry.CallBound
 at a chunk boundary after so many frames, or at its segment's end when more follow; it leaves
 what the next call needs in `.carry`, and the next session (in another process, the next GPU
 call) goes on from there. Its talker resumes the segment from the frames
-it already has (engine.stream_frames(resume=...)), its codec stream from the carried state
+it already has (a FrameRequest's resume), its codec stream from the carried state
 (decoding.py), so the chunks of all the calls join into one stream. A frame source may also end
 a call itself: one whose iterator ends with `paused` set has made all this call may make of its
 segment (zerogpu/batched.py), and the session hands over there, mid-chunk if need be.
@@ -270,7 +270,7 @@ class SynthesisSession(OnceIterableSession):
 
 
 def _as_codes(codes: list[Codes]) -> torch.Tensor:
-    """A segment's frames so far as one (n, 32) LongTensor, for engine.stream_frames(resume=...)."""
+    """A segment's frames so far as one (n, 32) LongTensor, for a FrameRequest's resume."""
     import torch
 
     return torch.as_tensor(np.asarray(stack_codes(codes), dtype=np.int64))

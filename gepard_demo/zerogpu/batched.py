@@ -28,6 +28,7 @@ from gepard_demo.model.batch import DecodeLoop
 from gepard_demo.model.frames import FrameMaker, FrameSource
 from gepard_demo.model.guards.ending import RUNAWAY_ENDS, STOP
 from gepard_demo.model.generation import FrameStep
+from gepard_demo.model.request import FrameRequest
 from gepard_demo.model.seams import Engine, ModelInfo
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.streaming.chunks import stack_codes
@@ -83,10 +84,10 @@ class CallBatch(FrameMaker):
 
     # -- what the session calls -------------------------------------------------------------------
 
-    def stream_frames(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None = None,
-                      resume: torch.Tensor | None = None, look_ahead: bool = False,
-                      group: object = None) -> "SegmentIterator":
-        index = self._index.get((text, settings.seed))
+    def stream_frames(self, request: FrameRequest) -> "SegmentIterator":
+        """The planned row of this request's segment (found by its text and seed): the call's
+        rows, their speaker and resume were fixed when the call was planned."""
+        index = self._index.get((request.text, request.sampling.seed))
         if index is None:
             raise ValueError("a segment this call was not made for")
         return SegmentIterator(self, index)

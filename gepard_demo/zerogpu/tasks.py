@@ -112,14 +112,14 @@ def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
     resident.calls += 1
     frames = None
     try:
-        voice = {} if request.speaker is None else {"speaker": request.speaker.to(resident.engine.device)}
+        speaker = None if request.speaker is None else request.speaker.to(resident.engine.device)
         engine, ahead = resident.engine, 0
         if request.plan is not None:  # the plan's segments, as rows of one batch (batched.py)
             engine = frames = CallBatch(resident.engine, split_text(clean_text(request.text)), request.sampling,
-                                        voice.get("speaker"), request.carry, request.plan.allotted())
+                                        speaker, request.carry, request.plan.allotted())
             ahead = len(request.plan.frames) - 1
         session = SynthesisSession(engine, resident.codec, request.text, request.sampling, request.stream,
-                                   calls=CallBounds(request.carry), look_ahead=ahead, **voice)
+                                   calls=CallBounds(request.carry), look_ahead=ahead, speaker=speaker)
         for event in session.events():
             yield event
         if session.carry is not None:
