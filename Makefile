@@ -3,6 +3,8 @@
 #            passwordless sudo, else it stops and prints the command), set up .venv (+ test
 #            extras) and run the whole test suite (.ci/suite.sh: two workers, then the modules
 #            that fork a GPU worker alone)
+# make test-fast: the edit-test loop: every test but the browser's, the forking ones and the slow ones
+#            (pytest.ini's markers), in two workers
 # make test-slowed: the whole suite with a busy loop pinned on each core (.ci/slowed.sh), as the
 #            pool's slowest host runs it: the check before a submission that no test assumes speed
 # make test-isa: the numerics-sensitive tests again under the pool's other CPU kinds' instruction
@@ -12,7 +14,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --disable-pip-version-check -q
 
-.PHONY: demo test test-slowed test-isa setup setup-test system-packages bench clean
+.PHONY: demo test test-fast test-slowed test-isa setup setup-test system-packages bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +44,9 @@ demo: setup
 
 test: system-packages setup-test
 	PY=$(PY) .ci/suite.sh
+
+test-fast: setup-test
+	$(PY) -m pytest -n 2 --dist loadfile -q -m "not browser and not forks and not slow"
 
 test-slowed: system-packages setup-test
 	PY=$(PY) .ci/slowed.sh .ci/suite.sh

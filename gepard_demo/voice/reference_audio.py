@@ -93,7 +93,7 @@ def decode_audio(data: bytes, max_s: float = MAX_FILE_S) -> tuple[np.ndarray, in
 
 def _too_long(seconds: float, max_s: float, at_least: bool = False) -> ReferenceAudioError:
     return ReferenceAudioError(f"the reference file holds {'over ' if at_least else ''}{seconds:.0f} s of audio; at most "
-                               f"{max_s:g} s (the voice is {REFERENCE_WINDOW.describe()} of it): trim it")
+                               f"{max_s:g} s, of which {REFERENCE_WINDOW.describe()} make the voice: trim it")
 
 
 def _decode_with_ffmpeg(data: bytes, max_s: float, first: Exception) -> tuple[np.ndarray, int]:
