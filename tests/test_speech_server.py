@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import socket
-import time
 import wave
 
 import httpx
@@ -190,10 +189,6 @@ def test_oversized_body_is_413_before_it_is_read(served):
             sock.sendall(b"400\r\n" + b"a" * 1024 + b"\r\n")
         sock.sendall(b"0\r\n\r\n")
         assert sock.recv(65536).startswith(b"HTTP/1.1 413")
-
-
-def _load(client) -> dict:
-    return client.get("/v1/models").json()["data"][0]["load"]
 
 
 @pytest.mark.numerics
