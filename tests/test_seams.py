@@ -72,3 +72,24 @@ def test_every_host_takes_one_session_request_and_hands_back_a_session(tiny_engi
     assert isinstance(session, Session)
     assert session.text == "Hello." and session.sampling.seed == 1
     assert len(session.run()) > 0 and session.stats.complete
+
+
+def test_every_engine_takes_one_frame_request_whole():
+    """One signature for `stream_frames` on every engine (issue 63): the request, whole, no
+    keywords spread into it. Protocol checks at run time see names only, so the signature is
+    read here: an engine whose method differs fails."""
+    import inspect
+    import typing
+
+    from gepard_demo.model.engine import GepardEngine
+    from gepard_demo.model.frames import FrameMaker
+    from gepard_demo.model.request import FrameRequest
+    from gepard_demo.zerogpu.batched import CallBatch
+
+    for cls in (GepardEngine, BatchScheduler, CallBatch, PipelinedEngine, FrameMaker):
+        params = list(inspect.signature(cls.stream_frames).parameters.values())
+        assert [p.name for p in params] == ["self", "request"], cls
+        assert all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params), cls
+        hints = typing.get_type_hints(cls.stream_frames, localns={"FrameRequest": FrameRequest})
+        assert hints["request"] is FrameRequest, cls
+    assert [p.name for p in inspect.signature(FrameEngine.stream_frames).parameters.values()] == ["self", "request"]
