@@ -4,7 +4,7 @@
 #            extras) and run the whole test suite (.ci/suite.sh: two workers, then the modules
 #            that fork a GPU worker alone)
 # make test-fast: the edit-test loop: every test but the browser's, the forking ones and the slow ones
-#            (pytest.ini's markers), in two workers
+#            (pytest.ini's markers), in two workers (5 min 10 s here, 2026-12-06: over its 3-minute aim)
 # make test-slowed: the whole suite with a busy loop pinned on each core (.ci/slowed.sh), as the
 #            pool's slowest host runs it: the check before a submission that no test assumes speed
 # make test-isa: the numerics-sensitive tests again under the pool's other CPU kinds' instruction
