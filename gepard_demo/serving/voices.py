@@ -112,8 +112,8 @@ class VoiceShelf:
 
     def check(self, form: Upload) -> CheckedUpload:
         """Every check an upload gets but the disk's, and its clip decoded and trimmed (bounded:
-        voice/reference_audio.py refuses a file longer than its window from the header), before
-        the compressor's turn. VoiceError (its field named) for any refusal, with nothing stored."""
+        voice/reference_audio.py refuses a file past MAX_FILE_S from its header), before the
+        compressor's turn. VoiceError (its field named) for any refusal, with nothing stored."""
         if form.speaker_embedding is not None and form.content is not None:
             raise VoiceError("'audio_sample' and 'speaker_embedding' are mutually exclusive", "speaker_embedding")
         if form.speaker_embedding is not None:
