@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 import gradio as gr
 import numpy as np
 
-from gepard_demo.voice.library import SUFFIX, SavedVoice, VoiceError, VoiceLibrary, voice_key
+from gepard_demo.voice.library import SUFFIX, SavedVoice, VoiceError, VoiceLibrary
 from gepard_demo.voice.reference_audio import PageAudio, ReferenceAudioError, page_audio, prepare_reference
 
 if TYPE_CHECKING:
