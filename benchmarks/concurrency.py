@@ -53,6 +53,7 @@ from gepard_demo.units import FRAME_RATE_HZ  # noqa: E402
 from gepard_demo.speed.flags import speed_for  # noqa: E402
 from gepard_demo.speed.select import apply_speed  # noqa: E402
 from gepard_demo.streaming.session import SynthesisSession  # noqa: E402
+from gepard_demo.streaming.seams import SessionRequest  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 TEXT = ("The old lighthouse keeper climbed the narrow spiral staircase every evening, lit the great lamp, "
@@ -78,7 +79,7 @@ def gaps(chunks: list[tuple[float, float]], start_buffer_s: float) -> tuple[int,
 def one_stream(scheduler, codec, seed: int, frames: int, out: dict, key: int, t_zero: float) -> None:
     sampling = SamplingSettings(seed=seed, max_frames=frames, stop_threshold=0.999)
     start = time.perf_counter()
-    session = SynthesisSession(scheduler, codec, TEXT, sampling, PAGE_STREAM, request_start=start)
+    session = SynthesisSession(scheduler, codec, SessionRequest(TEXT, sampling, PAGE_STREAM, request_start=start))
     arrivals = [(c.wall_s, c.duration_s) for c in session if c.duration_s > 0]
     st = session.stats
     out[key] = {"start_s": start - t_zero, "end_s": time.perf_counter() - t_zero, "ttfa_s": st.ttfa_s,

@@ -51,6 +51,7 @@ from gepard_demo.speed.pipeline import PipelinedEngine  # noqa: E402
 from gepard_demo.speed.quantize import apply_precision, backbone_bytes  # noqa: E402
 from gepard_demo.speed.select import detect_hardware  # noqa: E402
 from gepard_demo.streaming.session import SynthesisSession  # noqa: E402
+from gepard_demo.streaming.seams import SessionRequest  # noqa: E402
 from gepard_demo.model.request import FrameRequest  # noqa: E402
 from quick import add_quick, codec_for, engine_for  # noqa: E402
 
@@ -297,8 +298,10 @@ def e2e_section(engines: dict[str, object], codec, frames: int) -> None:
     for name, (engine, threads) in engines.items():
         torch.set_num_threads(threads)
         settings = SamplingSettings(seed=0, max_frames=frames, temperature=0.3)
-        SynthesisSession(engine, codec, TEXT, settings.replace(max_frames=12), APP_STREAM).run()  # warm-up
-        session = SynthesisSession(engine, codec, TEXT, settings, APP_STREAM)
+        SynthesisSession(
+            engine, codec, SessionRequest(TEXT, settings.replace(max_frames=12), APP_STREAM)
+        ).run()  # warm-up
+        session = SynthesisSession(engine, codec, SessionRequest(TEXT, settings, APP_STREAM))
         chunks = list(session)
         st = session.stats
         gaps, stall = playback_gaps(chunks)

@@ -58,6 +58,7 @@ from gepard_demo.speed.fidelity import MAX_DP_STOP, MAX_MEAN_KL, compare, snr_db
 from gepard_demo.speed.quantize import BACKBONE_DTYPES  # noqa: E402
 from gepard_demo.speed.select import detect_hardware, precision_for  # noqa: E402
 from gepard_demo.streaming.session import SynthesisSession  # noqa: E402
+from gepard_demo.streaming.seams import SessionRequest  # noqa: E402
 
 TEXT = ("The weather is sunny today, with a light breeze from the west and a few clouds over the hills. "
         "In the afternoon the wind turns, and by the evening there may be rain along the coast.")
@@ -153,8 +154,12 @@ def main(argv: list[str] | None = None) -> dict:
     frames = 430 // scale
     out["stream"] = {}
     for name, engine in loop_engines(low, device).items():
-        SynthesisSession(engine, codec_dev, "Warm up.", SamplingSettings(seed=0, max_frames=12), PAGE_STREAM).run()
-        session = SynthesisSession(engine, codec_dev, TEXT, SamplingSettings(seed=1, max_frames=frames), PAGE_STREAM)
+        SynthesisSession(
+            engine, codec_dev, SessionRequest("Warm up.", SamplingSettings(seed=0, max_frames=12), PAGE_STREAM)
+        ).run()
+        session = SynthesisSession(
+            engine, codec_dev, SessionRequest(TEXT, SamplingSettings(seed=1, max_frames=frames), PAGE_STREAM)
+        )
         session.run()
         st = session.stats
         out["stream"][name] = {"frames": st.frames, "rtf": st.rtf, "ttfa_s": st.ttfa_s, "wall_s": st.wall_s}

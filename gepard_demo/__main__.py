@@ -80,6 +80,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from gepard_demo.serving.protocol import pcm16_array
     from gepard_demo.streaming.report import run_report
     from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
 
     from gepard_demo.streaming.text_feed import write
     from gepard_demo.streaming.text_input import CHAPTER_CHARS, clean_text, read_text_file, split_text
@@ -116,8 +117,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
         from gepard_demo.batching.scheduler import BatchScheduler
 
         runner = BatchScheduler(engine, batching)
-    session = SynthesisSession(runner, codec, text, sampling, stream, speaker=tokens,
-                               max_text_chars=CHAPTER_CHARS, look_ahead=batching.look_ahead, words_per_s=feed.rate)
+    session = SynthesisSession(
+        runner,
+        codec,
+        SessionRequest(text, sampling, stream, speaker=tokens, max_text_chars=CHAPTER_CHARS, words_per_s=feed.rate),
+        look_ahead=batching.look_ahead,
+    )
     try:
         audio = session.run()
     finally:

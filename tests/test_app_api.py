@@ -38,13 +38,18 @@ def test_streamed_chunks_concatenate_to_the_final_wav(client, live_demo, tiny_en
     # The same request run directly through SynthesisSession gives the same samples.
     from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
 
     host = live_demo.demo.host
     with host.lock:
         direct = SynthesisSession(
-            tiny_engine, tiny_codec, DEFAULTS["text"],
-            SamplingSettings(temperature=0.3, seed=1234, max_frames=60),
-            StreamSettings(first_chunk_frames=10, chunk_frames=10, fade_ms=20, silence_ms=100),
+            tiny_engine,
+            tiny_codec,
+            SessionRequest(
+                DEFAULTS["text"],
+                SamplingSettings(temperature=0.3, seed=1234, max_frames=60),
+                StreamSettings(first_chunk_frames=10, chunk_frames=10, fade_ms=20, silence_ms=100),
+            ),
         ).run()
     np.testing.assert_array_equal(direct, final)
 

@@ -17,6 +17,7 @@ from test_app_browser import click_generate, wait_player
 
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,9 @@ def test_two_generates_decode_together_and_each_is_its_solo_run(live_batching_de
         sampling = SamplingSettings(temperature=0.3, stop_threshold=0.99, max_frames=frames, seed=seed)
         stream = StreamSettings(first_chunk_frames=10, chunk_frames=10, fade_ms=20, silence_ms=0,
                                 decode_mode=DEMO_STREAM.decode_mode, lookback_frames=DEMO_STREAM.lookback_frames)
-        alone = SynthesisSession(tiny_engine, tiny_codec, "Hello world, this is Gepard.", sampling, stream).run()
+        alone = SynthesisSession(
+            tiny_engine, tiny_codec, SessionRequest("Hello world, this is Gepard.", sampling, stream)
+        ).run()
         assert heard.shape == alone.shape and np.abs(heard - alone).max() < 1e-5, seed  # codec calls shared: rounding
 
 

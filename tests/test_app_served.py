@@ -197,9 +197,14 @@ def test_a_server_without_guardrails_greys_them_and_refuses_them():
     locked = host.locked_controls()
     assert {k: locked[k] for k in ("repetition_penalty", "repetition_window", "force_stop_frames")} == \
         dict.fromkeys(("repetition_penalty", "repetition_window", "force_stop_frames"), NO_GUARDRAILS_REASON)
-    from gepard_demo.settings import SamplingSettings, SettingsError
+    from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
+    from gepard_demo.streaming.seams import SessionRequest
 
     for change, field in (({"repetition_penalty": 1.2}, "repetition_penalty"), ({"force_stop_frames": "auto"}, "force_stop_frames")):
         with pytest.raises(SettingsError, match=field):
-            ServedSession(None, "Hello.", SamplingSettings(**change), features=host.features)
-    ServedSession(None, "Hello.", SamplingSettings(), features=host.features)  # unguarded: fine
+            ServedSession(
+                None, SessionRequest("Hello.", SamplingSettings(**change), StreamSettings()), features=host.features
+            )
+    ServedSession(
+        None, SessionRequest("Hello.", SamplingSettings(), StreamSettings()), features=host.features
+    )  # unguarded: fine

@@ -102,7 +102,7 @@ def test_a_segment_is_aligned_as_soon_as_its_audio_is_complete_and_feeding_never
     audio = np.zeros(2 * frames * 1024, np.float32)
     audio[: len(a)], audio[frames * 1024: frames * 1024 + len(b)] = a, b
     sampling = tiny_engine.default_sampling().replace(stop_threshold=0.99, max_frames=frames, seed=1)
-    session = SynthesisSession(tiny_engine, PiperCodec(audio), text, sampling, STREAM)
+    session = SynthesisSession(tiny_engine, PiperCodec(audio), SessionRequest(text, sampling, STREAM))
     desk = CaptionDesk(aligner)
     slowest, first_part = 0.0, None
     for chunk in session:

@@ -20,6 +20,7 @@ from gepard_demo.serving.protocol import pcm16_array
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -56,7 +57,7 @@ def test_sessions_of_one_batch_share_decoder_calls(tiny_engine, tiny_codec):  # 
     stream = StreamSettings(first_chunk_frames=3, chunk_frames=5, fade_ms=5.0)
     texts = ["Hello world", "A second sentence, a little longer.", "Third."]
     settings = [SamplingSettings(seed=30 + i, max_frames=41 + 6 * i, stop_threshold=0.999) for i in range(3)]
-    sessions = [SynthesisSession(scheduler, pool, t, s, stream) for t, s in zip(texts, settings)]
+    sessions = [SynthesisSession(scheduler, pool, SessionRequest(t, s, stream)) for t, s in zip(texts, settings)]
     threads = [threading.Thread(target=s.run) for s in sessions]
     try:
         for th in threads:
@@ -67,7 +68,7 @@ def test_sessions_of_one_batch_share_decoder_calls(tiny_engine, tiny_codec):  # 
         scheduler.close()
     assert pool.calls["together"] >= 3, pool.calls  # the chunks lined up at the batch's clock
     for text, s, session in zip(texts, settings, sessions):
-        alone = SynthesisSession(tiny_engine, tiny_codec, text, s, stream)
+        alone = SynthesisSession(tiny_engine, tiny_codec, SessionRequest(text, s, stream))
         want = alone.run()
         got = session.audio()
         assert session.stats.frames == alone.stats.frames == s.max_frames

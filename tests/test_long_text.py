@@ -22,6 +22,7 @@ from gepard_demo.model.batch import DecodeBatch
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_input import split_text
 
 STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=8)
@@ -49,7 +50,7 @@ def _seed_by_hand(seed: int, index: int) -> int:
 
 
 def _session(engine, codec, text, sampling, look_ahead):
-    session = SynthesisSession(engine, codec, text, sampling, STREAM, look_ahead=look_ahead)
+    session = SynthesisSession(engine, codec, SessionRequest(text, sampling, STREAM), look_ahead=look_ahead)
     audio = session.run()
     return session, audio
 
@@ -76,8 +77,11 @@ def test_each_segments_frames_are_the_same_however_it_was_made(tiny_engine, tiny
     alone = [tiny_engine.generate([seg], s.replace(seed=seed))[0].frames for seg, seed in zip(segments, seeds)]
     assert np.array_equal(one_by_one.codes(), torch.cat(alone).numpy().astype(np.int16))
     # Beside another visitor's request, the same again.
-    other = SynthesisSession(scheduler, tiny_codec, "Another visitor talks meanwhile.", _sampling(seed=5, max_frames=60),
-                             STREAM)
+    other = SynthesisSession(
+        scheduler,
+        tiny_codec,
+        SessionRequest("Another visitor talks meanwhile.", _sampling(seed=5, max_frames=60), STREAM),
+    )
     neighbour = Running(other)
     beside, _ = _session(scheduler, tiny_codec, text, s, look_ahead=2)
     wait_until(neighbour.ended)
@@ -91,7 +95,7 @@ def test_stop_ends_every_segments_request_at_once(tiny_engine, tiny_codec, sched
     undo = endless_text_patch(tiny_engine.tokenizer, text=None)
     try:
         with held_codec(tiny_codec, hold_from=1 if where == "codec held" else 10**9) as codec:
-            session = SynthesisSession(scheduler, codec, _text(), _sampling(), STREAM, look_ahead=2)
+            session = SynthesisSession(scheduler, codec, SessionRequest(_text(), _sampling(), STREAM), look_ahead=2)
             run = Running(session)
             wait_until(lambda: scheduler.load()["running"] == 3, what="the segment playing and two ahead in the batch")
             if where == "codec held":
@@ -110,7 +114,7 @@ def test_a_segment_that_runs_on_does_not_hold_the_others(tiny_engine, tiny_codec
     first = split_text(text)[0]
     undo = endless_text_patch(tiny_engine.tokenizer, text=first)  # the first segment never ends by itself
     try:
-        session = SynthesisSession(scheduler, tiny_codec, text, _sampling(), STREAM, look_ahead=2)
+        session = SynthesisSession(scheduler, tiny_codec, SessionRequest(text, _sampling(), STREAM), look_ahead=2)
         run = Running(session)
         wait_until(lambda: session.progress()["generated"][1:] == [True, True], what="segments 2 and 3 made")
         progress = session.progress()
@@ -145,7 +149,7 @@ def test_a_visitors_stream_takes_a_look_ahead_rows_place_at_once(tiny_engine, ti
     try:
         text, s = _text(), _sampling(max_frames=60)
         want, _ = _session(tiny_engine, tiny_codec, text, s, look_ahead=0)
-        long_text = SynthesisSession(scheduler, tiny_codec, text, s, STREAM, look_ahead=2)
+        long_text = SynthesisSession(scheduler, tiny_codec, SessionRequest(text, s, STREAM), look_ahead=2)
         chunks = iter(long_text)
         first = next(chunks)  # its first chunk: segment 1 plays, segment 2 runs ahead beside it
         assert len(first.samples)
@@ -154,7 +158,9 @@ def test_a_visitors_stream_takes_a_look_ahead_rows_place_at_once(tiny_engine, ti
         queued = scheduler.load()["waiting"]  # the long text's third segment may wait there too
         undo = endless_text_patch(tiny_engine.tokenizer, text="A visitor")
         try:
-            visitor = SynthesisSession(scheduler, tiny_codec, "A visitor arrives now.", _sampling(seed=8), STREAM)
+            visitor = SynthesisSession(
+                scheduler, tiny_codec, SessionRequest("A visitor arrives now.", _sampling(seed=8), STREAM)
+            )
             seen = Running(visitor)
             wait_until(lambda: scheduler.load()["waiting"] == queued + 1, what="the visitor queued at the full batch")
             go.set()

@@ -52,11 +52,17 @@ def test_a_session_cuts_where_the_schedule_says_whatever_the_clock(tiny_engine, 
     exactly chunk_sizes' chunks, so the bytes are the same on any host (the listener's figures
     on real streams: benchmarks/load_knee.py, docs/PERFORMANCE.md §13)."""
     from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
 
     engine = SlowEngine(tiny_engine, 0.25 * FRAME_S)
     sampling = tiny_engine.default_sampling().replace(stop_threshold=0.99, max_frames=140, seed=3)
     stream = StreamSettings(chunk_schedule=schedule)
-    chunks = [c for c in SynthesisSession(engine, tiny_codec, "The ramp keeps the listener fed.", sampling, stream)
-              if len(c.samples)]
+    chunks = [
+        c
+        for c in SynthesisSession(
+            engine, tiny_codec, SessionRequest("The ramp keeps the listener fed.", sampling, stream)
+        )
+        if len(c.samples)
+    ]
     assert [c.frame_end - c.frame_start for c in chunks] == chunk_sizes(stream, 140)
     assert [c.frame_end - c.frame_start for c in chunks][:3] == ([10, 10, 20] if schedule == "ramp" else [10, 86, 44])

@@ -26,6 +26,7 @@ from gepard_demo.speed import select
 from gepard_demo.speed.fidelity import trace
 from gepard_demo.speed.settings import SpeedError
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.model.request import FrameRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
@@ -61,8 +62,15 @@ def test_only_the_layers_go_down_and_nothing_trains(low_engine, precision):
 
 def test_stream_end_to_end(low_engine):
     codec = load_codec(low_engine.codec_source())
-    session = SynthesisSession(low_engine, codec, "Hello there, how are you today?", SamplingSettings(seed=4, max_frames=30),
-                               StreamSettings(first_chunk_frames=4, chunk_frames=6, fade_ms=10.0))
+    session = SynthesisSession(
+        low_engine,
+        codec,
+        SessionRequest(
+            "Hello there, how are you today?",
+            SamplingSettings(seed=4, max_frames=30),
+            StreamSettings(first_chunk_frames=4, chunk_frames=6, fade_ms=10.0),
+        ),
+    )
     chunks = list(session)
     audio = session.audio()
     assert session.stats.complete and session.stats.frames == 30 and len(chunks) > 3

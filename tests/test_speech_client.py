@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from gepard_demo.serving.client import SpeechClient, SpeechServerError
-from gepard_demo.settings import SamplingSettings
+from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.ui.hosts.served import ServedSession
 
 PCM = (np.arange(-2500, 2500, dtype="<i2") * 13).tobytes()  # 5000 samples: under 5 frames
@@ -62,13 +63,17 @@ def test_an_error_event_ends_the_stream_loudly():
 
 
 def test_the_page_session_infers_frames_and_stop_from_vllm_audio():
-    session = ServedSession(_client(_vllm_sse(PCM, 3), []), "Hi.", SamplingSettings(max_frames=9, seed=4))
+    session = ServedSession(
+        _client(_vllm_sse(PCM, 3), []), SessionRequest("Hi.", SamplingSettings(max_frames=9, seed=4), StreamSettings())
+    )
     audio = session.run()
     st = session.stats
     assert np.array_equal((audio * 32768).astype("<i2"), np.frombuffer(PCM, "<i2"))
     assert st.frames == 5 and st.stop_fired and not st.runaway and st.stop_frame == 5 and st.seed == 4
     assert st.chunks == 3 and st.ttfa_s is not None and st.audio_s == 5000 / 22050 and st.complete
-    budget = ServedSession(_client(_vllm_sse(PCM, 3), []), "Hi.", SamplingSettings(max_frames=5, seed=4))
+    budget = ServedSession(
+        _client(_vllm_sse(PCM, 3), []), SessionRequest("Hi.", SamplingSettings(max_frames=5, seed=4), StreamSettings())
+    )
     budget.run()
     assert budget.stats.runaway and not budget.stats.stop_fired
 

@@ -21,6 +21,7 @@ from hold_fixtures import admitted_together
 from gepard_demo.serving.protocol import iter_sse_events, pcm16_array, sse_audio
 from gepard_demo.settings import StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 
 TEXT = "Hello there, this is the served model."
 FRAMES = 30
@@ -69,7 +70,9 @@ def test_wav_equals_the_session_audio_and_synth_sample_for_sample(server, tiny_e
     with wave.open(io.BytesIO(r.content)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, 22050)
         served = _pcm(w.readframes(w.getnframes()))
-    session = SynthesisSession(tiny_engine, tiny_codec, TEXT, _sampling(tiny_engine).replace(seed=5, max_frames=FRAMES), STREAM)
+    session = SynthesisSession(
+        tiny_engine, tiny_codec, SessionRequest(TEXT, _sampling(tiny_engine).replace(seed=5, max_frames=FRAMES), STREAM)
+    )
     local = session.run()
     assert session.stats.frames == FRAMES and len(served) == len(local) > 0
     assert np.array_equal(served, pcm16_array(local))
@@ -223,8 +226,11 @@ def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(served
     assert sorted(out) == seeds
     assert meeting.peak == len(seeds), meeting.peak  # they ran together, not in turn
     for seed in seeds:
-        session = SynthesisSession(tiny_engine, tiny_codec, TEXT, _sampling(tiny_engine).replace(seed=seed, max_frames=frames),
-                                   STREAM)
+        session = SynthesisSession(
+            tiny_engine,
+            tiny_codec,
+            SessionRequest(TEXT, _sampling(tiny_engine).replace(seed=seed, max_frames=frames), STREAM),
+        )
         # The codec decoded the lined-up chunks together: float rounding, at most 1 LSB of s16.
         diff = np.abs(out[seed].astype(np.int32) - pcm16_array(session.run()).astype(np.int32))
         assert len(out[seed]) == frames * 1024 + 441 and diff.max() <= 1, seed

@@ -15,6 +15,7 @@ from gepard_demo.model.checkpoints.tiny import TINY_CODEC_FILE
 from gepard_demo.serving.protocol import pcm16
 from gepard_demo.settings import StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.voice.speaker_prefix import SpeakerPrefixer
 
 TEXT = "Say it in my voice."
@@ -58,7 +59,7 @@ def test_cloned_voice_end_to_end(server, prefixer, tiny_engine, tiny_codec):  # 
     # the served audio is the session's with that prefix
     speaker = prefixer.from_bytes(REF).tokens
     s = tiny_engine.default_sampling().replace(seed=5, max_frames=FRAMES)
-    local = SynthesisSession(tiny_engine, tiny_codec, TEXT, s, STREAM, speaker=speaker).run()
+    local = SynthesisSession(tiny_engine, tiny_codec, SessionRequest(TEXT, s, STREAM, speaker=speaker)).run()
     assert cloned.content == pcm16(local)  # the session's audio, as the server encodes it
 
 
@@ -66,7 +67,7 @@ def test_cfg_extension_fields(server, tiny_engine, tiny_codec):  # noqa: F811
     guided = _speak(server, cfg_scale=2.5, cfg_frames=6)
     assert guided.status_code == 200, guided.text
     s = tiny_engine.default_sampling().replace(seed=5, max_frames=FRAMES, cfg_scale=2.5, cfg_frames=6)
-    local = SynthesisSession(tiny_engine, tiny_codec, TEXT, s, STREAM).run()
+    local = SynthesisSession(tiny_engine, tiny_codec, SessionRequest(TEXT, s, STREAM)).run()
     assert guided.content == pcm16(local)
     assert guided.content != _speak(server).content
 

@@ -16,6 +16,7 @@ from app_fixtures import serve_in_thread, tiny_codec  # noqa: F401  (fixture)
 from gepard_demo.serving.protocol import pcm16
 from gepard_demo.settings import StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 
 TEXT = "Guard this sentence."
 FRAMES = 40
@@ -39,7 +40,7 @@ def _body(**fields):
 
 def _local(engine, codec, **fields):
     s = engine.default_sampling().replace(stop_threshold=0.99, seed=5, max_frames=FRAMES, **fields)
-    session = SynthesisSession(engine, codec, TEXT, s, STREAM)
+    session = SynthesisSession(engine, codec, SessionRequest(TEXT, s, STREAM))
     return session.run(), session.stats
 
 
@@ -75,7 +76,7 @@ def test_the_sse_done_event_carries_the_probe_traces(server, tiny_engine, tiny_c
     assert done["type"] == "speech.audio.done"
     g = done["gepard"]
     s = tiny_engine.default_sampling().replace(stop_threshold=0.99, seed=5, max_frames=200, **fields)
-    session = SynthesisSession(tiny_engine, tiny_codec, TEXT, s, STREAM)
+    session = SynthesisSession(tiny_engine, tiny_codec, SessionRequest(TEXT, s, STREAM))
     session.run()
     st = session.stats
     assert g["frames"] == st.frames and g["ended_by"] == "force_stop" and g["force_stopped"] is True

@@ -230,9 +230,15 @@ def test_apply_speed_records_the_pick_and_wraps_the_engine(fresh_engine):
         from gepard_demo.codec import load_codec
         from gepard_demo.settings import StreamSettings
         from gepard_demo.streaming.session import SynthesisSession
+        from gepard_demo.streaming.seams import SessionRequest
 
-        session = SynthesisSession(engine, load_codec(engine.codec_source()), TEXT,
-                                   SamplingSettings(seed=2, max_frames=12), StreamSettings(first_chunk_frames=4, chunk_frames=4))
+        session = SynthesisSession(
+            engine,
+            load_codec(engine.codec_source()),
+            SessionRequest(
+                TEXT, SamplingSettings(seed=2, max_frames=12), StreamSettings(first_chunk_frames=4, chunk_frames=4)
+            ),
+        )
         assert len(session.run()) > 0 and session.stats.speed == engine.model_info.speed
     finally:
         torch.set_num_threads(1)

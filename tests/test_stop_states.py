@@ -17,6 +17,7 @@ from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.speed.pipeline import PipelinedEngine
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.model.request import FrameRequest
 
 TEXT = "A request that goes on and on."
@@ -51,7 +52,7 @@ def scheduler(tiny_engine):
 
 
 def _session(engine, codec, seed, text=TEXT):
-    return SynthesisSession(engine, codec, text, SamplingSettings(seed=seed), STREAM)
+    return SynthesisSession(engine, codec, SessionRequest(text, SamplingSettings(seed=seed), STREAM))
 
 
 def test_stop_while_queued_behind_a_request_that_never_ends(scheduler, tiny_codec, endless):  # noqa: F811

@@ -19,6 +19,7 @@ from hold_fixtures import HANG_S, HELD_TEXT, HeldCodec, endless, held_prefill, w
 
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.model.request import FrameRequest
 
@@ -165,8 +166,8 @@ def test_served_page_stop_while_the_server_queues_it(speech_server, endless):  #
     port, scheduler = speech_server
     holder = _open(port, endless, "raw")
     wait_until(lambda: scheduler.load()["running"] == 1, what="the holder running")
-    session = ServedSession(SpeechClient(f"http://127.0.0.1:{port}"), "Waiting behind the holder.",
-                            SamplingSettings(seed=5), features=ServedFeatures())
+    request = SessionRequest("Waiting behind the holder.", SamplingSettings(seed=5), StreamSettings())
+    session = ServedSession(SpeechClient(f"http://127.0.0.1:{port}"), request, features=ServedFeatures())
     done = threading.Event()
     threading.Thread(target=lambda: (session.run(), done.set()), daemon=True).start()
     wait_until(lambda: scheduler.load()["waiting"] == 1, what="the served session queued")

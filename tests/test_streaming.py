@@ -19,6 +19,7 @@ from gepard_demo.model.frames import FrameMaker
 from gepard_demo.model.generation import FrameStep
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, TextError, clean_text, split_text
 from gepard_demo.model.request import FrameRequest
 
@@ -106,9 +107,7 @@ def make(n_frames=17, end="stop", text="Hello there.", seed=7, **stream):
     sess = SynthesisSession(
         engine,
         codec,
-        text,
-        SamplingSettings(seed=seed),
-        StreamSettings(**stream),
+        SessionRequest(text, SamplingSettings(seed=seed), StreamSettings(**stream)),
         end_of_speech=ref_end_of_speech,
     )
     return sess, engine, codec
@@ -273,8 +272,11 @@ def test_long_text_streams_segments_in_order_in_one_session():
     text = " ".join(f"Sentence {i}." for i in range(30))
     engine, codec = ScriptedEngine(6), ToyCodec()
     sess = SynthesisSession(
-        engine, codec, text, SamplingSettings(seed=1), StreamSettings(first_chunk_frames=4, chunk_frames=4),
-        segment_chars=60, end_of_speech=ref_end_of_speech,
+        engine,
+        codec,
+        SessionRequest(text, SamplingSettings(seed=1), StreamSettings(first_chunk_frames=4, chunk_frames=4)),
+        segment_chars=60,
+        end_of_speech=ref_end_of_speech,
     )
     chunks = list(sess)
     texts = [c[0] for c in engine.calls]

@@ -10,6 +10,7 @@ from gepard_demo.codec import apply_end_of_speech
 from gepard_demo.model.frames import FrameMaker
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 
 pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
 
@@ -43,7 +44,7 @@ def run(engine, codec, text="Hello world, this is Gepard.", **kw):
     sampling = SamplingSettings(**{"seed": 11, "max_frames": 37, **kw.pop("sampling", {})})
     stream = StreamSettings(**kw)
     rec = RecordingEngine(engine)
-    sess = SynthesisSession(rec, codec, text, sampling, stream)
+    sess = SynthesisSession(rec, codec, SessionRequest(text, sampling, stream))
     chunks = list(sess)
     return sess, chunks, rec
 
@@ -126,8 +127,15 @@ def test_same_seed_same_audio_random_seed_reported(layout_engine, tiny_codec):
 
 def test_close_frees_engine_for_next_request(layout_engine, tiny_codec):
     rec = RecordingEngine(layout_engine)
-    sess = SynthesisSession(rec, tiny_codec, "A long one.", SamplingSettings(seed=3, max_frames=4000),
-                            StreamSettings(first_chunk_frames=2, chunk_frames=2))
+    sess = SynthesisSession(
+        rec,
+        tiny_codec,
+        SessionRequest(
+            "A long one.",
+            SamplingSettings(seed=3, max_frames=4000),
+            StreamSettings(first_chunk_frames=2, chunk_frames=2),
+        ),
+    )
     it = iter(sess)
     next(it)
     sess.close()

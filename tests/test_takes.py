@@ -45,11 +45,12 @@ def test_the_rule_and_how_far_a_recut_reaches():
 def take(tiny_engine, tiny_codec):  # noqa: F811
     from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
     from gepard_demo.ui.takes import Take
 
     sampling = SamplingSettings(seed=5, max_frames=48, stop_threshold=0.99, temperature=0.7)
     stream = StreamSettings(first_chunk_frames=7, chunk_frames=9, fade_ms=20, silence_ms=50)
-    session = SynthesisSession(tiny_engine, tiny_codec, "A take to cut shorter.", sampling, stream)
+    session = SynthesisSession(tiny_engine, tiny_codec, SessionRequest("A take to cut shorter.", sampling, stream))
     session.run()
     return Take(1, session.text, {"text": session.text, "seed": 5}, session.sampling, stream,
                 session.stats.as_dict(), session.codes(), None, "tiny"), session
@@ -70,12 +71,13 @@ def test_a_long_texts_take_is_recut_segment_by_segment(tiny_engine, tiny_codec, 
     # where its own p_stop says, and the whole equals a direct run at that threshold (same seed).
     from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
     from gepard_demo.ui.takes import Take, recut_take
 
     text = " ".join(", ".join([s] * 11) + "." for s in ("A first part of a long take", "And then a second part of it"))
     sampling = SamplingSettings(seed=9, max_frames=40, stop_threshold=0.99, temperature=0.7)
     stream = StreamSettings(first_chunk_frames=7, chunk_frames=9, fade_ms=20, decode_mode=mode, lookback_frames=4)
-    session = SynthesisSession(tiny_engine, tiny_codec, text, sampling, stream)
+    session = SynthesisSession(tiny_engine, tiny_codec, SessionRequest(text, sampling, stream))
     session.run()
     st = session.stats.as_dict()
     assert st["segments"] == 2 and st["segment_frames"] == [40, 40]
@@ -84,7 +86,9 @@ def test_a_long_texts_take_is_recut_segment_by_segment(tiny_engine, tiny_codec, 
     first, second = st["p_stop"][:40], st["p_stop"][40:]
     low = round(min(max(first[1:35]), max(second[1:35])) - 0.005, 3)  # both segments stop before frame 35
     audio, d = recut_take(t, low, tiny_codec)
-    direct = SynthesisSession(tiny_engine, tiny_codec, text, sampling.replace(stop_threshold=low), stream)
+    direct = SynthesisSession(
+        tiny_engine, tiny_codec, SessionRequest(text, sampling.replace(stop_threshold=low), stream)
+    )
     direct.run()
     assert direct.stats.ended_by == ["stop", "stop"] and d.stop_fired
     assert d.frames == direct.stats.frames < 80
@@ -93,13 +97,16 @@ def test_a_long_texts_take_is_recut_segment_by_segment(tiny_engine, tiny_codec, 
 
 def test_a_recut_matches_a_direct_run_at_the_lower_threshold(take, tiny_engine, tiny_codec):  # noqa: F811
     from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
     from gepard_demo.ui.takes import recut_take
 
     t, _ = take
     p = t.p_stop
     low = round(float(np.floor(max(p[1:30]) * 100) / 100 - 0.01), 2)
     audio, d = recut_take(t, low, tiny_codec)
-    direct = SynthesisSession(tiny_engine, tiny_codec, t.text, t.sampling.replace(stop_threshold=low), t.stream)
+    direct = SynthesisSession(
+        tiny_engine, tiny_codec, SessionRequest(t.text, t.sampling.replace(stop_threshold=low), t.stream)
+    )
     direct.run()
     assert d.stop_fired and direct.stats.stop_frame == d.stop_frame < 30
     assert len(audio) == len(direct.audio()) and np.max(np.abs(audio - direct.audio())) <= 1e-5

@@ -18,6 +18,7 @@ from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.segments import segment_seed
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_feed import pieces, write
 from gepard_demo.streaming.text_splitter import TextSplitter
 
@@ -49,8 +50,12 @@ def test_the_units_are_the_websockets_cut_as_the_words_come():
 def test_each_sentence_is_its_own_segment_with_its_segment_seed(tiny_engine, tiny_codec, look_ahead):  # noqa: F811
     scheduler = BatchScheduler(tiny_engine, BatchingSettings(max_batch=4, admission="cap")) if look_ahead else None
     try:
-        session = SynthesisSession(scheduler or tiny_engine, tiny_codec, TEXT, _sampling(), STREAM,
-                                   look_ahead=look_ahead, words_per_s=10)
+        session = SynthesisSession(
+            scheduler or tiny_engine,
+            tiny_codec,
+            SessionRequest(TEXT, _sampling(), STREAM, words_per_s=10),
+            look_ahead=look_ahead,
+        )
         t0 = time.perf_counter()
         made: dict[int, float] = {}  # segment -> when the page's progress first showed it generated
         runner = threading.Thread(target=session.run, daemon=True)
@@ -75,7 +80,9 @@ def test_each_sentence_is_its_own_segment_with_its_segment_seed(tiny_engine, tin
         # Sentence k alone, with segment k's seed, makes the same frames (what REST gives for it).
         codes, at = session.codes(), 0
         for k, (unit, n) in enumerate(zip(session.segments, session.stats.segment_frames)):
-            alone = SynthesisSession(tiny_engine, tiny_codec, unit, _sampling().replace(seed=segment_seed(33, k)), STREAM)
+            alone = SynthesisSession(
+                tiny_engine, tiny_codec, SessionRequest(unit, _sampling().replace(seed=segment_seed(33, k)), STREAM)
+            )
             alone.run()
             assert np.array_equal(alone.codes(), codes[at:at + n]), k
             at += n
@@ -86,7 +93,9 @@ def test_each_sentence_is_its_own_segment_with_its_segment_seed(tiny_engine, tin
 
 def test_stop_while_the_text_is_being_written_ends_the_session(tiny_engine, tiny_codec):  # noqa: F811
     text = "Hello there. And then a much longer second sentence comes, still being written when Stop comes."
-    session = SynthesisSession(tiny_engine, tiny_codec, text, _sampling(), STREAM, words_per_s=2)  # 8 s to write
+    session = SynthesisSession(
+        tiny_engine, tiny_codec, SessionRequest(text, _sampling(), STREAM, words_per_s=2)
+    )  # 8 s to write
     ended = threading.Event()
 
     def run():

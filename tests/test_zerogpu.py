@@ -20,6 +20,7 @@ from gepard_demo.codec import load_codec
 from gepard_demo.model.engine import GepardEngine
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.ui.jobs.turns import FairLock
 from gepard_demo.zerogpu import tasks
@@ -55,9 +56,9 @@ def reference(tiny_cache_dir):
     return engine, load_codec(engine.codec_source())
 
 
-def _session(runner, text="Hello there, how are you?", **sampling):
+def _session(runner, text="Hello there, how are you?", speaker=None, **sampling):
     s = SamplingSettings(**{"seed": 7, "max_frames": 30, "stop_threshold": 0.999, **sampling})
-    return GpuSession(runner, text, s, STREAM, sample_rate=22050)
+    return GpuSession(runner, SessionRequest(text, s, STREAM, speaker=speaker), sample_rate=22050)
 
 
 def test_the_model_does_not_run_in_the_main_process(resident):
@@ -71,7 +72,7 @@ def test_the_model_does_not_run_in_the_main_process(resident):
 def test_a_stream_across_the_boundary_equals_the_in_process_one(forked, reference):
     session = _session(forked)
     chunks = list(session)
-    direct = SynthesisSession(*reference, session.text, session.sampling, STREAM)
+    direct = SynthesisSession(*reference, SessionRequest(session.text, session.sampling, STREAM))
     want = list(direct)
     assert [len(c.samples) for c in chunks] == [len(c.samples) for c in want]
     assert np.array_equal(session.audio(), direct.audio())
@@ -160,8 +161,7 @@ def test_arguments_and_results_are_pickled(forked):
 def test_failures_come_back_with_their_message(forked):
     with pytest.raises(tasks.GpuCallError, match="ZeroDivisionError: division by zero"):
         forked.call(_fail, duration_s=5)
-    session = _session(forked)
-    session.speaker = torch.zeros(3, 3)  # a prefix of the wrong shape: the worker's error, here
+    session = _session(forked, speaker=torch.zeros(3, 3))  # a prefix of the wrong shape: the worker's error, here
     with pytest.raises(tasks.GpuCallError, match="IndexError: index 3 is out of bounds"):
         list(session)
 
@@ -195,7 +195,7 @@ def test_requests_are_checked_before_any_call():
         _session(Recorder(), temperature=-1.0)
     session = _session(Recorder(), text="  Spaced   out \u200b text ")
     list(session)
-    assert [r.text for r in calls] == ["Spaced out text"] and calls[0].sampling.seed == 7
+    assert [r.utterance.text for r in calls] == ["Spaced out text"] and calls[0].utterance.sampling.seed == 7
 
 
 def test_zerogpu_runner_outside_a_zerogpu_space_runs_in_process(resident, reference):
@@ -254,7 +254,9 @@ def test_a_take_made_on_the_gpu_recuts_through_a_gpu_call(forked, reference, res
     with tempfile.TemporaryDirectory() as wav_dir:
         path, note = TakeHandlers(host, SimpleNamespace(wav_dir=wav_dir)).recut([take], take.label, low)
         audio, _ = sf.read(path, dtype="float32")
-    direct = SynthesisSession(*reference, session.text, session.sampling.replace(stop_threshold=low), STREAM)
+    direct = SynthesisSession(
+        *reference, SessionRequest(session.text, session.sampling.replace(stop_threshold=low), STREAM)
+    )
     direct.run()
     assert f"stops at frame {direct.stats.stop_frame}" in note
     assert len(audio) == len(direct.audio()) and np.max(np.abs(audio - direct.audio())) <= 1e-5

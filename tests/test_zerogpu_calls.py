@@ -19,6 +19,7 @@ from gepard_demo.model.engine import GepardEngine
 from gepard_demo.settings import SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import AudioChunk, SynthesisSession, SynthesisStats
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, split_text
 from gepard_demo.zerogpu import tasks
 from gepard_demo.units import expected_speech_s, word_count
@@ -110,7 +111,7 @@ def test_a_call_whose_part_would_ask_over_60_s_asks_60_s_at_most_and_close_to_it
     for start in np.arange(20.0, 45.5, 0.5):
         starts = StartTimes()
         starts.note(start)
-        session = GpuSession(None, segment, s, STREAM, sample_rate=22050, starts=starts)
+        session = GpuSession(None, SessionRequest(segment, s, STREAM), sample_rate=22050, starts=starts)
         assert len(session.segments) == 1 and 60 <= words
         request = session.request()
         assert len(request.plan.frames) == 1  # the text's only segment
@@ -191,7 +192,9 @@ def test_a_2000_character_generate_takes_two_calls_of_three_segments_asked_by_ha
     second = math.ceil(10 + 449 * step(3) + 427 * step(2) + (876 + 876 + 449) * 0.004)
     assert (first, second) == (58, 54)
     for rows in (3, 4):
-        session = GpuSession(None, text, SamplingSettings(), STREAM, sample_rate=22050, budget=GpuBudget(max_rows=rows))
+        session = GpuSession(
+            None, SessionRequest(text, SamplingSettings(), STREAM), sample_rate=22050, budget=GpuBudget(max_rows=rows)
+        )
         request = session.request()
         assert request.plan.segments == range(0, 3) and request.plan.frames == (876, 876, 876)
         assert request.ask_s == first
@@ -200,7 +203,9 @@ def test_a_2000_character_generate_takes_two_calls_of_three_segments_asked_by_ha
     assert request.plan.segments == range(3, 6) and request.plan.frames == (876, 876, 449)
     assert request.ask_s == second
     # One row a call: a segment's call, as before.
-    before = GpuSession(None, text, SamplingSettings(), STREAM, sample_rate=22050, budget=GpuBudget(max_rows=1))
+    before = GpuSession(
+        None, SessionRequest(text, SamplingSettings(), STREAM), sample_rate=22050, budget=GpuBudget(max_rows=1)
+    )
     asks = []
     for k in range(6):
         request = before.request(_carry_at(k) if k else None)
@@ -220,8 +225,9 @@ def test_a_call_counts_what_each_segment_already_has():
     text = _paragraph(MAX_TEXT_CHARS)
     ahead = {1: _made_ahead(300), 2: _made_ahead(400, "stop")}
     four = GpuBudget(max_rows=4)
-    request = GpuSession(None, text, SamplingSettings(), STREAM, sample_rate=22050,
-                         budget=four).request(_carry_at(0, 500, ahead))
+    request = GpuSession(
+        None, SessionRequest(text, SamplingSettings(), STREAM), sample_rate=22050, budget=four
+    ).request(_carry_at(0, 500, ahead))
     assert request.plan.segments == range(0, 4) and request.plan.frames == (500, 700, 0, 876)
 
     def rows(r):
@@ -231,7 +237,9 @@ def test_a_call_counts_what_each_segment_already_has():
     assert 10 + 0.030 * (500 * rows(4) + 200 * rows(3) + 176 * rows(2)) + 0.004 * (2776 + 876) > 60
     # Guided on every frame, each guidance row adds 0.3 of its segment's share of a step: with the
     # fourth row 10 + 0.039 x 1124.1 + 11.1 = 64.9 s, over 60; without it 49.8 -> 50 s.
-    guided = GpuSession(None, text, SamplingSettings(cfg_scale=2.5), STREAM, sample_rate=22050, budget=four)
+    guided = GpuSession(
+        None, SessionRequest(text, SamplingSettings(cfg_scale=2.5), STREAM), sample_rate=22050, budget=four
+    )
     request = guided.request(_carry_at(0, 500, ahead))
     assert request.plan.frames == (500, 700, 0)  # the fourth segment's row no longer fits
     assert request.ask_s == math.ceil(10 + 0.030 * 1.3 * (500 * rows(2) + 200) + 0.004 * 1900) == 50
@@ -245,7 +253,7 @@ def test_a_call_that_begins_on_a_segment_made_ahead_still_makes_the_next_one():
     text = _paragraph(MAX_TEXT_CHARS)
     starts = StartTimes()
     starts.note(45.0)
-    session = GpuSession(None, text, SamplingSettings(), STREAM, sample_rate=22050, starts=starts)
+    session = GpuSession(None, SessionRequest(text, SamplingSettings(), STREAM), sample_rate=22050, starts=starts)
     request = session.request(_carry_at(1, 0, {1: _made_ahead(400, "stop")}))
     frames = 876
     while math.ceil(45 + frames * 0.034 + 400 * 0.004) > 60:
@@ -258,7 +266,7 @@ def test_a_call_that_begins_on_a_segment_made_ahead_still_makes_the_next_one():
 def test_no_row_of_a_batched_call_asks_past_its_segments_force_stop():
     text = _paragraph(MAX_TEXT_CHARS)
     s = SamplingSettings(force_stop_frames=30)
-    session = GpuSession(None, text, s, STREAM, sample_rate=22050)
+    session = GpuSession(None, SessionRequest(text, s, STREAM), sample_rate=22050)
     assert session.request().plan.frames == (30, 30, 30)  # 3 rows (max_rows), each to its force stop
     request = session.request(_carry_at(0, 20, {1: _made_ahead(25), 2: _made_ahead(30, "force_stop")}))
     assert request.plan.frames == (10, 5, 0, 30)  # the one that was force-stopped ahead is only decoded
@@ -271,11 +279,11 @@ def _in_process(reference, text, sampling, look_ahead=0):
     with `look_ahead` segments made ahead on a BatchScheduler (the app's and the server's way)."""
     engine, codec = reference
     if not look_ahead:
-        session = SynthesisSession(engine, codec, text, sampling, STREAM)
+        session = SynthesisSession(engine, codec, SessionRequest(text, sampling, STREAM))
         return session, session.run()
     scheduler = BatchScheduler(engine, BatchingSettings(max_batch=look_ahead + 1, admission="cap"))
     try:
-        session = SynthesisSession(scheduler, codec, text, sampling, STREAM, look_ahead=look_ahead)
+        session = SynthesisSession(scheduler, codec, SessionRequest(text, sampling, STREAM), look_ahead=look_ahead)
         return session, session.run()
     finally:
         scheduler.close()
@@ -340,8 +348,13 @@ def test_the_calls_make_one_utterance(forked, reference, case):
     direct, want = _in_process(reference, text, sampling)
     runner = Recording(forked)
     starts = NoStarts() if case == "batched, cut by the ask" else forked.starts
-    session = GpuSession(runner, text, sampling, STREAM, sample_rate=22050, budget=c.get("budget", GpuBudget()),
-                         starts=starts)
+    session = GpuSession(
+        runner,
+        SessionRequest(text, sampling, STREAM),
+        sample_rate=22050,
+        budget=c.get("budget", GpuBudget()),
+        starts=starts,
+    )
     got = np.concatenate([chunk.samples for chunk in session])
     st = session.stats
     calls = len(st.gpu_asks_s)
@@ -391,7 +404,9 @@ def test_a_segment_ended_ahead_waits_for_the_call_that_covers_it(reference):
     resident = Resident(*reference)
     carry, audio, handed = None, [], []
     for plan in [CallPlan(0, (30, 30), 0), CallPlan(0, (40,), 0), CallPlan(1, (0, 70, 70), 0)]:
-        items = list(tasks.stream(resident, tasks.StreamRequest(text, sampling, STREAM, None, carry, plan, 0)))
+        items = list(
+            tasks.stream(resident, tasks.StreamRequest(SessionRequest(text, sampling, STREAM), carry, plan, 0))
+        )
         assert not [i for i in items if isinstance(i, tasks.Failure)]
         audio += [i.samples for i in items if isinstance(i, AudioChunk)]
         carried = [i for i in items if isinstance(i, SessionCarry)]
@@ -409,10 +424,14 @@ def test_a_carry_survives_pickling_and_another_process(reference):
     sampling = SamplingSettings(seed=5, max_frames=30, stop_threshold=0.999)
     stream = StreamSettings(decode_mode="lookback", lookback_frames=5, first_chunk_frames=3, chunk_frames=7,
                             fade_ms=30.0)
-    want = SynthesisSession(*reference, text, sampling, stream).run()
+    want = SynthesisSession(*reference, SessionRequest(text, sampling, stream)).run()
     carry, parts = None, []
     while True:
-        s = SynthesisSession(*reference, text, sampling, stream, calls=CallBounds(carry, call_frames=11, one_segment=True))
+        s = SynthesisSession(
+            *reference,
+            SessionRequest(text, sampling, stream),
+            calls=CallBounds(carry, call_frames=11, one_segment=True),
+        )
         parts += [c.samples for c in s]
         if s.carry is None:
             break

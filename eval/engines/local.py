@@ -177,8 +177,11 @@ class GepardStreaming(GepardLocal):
 
     def stream_one(self, text, seed, speaker, sampling, stream) -> Synthesis:
         from gepard_demo.streaming.session import SynthesisSession
+        from gepard_demo.streaming.seams import SessionRequest
 
-        session = SynthesisSession(self.engine, self.codec, text, sampling.replace(seed=seed), stream, speaker=speaker)
+        session = SynthesisSession(
+            self.engine, self.codec, SessionRequest(text, sampling.replace(seed=seed), stream, speaker=speaker)
+        )
         audio = session.run()
         st = session.stats
         return Synthesis(

@@ -19,7 +19,7 @@ from gepard_demo.serving.client import (
     unserved_extension,
 )
 from gepard_demo.serving.protocol import pcm16_to_float
-from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError
+from gepard_demo.settings import EXTENSION_GROUPS, SettingsError
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.session import AudioChunk, SynthesisStats
 from gepard_demo.streaming.text_input import clean_text
@@ -28,6 +28,7 @@ from gepard_demo.voice.reference_audio import ReferenceAudioError
 
 if TYPE_CHECKING:
     from gepard_demo.alignment.result import Alignment
+    from gepard_demo.streaming.seams import SessionRequest
 
 NO_CLONING_REASON = ("This server does not clone voices (vLLM-Omni 0.30's Gepard is zero-shot and refuses ref_audio; "
                      "`python -m gepard_demo serve` clones when its checkpoint has the voice compressor)")
@@ -38,22 +39,24 @@ class ServedSession(OnceIterableSession):
     """One utterance from the server, with SynthesisSession's interface (iterate, stats,
     audio(), cancel(), close())."""
 
-    def __init__(self, client: SpeechClient, text: str, sampling: SamplingSettings, *,
-                 request_start: float | None = None, ref_audio: str | None = None,
-                 features: ServedFeatures = ServedFeatures()):
-        sampling.validate()
+    def __init__(self, client: SpeechClient, request: SessionRequest, *, features: ServedFeatures = ServedFeatures()):
+        """request: the utterance, taken whole; its speaker a ReferenceClip (the server makes the
+        prefix) or None. Its stream settings and max_ahead_s are the server's own; its text limit too
+        (the server answers 400 past it)."""
+        sampling, clip = request.sampling, request.clip()
+        ref_audio = None if clip is None else clip.data_url
         if (unserved := unserved_extension(sampling, features)) is not None:  # dropped unread: refuse, don't ignore
             group, name, value = unserved
             raise SettingsError(f"{name} {value}: {NO_EXTENSION_REASONS[group]}", name)
         if ref_audio is not None and not features.voice_cloning:
             raise ReferenceAudioError(NO_CLONING_REASON)
         self.client = client
-        self.text = clean_text(text)  # the page's own limits, checked before any request
+        self.text = clean_text(request.text)  # the page's own limits, checked before any request
         self.sampling = sampling.with_concrete_seed()  # sent, so the page can show and replay it
         self.ref_audio = ref_audio
         self.sample_rate = SAMPLE_RATE
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed)
-        self._request_start = request_start
+        self._request_start = request.request_start
         self._result = StreamResult()
         # vLLM-Omni's word_timestamps, only to a server that lists it (ServedFeatures): its words, after the audio
         self.word_timestamps = features.word_timestamps

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from gepard_demo.serving.client import ServedEnd
+from gepard_demo.serving.client import ServedEnd, ServedFeatures, SpeechClient
 from gepard_demo.serving.protocol import pcm16_to_float
 from gepard_demo.serving.served_session import ServedSession
 from gepard_demo.serving.stream_client import SpeakError, StreamingSpeech, Unit
@@ -27,6 +27,7 @@ from gepard_demo.streaming.text_feed import pieces, write
 from gepard_demo.units import SAMPLE_RATE, SAMPLES_PER_FRAME
 
 if TYPE_CHECKING:
+    from gepard_demo.streaming.seams import SessionRequest
     from gepard_demo.streaming.segments import Progress
 
 _END = object()  # the connection's thread is done (after its last event or its error)
@@ -37,9 +38,12 @@ class ServedWrittenSession(ServedSession):
     """ServedSession's checks and stats; its audio from the speech WebSocket, the text written at
     words_per_s."""
 
-    def __init__(self, *args: object, words_per_s: float, **kwargs: object):  # ServedSession's, and the pace
-        super().__init__(*args, **kwargs)
-        self.written = write(self.text, words_per_s)
+    def __init__(self, client: SpeechClient, request: SessionRequest, *, features: ServedFeatures = ServedFeatures()):
+        """request.words_per_s: the pace the text is written at (required here)."""
+        if request.words_per_s is None:
+            raise ValueError("ServedWrittenSession needs request.words_per_s (ServedSession sends the text at once)")
+        super().__init__(client, request, features=features)
+        self.written = write(self.text, request.words_per_s)
         self.segments = list(self.written.units)
         self.stats.segments = len(self.segments)
         self._ends_s: list[float] = []  # where each unit's audio ends in the stream, once it has

@@ -21,6 +21,7 @@ from gepard_demo.serving.protocol import DEFAULT_VOICE, SAMPLE_RATE, RequestErro
 from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.library import VoiceError, voice_key
 from gepard_demo.voice.reference_audio import ReferenceAudioError
@@ -136,8 +137,12 @@ class SpeechService:
         """The request's session (checks its text and settings up front, without the engine)."""
         settings = self._settings(req).replace(seed=req.seed if req.seed is not None else self.sampling.seed,
                                                **clone.cfg)
-        return SynthesisSession(self.scheduler, self.stream_codec, req.text, settings, self.stream, speaker=speaker,
-                                look_ahead=self.batching.look_ahead)
+        return SynthesisSession(
+            self.scheduler,
+            self.stream_codec,
+            SessionRequest(req.text, settings, self.stream, speaker=speaker),
+            look_ahead=self.batching.look_ahead,
+        )
 
     def headers(self, session: SynthesisSession, clone: cloning.CloningFields) -> dict[str, str]:
         """The headers every answer carries, known before the first frame."""

@@ -16,11 +16,12 @@ Nothing here imports torch at run time: the served page imports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol, Union, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
 
     from gepard_demo.codec.fsq import Codes
     from gepard_demo.model.seams import ModelInfo
@@ -33,12 +34,29 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class SessionRequest:
-    """One Generate, checked settings in hand: what every host's `new_session` takes.
+class ReferenceClip:
+    """A reference voice as a server takes it: the `ref_audio` data URL of a 16-bit WAV, made and
+    checked on the page (ui/hosts/served.ServedVoices); the server makes the prefix."""
 
-    speaker: what the host's own `voices().speaker` made of the reference clip (a prefix tensor
-        here, a GPU call's prefix behind ZeroGPU, a `ref_audio` data URL before a server; each
-        host reads only its own kind); None = the default voice.
+    data_url: str
+
+    def __post_init__(self) -> None:
+        if not self.data_url.startswith("data:audio/"):
+            raise ValueError("ReferenceClip.data_url must be an audio data URL")
+
+
+# Who speaks: None is the model's default voice; a tensor is a (K, hidden) speaker prefix the host's
+# compressor made (here or in a GPU call); a ReferenceClip is the clip itself, for a host whose
+# server makes the prefix. Each host takes only its own kind and refuses the other, naming it.
+Speaker = Union["torch.Tensor", ReferenceClip, None]
+
+
+@dataclass(frozen=True)
+class SessionRequest:
+    """One Generate, checked settings in hand: what every host's `new_session` and every session
+    take whole.
+
+    speaker: see `Speaker`; the host's own `voices().speaker` made it from the reference clip.
     request_start: the clock the session's timings start from (perf_counter), None: its start.
     max_text_chars, max_ahead_s: the page's limits (TrafficSettings); None: the host's own.
     words_per_s: the text written word by word at this pace (FeedSettings); None: all at once."""
@@ -47,10 +65,36 @@ class SessionRequest:
     sampling: SamplingSettings
     stream: StreamSettings
     request_start: float | None = None
-    speaker: object = None
+    speaker: Speaker = None
     max_text_chars: int | None = None
     max_ahead_s: float | None = None
     words_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise TypeError(f"SessionRequest.text must be a str, got {type(self.text).__name__}")
+        if self.max_text_chars is not None and self.max_text_chars < 1:
+            raise ValueError("SessionRequest.max_text_chars must be at least 1")
+        if self.max_ahead_s is not None and self.max_ahead_s <= 0:
+            raise ValueError("SessionRequest.max_ahead_s must be positive")
+        if self.words_per_s is not None and self.words_per_s <= 0:
+            raise ValueError("SessionRequest.words_per_s must be positive")
+
+    def prefix(self) -> torch.Tensor | None:
+        """The speaker as prefix tokens, for a host that runs the model (a clip is a server's kind)."""
+        if isinstance(self.speaker, ReferenceClip):
+            raise TypeError("SessionRequest.speaker: a reference clip reaches only a served host; "
+                            "this host takes the prefix its own voices() made")
+        return self.speaker
+
+    def clip(self) -> ReferenceClip | None:
+        """The speaker as a reference clip, for a served host (prefix tokens never leave their process)."""
+        if self.speaker is not None and not isinstance(self.speaker, ReferenceClip):
+            raise TypeError("SessionRequest.speaker: a served host takes a ReferenceClip, not prefix tokens")
+        return self.speaker
+
+    def replace(self, **changes: object) -> SessionRequest:
+        return replace(self, **changes)  # type: ignore[arg-type]
 
 
 @runtime_checkable
@@ -107,7 +151,7 @@ class Handover(Protocol):
 class Voices(Protocol):
     """A reference clip from the page -> what `SessionRequest.speaker` carries, for one host."""
 
-    def speaker(self, ref_audio: PageAudio) -> object: ...
+    def speaker(self, ref_audio: PageAudio) -> Speaker: ...
 
     def prepare(self, ref_audio: PageAudio) -> str: ...
 

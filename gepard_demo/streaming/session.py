@@ -3,7 +3,7 @@
 The app, the CLI and the evaluation all stream through `SynthesisSession`, so what the demo
 plays, what the CLI writes and what eval scores come from the same code path:
 
-    session = SynthesisSession(engine, codec, text, sampling, stream)
+    session = SynthesisSession(engine, codec, SessionRequest(text, sampling, stream))
     for chunk in session:          # AudioChunk: float32 PCM at codec.sample_rate
         play(chunk.samples)
     session.stats                  # SynthesisStats
@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from gepard_demo.model.guards.ending import BUDGET, CANCEL, STOP
-from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS
 
@@ -52,6 +51,7 @@ from .decoding import ChunkDecoder, EndOfSpeech
 from .plan import plan
 from .playback import Playback
 from .record import Record
+from .seams import SessionRequest
 from .segments import Progress, SegmentReader, SegmentSources
 
 if TYPE_CHECKING:
@@ -78,20 +78,18 @@ class SynthesisSession(OnceIterableSession):
     """
 
     def __init__(
-        self, engine: FrameEngine, codec: AudioCodec, text: str, sampling: SamplingSettings, stream: StreamSettings,
-        *, request_start: float | None = None, max_text_chars: int = MAX_TEXT_CHARS,
-        segment_chars: int = SEGMENT_CHARS, end_of_speech: EndOfSpeech | None = None, look_ahead: int = 0,
-        max_ahead_s: float | None = None, speaker: torch.Tensor | None = None, calls: Handover | None = None,
-        words_per_s: float | None = None,
+        self, engine: FrameEngine, codec: AudioCodec, request: SessionRequest, *, look_ahead: int = 0,
+        segment_chars: int = SEGMENT_CHARS, end_of_speech: EndOfSpeech | None = None, calls: Handover | None = None,
     ) -> None:
-        """speaker: a (K, hidden) speaker prefix (SpeakerPrefix.tokens); None = the default voice.
-        calls: where this call of a several-call utterance starts and ends (module docstring); None: one call.
-        look_ahead: segments of a long text generated ahead of the one playing (segments.py).
-        max_ahead_s: how far the audio may run ahead of real time (playback.py); None: no bound.
-        words_per_s: the text is written word by word at this rate (text_feed.py); None: at once."""
-        stream.validate()
-        planned = plan(text, sampling, max_text_chars=max_text_chars, segment_chars=segment_chars,
-                       words_per_s=words_per_s)
+        """request: the utterance, taken whole (seams.SessionRequest; its speaker a (K, hidden) prefix or None).
+        look_ahead: segments of a long text generated ahead of the one playing (segments.py): the
+        host's, as its running batch allows. segment_chars: where a long text is cut (text_input.py).
+        end_of_speech: the end's shaping, when a caller fixes it (decoding.py); None: the stream's.
+        calls: where this call of a several-call utterance starts and ends (module docstring); None: one call."""
+        text, sampling, stream, speaker = request.text, request.sampling, request.stream, request.prefix()
+        planned = plan(text, sampling, max_text_chars=request.max_text_chars or MAX_TEXT_CHARS,
+                       segment_chars=segment_chars, words_per_s=request.words_per_s)
+        request_start, max_ahead_s = request.request_start, request.max_ahead_s
         self.engine, self.codec, self.stream, self.speaker = engine, codec, stream, speaker
         self.text, self.segments, self.sampling, self.writing = (planned.text, planned.segments, planned.sampling,
                                                                  planned.writing)

@@ -25,9 +25,10 @@ import time
 from typing import TYPE_CHECKING, Iterator
 
 from gepard_demo.declare import values_of
-from gepard_demo.settings import SamplingSettings, StreamSettings
+from gepard_demo.settings import SettingsError
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.plan import plan
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.session import AudioChunk, StepEvent, SynthesisStats
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
 
@@ -37,9 +38,10 @@ from .tasks import CallStart, Failure, FrameCodes, StreamRequest
 
 if TYPE_CHECKING:
     import numpy as np
-    import torch
 
     from .runners import GpuRunner
+
+AS_WRITTEN_REASON = "not behind ZeroGPU: a GPU call would wait, paid for, between the sentences as they are written"
 
 # What the worker's own stats say that the main process cannot see for itself.
 WORKER_FIELDS = ("frames", "stop_frame", "p_stop", "gen_time_s", "decode_time_s",
@@ -47,19 +49,23 @@ WORKER_FIELDS = ("frames", "stop_frame", "p_stop", "gen_time_s", "decode_time_s"
 
 
 class GpuSession(OnceIterableSession):
-    def __init__(self, runner: GpuRunner, text: str, sampling: SamplingSettings, stream: StreamSettings, *,
-                 sample_rate: int, request_start: float | None = None, speaker: torch.Tensor | None = None,
-                 speed: str | None = None,
-                 budget: GpuBudget = GpuBudget(), starts: StartTimes | None = None, max_text_chars: int | None = None):
-        """budget, starts: how each call is sized (budget.py) and the cold starts measured so far;
-        max_text_chars: the page's limit (default MAX_TEXT_CHARS)."""
-        stream.validate()
-        planned = plan(text, sampling, max_text_chars=max_text_chars or MAX_TEXT_CHARS)
+    def __init__(self, runner: GpuRunner, request: SessionRequest, *, sample_rate: int, speed: str | None = None,
+                 budget: GpuBudget = GpuBudget(), starts: StartTimes | None = None):
+        """request: the utterance, taken whole (its speaker a (K, hidden) CPU prefix or None; its
+        max_text_chars the page's limit, default MAX_TEXT_CHARS). budget, starts: how each call is
+        sized (budget.py) and the cold starts measured so far."""
+        if request.words_per_s is not None:  # each call is sized to text it already has
+            raise SettingsError(f"text_arrival as written: {AS_WRITTEN_REASON}", "text_arrival")
+        planned = plan(request.text, request.sampling, max_text_chars=request.max_text_chars or MAX_TEXT_CHARS)
         self.runner = runner
         self.text, self.sampling = planned.text, planned.sampling
         self.segments = planned.segments  # as the worker's SynthesisSession plans it
-        self.stream = stream
-        self.speaker = speaker
+        self.stream = request.stream
+        self.speaker = request.prefix()
+        # What each call sends: the planned text and concrete seed, so every call plans the same
+        # segments; the page's clock and pacing stay here (max_ahead_s: each call is sized to its part).
+        self.utterance = SessionRequest(self.text, self.sampling, self.stream, speaker=self.speaker)
+        request_start = request.request_start
         self.sample_rate = int(sample_rate)
         self.budget, self.starts = budget, starts if starts is not None else StartTimes()
         self.stats = SynthesisStats(text=self.text, seed=self.sampling.seed, speed=speed,
@@ -92,7 +98,7 @@ class GpuSession(OnceIterableSession):
             if carry.segment_codes is not None:  # the playing segment: what it has is decoded already
                 made[first] = Made(len(carry.segment_codes), False, len(carry.segment_codes))
         plan = self.budget.plan(self.segments, self.sampling, first, made, self.starts.estimate())
-        return StreamRequest(self.text, self.sampling, self.stream, self.speaker, carry, plan, plan.ask_s)
+        return StreamRequest(self.utterance, carry, plan, plan.ask_s)
 
     def _generate(self) -> Iterator[AudioChunk]:
         t0 = self._request_start if self._request_start is not None else time.perf_counter()

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 import numpy as np
 
-from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.streaming.session import AudioChunk, StepEvent, SynthesisSession, SynthesisStats
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_input import clean_text, split_text
 
 from .batched import CallBatch
@@ -59,10 +59,7 @@ class StreamRequest:
     the seed fixed): from `carry` (None: the start), the segments `plan` covers, made together as
     rows of one batch, each up to the frames the plan gives it (budget.py, batched.py)."""
 
-    text: str
-    sampling: SamplingSettings
-    stream: StreamSettings
-    speaker: torch.Tensor | None = None  # a (K, hidden) CPU tensor: a reference voice's prefix; None = the default voice
+    utterance: SessionRequest  # the whole utterance; its speaker a (K, hidden) CPU prefix tensor or None
     carry: SessionCarry | None = None  # where the previous call stopped
     plan: CallPlan | None = None  # None: the whole utterance in this call (one segment at a time)
     ask_s: int | None = None  # what this call asks ZeroGPU for (budget.py), decided before it is scheduled
@@ -112,14 +109,16 @@ def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
     resident.calls += 1
     frames = None
     try:
-        speaker = None if request.speaker is None else request.speaker.to(resident.engine.device)
+        utterance = request.utterance
+        speaker = utterance.prefix()
+        if speaker is not None:  # sent on the CPU, so the request crosses into the worker without CUDA
+            utterance = utterance.replace(speaker=speaker.to(resident.engine.device))
         engine, ahead = resident.engine, 0
         if request.plan is not None:  # the plan's segments, as rows of one batch (batched.py)
-            engine = frames = CallBatch(resident.engine, split_text(clean_text(request.text)), request.sampling,
-                                        speaker, request.carry, request.plan.allotted())
+            engine = frames = CallBatch(resident.engine, split_text(clean_text(utterance.text)), utterance.sampling,
+                                        utterance.prefix(), request.carry, request.plan.allotted())
             ahead = len(request.plan.frames) - 1
-        session = SynthesisSession(engine, resident.codec, request.text, request.sampling, request.stream,
-                                   calls=CallBounds(request.carry), look_ahead=ahead, speaker=speaker)
+        session = SynthesisSession(engine, resident.codec, utterance, calls=CallBounds(request.carry), look_ahead=ahead)
         for event in session.events():
             yield event
         if session.carry is not None:

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gepard_demo.bounded import Bounded
-from gepard_demo.settings import SettingsError
 from gepard_demo.ui.hosts.gpu_refusals import explain
 from gepard_demo.ui.hosts.model_host import EngineFacts, ModelHost
 from gepard_demo.ui.jobs.turns import FairLock
@@ -36,7 +35,7 @@ from gepard_demo.zerogpu.budget import GpuBudget, StartTimes
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import Resident
 from gepard_demo.zerogpu.runners import GpuRunner, ZeroGpu
-from gepard_demo.zerogpu.session import GpuSession
+from gepard_demo.zerogpu.session import AS_WRITTEN_REASON, GpuSession
 
 if TYPE_CHECKING:
     from gepard_demo.codec.base import Codec
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
 
 # A GPU call plans its segments when it starts and pays for the time it holds the GPU: text that is
 # still being written would hold it idle between sentences.
-AS_WRITTEN_REASON = "not behind ZeroGPU: a GPU call would wait, paid for, between the sentences as they are written"
 
 MODES = ("zerogpu", "emulate")
 
@@ -105,12 +103,8 @@ class GpuHost(EngineFacts):
     def new_session(self, request: SessionRequest) -> GpuSession:
         """request.speaker: the tokens of a prefix GpuVoices made; max_ahead_s: unused (each GPU call
         is sized to its part, so no call runs far ahead)."""
-        r = request
-        if r.words_per_s is not None:
-            raise SettingsError(f"text_arrival as written: {AS_WRITTEN_REASON}", "text_arrival")
-        return GpuSession(self.gpu, r.text, r.sampling, r.stream, sample_rate=self.sample_rate,
-                          request_start=r.request_start, speaker=r.speaker, speed=self.info.speed, budget=self.budget,
-                          starts=self.starts, max_text_chars=r.max_text_chars)
+        return GpuSession(self.gpu, request, sample_rate=self.sample_rate, speed=self.info.speed, budget=self.budget,
+                          starts=self.starts)
 
     @staticmethod
     def explain(exc: BaseException) -> str | None:

@@ -106,7 +106,9 @@ class ModelHost(EngineFacts):
         t0 = time.perf_counter()
         sampling = self.engine.default_sampling().replace(max_frames=12, seed=0)
         with self.lock:
-            session = SynthesisSession(self.engine, self.codec, "Warm up.", sampling, stream or StreamSettings())
+            session = SynthesisSession(
+                self.engine, self.codec, SessionRequest("Warm up.", sampling, stream or StreamSettings())
+            )
             session.run()
         st = session.stats
         # Audio seconds made per wall second, prefill included (so on the low side): the page's
@@ -118,14 +120,9 @@ class ModelHost(EngineFacts):
         """A SynthesisSession on this engine + codec (ui/hosts/served.py's host streams from a server instead).
         request.speaker: a reference voice's prefix tokens (ui/page/voice.py), None = the default voice."""
         from gepard_demo.streaming.session import SynthesisSession
-        from gepard_demo.streaming.text_input import MAX_TEXT_CHARS
 
-        r = request
         look_ahead = self.scheduler.settings.look_ahead if self.scheduler is not None else 0
-        return SynthesisSession(self(), self.codec_pool or self.codec, r.text, r.sampling, r.stream,
-                                request_start=r.request_start, speaker=r.speaker, look_ahead=look_ahead,
-                                max_text_chars=r.max_text_chars or MAX_TEXT_CHARS, max_ahead_s=r.max_ahead_s,
-                                words_per_s=r.words_per_s)
+        return SynthesisSession(self(), self.codec_pool or self.codec, request, look_ahead=look_ahead)
 
     def voices(self) -> VoiceCloning:
         """Reference audio -> speaker prefix for this engine (ui/page/voice.py; a served host sends it instead)."""

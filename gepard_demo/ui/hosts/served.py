@@ -33,6 +33,7 @@ from gepard_demo.model.seams import ModelInfo
 from gepard_demo.serving.client import ServedFeatures, SpeechClient, SpeechServerError, bytes_data_url
 from gepard_demo.serving.served_session import NO_CLONING_REASON, NO_EXTENSION_REASONS, ServedSession
 from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, StreamSettings, fixed_by_server
+from gepard_demo.streaming.seams import ReferenceClip
 from gepard_demo.ui.hosts.page_host import PageHost
 from gepard_demo.ui.jobs.turns import FairLock
 from gepard_demo.units import SAMPLE_RATE
@@ -116,13 +117,11 @@ class ServedHost(PageHost):
         """request.speaker: a reference voice as ServedVoices makes it (a `ref_audio` data URL). The
         text limit is the server's own (it answers 400 past it); max_ahead_s: the server paces itself.
         words_per_s: the text written word by word to the server's speech WebSocket (served_written.py)."""
-        r = request
-        options = dict(request_start=r.request_start, ref_audio=r.speaker, features=self.features)
-        if r.words_per_s is not None:
+        if request.words_per_s is not None:
             from gepard_demo.serving.served_written import ServedWrittenSession
 
-            return ServedWrittenSession(self.client, r.text, r.sampling, words_per_s=r.words_per_s, **options)
-        return ServedSession(self.client, r.text, r.sampling, **options)
+            return ServedWrittenSession(self.client, request, features=self.features)
+        return ServedSession(self.client, request, features=self.features)
 
     def banner_markdown(self) -> str:
         name = html.escape(str(self.entry.get("id")))
@@ -152,8 +151,8 @@ class ServedVoices:
     def __init__(self, host: ServedHost):
         self.host = host
 
-    def speaker(self, ref_audio: PageAudio) -> str | None:
-        """Gradio Audio value -> the `ref_audio` data URL (None: the default voice)."""
+    def speaker(self, ref_audio: PageAudio) -> ReferenceClip | None:
+        """Gradio Audio value -> the `ref_audio` data URL to send (None: the default voice)."""
         if ref_audio is None:
             return None
         if not self.host.features.voice_cloning:
@@ -162,7 +161,7 @@ class ServedVoices:
         prepare_reference(samples, rate)  # raises with the reason the server would give
         buf = io.BytesIO()
         sf.write(buf, np.clip(samples, -1.0, 1.0), rate, format="WAV", subtype="PCM_16")
-        return bytes_data_url(buf.getvalue(), "audio/wav")
+        return ReferenceClip(bytes_data_url(buf.getvalue(), "audio/wav"))
 
     def prepare(self, ref_audio: PageAudio) -> str:
         if ref_audio is None:
