@@ -18,8 +18,6 @@ one is a 400 whose `param` names it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gepard_demo.declare import takes_a_word, whole_number
 from gepard_demo.serving.protocol import GEPARD_RULES, FieldRule
 from gepard_demo.settings import AUTO, GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SamplingSettings, SettingsError
@@ -51,17 +49,9 @@ class CloningFieldError(ValueError):
         self.param = param
 
 
-@dataclass(frozen=True)
-class CloningFields:
-    ref_audio: bytes | None  # the decoded file bytes, not yet checked as audio
-    ref_text_ignored: bool
-    cfg: dict  # SamplingSettings changes: the guidance and guardrail fields as given
-    voice: str | None = None  # a saved voice's name (serving/voices.py), when the request speaks in one
-
-
-def parse_cloning_fields(body: dict[str, object], sampling: SamplingSettings) -> CloningFields:
-    """sampling: the request's settings before these fields (its max_frames is the request's
-    max_new_tokens, which a force stop must not exceed)."""
+def reference_fields(body: dict[str, object]) -> tuple[bytes | None, bool]:
+    """(the reference clip's file bytes, not yet checked as audio; whether ref_text was sent and
+    ignored) from the cloning fields the rules let through."""
     ref = body.get("ref_audio")
     data = None
     if ref is not None:
@@ -77,13 +67,20 @@ def parse_cloning_fields(body: dict[str, object], sampling: SamplingSettings) ->
     ref_text = body.get("ref_text")
     if ref_text is not None and not isinstance(ref_text, str):
         raise CloningFieldError("ref_text must be a string (it is accepted and ignored)", "ref_text")
-    cfg = {k: _json_setting(k, body[k]) for k in EXTENSION_FIELDS if body.get(k) is not None}
-    for key in cfg:
+    return data, ref_text is not None
+
+
+def with_extensions(sampling: SamplingSettings, extensions: dict[str, object]) -> SamplingSettings:
+    """sampling (the request's settings before these fields: its max_frames is the request's
+    max_new_tokens, which a force stop must not exceed) with the extension fields given, each
+    read as its declaration reads it and checked alone, so a bad one is a 400 naming it."""
+    given = {k: _json_setting(k, extensions[k]) for k in EXTENSION_FIELDS if extensions.get(k) is not None}
+    for key, value in given.items():
         try:
-            sampling.replace(**{key: cfg[key]}).validate()
+            sampling.replace(**{key: value}).validate()
         except SettingsError as e:
             raise CloningFieldError(str(e), key) from e
-    return CloningFields(ref_audio=data, ref_text_ignored=ref_text is not None, cfg=cfg)
+    return sampling.replace(**given)
 
 
 def _json_setting(key: str, value: object) -> float | int | str:

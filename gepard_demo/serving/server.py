@@ -172,10 +172,11 @@ def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, s
         except (ValueError, UnicodeDecodeError):
             return _error("the request body must be JSON")
         try:
-            req, clone, session = await service.open(body)
+            served, session = await service.open(body)
         except REFUSALS as exc:
             return _error(*refusal(exc))
-        headers = service.headers(session, clone)
+        req = served.speech
+        headers = service.headers(session, served)
         if req.mode != "none":
             media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
             return SessionStream(session, _stream_body(session, req, aligner), media_type=media,

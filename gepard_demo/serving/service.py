@@ -1,5 +1,5 @@
 """What the speech routes share (server.py): one loaded engine + codec behind a BatchScheduler,
-the server's fixed settings, and how a request body becomes a checked SynthesisSession.
+the server's fixed settings, and how a request body (served_request.ServedRequest) becomes a SynthesisSession.
 
 A request is refused (a 400 naming its field) before it costs anything: text and settings are
 checked before a reference clip is decoded, and the clip before the session is made. Every
@@ -17,11 +17,11 @@ import anyio
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.serving import cloning, timestamps
-from gepard_demo.serving.protocol import DEFAULT_VOICE, SAMPLE_RATE, RequestError, SpeechRequest, parse_speech_request
+from gepard_demo.serving.protocol import DEFAULT_VOICE, SAMPLE_RATE, RequestError
+from gepard_demo.serving.served_request import ServedRequest, read_request
 from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.streaming.session import SynthesisSession
-from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.library import VoiceError, voice_key
 from gepard_demo.voice.reference_audio import ReferenceAudioError
@@ -99,58 +99,46 @@ class SpeechService:
             "batching": asdict(self.batching), "load": self.scheduler.load(), **timestamps.models_entry(self.aligner),
         }
 
-    async def open(self, body: dict) -> tuple[SpeechRequest, cloning.CloningFields, SynthesisSession]:
-        """A JSON body -> its request, cloning fields and session (not started: it starts when
-        iterated). Raises one of REFUSALS for a request it refuses."""
-        req, clone = self.check(body)  # text and settings checked before any reference audio is decoded
-        return req, clone, self.session(req, clone, await self.speaker(clone))
+    async def open(self, body: dict) -> tuple[ServedRequest, SynthesisSession]:
+        """A JSON body -> its request and session (not started: it starts when iterated). Raises
+        one of REFUSALS for a request it refuses."""
+        served = self.check(body)  # text and settings checked before any reference audio is decoded
+        return served, self.session(served, await self.speaker(served))
 
-    def check(self, body: dict, *, voice_held: bool = False) -> tuple[SpeechRequest, cloning.CloningFields]:
-        """The body's request and cloning fields, every check made but the reference clip's
-        decoding (raises one of REFUSALS). voice_held: the caller holds the voice's prefix already
-        (a WebSocket session read it at its config), so a voice deleted since is not looked up."""
-        plain, extensions = cloning.split_extensions(body)
-        req = parse_speech_request(plain, self.model_id, self.rules)
-        clone = cloning.parse_cloning_fields({**plain, **extensions}, self._settings(req))
+    def check(self, body: dict, *, voice_held: bool = False) -> ServedRequest:
+        """The body's request, every check made but the reference clip's decoding (raises one of
+        REFUSALS). voice_held: the caller holds the voice's prefix already (a WebSocket session
+        read it at its config), so a voice deleted since is not looked up."""
+        served = read_request(body, self.model_id, self.rules, self.sampling, self.stream)
+        voice = served.speech.voice
         # A saved voice, unless ref_audio is sent too: the wheel's rule, ref_audio wins.
-        if req.voice is not None and voice_key(req.voice) != DEFAULT_VOICE and clone.ref_audio is None:
-            if not voice_held and not self.voices.knows(req.voice):  # the wheel's words
-                raise VoiceError(f"Unknown voice '{req.voice}'. Gepard has no built-in speakers. Upload a voice "
+        if voice is not None and voice_key(voice) != DEFAULT_VOICE and served.ref_audio is None:
+            if not voice_held and not self.voices.knows(voice):  # the wheel's words
+                raise VoiceError(f"Unknown voice '{voice}'. Gepard has no built-in speakers. Upload a voice "
                                  "first via POST /v1/audio/voices, or use ref_audio + ref_text.", "voice")
-            clone = replace(clone, voice=req.voice)
-        self.session(req, clone)
-        return req, clone
+            served = replace(served, voice=voice)
+        return served
 
-    async def speaker(self, clone: cloning.CloningFields) -> torch.Tensor | None:
+    async def speaker(self, served: ServedRequest) -> torch.Tensor | None:
         """The speaker prefix of the request's reference clip or saved voice (None: the default
         voice); one encode at a time, off the event loop. Raises ReferenceAudioError for a bad clip,
         VoiceError for a voice deleted since the request was checked."""
-        if clone.voice is not None:
-            return await anyio.to_thread.run_sync(self.voices.prefix, clone.voice)
-        if clone.ref_audio is None:
+        if served.voice is not None:
+            return await anyio.to_thread.run_sync(self.voices.prefix, served.voice)
+        if served.ref_audio is None:
             return None
         async with self.encoder_lock:
-            return (await anyio.to_thread.run_sync(self.prefixer.from_bytes, clone.ref_audio)).tokens
+            return (await anyio.to_thread.run_sync(self.prefixer.from_bytes, served.ref_audio)).tokens
 
-    def session(self, req: SpeechRequest, clone: cloning.CloningFields,
-                speaker: torch.Tensor | None = None) -> SynthesisSession:
-        """The request's session (checks its text and settings up front, without the engine)."""
-        settings = self._settings(req).replace(seed=req.seed if req.seed is not None else self.sampling.seed,
-                                               **clone.cfg)
-        return SynthesisSession(
-            self.scheduler,
-            self.stream_codec,
-            SessionRequest(req.text, settings, self.stream, speaker=speaker),
-            look_ahead=self.batching.look_ahead,
-        )
+    def session(self, served: ServedRequest, speaker: torch.Tensor | None = None) -> SynthesisSession:
+        """The request's session on the running batch, in the speaker's voice (None: the default)."""
+        return SynthesisSession(self.scheduler, self.stream_codec, served.utterance.replace(speaker=speaker),
+                                look_ahead=self.batching.look_ahead)
 
-    def headers(self, session: SynthesisSession, clone: cloning.CloningFields) -> dict[str, str]:
+    def headers(self, session: SynthesisSession, served: ServedRequest) -> dict[str, str]:
         """The headers every answer carries, known before the first frame."""
         headers = {"X-Gepard-Seed": str(session.sampling.seed), "X-Gepard-Sample-Rate": str(SAMPLE_RATE),
                    "Cache-Control": "no-store"}
-        if clone.ref_text_ignored:
+        if served.ref_text_ignored:
             headers["X-Gepard-Ref-Text"] = "ignored"
         return headers
-
-    def _settings(self, req: SpeechRequest) -> SamplingSettings:
-        return self.sampling.replace(max_frames=req.max_new_tokens or self.sampling.max_frames)

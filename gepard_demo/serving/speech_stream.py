@@ -168,8 +168,7 @@ class _Connection:
             raise sp.StreamError(sp.TIMESTAMPS_NEED_PCM_STREAM)
         body = sp.sentence_body(config, extensions, "Hello.", config.seed)
         try:
-            _, clone = self.service.check(body)
-            speaker = await self.service.speaker(clone)
+            speaker = await self.service.speaker(self.service.check(body))
         except REFUSALS as exc:
             message, _, param = refusal(exc)
             raise sp.StreamError(f"Invalid session config: {param}: {message}" if param else
@@ -190,8 +189,8 @@ class _Connection:
         body = sp.sentence_body(self.config, self.extensions, text, segment_seed(self.seed, unit.index))
         try:
             # The voice this connection read at its config: a voice deleted since stays this session's.
-            req, clone = self.service.check(body, voice_held=self.speaker is not None)
-            unit.session = self.service.session(req, clone, self.speaker)
+            served = self.service.check(body, voice_held=self.speaker is not None)
+            unit.session = self.service.session(served, self.speaker)
         except REFUSALS as exc:
             unit.refused = refusal(exc)[0]
         if unit.session is not None:
