@@ -18,7 +18,7 @@ def asr_settings(args):
     from eval.scoring.asr import ASRSettings
 
     return ASRSettings(backend=args.asr, model=args.asr_model, compute_type=args.compute_type,
-                       beam_size=args.beam_size, vad=not args.no_vad, threads=args.asr_threads).validate()
+                       beam_size=args.beam_size, vad=not args.no_vad, threads=args.asr_threads)
 
 
 def _cache(args) -> Path:
@@ -99,7 +99,6 @@ def _server_config(cfg, saved, changes: dict):
     from eval.engines.served import GepardServer, ServerError, check_server_settings
 
     check_server_settings(cfg.sampling, cfg.stream)
-    cfg.validate()  # --server-url given, timeout sane
     errors = []
     for url in cfg.server_urls:  # the first that answers names the model; the run checks them all
         try:

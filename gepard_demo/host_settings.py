@@ -37,6 +37,9 @@ class BatchingSettings:
     codec_batching: bool = True
     look_ahead: int = 8
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "BatchingSettings":
         check_field(1 <= self.max_batch <= MAX_BATCH_LIMIT, "max_batch", f"max_batch must be in [1, {MAX_BATCH_LIMIT}], got {self.max_batch}")
         check_field(self.admission in ADMISSION_RULES, "admission", f"admission must be one of {ADMISSION_RULES}, got {self.admission!r}")
@@ -81,6 +84,9 @@ class TrafficSettings:
     max_text_chars: int = 2000
     max_ahead_s: float = 300.0
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "TrafficSettings":
         check_field(self.per_client >= 1, "per_client", f"per_client must be at least 1, got {self.per_client}")
         check_field(self.max_running >= self.per_client,
@@ -100,4 +106,4 @@ class TrafficSettings:
         never below the places themselves."""
         changes = {"per_client": max(1, max_batch // 2), **changes}
         changes.setdefault("max_running", max(TrafficSettings.max_running, max_batch, changes["per_client"]))
-        return TrafficSettings(**changes).validate()
+        return TrafficSettings(**changes)

@@ -191,6 +191,9 @@ class SamplingSettings:
         """Whether the repetition penalty changes any logit."""
         return self.repetition_penalty != 1.0
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "SamplingSettings":
         check_field(0.0 < self.temperature <= 5.0, "temperature", f"temperature must be in (0, 5], got {self.temperature}")
         check_field(self.top_k >= 0, "top_k", f"top_k must be >= 0 (0 = off), got {self.top_k}")
@@ -295,6 +298,9 @@ class StreamSettings:
     silence_ms: float = setting(0.0, kind=float, read=float, write=_g, help="silence after the speech", metavar="MS",
                                 page=Control("stream", "End silence (ms)", "silence", hi=2000, step=10))
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "StreamSettings":
         check_field(1 <= self.first_chunk_frames <= 1000, "first_chunk_frames", f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")
         check_field(1 <= self.chunk_frames <= 1000, "chunk_frames", f"chunk_frames must be in [1, 1000], got {self.chunk_frames}")
@@ -325,6 +331,9 @@ class FeedSettings:
     words_per_s: float = setting(10.0, kind=float, read=float, write=_g, help="the pace of the writing", metavar="WORDS",
                                  served="request", page=Control("text", "Words per second, as written", "words-per-s",
                                                                 lo=1, hi=MAX_WORDS_PER_S, step=1))
+
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
 
     def validate(self) -> "FeedSettings":
         check_field(self.text_arrival in TEXT_ARRIVALS, "text_arrival", f"text_arrival must be one of {TEXT_ARRIVALS}, got {self.text_arrival!r}")

@@ -55,7 +55,7 @@ def add_feed_flags(p: argparse.ArgumentParser) -> None:
 
 def feed_from_args(args: argparse.Namespace) -> FeedSettings:
     given = vars(args)
-    return FeedSettings(**{k: given[k] for k in declared(FeedSettings) if k in given}).validate()
+    return FeedSettings(**{k: given[k] for k in declared(FeedSettings) if k in given})
 
 
 def settings_from_args(
@@ -65,7 +65,7 @@ def settings_from_args(
     given = vars(args)
     samp = {k: given[k] for k in declared(SamplingSettings) if k in given}
     strm = {k: given[k] for k in declared(StreamSettings) if k in given}
-    return base_sampling.replace(**samp).validate(), base_stream.replace(**strm).validate()
+    return base_sampling.replace(**samp), base_stream.replace(**strm)
 
 
 def setting_args(sampling: SamplingSettings, stream: StreamSettings, feed: FeedSettings | None = None) -> list[str]:
@@ -101,4 +101,4 @@ def add_batching_flags(p: argparse.ArgumentParser) -> None:
 
 def batching_from_args(args: argparse.Namespace) -> BatchingSettings:
     return BatchingSettings(max_batch=args.max_batch, admission=args.admission,
-                            codec_batching=args.codec_batching, look_ahead=args.look_ahead).validate()
+                            codec_batching=args.codec_batching, look_ahead=args.look_ahead)

@@ -20,7 +20,7 @@ benchmarks/hangup_lag.py (the page's visitors).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import copy
 import threading
 import time
 from typing import Callable
@@ -36,6 +36,16 @@ HELD_TEXT = "Held in its prefill"
 HANG_S = 30.0  # a release that has not come by then never comes
 
 
+def never_ending(settings):
+    """These settings past what any request may carry: no frame budget a run reaches, and a stop
+    threshold p_stop never passes. Copied past __post_init__, which refuses both (settings check
+    themselves when made): only a test's request that must never end itself holds them."""
+    held = copy.copy(settings)
+    object.__setattr__(held, "max_frames", 2**40)
+    object.__setattr__(held, "stop_threshold", 1.0)
+    return held
+
+
 def install_endless_seed() -> Callable[[], None]:
     """From now on a request seeded ENDLESS_SEED never ends (no budget a run reaches, and p_stop
     is never above 1); returns the undo. conftest.py installs it for the whole session, before
@@ -45,7 +55,7 @@ def install_endless_seed() -> Callable[[], None]:
     def endless_create(cls, settings, device, force_stop=None):
         row = create(cls, settings, device, force_stop)
         if row.seed == ENDLESS_SEED:
-            row.settings = dataclasses.replace(row.settings, max_frames=2**40, stop_threshold=1.0)
+            row.settings = never_ending(row.settings)
             row.force_stop = None
         return row
 
@@ -71,7 +81,7 @@ def endless_text_patch(tokenizer, text: str | None = ENDLESS_TEXT, talker=None) 
     def endless_admit(self, requests):
         for r in requests:
             if (talker is None or self.talker is talker) and _contains(r.prompt, marker):
-                r.sampler.settings = dataclasses.replace(r.sampler.settings, max_frames=2**40, stop_threshold=1.0)
+                r.sampler.settings = never_ending(r.sampler.settings)
         return admit(self, requests)
 
     DecodeBatch.admit = endless_admit

@@ -402,7 +402,7 @@ def test_our_server_takes_a_reference_and_guidance_from_the_page(tmp_path):
     assert "a reference voice, CFG" in host.banner_markdown()
     rng = np.random.default_rng(0)
     pcm = (rng.standard_normal(44100 * 4) * 3000).astype(np.int16)  # a browser recording: int16 at 44.1 kHz
-    url = host.voices().speaker((44100, pcm))
+    url = host.voices().speaker((44100, pcm)).data_url
     assert url.startswith("data:audio/wav;base64,")
     back, rate = sf.read(io.BytesIO(base64.b64decode(url.split(",", 1)[1])), dtype="int16")
     assert rate == 44100 and np.array_equal(back, pcm)

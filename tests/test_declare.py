@@ -67,4 +67,4 @@ def test_the_operating_point_names_the_sidecar_keys_with_the_declared_defaults()
     # a sidecar's own values, each read with its setting's type; the engine's default sampling is built from them
     own = dict(GepardConfig.__dataclass_fields__["operating_point"].default_factory())
     assert own == OPERATING_POINT and own is not OPERATING_POINT
-    assert SamplingSettings(**own).validate() == default
+    assert SamplingSettings(**own) == default

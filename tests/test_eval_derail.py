@@ -75,6 +75,6 @@ def test_probe_at_frame_n():
 
 def test_bad_rules_are_refused_naming_the_setting():
     with pytest.raises(ValueError, match="fraction"):
-        DerailRule(fraction=0).validate()
+        DerailRule(fraction=0)
     with pytest.raises(ValueError, match="judge_from"):
-        DerailRule(judge_from=20).validate()  # its first window would overlap the onset
+        DerailRule(judge_from=20)  # its first window would overlap the onset

@@ -155,7 +155,7 @@ def test_served_rows_carry_what_our_server_says(tmp_path):
 
     engine = GepardServer("http://gepard.test:9", transport=httpx.MockTransport(ours))
     cfg = RunConfig(engine="server", model="tiny", limit=1, batch_size=1, server_urls=("http://gepard.test:9",),
-                    sampling=SamplingSettings(max_frames=100, repetition_penalty=1.2, force_stop_frames=64)).validate()
+                    sampling=SamplingSettings(max_frames=100, repetition_penalty=1.2, force_stop_frames=64))
     run(cfg, tmp_path / "r", engine=engine, log=lambda m: None)
     assert bodies[0]["repetition_penalty"] == 1.2 and bodies[0]["repetition_window"] == 32
     assert bodies[0]["force_stop_frames"] == 64

@@ -203,7 +203,7 @@ def test_server_dying_mid_run_keeps_finished_rows(tmp_path):
         return httpx.Response(200, content=iter([stream[:50], stream[50:]]), headers={"content-type": "text/event-stream"})
 
     engine = GepardServer("http://gepard.test:9", transport=httpx.MockTransport(handler))
-    cfg = RunConfig(engine="server", model="tiny", limit=3, batch_size=1, server_urls=("http://gepard.test:9",)).validate()
+    cfg = RunConfig(engine="server", model="tiny", limit=3, batch_size=1, server_urls=("http://gepard.test:9",))
     with pytest.raises(ServerError, match="http://gepard.test:9"):
         run(cfg, tmp_path / "r", engine=engine, log=lambda m: None)
     rows = rows_of(tmp_path / "r")
@@ -234,7 +234,7 @@ def test_a_failed_request_is_a_row_and_a_full_budget_is_a_runaway(tmp_path):
 
     engine = GepardServer("http://gepard.test:9", transport=httpx.MockTransport(handler))
     cfg = RunConfig(engine="server", model="tiny", limit=3, batch_size=1, server_urls=("http://gepard.test:9",),
-                    sampling=SamplingSettings(max_frames=8)).validate()
+                    sampling=SamplingSettings(max_frames=8))
     run(cfg, tmp_path / "r", engine=engine, log=lambda m: None)
     rows = rows_of(tmp_path / "r")
     assert len(rows) == 3 and len(calls) == 3

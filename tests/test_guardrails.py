@@ -49,13 +49,13 @@ def test_auto_where_the_text_has_no_words_is_refused_naming_the_field():
 ])
 def test_bad_guardrail_settings_are_refused_naming_the_field(change, field):
     with pytest.raises(SettingsError, match=field):
-        SamplingSettings(**change).validate()
+        SamplingSettings(**change)
 
 
 def test_good_guardrail_settings_pass():
     for change in ({"repetition_penalty": 1.0}, {"repetition_penalty": 2.0}, {"repetition_window": 0},
                    {"force_stop_frames": 1}, {"force_stop_frames": 1000}, {"force_stop_frames": "auto"}):
-        SamplingSettings(**change).validate()
+        SamplingSettings(**change)
 
 
 def _entropy_by_hand(logits: list[torch.Tensor]) -> float:

@@ -146,7 +146,7 @@ def test_the_rule_in_numbers():
     assert refusal(cfg, c, Running(0, 0, 0, None), Newcomer(2, 99, True)) is None  # an idle engine always admits
     assert 1000 / FRAME_RATE_HZ == pytest.approx(46.44, abs=0.01)
     with pytest.raises(SettingsError, match="max_batch"):
-        BatchingSettings(max_batch=0).validate()
+        BatchingSettings(max_batch=0)
 
 
 def test_a_failing_request_ends_alone_and_close_ends_the_rest(layout_engine, monkeypatch, endless):

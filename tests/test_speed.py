@@ -171,7 +171,7 @@ def test_pick_speed_follows_the_hardware_and_the_override():
     with pytest.raises(SpeedError):
         pick_speed(_hw(int8=False), precision="int8")
     with pytest.raises(SpeedError):
-        SpeedSettings(precision="int4").validate()
+        SpeedSettings(precision="int4")
 
 
 def test_the_codec_runs_bf16_only_where_the_cpu_has_native_bf16():
@@ -184,7 +184,7 @@ def test_the_codec_runs_bf16_only_where_the_cpu_has_native_bf16():
     assert pick_speed(_hw(device="cuda", capability=(9, 0))).codec == "fp32"  # a GPU decodes fp32, exactly
     assert "much slower" in pick_speed(_hw(), codec="bf16").reason
     with pytest.raises(SpeedError, match="CPU path"):
-        SpeedSettings(device="cuda", codec="bf16").validate()
+        SpeedSettings(device="cuda", codec="bf16")
 
 
 @pytest.mark.slow

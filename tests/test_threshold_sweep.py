@@ -154,19 +154,19 @@ def test_sweep_axes_are_generic():
         with pytest.raises(RunError):
             parse_axes([bad])
     cfg = SweepConfig(swept=(("temperature", (0.3,)), ("stop_threshold", (0.3, 0.5)), *parse_axes(["top_k=0,4"])))
-    pts = cfg.validate().points()
+    pts = cfg.points()
     assert len(pts) == 4 and [point_name(p) for p in pts][:2] == ["T0.3_S0.3_top_k0", "T0.3_S0.5_top_k0"]
     with pytest.raises(RunError, match="repeats"):
-        SweepConfig(swept=(("stop_threshold", (0.5, 0.5)),)).validate()
+        SweepConfig(swept=(("stop_threshold", (0.5, 0.5)),))
     with pytest.raises(Exception, match="stop_threshold"):
-        SweepConfig(swept=(("stop_threshold", (1.5,)),)).validate()
+        SweepConfig(swept=(("stop_threshold", (1.5,)),))
     # the default axes come from the settings' declarations, filled in where left out, the stop
     # threshold last (it varies fastest: one generation serves its points)
     only = SweepConfig(swept=(("top_k", (0, 4)),))
     assert [n for n, _ in only.axes()] == ["temperature", "top_k", "stop_threshold"]
     assert dict(only.axes())["temperature"] == (0.3, 0.7, 1.0) and len(only.points()) == 18
     with pytest.raises(RunError, match="given twice"):
-        SweepConfig(swept=(("top_k", (0,)), ("top_k", (4,)))).validate()
+        SweepConfig(swept=(("top_k", (0,)), ("top_k", (4,))))
     assert axis_words("stop_threshold") == "stop thresholds" and axis_words("min_frames") == "min frames values"
 
 
@@ -176,7 +176,7 @@ def test_cfg_scale_is_a_sweep_axis_and_its_one_pass_prefixes_stay_exact(tiny_eng
 
     axes = parse_axes(["cfg_scale=1,2.5"])
     assert axes == (("cfg_scale", (1.0, 2.5)),)
-    pts = SweepConfig(swept=(("temperature", (1.0,)), ("stop_threshold", (0.5,)), *axes)).validate().points()
+    pts = SweepConfig(swept=(("temperature", (1.0,)), ("stop_threshold", (0.5,)), *axes)).points()
     assert [point_name(p) for p in pts] == ["T1_S0.5_cfg_scale1", "T1_S0.5_cfg_scale2.5"]
     s = SamplingSettings(temperature=1.0, stop_threshold=0.99, max_frames=MAX_FRAMES, seed=7, cfg_scale=2.5)
     src = tiny_engine.generate([TEXT], s)[0]

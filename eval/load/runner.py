@@ -44,6 +44,9 @@ class LoadConfig:
     seed: int = 0  # the open loop's intervals
     timeout_s: float = 600.0  # one request's longest silence before it counts as failed
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "LoadConfig":
         def bad(name: str, why: str) -> None:
             raise LoadError(f"--{name.replace('_', '-')}: {why}")

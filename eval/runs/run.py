@@ -78,9 +78,10 @@ class RunConfig:
     voices: tuple[str, ...] = ()
     voices_dir: str | None = None
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "RunConfig":
-        self.sampling.validate()
-        self.stream.validate()
         if self.sampling.seed is not None:
             raise RunError("per-utterance seeds come from base_seed; leave SamplingSettings.seed unset")
         if not 1 <= self.seeds <= 64:
@@ -273,7 +274,6 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
     engine: an eval.engines.EvalEngine (loaded from cfg when None; only if work is left).
     progress: optional callable(done, total) (the Gradio tab); tqdm is shown on stderr too.
     """
-    cfg.validate()
     run_dir = Path(run_dir)
     with _writing(run_dir):
         if not cfg.sampling.text_repetition:  # refused before the folder is written where it changes nothing

@@ -53,7 +53,6 @@ def score(run_dir: str | Path, settings: ASRSettings, transcriber: Transcriber |
     align each scored row's words in time (eval/runs/words.py), the rows without them."""
     run_dir = Path(run_dir)
     rows = synthesized_rows(run_dir)
-    settings.validate()
     tag = asr_tag(settings)
     out = run_dir / "asr" / tag
     out.mkdir(parents=True, exist_ok=True)

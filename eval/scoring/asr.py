@@ -34,6 +34,9 @@ class ASRSettings:
     vad: bool = True
     threads: int = 0
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "ASRSettings":
         if self.backend not in BACKENDS:
             raise ValueError(f"ASR backend must be one of {BACKENDS}, got {self.backend!r}")
@@ -112,7 +115,6 @@ class Transcriber:
     """ASR with the shared front end: resample to 16 kHz, optional VAD trim, decode."""
 
     def __init__(self, settings: ASRSettings, cache: Path = DEFAULT_CACHE):
-        settings.validate()
         self.settings = settings
         impl = FasterWhisperASR if settings.backend == "faster-whisper" else OpenAIWhisperASR
         self._impl = impl(settings, cache)

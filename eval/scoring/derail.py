@@ -40,6 +40,9 @@ class DerailRule:
     window: int = 20  # frames per window (21.5 frames a second: about 0.9 s)
     onset_frames: int = 10  # the onset: frames [0, onset_frames)
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "DerailRule":
         if not (isinstance(self.fraction, (int, float)) and 0 < self.fraction <= 10):
             raise DerailRuleError(f"derail fraction must be in (0, 10] (a share of the onset entropy), got {self.fraction}")
@@ -128,4 +131,4 @@ def rule_from_args(args) -> DerailRule:
     """The rule the flags give (ValueError naming the bad one)."""
     given = {"fraction": getattr(args, "derail_fraction", None), "judge_from": getattr(args, "derail_from", None),
              "window": getattr(args, "derail_window", None), "onset_frames": getattr(args, "derail_onset", None)}
-    return DerailRule(**{k: v for k, v in given.items() if v is not None}).validate()
+    return DerailRule(**{k: v for k, v in given.items() if v is not None})

@@ -55,6 +55,9 @@ class SweepConfig:
         extra = [(n, v) for n, v in given.items() if n not in DEFAULT_AXES]
         return [a for a in default if a[0] not in CUT_ONLY] + extra + [a for a in default if a[0] in CUT_ONLY]
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "SweepConfig":
         names = {f.name for f in dataclasses.fields(SamplingSettings)} - {"seed"}
         seen = set()
@@ -73,7 +76,7 @@ class SweepConfig:
             if len(set(values)) != len(values):
                 raise RunError(f"sweep axis {name!r} repeats a value: {list(values)}")
         for p in self.points():  # the whole grid, before minutes are spent on the first point
-            self.base.sampling.replace(**p).validate()
+            self.base.sampling.replace(**p)  # made, so checked: a bad point is refused here
         return self
 
     def points(self) -> list[dict]:

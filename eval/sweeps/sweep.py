@@ -51,7 +51,6 @@ def sweep(cfg: SweepConfig, out: str | Path, asr=None, engine=None, transcriber=
     derail = derail or DerailRule()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cfg.validate()
     points = cfg.points()
     _check_resume(out / "sweep.json", cfg)
     say = progress or (lambda frac, desc: None)

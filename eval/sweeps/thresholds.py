@@ -268,7 +268,6 @@ def one_pass_points(points: list[tuple[RunConfig, Path]], store: TraceStore, pro
 def _check_points(points: list[tuple[RunConfig, Path]]) -> None:
     base = points[0][0]
     for cfg, _ in points:
-        cfg.validate()
         same = cfg.sampling.replace(**values_of(base.sampling, CUT_ONLY))
         if same != base.sampling or cfg.stream != base.stream or cfg.set != base.set or cfg.base_seed != base.base_seed \
                 or cfg.limit != base.limit or cfg.categories != base.categories or cfg.batch_size != base.batch_size \

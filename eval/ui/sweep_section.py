@@ -114,9 +114,9 @@ def run_sweep_ui(engine_provider: EngineFacts, runs_dir, name: str, form: Mappin
     # One-pass thresholds read the engine in this process; behind a GPU boundary each point runs
     # through GPU calls instead.
     swept = tuple((n, _axis_values(axes.get(n, ""), n)) for n in DEFAULT_AXES) + extra
-    cfg = SweepConfig(base=base, swept=swept, one_pass=engine_provider.gpu is None).validate()
+    cfg = SweepConfig(base=base, swept=swept, one_pass=engine_provider.gpu is None)
     limits.check(len(load_set(base.set, base.limit)), base.sampling.max_frames, base.batch_size, len(cfg.points()))
-    asr = ASRSettings(backend=form["asr_backend"], model=form["asr_model"], vad=bool(form["vad"])).validate()
+    asr = ASRSettings(backend=form["asr_backend"], model=form["asr_model"], vad=bool(form["vad"]))
     sweep(cfg, Path(runs_dir) / "sweeps" / name, asr=asr, engine=engine, log=lambda m: None, progress=progress)
     return (name, *view_sweep(runs_dir, name))
 

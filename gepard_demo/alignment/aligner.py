@@ -65,7 +65,7 @@ def _no_denormals():
 
 class Aligner:
     def __init__(self, settings: AlignmentSettings = AlignmentSettings()):
-        self.settings = settings.validate()
+        self.settings = settings
         self._models: list[tuple[Whisper, Tokenizer]] | None = None  # (model, tokenizer) per member
         self._lock = threading.Lock()
 

@@ -36,6 +36,9 @@ class AlignmentSettings:
     low_confidence: float = LOW_CONFIDENCE
     trim_context: bool = True
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "AlignmentSettings":
         if not isinstance(self.weights, str) or not all(m.strip() for m in self.weights.split(ENSEMBLE)):
             raise SettingsError("weights must name Whisper weights (a size such as 'tiny.en', a path, or several "

@@ -53,7 +53,7 @@ from .tickets import SchedulerClosed, Ticket, TicketFrames
 class BatchScheduler(WrappedEngine):
     def __init__(self, engine: Engine, settings: BatchingSettings = BatchingSettings()):
         super().__init__(engine)
-        self.settings = settings.validate()
+        self.settings = settings
         self.costs = Costs()
         self._cond = threading.Condition()
         self._rows = RunningRows(self._cond, self.costs)  # the requests in the batch
@@ -134,7 +134,7 @@ class BatchScheduler(WrappedEngine):
     def _ticket(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None, stream: bool,
                 on_step: Callable[[Ticket, FrameStep | BaseException], None]) -> Ticket:
         """A request, checked (bad text or settings raise here, in the caller's thread)."""
-        settings = settings.validate().with_concrete_seed()
+        settings = settings.with_concrete_seed()
         return Ticket(next(self._numbers), stream, self.engine.request(text, settings, speaker), on_step)
 
     def _enqueue(self, ticket: Ticket) -> Ticket:

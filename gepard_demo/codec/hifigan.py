@@ -76,8 +76,10 @@ class DecoderConfig:
             if key in dec:
                 dec[key] = int(dec[key])
         cfg = cls(**dec)
-        cfg.validate()
         return cfg
+
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
 
     def validate(self) -> None:
         act = self.activation.lower()
@@ -248,7 +250,6 @@ class CausalHiFiGANDecoder(nn.Module):
 
     def __init__(self, cfg: DecoderConfig):
         super().__init__()
-        cfg.validate()
         self.cfg = cfg
         act = cfg.activation
         self.pre_conv = CausalConv(cfg.input_dim, cfg.base_channels, cfg.in_kernel_size)

@@ -162,8 +162,6 @@ class GepardEngine(FrameMaker):
             raise ValueError(f"{len(texts)} texts but {len(settings)} settings")
         if not texts:
             return []
-        for s in settings:
-            s.validate()
         if speakers is not None and len(speakers) != len(texts):
             raise ValueError(f"{len(texts)} texts but {len(speakers)} speakers")
         requests = [self.request(t, s, sp) for t, s, sp in zip(texts, settings, speakers or [None] * len(texts))]
@@ -186,7 +184,6 @@ class GepardEngine(FrameMaker):
 
     def _steps(self, text: str, settings: SamplingSettings, speaker: torch.Tensor | None,
                resume: torch.Tensor | None) -> Iterator[FrameStep]:
-        settings.validate()  # on the first read, as the loop's own work starts
         steps = decode_batch(self.new_batch(), [self.request(text, settings, speaker, resume)])
         try:
             for _, step in steps:

@@ -77,7 +77,7 @@ def with_extensions(sampling: SamplingSettings, extensions: dict[str, object]) -
     given = {k: _json_setting(k, extensions[k]) for k in EXTENSION_FIELDS if extensions.get(k) is not None}
     for key, value in given.items():
         try:
-            sampling.replace(**{key: value}).validate()
+            sampling.replace(**{key: value})
         except SettingsError as e:
             raise CloningFieldError(str(e), key) from e
     return sampling.replace(**given)

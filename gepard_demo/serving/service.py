@@ -72,8 +72,6 @@ class SpeechService:
     voices: VoiceShelf | None = None
 
     def __post_init__(self) -> None:
-        self.sampling.validate()
-        self.stream.validate()
         if int(self.codec.sample_rate) != SAMPLE_RATE:
             raise ValueError(f"the codec runs at {self.codec.sample_rate} Hz; the speech API's pcm is {SAMPLE_RATE} Hz")
         self.model_id = self.engine.model_info.name

@@ -151,11 +151,11 @@ def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_mo
                       + ("bf16, as vLLM-Omni deploys it" if chosen == "bf16" else "fp16 (bf16 is only emulated below 8.0)"))
         else:
             chosen, reason = precision, "asked for"
-        return SpeedSettings(hw.device, chosen, threads, False, reason + "; heads and embeddings fp32").validate()
+        return SpeedSettings(hw.device, chosen, threads, False, reason + "; heads and embeddings fp32")
     if small_model:
         chosen = "fp32" if precision == "auto" else precision
         return SpeedSettings("cpu", chosen, threads or 1, False, "tiny model: one fp32 thread is fastest" if precision == "auto" else "asked for",
-                             "fp32" if codec == "auto" else codec).validate()
+                             "fp32" if codec == "auto" else codec)
     if precision == "auto":
         passing = [p for p in CPU_FASTEST_FIRST if GUARD_PASSES[p]]
         if hw.int8_kernels and passing:
@@ -181,7 +181,7 @@ def pick_speed(hw: Hardware, precision: str = "auto", threads: int = 0, small_mo
             reason += "; codec in bf16 autocast (native bf16 math here, 42 dB against fp32)"
     elif codec == "bf16" and not hw.native_bf16:
         reason += " (a bf16 codec on a CPU without native bf16 math: expect it much slower)"
-    return SpeedSettings("cpu", chosen, n, pipelined, reason, codec_choice).validate()
+    return SpeedSettings("cpu", chosen, n, pipelined, reason, codec_choice)
 
 
 LOAD_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "float32", "fp16w": "float32"}
@@ -208,7 +208,6 @@ def apply_speed(engine: GepardEngine, speed: SpeedSettings, warm: bool = True) -
     chosen at load), the process's torch threads, the pipeline, the decode loop (its CUDA graphs
     captured now for WARM_ROWS unless `warm` is False: a ZeroGPU main process, whose CUDA belongs to
     the GPU calls), and the pick in model_info."""
-    speed.validate()
     if speed.threads:
         torch.set_num_threads(speed.threads)
     if speed.device.startswith("cpu") and speed.precision != "fp32":

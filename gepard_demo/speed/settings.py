@@ -44,6 +44,9 @@ class SpeedSettings:
     codec: str = "fp32"
     cuda_graphs: str = "auto"
 
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
     def validate(self) -> "SpeedSettings":
         if self.precision not in PRECISIONS:
             raise SpeedError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")

@@ -30,7 +30,6 @@ class Plan:
 def plan(text: str, sampling: SamplingSettings, *, max_text_chars: int = MAX_TEXT_CHARS,
          segment_chars: int = SEGMENT_CHARS, words_per_s: float | None = None) -> Plan:
     """TextError or SettingsError (naming the field) for a request that cannot be made."""
-    sampling.validate()
     text = clean_text(text, max_text_chars)
     writing = None if words_per_s is None else Writing(write(text, words_per_s))
     segments = list(writing.written.units) if writing else split_text(text, segment_chars)

@@ -81,7 +81,7 @@ class JobRegistry:
 
     def __init__(self, traffic: TrafficSettings | None = None, listeners_per_client: int = 8,
                  max_waiting: int = 256, remember: int = 4096, clock: Callable[[], float] = time.monotonic):
-        self.traffic = (traffic or TrafficSettings()).validate()
+        self.traffic = (traffic or TrafficSettings())
         self._clock = clock
         self._running: dict[str, Job] = {}  # claimed, not finished
         self._kept = KeptJobs(self.traffic.keep_audio_bytes, self.traffic.keep_s, remember)  # finished, and let go

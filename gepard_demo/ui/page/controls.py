@@ -128,7 +128,7 @@ def _parse(values: Mapping[str, object], cls: type[S]) -> S:
     values = {**default_values(), **values}  # an API call may leave later controls out
     changes = {name: _read(cls, name, c, values) for group in PAGE_GROUPS
                for name, (owner, c) in group_controls(group).items() if owner is cls}
-    return cls(**changes).validate()
+    return cls(**changes)
 
 
 def parse_controls(values: Mapping[str, object]) -> tuple[SamplingSettings, StreamSettings]:
