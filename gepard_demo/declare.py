@@ -12,13 +12,13 @@ is written as text and how the page shows it, and every surface derives from tha
   or may be a word. Every surface asks `switch`, `whole_number`, `may_be_unset` and
   `takes_a_word`, which read it; the field's annotation says the same for type checkers
   (tests/test_declare.py holds the two together).
+- `Range`: a number's one range. The dataclass refuses a value outside it when made (its
+  `__post_init__` runs `validate`, which asks `out_of_range`), so a flag, a server request and the
+  page all meet the same bound; the page's slider spans it.
 - `Control`: the page's control, on the Speak tab and the Eval tab's forms alike (ui/page/controls.py
-  parses and ui/page/fields.py builds them): its group, widget, range, step, label and element id. The
-  page's range sits inside `validate`'s, which is the semantic bound; the control's is what a
-  slider spans and a typed value may reach.
+  parses and ui/page/fields.py builds them): its group, widget, step, label and element id.
 
-Semantics (what a value does, `validate`'s bounds with their reasons) stay on the dataclass and
-in model/. Adding a setting is one `setting(...)` line plus its meaning there: docs/DESIGN.md
+Semantics (what a value does, the checks a range cannot say) stay on the dataclass and in model/. Adding a setting is one `setting(...)` line plus its meaning there: docs/DESIGN.md
 walks through it.
 """
 
@@ -58,10 +58,37 @@ class Text:
 
 
 @dataclass(frozen=True)
+class Range:
+    """A number setting's one range: what its dataclass accepts when made (and so what a flag, a
+    server request or the page may send), and what the page's slider spans. An open end (a
+    temperature of 0 divides by zero) is refused; the slider stops one step inside it."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def __contains__(self, x: object) -> bool:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x:  # NaN is in no range
+            return False
+        above = self.lo < x if self.lo_open else self.lo <= x
+        below = x < self.hi if self.hi_open else x <= self.hi
+        return above and below
+
+    def __str__(self) -> str:
+        return f"{'(' if self.lo_open else '['}{show(self.lo)}, {show(self.hi)}{')' if self.hi_open else ']'}"
+
+
+def show(x: float) -> str:
+    """A bound or value as a person reads it: 5, not 5.0; 2**63 - 1 in full."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 2**64 else f"{x:g}"
+
+
+@dataclass(frozen=True)
 class Control:
     """How the page shows a setting.
 
-    widget: "slider" (a number in [lo, hi] by step), "checkbox", "radio" (the Text's choices),
+    widget: "slider" (a number in the setting's Range, by step), "checkbox", "radio" (the Text's choices),
         "text" (read and written by the Text: the force stop takes "auto" and "off"), or
         "seed" (a text box, exact past 2**53, beside a "random seed" checkbox).
     unset: what a slider shows for an unset setting (cfg_frames: 0 = every frame).
@@ -71,10 +98,22 @@ class Control:
     label: str
     key: str  # the element id after the form's prefix: "gepard-" + key on the Speak tab, "eval-" + key on Eval
     widget: str = "slider"
-    lo: float = 0
-    hi: float = 0
     step: float = 1
     unset: Any = None
+    range: Range | None = None  # the setting's own, set by setting(): never declared here
+
+    @property
+    def lo(self) -> float:
+        """Where the slider starts: the range's low end (one step inside when it is open), or the
+        value that shows unset (cfg_frames' 0) below it."""
+        assert self.range is not None, f"control {self.key} has no range"
+        lo = self.range.lo + self.step if self.range.lo_open else self.range.lo
+        return lo if self.unset is None else min(lo, self.unset)
+
+    @property
+    def hi(self) -> float:
+        assert self.range is not None, f"control {self.key} has no range"
+        return self.range.hi - self.step if self.range.hi_open else self.range.hi
 
     @property
     def short(self) -> str:
@@ -89,13 +128,14 @@ class Control:
 
 def setting(default: Any, *, kind: Kind, read: Callable[[str], Any] | None = None,
             write: Callable[[Any], str | None] = str, help: str = "", metavar: str | None = None,
-            choices: tuple[str, ...] | None = None, page: Control | None = None, served: str = "fixed",
-            needs: str | None = None, tag: str | None = None, sweep: tuple = ()) -> Any:
+            choices: tuple[str, ...] | None = None, range: Range | None = None, page: Control | None = None,
+            served: str = "fixed", needs: str | None = None, tag: str | None = None, sweep: tuple = ()) -> Any:
     """A dataclass field with its declarations: the values it takes (`kind`: a type such as
     `float` or `int | str | None`), a Text when it has a `read` (a flag), a Control when it has a
     `page`, how a speech server takes it (SERVED), the setting it only qualifies (`needs`: it
     changes nothing while that one is at its default; in_effect), its short `tag`, and the values
-    a sweep gives it by default (`sweep`: a default axis of every sweep)."""
+    a sweep gives it by default (`sweep`: a default axis of every sweep). `range`: a number's one
+    Range, checked when its dataclass is made (out_of_range) and spanned by its slider."""
     if not all(isinstance(k, type) for k in _members(kind)):
         raise ValueError(f"kind must be a type or a union of types (int | None), got {kind!r}")
     if not isinstance(default, kind):
@@ -107,9 +147,34 @@ def setting(default: Any, *, kind: Kind, read: Callable[[str], Any] | None = Non
     meta: dict[str, Any] = {"kind": kind, "served": served, "needs": needs, "tag": tag, "sweep": tuple(sweep)}
     if read is not None:
         meta["text"] = Text(read, write, help, metavar, choices)
+    if range is not None:
+        meta["range"] = range
     if page is not None:
-        meta["page"] = page
+        if page.range is not None:
+            raise ValueError(f"control {page.key}: its range is the setting's (setting(range=...))")
+        if page.widget in ("slider", "seed") and range is None:
+            raise ValueError(f"control {page.key}: a {page.widget} needs the setting's range")
+        meta["page"] = dataclasses.replace(page, range=range)
     return field(default=default, metadata=meta)
+
+
+def range_of(cls: type, name: str) -> Range | None:
+    return next(f.metadata.get("range") for f in dataclasses.fields(cls) if f.name == name)
+
+
+def out_of_range(settings: object) -> tuple[str, str] | None:
+    """The first setting (in field order) whose value is outside its Range, as (name, message);
+    None when all are inside. An unset value (None) and a word ("auto") are their setting's
+    own check (a Range holds numbers)."""
+    for f in dataclasses.fields(settings):
+        r, value = f.metadata.get("range"), getattr(settings, f.name)
+        if r is None or value is None or isinstance(value, str):
+            continue
+        if whole_number(type(settings), f.name) and (isinstance(value, bool) or not isinstance(value, int)):
+            return f.name, f"{f.name} must be a whole number in {r}, got {value!r}"
+        if value not in r:
+            return f.name, f"{f.name} must be in {r}, got {show(value) if isinstance(value, (int, float)) else repr(value)}"
+    return None
 
 
 def declared(cls) -> dict[str, Text]:

@@ -12,13 +12,15 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from .declare import Control, declared, in_effect, served_as, setting, values_of
+from .declare import Control, Range, declared, in_effect, out_of_range, served_as, setting, values_of
 
 # 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
 MAX_FRAMES_LIMIT = 4096
 # Guidance past ~5 is far outside what the authors use (2-3); 10 leaves room to explore.
 MAX_CFG_SCALE = 10.0
+# Gepard's widest FSQ head has 8 levels (facts §3): a larger top_k keeps every level, as 0 does.
+MAX_TOP_K = 8
 # The authors' runner calls a repetition penalty of 1.1-1.3 typical (facts §15). At 2 every code of
 # the window has its positive logit halved and its negative one doubled, on all 32 heads: with the
 # window's default 32 frames that reaches most of a head's 6-8 levels, so above 2 the penalty mostly
@@ -48,6 +50,12 @@ def check_field(cond: bool, field: str, message: str) -> None:
     """Refuse with a SettingsError naming `field` unless cond."""
     if not cond:
         raise SettingsError(message, field)
+
+
+def check_ranges(settings: object) -> None:
+    """Refuse, naming the field, the first value outside its declared Range (declare.py)."""
+    if (bad := out_of_range(settings)) is not None:
+        raise SettingsError(bad[1], bad[0])
 
 
 def parse_force_stop(value) -> int | str | None:
@@ -134,45 +142,47 @@ class SamplingSettings:
     # request's seed, a server's default, a run's base seed), and only eval's run takes
     # --text-repetition (an experiment, not a sweep axis). Field order is the page's within a group.
     temperature: float = setting(0.3, kind=float, read=float, write=_g, help="divides every head's logits before sampling",
-                                 tag="T", sweep=(0.3, 0.7, 1.0),
-                                 page=Control("sampling", "Temperature", "temperature", lo=0.05, hi=5.0, step=0.05))
+                                 tag="T", sweep=(0.3, 0.7, 1.0), range=Range(0.0, 5.0, lo_open=True),
+                                 page=Control("sampling", "Temperature", "temperature", step=0.05))
+    # Up to the widest head's levels (FSQ_LEVELS): a larger k keeps every level, as 0 does.
     top_k: int = setting(0, kind=int, read=int, help="keep each head's k best levels (0 = all)", tag="k",
-                         page=Control("sampling", "Top-k (0 = off; heads have 6-8 levels)", "top-k", hi=8))
+                         range=Range(0, MAX_TOP_K),
+                         page=Control("sampling", "Top-k (0 = off; heads have 6-8 levels)", "top-k"))
     greedy: bool = setting(False, kind=bool, read=_read_bool, help="argmax instead of sampling", tag="greedy",
                            page=Control("sampling", "Greedy (argmax; ignores temperature and top-k)", "greedy",
                                         widget="checkbox"))
     stop_threshold: float = setting(0.5, kind=float, read=float, write=_g,
                                     help="stop once the stop head's probability passes it", tag="S", sweep=(0.3, 0.5, 0.7),
-                                    page=Control("sampling", "Stop threshold", "stop-threshold",
-                                                 lo=0.01, hi=0.99, step=0.01))
+                                    range=Range(0.0, 1.0, lo_open=True, hi_open=True),
+                                    page=Control("sampling", "Stop threshold", "stop-threshold", step=0.01))
     # A text box, not a number field: a browser's numbers are doubles, which round a seed above 2**53
     # (an eval row's seeds are 63-bit) to another seed; the page parses it exactly.
-    seed: int | None = setting(None, kind=int | None, served="request", tag="seed",
-                               page=Control("sampling", "Seed", "seed", widget="seed", hi=2**63 - 1))
+    # vLLM-Omni's range; torch seeds a generator with the value's two's complement.
+    seed: int | None = setting(None, kind=int | None, served="request", tag="seed", range=Range(-(2**63), 2**63 - 1),
+                               page=Control("sampling", "Seed", "seed", widget="seed"))
     max_frames: int = setting(1000, kind=int, read=int, help="the frame budget: a run that reaches it is a runaway",
-                              metavar="FRAMES", served="request",
+                              metavar="FRAMES", served="request", range=Range(1, MAX_FRAMES_LIMIT),
                               page=Control("sampling", "Max frames per text segment (21.5 per second; text over 400 "
-                                           "characters is split)", "max-frames", lo=1, hi=MAX_FRAMES_LIMIT))
+                                           "characters is split)", "max-frames"))
     cfg_scale: float = setting(1.0, kind=float, read=float, write=_g, help="classifier-free guidance weight, 1 = off",
-                               served="guidance",
+                               served="guidance", range=Range(0.0, MAX_CFG_SCALE),
                                page=Control("voice", "CFG scale (1 = off; 2-3 helps short phrases)", "cfg-scale",
-                                            hi=MAX_CFG_SCALE, step=0.1))
+                                            step=0.1))
     cfg_frames: int | None = setting(None, kind=int | None, read=_read_unset_int, write=_write_unset,
                                      help="guide only the first N frames (unset: all)", metavar="FRAMES",
-                                     served="guidance", needs="cfg_scale",
+                                     served="guidance", needs="cfg_scale", range=Range(1, MAX_FRAMES_LIMIT),
                                      page=Control("voice", "Guide only the first N frames (0 = every frame)",
-                                                  "cfg-frames", hi=MAX_FRAMES_LIMIT, unset=0))
+                                                  "cfg-frames", unset=0))
     repetition_penalty: float = setting(1.0, kind=float, read=float, write=_g,
                                         help="the authors' guard against loops, 1 = off (typical 1.1-1.3)",
-                                        served="guardrails",
+                                        served="guardrails", range=Range(1.0, MAX_REPETITION_PENALTY),
                                         page=Control("guardrails", "Repetition penalty (1 = off; the authors' typical "
-                                                     "1.1-1.3)", "repetition-penalty", lo=1.0,
-                                                     hi=MAX_REPETITION_PENALTY, step=0.05))
+                                                     "1.1-1.3)", "repetition-penalty", step=0.05))
     repetition_window: int = setting(32, kind=int, read=int, help="the penalty's window of recent frames, 0 = all history",
                                      metavar="FRAMES", served="guardrails", needs="repetition_penalty",
+                                     range=Range(0, MAX_FRAMES_LIMIT),
                                      page=Control("guardrails", "Penalty window: recent frames whose "
-                                                  "codes are penalized (0 = all)", "repetition-window",
-                                                  hi=MAX_FRAMES_LIMIT))
+                                                  "codes are penalized (0 = all)", "repetition-window"))
     force_stop_frames: int | str | None = setting(
         None, kind=int | str | None, read=parse_force_stop, write=force_stop_text,
         help="end a run at N frames whatever the stop head says; auto: 4 x the text's expected frames, clamped to "
@@ -195,36 +205,7 @@ class SamplingSettings:
         self.validate()  # checked when made: no unchecked instance exists
 
     def validate(self) -> "SamplingSettings":
-        check_field(0.0 < self.temperature <= 5.0, "temperature", f"temperature must be in (0, 5], got {self.temperature}")
-        check_field(self.top_k >= 0, "top_k", f"top_k must be >= 0 (0 = off), got {self.top_k}")
-        check_field(0.0 < self.stop_threshold < 1.0, "stop_threshold", f"stop_threshold must be in (0, 1), got {self.stop_threshold}")
-        check_field(
-            1 <= self.max_frames <= MAX_FRAMES_LIMIT,
-            "max_frames", f"max_frames must be in [1, {MAX_FRAMES_LIMIT}], got {self.max_frames}",
-        )
-        check_field(
-            # vLLM-Omni's range; torch seeds a generator with the value's two's complement.
-            self.seed is None or -(2**63) <= self.seed < 2**63,
-            "seed", f"seed must be a 64-bit integer, got {self.seed}",
-        )
-        check_field(
-            isinstance(self.cfg_scale, (int, float)) and 0.0 <= self.cfg_scale <= MAX_CFG_SCALE,
-            "cfg_scale", f"cfg_scale must be in [0, {MAX_CFG_SCALE:g}] (1 = off), got {self.cfg_scale}",
-        )
-        check_field(
-            self.cfg_frames is None or (isinstance(self.cfg_frames, int) and 1 <= self.cfg_frames <= MAX_FRAMES_LIMIT),
-            "cfg_frames", f"cfg_frames must be unset (guide every frame) or in [1, {MAX_FRAMES_LIMIT}], got {self.cfg_frames}",
-        )
-        check_field(
-            _real(self.repetition_penalty) and 1.0 <= self.repetition_penalty <= MAX_REPETITION_PENALTY,
-            "repetition_penalty", f"repetition_penalty must be in [1, {MAX_REPETITION_PENALTY:g}] (1 = off; the authors' typical 1.1-1.3), "
-            f"got {self.repetition_penalty}",
-        )
-        check_field(
-            is_whole(self.repetition_window) and 0 <= self.repetition_window <= MAX_FRAMES_LIMIT,
-            "repetition_window", f"repetition_window must be a whole number of frames in [0, {MAX_FRAMES_LIMIT}] (0 = all history), "
-            f"got {self.repetition_window}",
-        )
+        check_ranges(self)
         f = self.force_stop_frames
         check_field(
             f is None or f == AUTO or is_whole(f),
@@ -278,9 +259,9 @@ class StreamSettings:
     """
 
     first_chunk_frames: int = setting(10, kind=int, read=int, help="frames in the first chunk", metavar="FRAMES",
-                                      page=Control("stream", "First chunk frames", "first-chunk", lo=1, hi=100))
+                                      range=Range(1, 100), page=Control("stream", "First chunk frames", "first-chunk"))
     chunk_frames: int = setting(86, kind=int, read=int, help="frames in each later chunk (ramp: at most)",
-                                metavar="FRAMES", page=Control("stream", "Chunk frames", "chunk", lo=1, hi=200))
+                                metavar="FRAMES", range=Range(1, 200), page=Control("stream", "Chunk frames", "chunk"))
     chunk_schedule: str = setting("ramp", kind=str, read=str, help="ramp: each later chunk as long as the audio sent "
                                   "before it, up to chunk_frames (no gap while RTF <= ~0.5); fixed: chunk_frames each "
                                   "(vLLM-Omni)", choices=CHUNK_SCHEDULES,
@@ -292,24 +273,22 @@ class StreamSettings:
                                             widget="radio"))
     lookback_frames: int = setting(8, kind=int, read=int, help="history re-decoded per chunk in lookback mode",
                                    metavar="FRAMES",
-                                   page=Control("stream", "Lookback frames (lookback mode only)", "lookback", hi=64))
+                                   range=Range(0, 64),
+                                   page=Control("stream", "Lookback frames (lookback mode only)", "lookback"))
     fade_ms: float = setting(0.0, kind=float, read=float, write=_g, help="linear fade of the speech's last ms",
-                             metavar="MS", page=Control("stream", "End fade (ms)", "fade", hi=500, step=5))
+                             metavar="MS", range=Range(0.0, 500.0), page=Control("stream", "End fade (ms)", "fade", step=5))
     silence_ms: float = setting(0.0, kind=float, read=float, write=_g, help="silence after the speech", metavar="MS",
-                                page=Control("stream", "End silence (ms)", "silence", hi=2000, step=10))
+                                range=Range(0.0, 2000.0), page=Control("stream", "End silence (ms)", "silence", step=10))
 
     def __post_init__(self) -> None:
         self.validate()  # checked when made: no unchecked instance exists
 
     def validate(self) -> "StreamSettings":
-        check_field(1 <= self.first_chunk_frames <= 1000, "first_chunk_frames", f"first_chunk_frames must be in [1, 1000], got {self.first_chunk_frames}")
-        check_field(1 <= self.chunk_frames <= 1000, "chunk_frames", f"chunk_frames must be in [1, 1000], got {self.chunk_frames}")
         check_field(self.chunk_schedule in CHUNK_SCHEDULES, "chunk_schedule",
-               f"chunk_schedule must be one of {CHUNK_SCHEDULES}, got {self.chunk_schedule!r}")
-        check_field(self.decode_mode in DECODE_MODES, "decode_mode", f"decode_mode must be one of {DECODE_MODES}, got {self.decode_mode!r}")
-        check_field(0 <= self.lookback_frames <= 256, "lookback_frames", f"lookback_frames must be in [0, 256], got {self.lookback_frames}")
-        check_field(0.0 <= self.fade_ms <= 5000.0, "fade_ms", f"fade_ms must be in [0, 5000], got {self.fade_ms}")
-        check_field(0.0 <= self.silence_ms <= 10000.0, "silence_ms", f"silence_ms must be in [0, 10000], got {self.silence_ms}")
+                    f"chunk_schedule must be one of {CHUNK_SCHEDULES}, got {self.chunk_schedule!r}")
+        check_field(self.decode_mode in DECODE_MODES, "decode_mode",
+                    f"decode_mode must be one of {DECODE_MODES}, got {self.decode_mode!r}")
+        check_ranges(self)
         return self
 
     def replace(self, **changes) -> "StreamSettings":
@@ -329,15 +308,15 @@ class FeedSettings:
                                 "writes it", choices=TEXT_ARRIVALS, served="request",
                                 page=Control("text", "Text arrives", "text-arrival", widget="radio"))
     words_per_s: float = setting(10.0, kind=float, read=float, write=_g, help="the pace of the writing", metavar="WORDS",
-                                 served="request", page=Control("text", "Words per second, as written", "words-per-s",
-                                                                lo=1, hi=MAX_WORDS_PER_S, step=1))
+                                 served="request", range=Range(1.0, MAX_WORDS_PER_S),
+                                 page=Control("text", "Words per second, as written", "words-per-s", step=1))
 
     def __post_init__(self) -> None:
         self.validate()  # checked when made: no unchecked instance exists
 
     def validate(self) -> "FeedSettings":
         check_field(self.text_arrival in TEXT_ARRIVALS, "text_arrival", f"text_arrival must be one of {TEXT_ARRIVALS}, got {self.text_arrival!r}")
-        check_field(0 < self.words_per_s <= MAX_WORDS_PER_S, "words_per_s", f"words_per_s must be in (0, {MAX_WORDS_PER_S:g}], got {self.words_per_s}")
+        check_ranges(self)
         return self
 
     @property

@@ -65,3 +65,39 @@ def test_validate_is_called_only_inside_the_settings_own_modules():
             if re.search(r"\.validate\(\)", line) and "self.validate()" not in line:
                 calls.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not calls, "\n".join(calls)
+
+
+def _ranged(cls):
+    return [(f.name, f.metadata["range"]) for f in dataclasses.fields(cls) if "range" in f.metadata]
+
+
+@pytest.mark.parametrize("cls", [SamplingSettings, StreamSettings, FeedSettings], ids=lambda c: c.__name__)
+def test_each_setting_has_one_range_that_the_dataclass_and_the_page_both_hold(cls):
+    """The range is declared once (setting(range=...)): the dataclass refuses past it, and the
+    page's slider spans exactly it (one step inside an open end), so no surface has its own."""
+    from gepard_demo.declare import page_controls
+
+    controls = page_controls(cls)
+    for name, r in _ranged(cls):
+        step = controls[name].step if name in controls else 1
+        for end, is_open, outward in ((r.lo, r.lo_open, -1), (r.hi, r.hi_open, +1)):
+            inside = end - outward * step if is_open else end
+            cls(**{name: type(cls().__getattribute__(name) or 0)(inside)})  # a closed end is a value
+            beyond = end if is_open else end + outward * step
+            with pytest.raises(SettingsError) as err:
+                cls(**{name: type(cls().__getattribute__(name) or 0)(beyond)})
+            assert err.value.field == name and str(r) in str(err.value)
+        if name in controls and controls[name].widget == "slider":
+            c = controls[name]
+            assert c.range is r
+            lo = r.lo + c.step if r.lo_open else r.lo
+            assert (c.lo, c.hi) == (lo if c.unset is None else min(lo, c.unset), r.hi - c.step if r.hi_open else r.hi)
+
+
+def test_a_control_cannot_declare_a_range_of_its_own():
+    from gepard_demo.declare import Control, Range, setting
+
+    with pytest.raises(ValueError, match="setting's"):
+        setting(1, kind=int, read=int, range=Range(0, 2), page=Control("stream", "X", "x", range=Range(0, 9)))
+    with pytest.raises(ValueError, match="needs the setting's range"):
+        setting(1, kind=int, read=int, page=Control("stream", "X", "x"))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import TypeVar
 
-from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, values_of, whole_number
+from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, show, values_of, whole_number
 from gepard_demo.settings import FeedSettings, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.units import Json
 
@@ -89,13 +89,11 @@ def _integer(name: str, value: object) -> int:
     return int(x)
 
 
-def _show(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 2**64 else f"{x:g}"
-
-
 def _in_range(name: str, c: Control, x: float) -> float:
-    if not c.lo <= x <= c.hi:
-        raise SettingsError(f"{name} must be between {_show(c.lo)} and {_show(c.hi)}, got {_show(x)}", name)
+    """The setting's own range (declare.Range), checked before the settings are made so the
+    message names the control's value as typed."""
+    if c.range is not None and x not in c.range:
+        raise SettingsError(f"{name} must be in {c.range}, got {show(x)}", name)
     return x
 
 
@@ -120,8 +118,9 @@ def _read(cls: type[S], name: str, c: Control, values: Mapping[str, object]) -> 
     if c.widget == "seed":
         return None if values["random_seed"] else _in_range(name, c, _integer(name, value))
     number = _integer(name, value) if whole_number(cls, name) else _number(name, value)
-    x = _in_range(name, c, number)
-    return None if c.unset is not None and x == c.unset else x
+    if c.unset is not None and number == c.unset:
+        return None
+    return _in_range(name, c, number)
 
 
 def _parse(values: Mapping[str, object], cls: type[S]) -> S:
