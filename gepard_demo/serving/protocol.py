@@ -33,6 +33,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from gepard_demo.units import SAMPLE_RATE  # Gepard's native rate; the only one served (sample_rate is refused)
 
+PROTOCOL = "vllm-omni==0.30.0"  # the wheel whose protocol this is (tests/vllm_omni_reference.py reads it)
 SPEECH_PATH = "/v1/audio/speech"
 MODELS_PATH = "/v1/models"
 VOICES_PATH = "/v1/audio/voices"  # vLLM-Omni's voice library (serving/voices.py)

@@ -59,7 +59,8 @@ class SpeechService:
     sampling's max_frames is the default max_new_tokens and its seed, if any, the default seed. prefixer: a SpeakerPrefixer for
     `ref_audio` (None: the cloning fields are refused). aligner: for `word_timestamps` (None:
     refused, as vLLM-Omni refuses it without --forced-aligner). voices: the saved voices a request may
-    name (voices.py; None: only "default", as vLLM-Omni's Gepard)."""
+    name (voices.py; None: only "default", as vLLM-Omni's Gepard). served_name: the model id
+    requests name (vLLM's --served-model-name; None: the engine's own name)."""
 
     engine: Engine
     codec: Codec
@@ -69,13 +70,14 @@ class SpeechService:
     prefixer: SpeakerPrefixer | None = None
     aligner: Aligner | None = None
     voices: VoiceShelf | None = None
+    served_name: str | None = None  # --served-model-name: the model id instead of the checkpoint's name
 
     def __post_init__(self) -> None:
         self.sampling.validate()
         self.stream.validate()
         if int(self.codec.sample_rate) != SAMPLE_RATE:
             raise ValueError(f"the codec runs at {self.codec.sample_rate} Hz; the speech API's pcm is {SAMPLE_RATE} Hz")
-        self.model_id = self.engine.model_info.name
+        self.model_id = self.served_name or self.engine.model_info.name
         self.scheduler = BatchScheduler(self.engine, self.batching)
         # Sessions share the codec's calls where their chunks line up (batching/codec_pool.py).
         self.stream_codec = CodecPool(self.codec) if self.batching.codec_batching else self.codec
@@ -113,9 +115,8 @@ class SpeechService:
         clone = cloning.parse_cloning_fields({**plain, **extensions}, self._settings(req))
         # A saved voice, unless ref_audio is sent too: the wheel's rule, ref_audio wins.
         if req.voice is not None and voice_key(req.voice) != DEFAULT_VOICE and clone.ref_audio is None:
-            if not voice_held and not self.voices.knows(req.voice):  # the wheel's words
-                raise VoiceError(f"Unknown voice '{req.voice}'. Gepard has no built-in speakers. Upload a voice "
-                                 "first via POST /v1/audio/voices, or use ref_audio + ref_text.", "voice")
+            if not voice_held and not self.voices.knows(req.voice):
+                raise self.voices.unknown(req.voice)
             clone = replace(clone, voice=req.voice)
         self.session(req, clone)
         return req, clone
