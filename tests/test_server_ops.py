@@ -347,3 +347,15 @@ async def _ws_config_error(port: int, ref_b64: str) -> str:
         m = json.loads(await asyncio.wait_for(ws.recv(), 60))
         assert m["type"] == "error", m
         return m["message"]
+
+
+def test_deploy_documents_every_server_flag_and_route():
+    from pathlib import Path
+
+    from gepard_demo.declare import declared
+
+    deploy = (Path(__file__).resolve().parents[1] / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    for name in declared(ServerSettings):
+        assert "--" + name.replace("_", "-") in deploy, name
+    for route in ("GET /health", "GET /metrics", "GET /version", "VLLM_API_KEY"):
+        assert route in deploy, route
