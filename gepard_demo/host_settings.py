@@ -123,7 +123,7 @@ def _json_write(value: tuple[str, ...]) -> str:
 @dataclass(frozen=True)
 class ServerSettings:
     """Who may call the speech server and by what name (`serve`), as vLLM's own flags say it
-    (vllm/entrypoints/openai/cli_args.py; serving/access.py applies them). Each is one
+    (vllm/entrypoints/openai/cli_args.py; serving/operations/access.py applies them). Each is one
     `setting(...)`: the flag, its help and docs/DEPLOY.md's table derive from it.
 
     served_model_name: the model id /v1/models lists and a request's `model` must name (vLLM's

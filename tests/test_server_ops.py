@@ -194,7 +194,7 @@ async def _until(check, timeout_s: float = 60.0) -> bool:
 
 
 def test_each_server_counts_its_own(tiny_engine, tiny_codec, plain):  # noqa: F811
-    from gepard_demo.serving.metrics import ServerMetrics
+    from gepard_demo.serving.operations import ServerMetrics
 
     a = ServerMetrics(_app(tiny_engine, tiny_codec).state.scheduler, "a")
     b = ServerMetrics(_app(tiny_engine, tiny_codec).state.scheduler, "a")  # the same names: no clash

@@ -59,10 +59,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gepard_demo.alignment.result import timestamp_headers
 from gepard_demo.serving import timestamps
-from gepard_demo.serving.access import add_access
 from gepard_demo.serving.body_limit import MAX_BODY_BYTES, BodyLimit
-from gepard_demo.serving.metrics import ServerMetrics
-from gepard_demo.serving.operations import operations_router
+from gepard_demo.serving.operations import ServerMetrics, add_access, operations_router
 from gepard_demo.serving.protocol import (
     MODELS_PATH,
     SPEECH_PATH,

@@ -31,7 +31,7 @@ from fastapi import WebSocket
 
 from gepard_demo.serving import stream_protocol as sp
 from gepard_demo.serving import timestamps
-from gepard_demo.serving.metrics import ServerMetrics
+from gepard_demo.serving.operations import ServerMetrics
 from gepard_demo.serving.protocol import encode_audio, pcm16
 from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
 from gepard_demo.streaming.segments import segment_seed

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from gepard_demo.serving.metrics import MEDIA_TYPE, ServerMetrics
+from gepard_demo.serving.operations.metrics import MEDIA_TYPE, ServerMetrics
 from gepard_demo.serving.protocol import PROTOCOL
 
 if TYPE_CHECKING:
