@@ -160,7 +160,7 @@ def test_metrics_count_completed_refused_and_cancelled_requests(plain):
     assert ended == 1  # the completed one, by how it ended
     assert moved("gepard:time_to_first_audio_seconds_count") == 2  # both made audio
     assert moved("gepard:real_time_factor_count") == 1  # only a completed request has a real-time factor
-    assert moved("vllm:e2e_request_latency_seconds_count") == 2
+    assert moved("vllm:e2e_request_latency_seconds_count") == 1  # a completed request's
     assert _count(after, "vllm:num_requests_running") == 0
 
 

@@ -8,7 +8,8 @@ Named as vLLM names them where vLLM has the figure (vllm/v1/metrics/loggers.py),
   stop head), "length" (its max_new_tokens budget), "force_stop" (the authors' guard cut a
   runaway; ours, model/guards/ending.py), "abort" (the client hung up or the socket closed),
   "error" (the server failed it). vLLM names its ends the same, less force_stop.
-- `vllm:e2e_request_latency_seconds`: a request's start to its last audio (aborted ones too).
+- `vllm:e2e_request_latency_seconds`: a completed request's start to its last audio (a cancelled
+  one has no last audio).
 Ours, where vLLM has no audio counterpart:
 - `gepard:requests_total{outcome}`: every speech request by outcome: completed, refused (a 4xx
   before it ran: a bad field, an unknown voice, bad reference audio), cancelled, failed. A
@@ -60,7 +61,7 @@ class ServerMetrics:
         self._outcomes = {o: outcomes.labels(model_name=model_name, outcome=o) for o in OUTCOMES}
         self._ttfa = Histogram("gepard:time_to_first_audio_seconds", "Request start to its first audio chunk.",
                                ["model_name"], buckets=_TTFA_BUCKETS, registry=r).labels(**label)
-        self._latency = Histogram("vllm:e2e_request_latency_seconds", "Request start to its last audio.",
+        self._latency = Histogram("vllm:e2e_request_latency_seconds", "A completed request's start to its last audio.",
                                   ["model_name"], buckets=_LATENCY_BUCKETS, registry=r).labels(**label)
         self._rtf = Histogram("gepard:real_time_factor", "A completed request's wall time over its speech.",
                               ["model_name"], buckets=_RTF_BUCKETS, registry=r).labels(**label)
@@ -82,10 +83,10 @@ class ServerMetrics:
         self._success[reason].inc()
         if st.ttfa_s is not None:
             self._ttfa.observe(st.ttfa_s)
-        if st.wall_s:
+        if outcome == "completed":
             self._latency.observe(st.wall_s)
-        if outcome == "completed" and st.rtf is not None:
-            self._rtf.observe(st.rtf)
+            if st.rtf is not None:
+                self._rtf.observe(st.rtf)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
