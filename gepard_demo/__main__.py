@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from .alignment.settings import DEFAULT_WEIGHTS
 from .declare import values_of
 from .settings import GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SettingsError, StreamSettings
-from .settings_flags import (add_batching_flags, add_feed_flags, add_settings_flags, batching_from_args, feed_from_args,
-                             settings_from_args)
+from .settings_flags import (add_batching_flags, add_feed_flags, add_server_flags, add_settings_flags, batching_from_args,
+                             feed_from_args, server_from_args, settings_from_args)
 from .speed.flags import add_speed_flags
 
 if TYPE_CHECKING:
@@ -175,9 +175,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         voices = VoiceShelf(voice_library(args), prefixer)
         print(f"voices: {len(voices.library.voices())} saved in {voices.library.folder}", file=sys.stderr, flush=True)
+    server = server_from_args(args, os.environ)  # --api-key, else $VLLM_API_KEY, as vLLM reads it
     app = build_speech_app(engine, codec, sampling, stream, prefixer=prefixer, batching=batching_from_args(args),
-                           aligner=aligner, voices=voices)
-    print(f"serving {engine.model_info.name} on http://{args.host}:{args.port}/v1/audio/speech", file=sys.stderr, flush=True)
+                           aligner=aligner, voices=voices, server=server)
+    print(f"serving {server.served_model_name or engine.model_info.name} on http://{args.host}:{args.port}/v1/audio/speech", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -293,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_batching_flags(serve)
     serve.add_argument("--seed", type=int, default=None, help="seed for requests that send none (default: a fresh one each)")
     add_voice_args(serve, server=True)
+    add_server_flags(serve)  # vLLM's --served-model-name, --api-key, CORS
     serve.add_argument("--word-timestamps", nargs="?", const=DEFAULT_WEIGHTS, default=None, metavar="WEIGHTS",
                        help=f"serve vLLM-Omni's word_timestamps field with our aligner (Whisper weights: {DEFAULT_WEIGHTS} "
                             "when no value, tiny.en, base, or a path); off by default, as vLLM-Omni without "

@@ -4,9 +4,11 @@ and the page's traffic among its visitors. Passed explicitly from the entry poin
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from .settings import check_field, is_whole
+from .declare import setting
+from .settings import SettingsError, check_field, is_whole
 
 
 ADMISSION_RULES = ("realtime", "cap")
@@ -107,3 +109,60 @@ class TrafficSettings:
         changes = {"per_client": max(1, max_batch // 2), **changes}
         changes.setdefault("max_running", max(TrafficSettings.max_running, max_batch, changes["per_client"]))
         return TrafficSettings(**changes)
+
+
+def _json_list(text: str) -> tuple[str, ...]:
+    """A CORS flag's value as vLLM reads it: a JSON list of strings ('["https://a.example"]')."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SettingsError(f"expected a JSON list of strings, e.g. '[\"https://example.com\"]', got {text!r}")
+    return tuple(value)
+
+
+def _json_write(value: tuple[str, ...]) -> str:
+    return json.dumps(list(value))
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Who may call the speech server and by what name (`serve`), as vLLM's own flags say it
+    (vllm/entrypoints/openai/cli_args.py; serving/operations/access.py applies them). Each is one
+    `setting(...)`: the flag, its help and docs/DEPLOY.md's table derive from it.
+
+    served_model_name: the model id /v1/models lists and a request's `model` must name (vLLM's
+        --served-model-name: then the checkpoint's path is refused, as vLLM refuses any other
+        name); unset: the checkpoint as given (--model).
+    api_key: every /v1 route (the WebSocket too) needs `Authorization: Bearer KEY`, else 401
+        {"error": "Unauthorized"}; /health, /metrics and /version stay open, as in vLLM. Unset:
+        $VLLM_API_KEY, read at the edge (__main__), else no check.
+    allowed_origins / allowed_methods / allowed_headers / allow_credentials: the CORS answer
+        (FastAPI's CORSMiddleware), vLLM's defaults: every origin, method and header, no credentials.
+    """
+
+    served_model_name: str | None = setting(
+        None, kind=str | None, read=str, metavar="NAME",
+        help="the model id /v1/models lists and requests name (vLLM's flag; default: the --model as given, "
+             "a local folder's full path); with it, the path is refused as vLLM refuses any other name")
+    api_key: str | None = setting(
+        None, kind=str | None, read=str, metavar="KEY",
+        help="require `Authorization: Bearer KEY` on every /v1 route, the WebSocket too (401 otherwise); "
+             "/health, /metrics and /version stay open (vLLM's flag; default: $VLLM_API_KEY, else none)")
+    allowed_origins: tuple = setting(("*",), kind=tuple, read=_json_list, write=_json_write, metavar="JSON",
+                                     help='CORS allowed origins, a JSON list (vLLM\'s flag; default ["*"])')
+    allowed_methods: tuple = setting(("*",), kind=tuple, read=_json_list, write=_json_write, metavar="JSON",
+                                     help='CORS allowed methods, a JSON list (default ["*"])')
+    allowed_headers: tuple = setting(("*",), kind=tuple, read=_json_list, write=_json_write, metavar="JSON",
+                                     help='CORS allowed headers, a JSON list (default ["*"])')
+    allow_credentials: bool = setting(False, kind=bool, read=bool, help="CORS: allow credentials (vLLM's flag)")
+
+    def __post_init__(self) -> None:
+        self.validate()  # checked when made: no unchecked instance exists
+
+    def validate(self) -> "ServerSettings":
+        check_field(self.served_model_name is None or bool(self.served_model_name.strip()), "served_model_name",
+                    "served_model_name is empty: leave it out to serve the model under its --model")
+        check_field(self.api_key is None or bool(self.api_key), "api_key", "api_key is empty: leave it out for no check")
+        return self

@@ -9,10 +9,11 @@ flags change them. `setting_args` writes settings back as flags (a take's synth 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
 from .declare import declared, switch, values_of
 from .settings import FeedSettings, SamplingSettings, SettingsError, StreamSettings
-from .host_settings import ADMISSION_RULES, BatchingSettings
+from .host_settings import ADMISSION_RULES, BatchingSettings, ServerSettings
 
 
 def _flag_type(name: str, read):
@@ -102,3 +103,16 @@ def add_batching_flags(p: argparse.ArgumentParser) -> None:
 def batching_from_args(args: argparse.Namespace) -> BatchingSettings:
     return BatchingSettings(max_batch=args.max_batch, admission=args.admission,
                             codec_batching=args.codec_batching, look_ahead=args.look_ahead)
+
+
+def add_server_flags(p: argparse.ArgumentParser) -> None:
+    """vLLM's server flags we take (ServerSettings): the served name, the API key and CORS."""
+    _add_flags(p.add_argument_group("access (ServerSettings: vLLM's server flags)"), ServerSettings)
+
+
+def server_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> ServerSettings:
+    """The given server flags; an API key not given is $VLLM_API_KEY's, as vLLM reads it (the flag
+    wins; an empty one is none)."""
+    given = {k: v for k, v in vars(args).items() if k in declared(ServerSettings)}
+    given.setdefault("api_key", environ.get("VLLM_API_KEY") or None)
+    return ServerSettings(**given)

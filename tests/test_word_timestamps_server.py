@@ -232,3 +232,32 @@ def test_our_word_cut_is_vllm_omnis(text):
     from gepard_demo.alignment.words import text_words
 
     assert [w.word for w in text_words(text)] == vllm.aligner_words()(text)
+
+
+def test_the_websocket_refuses_word_timestamps_without_a_pcm_stream_naming_both_fields(piper_server):
+    """The wheel's rule (its serving_speech_stream.py, word for word): the words ride the PCM
+    audio.chunk frames, so a config without stream_audio, or not pcm, is refused; DEPLOY says so."""
+    import ast
+    import asyncio
+    from pathlib import Path
+
+    import websockets
+
+    from gepard_demo.serving.stream_protocol import TIMESTAMPS_NEED_PCM_STREAM
+
+    wheel = ast.parse((vllm.wheel_root() / "entrypoints/openai/serving_speech_stream.py").read_text())
+    texts = {n.value for n in ast.walk(wheel) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    assert TIMESTAMPS_NEED_PCM_STREAM in texts  # the wheel's own words
+    url = str(piper_server.base_url).replace("http://", "ws://") + "/v1/audio/speech/stream"
+
+    async def error_for(config):
+        async with websockets.connect(url) as ws:
+            await ws.send(json.dumps({"type": "session.config", "word_timestamps": True, **config}))
+            return json.loads(await asyncio.wait_for(ws.recv(), 60))
+
+    for config in ({}, {"response_format": "pcm"}, {"stream_audio": False, "response_format": "wav"}):
+        got = asyncio.run(error_for(config))
+        assert got == {"type": "error", "message": TIMESTAMPS_NEED_PCM_STREAM}, (config, got)
+        assert "stream_audio=true" in got["message"] and "response_format='pcm'" in got["message"]
+    deploy = (Path(__file__).resolve().parents[1] / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    assert "`word_timestamps: true` needs `stream_audio: true`" in deploy

@@ -175,6 +175,11 @@ class BatchScheduler(WrappedEngine):
         """Its thread started and has ended (closed, or died): a stream waiting on it stops waiting."""
         return self._thread is not None and not self._thread.is_alive()
 
+    def alive(self) -> bool:
+        """Not closed, and its thread (once started) still running: a server's /health."""
+        with self._cond:
+            return not self._closed and not self.stopped()
+
     def close(self) -> None:
         """End every request (they raise SchedulerClosed) and stop the thread."""
         with self._cond:

@@ -5,5 +5,6 @@
 - service.py   `SpeechService`: what the routes share (the scheduler, fixed settings, a body -> a checked session)
 - cloning.py   the server's `ref_audio` / `ref_text` / `task_type` fields and our extension fields
 - timestamps.py  `word_timestamps` (vLLM-Omni's field) served by gepard_demo/alignment
+- operations/    `/health`, `/metrics`, `/version`, the API key and CORS
 - client.py    `SpeechClient`: eval's served engine and the app's served mode
 """

@@ -19,12 +19,12 @@ one is a 400 whose `param` names it.
 from __future__ import annotations
 
 from gepard_demo.declare import takes_a_word, whole_number
-from gepard_demo.serving.protocol import GEPARD_RULES, FieldRule
-from gepard_demo.settings import AUTO, GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SamplingSettings, SettingsError
+from gepard_demo.serving.protocol import EXTENSION_FIELDS, GEPARD_RULES, FieldRule
+from gepard_demo.settings import AUTO, SamplingSettings, SettingsError
 from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio
 
 ACCEPTED_CLONING_FIELDS = ("ref_audio", "ref_text", "task_type")  # with a compressor to clone with
-EXTENSION_FIELDS = GUIDANCE_FIELDS + GUARDRAIL_FIELDS  # ours, always accepted
+# EXTENSION_FIELDS (ours, always accepted) is protocol.py's: its unknown-field error lists them too.
 
 
 def request_rules(cloning: bool, voices: bool = False) -> tuple[FieldRule, ...]:

@@ -31,8 +31,10 @@ import numpy as np
 import soundfile as sf
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gepard_demo.settings import GUARDRAIL_FIELDS, GUIDANCE_FIELDS
 from gepard_demo.units import SAMPLE_RATE  # Gepard's native rate; the only one served (sample_rate is refused)
 
+PROTOCOL = "vllm-omni==0.30.0"  # the wheel whose protocol this is (tests/vllm_omni_reference.py reads it)
 SPEECH_PATH = "/v1/audio/speech"
 MODELS_PATH = "/v1/models"
 VOICES_PATH = "/v1/audio/voices"  # vLLM-Omni's voice library (serving/voices.py)
@@ -54,6 +56,11 @@ CLONING_FIELDS = ("ref_audio", "ref_text", "ref_audio_2", "speaker_embedding", "
 # Declared request fields the Gepard adapter refuses whenever they are set (not None).
 UNSUPPORTED_FIELDS = ("non_streaming_mode", "instructions", "language", "ambient_sound", "duration_seconds",
                       "initial_codec_chunk_frames")
+# Fields a rule of GEPARD_RULES refuses whenever they are given: not taken while that rule stands.
+REFUSED_WHEN_GIVEN = CLONING_FIELDS + UNSUPPORTED_FIELDS + ("sample_rate", "extra_params", "word_timestamps")
+# Our extension fields (not vLLM-Omni's), always taken beside its fields: the sampling settings
+# declared served "guidance" or "guardrails" (settings.py; serving/cloning.py reads them).
+EXTENSION_FIELDS = GUIDANCE_FIELDS + GUARDRAIL_FIELDS
 
 
 class RequestError(ValueError):
@@ -177,6 +184,14 @@ class SpeechRequest:
     voice: str | None = None  # as sent: "default", a saved voice's name where the server keeps voices (voices.py)
 
 
+def taken_fields(rules: Iterable[FieldRule] = GEPARD_RULES) -> list[str]:
+    """The request fields a server with these rules takes: vLLM-Omni's, less those a rule refuses
+    whenever given, and our extension fields."""
+    ruled = {r.field for r in rules}
+    plain = sorted(n for n in SpeechBody.model_fields if not (n in REFUSED_WHEN_GIVEN and n in ruled))
+    return plain + list(EXTENSION_FIELDS)
+
+
 def parse_speech_request(body: object, model_id: str, rules: Iterable[FieldRule] = GEPARD_RULES) -> SpeechRequest:
     """Decide a request body as vLLM-Omni serving Gepard would; raises RequestError."""
     if not isinstance(body, dict):
@@ -188,8 +203,8 @@ def parse_speech_request(body: object, model_id: str, rules: Iterable[FieldRule]
         loc = err.get("loc") or ()
         param = str(loc[0]) if loc else None
         if err.get("type") == "extra_forbidden":
-            known = sorted(n for n in SpeechBody.model_fields if n not in CLONING_FIELDS + UNSUPPORTED_FIELDS)
-            raise RequestError(f"unknown field {param!r}; Gepard takes {known}", param) from None
+            raise RequestError(f"unknown field {param!r}; this server takes: {', '.join(taken_fields(rules))}",
+                               param) from None
         raise RequestError(f"{param or 'body'}: {err.get('msg')}", param) from None
     if req.model and req.model != model_id:  # vLLM's _is_model_supported: an empty name is the served one
         raise RequestError(f"The model `{req.model}` does not exist; this server serves `{model_id}`.", "model", 404)

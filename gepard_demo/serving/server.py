@@ -60,6 +60,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gepard_demo.alignment.result import timestamp_headers
 from gepard_demo.serving import timestamps
 from gepard_demo.serving.body_limit import MAX_BODY_BYTES, BodyLimit
+from gepard_demo.serving.operations import ServerMetrics, add_access, operations_router
 from gepard_demo.serving.protocol import (
     MODELS_PATH,
     SPEECH_PATH,
@@ -78,7 +79,7 @@ from gepard_demo.serving.speech_stream import SpeechStreamHandler
 from gepard_demo.serving.stream_protocol import STREAM_PATH
 from gepard_demo.serving.voices import UPLOAD_BODY_BYTES, VoiceShelf, voice_router
 from gepard_demo.settings import SamplingSettings, StreamSettings
-from gepard_demo.host_settings import BatchingSettings
+from gepard_demo.host_settings import BatchingSettings, ServerSettings
 from gepard_demo.streaming.report import report_headers, run_report
 from gepard_demo.streaming.session import SynthesisSession
 
@@ -132,15 +133,19 @@ async def _wait_for_hangup(request: Request, session: SynthesisSession) -> None:
 def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, stream: StreamSettings,
                      max_body_bytes: int = MAX_BODY_BYTES, prefixer: SpeakerPrefixer | None = None,
                      batching: BatchingSettings = BatchingSettings(), aligner: Aligner | None = None,
-                     voices: VoiceShelf | None = None) -> FastAPI:
+                     voices: VoiceShelf | None = None, server: ServerSettings = ServerSettings()) -> FastAPI:
     """The FastAPI app for one loaded engine + codec (`app.state.scheduler` drives the engine;
     close it to end every request). The arguments are SpeechService's (service.py): the fixed
-    settings, the reference-voice prefixer, the word aligner and the saved voices."""
-    service = SpeechService(engine, codec, sampling, stream, batching, prefixer, aligner, voices)
+    settings, the reference-voice prefixer, the word aligner and the saved voices; `server`: the
+    served name, API key and CORS (access.py). `app.state.metrics`: its ServerMetrics."""
+    service = SpeechService(engine, codec, sampling, stream, batching, prefixer, aligner, voices,
+                            served_name=server.served_model_name)
     app = FastAPI(title="Gepard speech server (vLLM-Omni's /v1/audio/speech for Gepard)")
     app.state.scheduler = service.scheduler
+    app.state.metrics = metrics = ServerMetrics(service.scheduler, service.model_id)
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes,
                        route_limits={("POST", VOICES_PATH): UPLOAD_BODY_BYTES})
+    add_access(app, server)  # outside the body limit: a request without the key is refused unread
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
@@ -153,13 +158,14 @@ def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, s
         log.exception("speech request failed")
         return _error(fault_message(exc), 500)
 
-    streams = SpeechStreamHandler(service, ahead=max(1, batching.look_ahead))
+    streams = SpeechStreamHandler(service, metrics, ahead=max(1, batching.look_ahead))
 
     @app.websocket(STREAM_PATH)
     async def speech_stream(ws: WebSocket):
         await streams.handle(ws)
 
     app.include_router(voice_router(voices, service.encoder_lock))
+    app.include_router(operations_router(service.scheduler, metrics))
 
     @app.get(MODELS_PATH)
     async def models():
@@ -174,29 +180,32 @@ def build_speech_app(engine: Engine, codec: Codec, sampling: SamplingSettings, s
         try:
             served, session = await service.open(body)
         except REFUSALS as exc:
+            metrics.refused()
             return _error(*refusal(exc))
         req = served.speech
         headers = service.headers(session, served)
         if req.mode != "none":
             media = "text/event-stream" if req.mode == "sse" else FORMATS_MEDIA[req.response_format]
-            return SessionStream(session, _stream_body(session, req, aligner), media_type=media,
+            return SessionStream(session, _stream_body(session, req, metrics, aligner), media_type=media,
                                  headers={**headers, "X-Accel-Buffering": "no"})
-        return await _whole(request, session, req, headers, aligner)
+        return await _whole(request, session, req, headers, metrics, aligner)
 
     return app
 
 
 async def _whole(request: Request, session: SynthesisSession, req: SpeechRequest, headers: dict,
-                 aligner: Aligner | None) -> Response:
+                 metrics: ServerMetrics, aligner: Aligner | None) -> Response:
     """The whole utterance in one answer, how it ended in its headers; a hang-up stops it."""
     watcher = asyncio.create_task(_wait_for_hangup(request, session))
     try:
         audio = await anyio.to_thread.run_sync(session.run)
     except Exception as exc:  # noqa: BLE001  answered here: the app-wide handler's re-raise drops the connection
         log.exception("speech request failed")
+        metrics.ended(session, failed=True)
         return _error(fault_message(exc), 500)
     finally:
         watcher.cancel()
+    metrics.ended(session)
     if session.cancelled:  # the client is gone: nobody reads this
         return Response(status_code=499)
     headers = {**headers, **report_headers(run_report(session.stats))}
@@ -210,7 +219,7 @@ async def _whole(request: Request, session: SynthesisSession, req: SpeechRequest
 FORMATS_MEDIA = {"pcm": "audio/pcm", "wav": "audio/wav"}
 
 
-async def _stream_body(session: SynthesisSession, req: SpeechRequest,
+async def _stream_body(session: SynthesisSession, req: SpeechRequest, metrics: ServerMetrics,
                        aligner: Aligner | None = None) -> AsyncIterator[bytes]:
     """Chunks as the session makes them: raw bytes or SSE events; a streamed WAV starts with
     a header whose sizes are unknown. The session starts only once the body is iterated, so a
@@ -220,7 +229,7 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest,
     def out(data: bytes) -> bytes:
         return delta_event(data, req.response_format) if sse else data
 
-    it = iter(session)
+    it, failed = iter(session), False
     try:
         first = True
         while True:
@@ -240,6 +249,7 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest,
             yield sse_event("speech.audio.done", {"gepard": run_report(session.stats)})
     except Exception as exc:  # mid-stream the status is already sent: end the stream loudly
         log.exception("speech stream failed")
+        failed = True
         if sse:
             yield sse_event("speech.audio.error", {"error": error_body(fault_message(exc), 500)["error"]})
         else:
@@ -249,3 +259,4 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest,
         # waits for the step in flight in its worker thread).
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(session.close)
+        metrics.ended(session, failed)

@@ -1,5 +1,7 @@
 """What the speech routes share (server.py): one loaded engine + codec behind a BatchScheduler,
-the server's fixed settings, and how a request body (served_request.ServedRequest) becomes a SynthesisSession.
+the server's fixed settings, and how a request body becomes a SynthesisSession: read once at the
+door into a ServedRequest (the wheel's fields, our extensions, the reference), which carries the
+streaming SessionRequest it runs; the speaker prefix joins it once encoded.
 
 A request is refused (a 400 naming its field) before it costs anything: text and settings are
 checked before a reference clip is decoded, and the clip before the session is made. Every
@@ -17,10 +19,11 @@ import anyio
 from gepard_demo.batching.codec_pool import CodecPool
 from gepard_demo.batching.scheduler import BatchScheduler
 from gepard_demo.serving import cloning, timestamps
-from gepard_demo.serving.protocol import DEFAULT_VOICE, SAMPLE_RATE, RequestError
-from gepard_demo.serving.served_request import ServedRequest, read_request
+from gepard_demo.serving.protocol import DEFAULT_VOICE, SAMPLE_RATE, FieldRule, RequestError, SpeechRequest, parse_speech_request
 from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings
 from gepard_demo.host_settings import BatchingSettings
+from gepard_demo.streaming.plan import plan
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.voice.library import VoiceError, voice_key
@@ -37,6 +40,35 @@ if TYPE_CHECKING:
 
 # What `open` raises for a request it refuses; `refusal` words each as (message, status, param).
 REFUSALS = (RequestError, cloning.CloningFieldError, ReferenceAudioError, TextError, SettingsError, VoiceError)
+
+
+@dataclass(frozen=True)
+class ServedRequest:
+    """speech: the wheel's fields as accepted. utterance: the text with the settings that run it
+    (the server's fixed ones, this request's max_new_tokens and seed, our extension fields); its
+    speaker None until encoded. ref_audio: the reference clip's bytes, not yet decoded.
+    voice: a saved voice's name, where the request speaks in one (set by the service)."""
+
+    speech: SpeechRequest
+    utterance: SessionRequest
+    ref_audio: bytes | None = None
+    ref_text_ignored: bool = False
+    voice: str | None = None
+
+
+def read_request(body: object, model_id: str, rules: tuple[FieldRule, ...], fixed: SamplingSettings,
+                 stream: StreamSettings) -> ServedRequest:
+    """A JSON body -> its ServedRequest, every field checked but the reference clip's audio (raises
+    protocol.RequestError, cloning.CloningFieldError, TextError or SettingsError, each naming its
+    field). The text is planned here, so a bad one is refused before anything is decoded."""
+    plain, extensions = cloning.split_extensions(body)
+    speech = parse_speech_request(plain, model_id, rules)
+    ref_audio, ref_text_ignored = cloning.reference_fields(plain)  # plain: a dict once parsed
+    base = fixed.replace(max_frames=speech.max_new_tokens or fixed.max_frames,
+                         seed=speech.seed if speech.seed is not None else fixed.seed)
+    sampling = cloning.with_extensions(base, extensions)
+    plan(speech.text, sampling)  # the session's own checks of text and settings, before any cost
+    return ServedRequest(speech, SessionRequest(speech.text, sampling, stream), ref_audio, ref_text_ignored)
 
 
 def refusal(exc: Exception) -> tuple[str, int, str | None]:
@@ -60,7 +92,8 @@ class SpeechService:
     sampling's max_frames is the default max_new_tokens and its seed, if any, the default seed. prefixer: a SpeakerPrefixer for
     `ref_audio` (None: the cloning fields are refused). aligner: for `word_timestamps` (None:
     refused, as vLLM-Omni refuses it without --forced-aligner). voices: the saved voices a request may
-    name (voices.py; None: only "default", as vLLM-Omni's Gepard)."""
+    name (voices.py; None: only "default", as vLLM-Omni's Gepard). served_name: the model id
+    requests name (vLLM's --served-model-name; None: the engine's own name)."""
 
     engine: Engine
     codec: Codec
@@ -70,11 +103,12 @@ class SpeechService:
     prefixer: SpeakerPrefixer | None = None
     aligner: Aligner | None = None
     voices: VoiceShelf | None = None
+    served_name: str | None = None  # --served-model-name: the model id instead of the checkpoint's name
 
     def __post_init__(self) -> None:
         if int(self.codec.sample_rate) != SAMPLE_RATE:
             raise ValueError(f"the codec runs at {self.codec.sample_rate} Hz; the speech API's pcm is {SAMPLE_RATE} Hz")
-        self.model_id = self.engine.model_info.name
+        self.model_id = self.served_name or self.engine.model_info.name
         self.scheduler = BatchScheduler(self.engine, self.batching)
         # Sessions share the codec's calls where their chunks line up (batching/codec_pool.py).
         self.stream_codec = CodecPool(self.codec) if self.batching.codec_batching else self.codec
@@ -111,9 +145,8 @@ class SpeechService:
         voice = served.speech.voice
         # A saved voice, unless ref_audio is sent too: the wheel's rule, ref_audio wins.
         if voice is not None and voice_key(voice) != DEFAULT_VOICE and served.ref_audio is None:
-            if not voice_held and not self.voices.knows(voice):  # the wheel's words
-                raise VoiceError(f"Unknown voice '{voice}'. Gepard has no built-in speakers. Upload a voice "
-                                 "first via POST /v1/audio/voices, or use ref_audio + ref_text.", "voice")
+            if not voice_held and not self.voices.knows(voice):
+                raise self.voices.unknown(voice)
             served = replace(served, voice=voice)
         return served
 

@@ -31,6 +31,7 @@ from fastapi import WebSocket
 
 from gepard_demo.serving import stream_protocol as sp
 from gepard_demo.serving import timestamps
+from gepard_demo.serving.operations import ServerMetrics
 from gepard_demo.serving.protocol import encode_audio, pcm16
 from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
 from gepard_demo.streaming.segments import segment_seed
@@ -73,9 +74,9 @@ class _Unit:
 class SpeechStreamHandler:
     """One handler per server; `handle` serves one connection until it ends."""
 
-    def __init__(self, service: SpeechService, ahead: int = 2, idle_timeout_s: float = sp.IDLE_TIMEOUT_S,
-                 config_timeout_s: float = sp.CONFIG_TIMEOUT_S):
-        self.service = service
+    def __init__(self, service: SpeechService, metrics: ServerMetrics, ahead: int = 2,
+                 idle_timeout_s: float = sp.IDLE_TIMEOUT_S, config_timeout_s: float = sp.CONFIG_TIMEOUT_S):
+        self.service, self.metrics = service, metrics  # a unit counts as one request
         self.ahead = ahead  # units generating at once beyond the one being sent
         self.idle_timeout_s = idle_timeout_s
         self.config_timeout_s = config_timeout_s
@@ -91,7 +92,7 @@ class SpeechStreamHandler:
 
 class _Connection:
     def __init__(self, handler: SpeechStreamHandler, ws: WebSocket):
-        self.handler, self.service, self.ws = handler, handler.service, ws
+        self.handler, self.service, self.ws, self.metrics = handler, handler.service, ws, handler.metrics
         self.config: sp.StreamConfig | None = None
         self.extensions: dict = {}
         self.speaker: torch.Tensor | None = None
@@ -193,12 +194,14 @@ class _Connection:
             unit.session = self.service.session(served, self.speaker)
         except REFUSALS as exc:
             unit.refused = refusal(exc)[0]
+            self.metrics.refused()
         if unit.session is not None:
             self.units.add(unit)
             unit.task = asyncio.create_task(self._generate(unit))
         self._say(unit)
 
     async def _generate(self, unit: _Unit) -> None:
+        failed = False
         try:
             async with self.generating:
                 it = iter(unit.session)
@@ -209,10 +212,12 @@ class _Connection:
         except Exception as exc:  # noqa: BLE001  told to the client in the unit's turn
             log.exception("speech stream: a unit failed")
             unit.chunks.put_nowait(exc)
+            failed = True
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(unit.session.close)
             self.units.discard(unit)
+            self.metrics.ended(unit.session, failed)
 
     # -- ending ----------------------------------------------------------------------------
 

@@ -105,6 +105,13 @@ class VoiceShelf:
     def knows(self, name: str) -> bool:
         return self.library.find(name) is not None
 
+    def unknown(self, name: str) -> VoiceError:
+        """A request's voice that is neither "default" nor saved: the error names what there is
+        (the wheel says "Gepard has no built-in speakers", untrue beside its own listing)."""
+        there = ", ".join(f"'{v}'" for v in self.listing()["voices"])
+        return VoiceError(f"Unknown voice '{name}'. This server's voices: {there} (GET {VOICES_PATH}). Upload a "
+                          f"voice first via POST {VOICES_PATH}, or send ref_audio.", "voice")
+
     def prefix(self, name: str) -> torch.Tensor:
         """The saved voice's prefix, on the compressor's device and dtype: the tensor the same clip
         sent as `ref_audio` gives (VoiceError naming `voice` when there is none of that name)."""

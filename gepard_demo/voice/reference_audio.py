@@ -81,10 +81,14 @@ def decode_audio(data: bytes, max_s: float = MAX_FILE_S) -> tuple[np.ndarray, in
         raise _too_long(info.frames / info.samplerate, max_s)
     limit = int(max_s * info.samplerate)
     parts, n = [], 0
-    with sf.SoundFile(io.BytesIO(data)) as f:
-        for block in f.blocks(blocksize=1 << 16, dtype="float32", always_2d=True, frames=limit + 1):
-            parts.append(block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0].copy())
-            n += len(block)
+    try:  # a header that reads and samples that do not (a cut-off FLAC) are bad audio too, not a fault
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            for block in f.blocks(blocksize=1 << 16, dtype="float32", always_2d=True, frames=limit + 1):
+                parts.append(block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0].copy())
+                n += len(block)
+    except (sf.LibsndfileError, RuntimeError) as exc:
+        raise ReferenceAudioError(f"the reference is not readable audio ({_reason(exc)}); use WAV, FLAC, OGG "
+                                  "or MP3") from None
     if n > limit:  # the header under-counted
         raise _too_long(n / info.samplerate, max_s, at_least=True)
     mono = np.concatenate(parts) if parts else np.zeros(0, np.float32)
