@@ -30,6 +30,8 @@ ends every request then in the batch with it; the scheduler carries on with the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import itertools
 import queue
 import threading
@@ -226,3 +228,9 @@ class BatchScheduler(WrappedEngine):
             self._rows.tickets.clear()
             self._line.waiting.clear()
         end(left, exc)
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.model.seams import Engine
+
+    _BatchScheduler_is_a_Engine: type[Engine] = BatchScheduler

@@ -6,6 +6,8 @@ one request's frames as they are made (the streaming demo). Both go through the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,3 +192,9 @@ class GepardEngine(FrameMaker):
                 yield step
         finally:
             steps.close()
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.model.seams import Engine
+
+    _GepardEngine_is_a_Engine: type[Engine] = GepardEngine

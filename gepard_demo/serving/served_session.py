@@ -111,3 +111,9 @@ class ServedSession(OnceIterableSession):
                 ev = done_info["word_timestamps"]
                 self.word_alignment = from_wire(ev.get("timestamps"), ev.get("confidence"), ev.get("note"),
                                                 self.low_confidence)
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Session
+
+    _ServedSession_is_a_Session: type[Session] = ServedSession

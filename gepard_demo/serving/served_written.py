@@ -140,3 +140,8 @@ class ServedWrittenSession(ServedSession):
                 "ahead_s": 0.0, "rate": None, "text_rate": None, "ends_s": list(self._ends_s),
                 "written_s": list(self.written.written_s)}
 
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Session
+
+    _ServedWrittenSession_is_a_Session: type[Session] = ServedWrittenSession

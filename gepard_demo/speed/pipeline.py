@@ -125,3 +125,9 @@ class PipedFrames(FrameSource):
 
     def __del__(self) -> None:
         self._stop.set()
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.model.seams import Engine
+
+    _PipelinedEngine_is_a_Engine: type[Engine] = PipelinedEngine

@@ -272,3 +272,9 @@ def _as_codes(codes: list[Codes]) -> torch.Tensor:
     import torch
 
     return torch.as_tensor(np.asarray(stack_codes(codes), dtype=np.int64))
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Session
+
+    _SynthesisSession_is_a_Session: type[Session] = SynthesisSession

@@ -94,3 +94,9 @@ class CallBounds:
         frames = np.asarray(stack_codes(segment_codes), dtype=np.int64) if segment_codes else None
         return SessionCarry(segment, frames, playback.dec.carry(), list(playback.ended_by), stats.copy(),
                             codes.astype(np.int64))
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Handover
+
+    _CallBounds_is_a_Handover: type[Handover] = CallBounds

@@ -16,6 +16,8 @@ forward pass in the main process raises.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import multiprocessing
 import threading
 import time
@@ -170,3 +172,9 @@ def _serve(resident: Resident, calls, calls_w, results_r, results, stop, start_d
             results.send(_END)
     except (BrokenPipeError, ConnectionResetError):  # the main process went away mid-call: end quietly
         return
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.zerogpu.runners import GpuRunner
+
+    _Forked_is_a_GpuRunner: type[GpuRunner] = Forked

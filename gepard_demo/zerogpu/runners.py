@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from typing import Callable, Iterator, Protocol, TypeVar
 
 from . import tasks
@@ -85,3 +87,8 @@ class ZeroGpu:
     @staticmethod
     def _call_duration(fn: Callable[..., object], args: tuple, duration_s: float) -> float:
         return duration_s
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    _InProcess_is_a_GpuRunner: type[GpuRunner] = InProcess
+    _ZeroGpu_is_a_GpuRunner: type[GpuRunner] = ZeroGpu

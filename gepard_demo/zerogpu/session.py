@@ -155,3 +155,9 @@ class GpuSession(OnceIterableSession):
         finally:
             items.close()  # a Stop (or the page going away) ends the GPU call here
             self._in_call = False
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Session
+
+    _GpuSession_is_a_Session: type[Session] = GpuSession

@@ -152,3 +152,10 @@ class GpuVoices(PageVoices):
         with self._lock:
             self._cache[key] = prefix
         return prefix
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Host, Voices
+
+    _GpuHost_is_a_Host: type[Host] = GpuHost
+    _GpuVoices_is_a_Voices: type[Voices] = GpuVoices

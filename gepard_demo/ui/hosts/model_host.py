@@ -176,3 +176,9 @@ def load_model_host(
         reason = f"{type(exc).__name__}: {exc}"
     engine, codec = _load_pair(fallback, cache_dir, engine_loader, codec_loader)
     return ModelHost(engine, codec, requested, fallback_reason=reason)
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Host
+
+    _ModelHost_is_a_Host: type[Host] = ModelHost

@@ -189,3 +189,10 @@ def lock_controls(host: PageHost, controls: dict[str, Component]) -> None:
 
 
 __all__ = ["ServedHost", "ServedSession", "ServedVoices", "SpeechServerError", "load_served_host", "lock_controls"]
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Host, Voices
+
+    _ServedHost_is_a_Host: type[Host] = ServedHost
+    _ServedVoices_is_a_Voices: type[Voices] = ServedVoices

@@ -8,6 +8,8 @@ gives the engine back between batches to anyone who asked meanwhile.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import threading
 import time
 from collections import deque
@@ -65,3 +67,9 @@ class FairLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import TurnLock
+
+    _FairLock_is_a_TurnLock: type[TurnLock] = FairLock

@@ -137,3 +137,9 @@ def wire_voice_events(voices: Voices, ref_audio: gr.Audio, ref_status: gr.Markdo
     encoder, which would slow a generation running beside it)."""
     ref_audio.change(voices.prepare, ref_audio, ref_status, concurrency_limit=1, concurrency_id="gepard-engine",
                      show_progress="minimal", api_visibility="private")
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.streaming.seams import Voices
+
+    _VoiceCloning_is_a_Voices: type[Voices] = VoiceCloning
