@@ -20,6 +20,7 @@ a Stop ends the call at its next step event, and `close()` drops every row of th
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -233,3 +234,9 @@ def _frames(steps: list[FrameStep], ended: str | None) -> SegmentFrames:
                          [float(s.p_stop) for s in steps], [float(s.entropy) for s in steps],
                          [float("nan") if s.nll is None else float(s.nll) for s in steps if s.codes is not None],
                          ended)
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.model.seams import FrameEngine
+
+    _CallBatch_is_a_FrameEngine: type[FrameEngine] = CallBatch
