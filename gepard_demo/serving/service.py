@@ -63,7 +63,8 @@ def read_request(body: object, model_id: str, rules: tuple[FieldRule, ...], fixe
     field). The text is planned here, so a bad one is refused before anything is decoded."""
     plain, extensions = cloning.split_extensions(body)
     speech = parse_speech_request(plain, model_id, rules)
-    ref_audio, ref_text_ignored = cloning.reference_fields(plain)  # plain: a dict once parsed
+    assert isinstance(plain, dict)  # parse_speech_request refuses any other body
+    ref_audio, ref_text_ignored = cloning.reference_fields(plain)
     base = fixed.replace(max_frames=speech.max_new_tokens or fixed.max_frames,
                          seed=speech.seed if speech.seed is not None else fixed.seed)
     sampling = cloning.with_extensions(base, extensions)
@@ -81,9 +82,9 @@ def refusal(exc: Exception) -> tuple[str, int, str | None]:
         return f"ref_audio: {exc}", 400, "ref_audio"
     if isinstance(exc, TextError):
         return str(exc), 400, "input"
-    if isinstance(exc, VoiceError):
+    if isinstance(exc, (VoiceError, SettingsError)):
         return str(exc), 400, exc.field
-    return str(exc), 400, exc.field  # SettingsError
+    raise TypeError(f"not a refusal: {exc!r}") from exc
 
 
 @dataclass
@@ -145,6 +146,7 @@ class SpeechService:
         voice = served.speech.voice
         # A saved voice, unless ref_audio is sent too: the wheel's rule, ref_audio wins.
         if voice is not None and voice_key(voice) != DEFAULT_VOICE and served.ref_audio is None:
+            assert self.voices is not None  # the rules refuse a named voice where the server keeps none
             if not voice_held and not self.voices.knows(voice):
                 raise self.voices.unknown(voice)
             served = replace(served, voice=voice)
@@ -155,9 +157,11 @@ class SpeechService:
         voice); one encode at a time, off the event loop. Raises ReferenceAudioError for a bad clip,
         VoiceError for a voice deleted since the request was checked."""
         if served.voice is not None:
+            assert self.voices is not None  # check() names a voice only where the server keeps voices
             return await anyio.to_thread.run_sync(self.voices.prefix, served.voice)
         if served.ref_audio is None:
             return None
+        assert self.prefixer is not None  # the rules refuse ref_audio where the model cannot clone
         async with self.encoder_lock:
             return (await anyio.to_thread.run_sync(self.prefixer.from_bytes, served.ref_audio)).tokens
 

@@ -59,14 +59,16 @@ class ZeroGpu:
         self.resident = resident
         # Bound methods: ZeroGPU forks the worker from this process, so `self` (and the resident
         # placed at start-up) is already there; only the request is pickled.
-        self._stream = spaces.GPU(duration=self._stream_duration)(self._stream_task)
-        self._call = spaces.GPU(duration=self._call_duration)(self._call_task)
+        self._stream: Callable[[tasks.StreamRequest], Iterator[tasks.StreamItem]] = spaces.GPU(
+            duration=self._stream_duration)(self._stream_task)
+        self._call: Callable[..., object] = spaces.GPU(duration=self._call_duration)(self._call_task)
 
     def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
         return self._stream(request)
 
     def call(self, fn: Callable[..., R], *args: object, duration_s: float = 60.0) -> R:
-        return tasks.unwrap(self._call(fn, args, duration_s))
+        result: R | tasks.Failure = self._call(fn, args, duration_s)  # type: ignore[assignment]  # _call_task's
+        return tasks.unwrap(result)
 
     # -- inside the worker ---------------------------------------------------------------------
 
@@ -82,7 +84,9 @@ class ZeroGpu:
 
     @staticmethod
     def _stream_duration(request: tasks.StreamRequest) -> float:
-        return request.ask_s  # sized in the main process, for this call's part (session.py, budget.py)
+        if request.ask_s is None:  # GpuSession sizes every call before it is scheduled
+            raise ValueError("a ZeroGPU stream call needs its ask_s (zerogpu/budget.py)")
+        return float(request.ask_s)  # sized in the main process, for this call's part (session.py, budget.py)
 
     @staticmethod
     def _call_duration(fn: Callable[..., object], args: tuple, duration_s: float) -> float:
