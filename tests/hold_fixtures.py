@@ -127,6 +127,7 @@ def _contains(seq: list[int], part: list[int]) -> bool:
 
 class _Meeting(threading.Event):
     peak = 0  # the most requests in the batch at once
+    refusals: list[str]  # why the wait line kept a request out at an admission (a failed meeting's cause)
 
 
 @contextlib.contextmanager
@@ -136,9 +137,22 @@ def admitted_together(scheduler, n: int, seconds: float = 60.0):
     its queue, and the scheduler admits those at its next step, long before any of them ends.
     Without it, whether requests overlap depends on how fast the first one runs. The yielded
     event's `peak` is the most requests the scheduler's batch held at once, read inside it at each
-    admission (a poll from outside may miss the moment on a loaded host)."""
+    admission (a poll from outside may miss the moment on a loaded host); `refusals`, the wait
+    line's reasons for keeping one out, for the failure message.
+
+    "At its next step" holds for admission "cap" only: "realtime" refuses a newcomer on a host
+    whose measured costs are slow (a busy one), so the scheduler must be built with "cap". Its
+    wait line reads the settings it was built with: replacing `scheduler.settings` afterwards
+    changes nothing (the test that did so met on a quiet host only), so the check reads the
+    wait line's."""
+    rule = scheduler._line.settings
+    if rule.admission != "cap" or rule.max_batch < n:
+        raise ValueError(f"admitted_together({n}) needs a scheduler built with admission 'cap' and max_batch >= {n}, "
+                         f"not {rule.admission!r} and {rule.max_batch}: BatchScheduler(engine, "
+                         f"BatchingSettings(max_batch={n}, admission='cap'))")
     admit = DecodeBatch.admit
     met = _Meeting()
+    met.refusals = []
 
     def waiting_admit(self, requests):
         if not met.is_set() and threading.current_thread() is scheduler._thread:
@@ -149,6 +163,8 @@ def admitted_together(scheduler, n: int, seconds: float = 60.0):
         handles = admit(self, requests)
         if threading.current_thread() is scheduler._thread:
             met.peak = max(met.peak, len(self))
+            with scheduler._cond:  # the line's head learnt its reason in this step's admissible()
+                met.refusals += [t.reason for t in scheduler._line.waiting if t.reason]
         return handles
 
     DecodeBatch.admit = waiting_admit

@@ -5,8 +5,6 @@ pages generating together both play without a gap."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -22,35 +20,19 @@ from gepard_demo.streaming.seams import SessionRequest
 pytestmark = pytest.mark.slow
 
 
-class Peak(threading.Thread):
-    """Polls the scheduler: the most requests it ran at once."""
-
-    def __init__(self, scheduler):
-        super().__init__(daemon=True)
-        self.scheduler, self.peak, self.stop = scheduler, 0, threading.Event()
-
-    def run(self):
-        while not self.stop.is_set():
-            self.peak = max(self.peak, self.scheduler.load()["running"])
-            time.sleep(0.002)
-
-
 def test_two_generates_decode_together_and_each_is_its_solo_run(live_batching_demo, tiny_engine, tiny_codec):  # noqa: F811
     from gradio_client import Client
 
     from app import DEMO_STREAM
 
     host = live_batching_demo.demo.host
-    peak = Peak(host.scheduler)
-    peak.start()
     seeds, frames = [21, 22], 400
     clients = [Client(live_batching_demo.url, verbose=False) for _ in seeds]
-    with admitted_together(host.scheduler, len(seeds)):  # they meet in the batch however fast the first runs
+    with admitted_together(host.scheduler, len(seeds)) as meeting:  # they meet in the batch however fast the first runs
         jobs = [c.submit(*args(new_id(), seed=s, max_frames=frames, stop_threshold=0.99, fade_ms=20, silence_ms=0,
                                chunk_frames=10, first_chunk_frames=10), api_name="/generate") for c, s in zip(clients, seeds)]
         results = [j.result(timeout=120) for j in jobs]
-    peak.stop.set()
-    assert peak.peak == 2, peak.peak  # together, not in turn
+    assert meeting.peak == 2, (meeting.peak, meeting.refusals)  # together, not in turn (read inside the scheduler)
     for seed, (status, wav, _, _) in zip(seeds, results):
         assert status.startswith("Done"), status
         heard, _ = sf.read(wav, dtype="float32")
@@ -86,13 +68,10 @@ def test_two_pages_generating_at_once_both_play(browser, live_batching_demo):  #
         set_number(pg, "gepard-prebuffer", 10_000)
         pages.append(pg)
     scheduler = live_batching_demo.demo.host.scheduler
-    peak = Peak(scheduler)
-    peak.start()
-    with admitted_together(scheduler, len(pages)):
+    with admitted_together(scheduler, len(pages)) as meeting:
         jobs = [click_generate(pg) for pg in pages]
         stats = [wait_player(pg, job) for pg, job in zip(pages, jobs)]
-    peak.stop.set()
-    assert peak.peak == 2, peak.peak
+    assert meeting.peak == 2, (meeting.peak, meeting.refusals)
     for s in stats:
         assert s["state"] == "ended", s
         assert s["samplesReceived"] == FRAMES * 1024 and s["samplesPlayed"] == s["samplesReceived"]
