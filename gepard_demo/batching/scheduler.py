@@ -55,11 +55,11 @@ from .tickets import SchedulerClosed, Ticket, TicketFrames
 class BatchScheduler(WrappedEngine):
     def __init__(self, engine: Engine, settings: BatchingSettings = BatchingSettings()):
         super().__init__(engine)
-        self.settings = settings
+        self._settings = settings
         self.costs = Costs()
         self._cond = threading.Condition()
         self._rows = RunningRows(self._cond, self.costs)  # the requests in the batch
-        self._line = WaitLine(engine, self.settings, self.costs, self._rows.tickets)  # the requests not yet in it
+        self._line = WaitLine(engine, settings, self.costs, self._rows.tickets)  # the requests not yet in it
         self._numbers = itertools.count()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -67,6 +67,12 @@ class BatchScheduler(WrappedEngine):
     # -- what callers use ------------------------------------------------------------------
 
     takes_look_ahead = True  # SynthesisSession: later segments of a long text may run ahead here
+
+    @property
+    def settings(self) -> BatchingSettings:
+        """Fixed when the scheduler is made: its wait line admits by them (line.py), so changing
+        them later would change nothing; build another scheduler instead."""
+        return self._settings
 
     def stream_frames(self, request: FrameRequest) -> "TicketFrames":
         """One request's FrameSteps as they are made (engine.stream_frames' contract); closing the
