@@ -135,13 +135,16 @@ def _score_and_report(args, run_dir, derail) -> int:
 
 
 def cmd_score(args) -> int:
-    return _score_and_report(args, args.run_dir, rule_from_args(args))
+    from eval.runs.locate import run_path
+
+    return _score_and_report(args, run_path(args.run_dir), rule_from_args(args))
 
 
 def cmd_report(args) -> int:
     from eval.report.markdown import make_report
+    from eval.runs.locate import run_path
 
-    print(make_report(args.run_dir, args.asr_tag, rule_from_args(args)))
+    print(make_report(run_path(args.run_dir), args.asr_tag, rule_from_args(args)))
     return 0
 
 
@@ -150,7 +153,9 @@ def cmd_compare(args) -> int:
     comparison folder; exit 1 when any run breaches the gate, 2 on input that cannot be compared."""
     from eval.compare.folder import compare_into
     from eval.compare.gate import Gate
+    from eval.runs.locate import run_path
 
+    args.base, args.new = run_path(args.base), [run_path(n) for n in args.new]
     gate = Gate.load(args.gate) if args.gate else Gate.max_wer_increase(0.0)
     if args.max_wer_increase is not None:  # the former flag: a limit on the overall corpus WER
         gate = gate.with_overall_wer(args.max_wer_increase)

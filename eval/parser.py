@@ -127,7 +127,8 @@ def _add_listening(sub) -> None:
     ls = sub.add_parser("listening", help="a blind listening test's report from its votes (the Eval tab collects them); "
                                           "--new RUN RUN... makes the session")
     ls.add_argument("session", help="the session folder: RUNS_DIR/listening/NAME")
-    ls.add_argument("--new", nargs="+", default=None, metavar="RUN", help="make it: these runs (folder names in RUNS_DIR)")
+    ls.add_argument("--new", nargs="+", default=None, metavar="RUN",
+                    help="make it: these runs (each a run folder's path, or its name in RUNS_DIR)")
     ls.add_argument("--seed", type=int, default=0, help="the seed that shuffles the pairs and their sides")
 
 

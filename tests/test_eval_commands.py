@@ -42,3 +42,20 @@ def test_a_gate_on_an_unmeasured_measure_says_which_run_lacks_it_and_why(tmp_pat
     err = capsys.readouterr().err
     assert "--dnsmos off" not in err.split("It needs")[0]
     assert f"{new} has no dnsmos_ovrl value" in err and "Silero VAD found under 1 s of speech" in err
+
+
+def test_every_command_takes_a_runs_path(tmp_path, monkeypatch, capsys):
+    """listening --new took bare names only ('runs/smoke' is not a run in runs); now a path or a name."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("smoke", "t7"):
+        fake_run(tmp_path / "runs" / name, TEXTS[:3], TEXTS[:3], wavs=True)
+    assert main(["listening", "runs/listening/paths", "--new", "runs/smoke", str(tmp_path / "runs" / "t7")]) == 0
+    session = json.loads((tmp_path / "runs/listening/paths/session.json").read_text())
+    assert session["runs"] == ["smoke", "t7"] and len(session["pairs"]) == 3
+    assert main(["listening", "runs/listening/names", "--new", "smoke", "t7"]) == 0  # bare names, as before
+    assert main(["listening", "runs/listening/paths", "--new", "smoke", "runs/t7"]) == 0  # the same runs: reopened
+    for cmd in (["report", "runs/nowhere"], ["compare", "runs/smoke", "runs/nowhere"],
+                ["listening", "runs/listening/x", "--new", "runs/smoke", "runs/nowhere"]):
+        assert main(cmd) == 2
+        assert "'runs/nowhere' is not a run folder: no config.json" in capsys.readouterr().err
+    assert main(["compare", "runs/smoke", "runs/t7"]) == 0 and main(["report", "runs/t7"]) == 0
