@@ -59,3 +59,33 @@ def test_every_command_takes_a_runs_path(tmp_path, monkeypatch, capsys):
         assert main(cmd) == 2
         assert "'runs/nowhere' is not a run folder: no config.json" in capsys.readouterr().err
     assert main(["compare", "runs/smoke", "runs/t7"]) == 0 and main(["report", "runs/t7"]) == 0
+
+
+def _wavs(folder: Path, ids: list[str]) -> Path:
+    import numpy as np
+    import soundfile as sf
+
+    folder.mkdir(parents=True)
+    for uid in ids:
+        sf.write(folder / f"{uid}.wav", np.zeros(4410, np.float32), 22050)
+    return folder
+
+
+def test_a_run_that_cannot_start_writes_nothing(tmp_path, capsys):
+    """A bad --model or --files left a stub folder that refused the corrected command."""
+    from eval.runs.sets import load_set
+
+    out = tmp_path / "runs" / "other"
+    assert main(["run", "--model", str(tmp_path / "no-such-model"), "--set", "smoke", "--out", str(out)]) == 2
+    assert not out.exists(), sorted(p.name for p in out.iterdir())
+    ids = [u.id for u in load_set("smoke")]
+    some = _wavs(tmp_path / "some", ids[:2])
+    assert main(["run", "--engine", "files", "--files", str(some), "--set", "smoke", "--out", str(out)]) == 2
+    assert "has no audio for 4 of the set's 6" in capsys.readouterr().err
+    assert not out.exists()
+    out.mkdir()  # a folder the user made stays, empty, as it was
+    assert main(["run", "--engine", "files", "--files", str(tmp_path / "none"), "--set", "smoke", "--out", str(out)]) == 2
+    assert out.is_dir() and not list(out.iterdir())
+    every = _wavs(tmp_path / "every", ids)
+    assert main(["run", "--engine", "files", "--files", str(every), "--set", "smoke", "--out", str(out)]) == 0
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 6

@@ -26,6 +26,7 @@ import fcntl
 import hashlib
 import io
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -314,9 +315,12 @@ def reference(u: Utterance, cfg: RunConfig) -> Reference | None:
 
 @contextlib.contextmanager
 def _writing(run_dir: Path) -> Iterator[None]:
-    """The run folder, made and held by this process alone (a lock file) while the block runs."""
+    """The run folder, made and held by this process alone (a lock file) while the block runs. A
+    new run that fails before its first row (a bad --model, a missing --files) takes back all it
+    wrote, so the corrected command starts afresh instead of meeting "a run with different model"."""
     if run_dir.exists() and not run_dir.is_dir():
         raise RunError(f"--out {run_dir} is a file, not a run folder; pick a new --out")
+    before = set(run_dir.iterdir()) if run_dir.is_dir() else None
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(exist_ok=True)
     with open(run_dir / ".lock", "w") as lock:
@@ -326,6 +330,13 @@ def _writing(run_dir: Path) -> Iterator[None]:
             raise RunError(f"{run_dir} is being written by another process") from None
         try:
             yield
+        except BaseException:
+            if not (run_dir / "rows.jsonl").exists() and run_dir / "config.json" not in (before or ()):
+                for p in set(run_dir.iterdir()) - (before or set()):
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+                if before is None:
+                    run_dir.rmdir()
+            raise
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
