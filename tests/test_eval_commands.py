@@ -89,3 +89,51 @@ def test_a_run_that_cannot_start_writes_nothing(tmp_path, capsys):
     every = _wavs(tmp_path / "every", ids)
     assert main(["run", "--engine", "files", "--files", str(every), "--set", "smoke", "--out", str(out)]) == 0
     assert len((out / "rows.jsonl").read_text().splitlines()) == 6
+
+
+def test_the_files_engine_names_every_missing_id(tmp_path, capsys):
+    """It named 10 and "and 200 more"; eval/README.md promises every one."""
+    from eval.runs.sets import load_set
+
+    ids = [u.id for u in load_set("core")]
+    some = _wavs(tmp_path / "some", ids[:2])
+    assert main(["run", "--engine", "files", "--files", str(some), "--set", "core", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "has no audio for 208 of the set's 210" in err and all(i in err for i in ids[2:]) and "more" not in err
+
+
+def test_a_pool_server_left_out_does_not_ask_for_a_rerun(monkeypatch):
+    """The pool goes on without a server that does not answer: its line must not say "rerun to resume"."""
+    import socket
+
+    from eval.engines import served
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    real = served.GepardServer.served_model
+    monkeypatch.setattr(served.GepardServer, "served_model",
+                        lambda self: "tiny" if self.url == "http://live.invalid" else real(self))
+    lines = []
+    pool = served.load_server_engine([dead, "http://live.invalid"], "tiny", timeout=5, log=lines.append)
+    assert list(pool.dead) == [dead] and len(lines) == 1
+    assert lines[0].startswith("left out, the run goes on without it:") and dead in lines[0]
+    assert "rerun" not in lines[0] and "resume" not in lines[0]
+
+
+def test_help_and_readme_say_what_the_flags_do():
+    """--axis: the help said cfg-scale=, the README cfg_scale (both work, both now say cfg_scale);
+    --max-wer-increase: the help said "on top of --gate", the code replaces the gate's overall WER limit."""
+    from eval.compare.gate import Gate
+    from eval.parser import build_parser
+    from eval.sweeps.grid import parse_axes
+
+    assert parse_axes(["cfg-scale=1,2"]) == parse_axes(["cfg_scale=1,2"]) == (("cfg_scale", (1.0, 2.0)),)
+    sub = build_parser()._subparsers._group_actions[0].choices
+    sweep_help, compare_help = sub["sweep"].format_help(), " ".join(sub["compare"].format_help().split())
+    assert "cfg-scale=" not in sweep_help and "cfg_scale=1,2,3" in sweep_help
+    assert "replaces the gate's overall corpus_wer limit" in compare_help
+    gate = Gate.load(EXAMPLE_GATE).with_overall_wer(0.2)
+    assert gate.limits["all"]["corpus_wer"] == 0.2 and gate.limits["all"]["loop"] == 0  # replaced, the rest kept
+    readme = " ".join((EXAMPLE_GATE.parents[1] / "README.md").read_text().split())
+    assert "with `--gate`, it replaces the gate's overall `corpus_wer` limit" in readme
