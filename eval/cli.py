@@ -203,6 +203,7 @@ def cmd_sets(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    from eval.progress import FractionBar
     from eval.runs.run import RunConfig
     from eval.sweeps.grid import DEFAULT_AXES, SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
@@ -215,8 +216,21 @@ def cmd_sweep(args) -> int:
     flags = tuple((name, tuple(vars(args)[f"axis_{name}"])) for name in DEFAULT_AXES)
     sc = SweepConfig(base=base, swept=flags + parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
-    print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "on"), derail=derail))
+    bar = FractionBar(f"sweep {Path(args.out).name}")
+    try:
+        csv = sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "on"), derail=derail,
+                    progress=bar, log=_say)
+    finally:
+        bar.close()
+    print(csv)
     return 0
+
+
+def _say(line: str) -> None:
+    """A line on stderr that leaves the progress bars below it whole."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
 
 
 def cmd_stream_chart(args) -> int:

@@ -137,3 +137,34 @@ def test_help_and_readme_say_what_the_flags_do():
     assert gate.limits["all"]["corpus_wer"] == 0.2 and gate.limits["all"]["loop"] == 0  # replaced, the rest kept
     readme = " ".join((EXAMPLE_GATE.parents[1] / "README.md").read_text().split())
     assert "with `--gate`, it replaces the gate's overall `corpus_wer` limit" in readme
+
+
+@pytest.mark.slow
+def test_the_long_commands_show_progress_with_the_time_left(tmp_path, tiny_cache_dir, capsys):
+    """sweep, stream-chart and tail-chart printed nothing until they finished (11.5, 4.7, 4.2 min)."""
+    cache = ["--model-cache", str(tiny_cache_dir)]
+    sweep = ["sweep", "--set", "smoke", "--limit", "1", "--max-frames", "30", "--temperatures", "0.3", *cache]
+    assert main([*sweep, "--stop-thresholds", "0.3", "0.5", "--brute-force", "--out", str(tmp_path / "sw")]) == 0
+    err = capsys.readouterr().err
+    assert "synthesis: point 1 of 2" in err and "synthesis: point 2 of 2" in err and "sweep point 2 of 2: " in err
+    assert "sweep sw: 100%" in err and "<00:00]" in err  # tqdm's [elapsed<remaining]
+    assert main([*sweep, "--stop-thresholds", "0.3", "0.5", "--out", str(tmp_path / "one")]) == 0
+    assert "synthesis: points 1-2 of 2" in capsys.readouterr().err
+    assert main(["stream-chart", "--out", str(tmp_path / "sc"), "--limit", "1", "--max-frames", "20",
+                 "--chunk-sizes", "5", "10", "--lookbacks", "0", *cache]) == 0
+    err = capsys.readouterr().err
+    assert "stream-chart rows: 100%" in err and "4/4 [" in err and "<00:00" in err
+    assert main(["tail-chart", "--out", str(tmp_path / "tc"), "--set", "smoke", "--limit", "1", "--fades-ms", "0", "10",
+                 "--silences-ms", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "tail-chart Piper speech: 100%" in err and "tail-chart clips: 100%" in err and "2/2 [" in err
+
+
+def test_sweep_help_shows_the_declared_default_grid():
+    from eval.parser import build_parser
+    from eval.sweeps.grid import DEFAULT_AXES, axis_words
+
+    text = " ".join(build_parser()._subparsers._group_actions[0].choices["sweep"].format_help().split())
+    for name, values in DEFAULT_AXES.items():
+        assert f"{axis_words(name)} {' '.join(map(str, values))}" in text
+        assert f"the {axis_words(name)} to sweep (default: {' '.join(map(str, values))})" in text
