@@ -4,6 +4,7 @@ Entry point: `python -m eval {run,score,report,compare,listening,sweep,stream-ch
 
 Packages, lower first (each imports only those above it; tests/test_layout.py keeps it so):
 - jsonio.py  crash-safe files: atomic writes, JSONL rows appended one a write
+- progress.py  the long commands' progress bars (tqdm, on stderr), with the time left
 - scoring/   ASR, text normalisation, metrics, bootstrap, speaker similarity
 - engines/   what synthesizes: gepard_demo locally, Piper, a served Gepard
 - runs/      run folders: batch synthesis, scoring, sets, seeds

@@ -134,13 +134,16 @@ def _score_and_report(args, run_dir, derail) -> int:
 
 
 def cmd_score(args) -> int:
-    return _score_and_report(args, args.run_dir, rule_from_args(args))
+    from eval.runs.locate import run_path
+
+    return _score_and_report(args, run_path(args.run_dir), rule_from_args(args))
 
 
 def cmd_report(args) -> int:
     from eval.report.markdown import make_report
+    from eval.runs.locate import run_path
 
-    print(make_report(args.run_dir, args.asr_tag, rule_from_args(args)))
+    print(make_report(run_path(args.run_dir), args.asr_tag, rule_from_args(args)))
     return 0
 
 
@@ -149,7 +152,9 @@ def cmd_compare(args) -> int:
     comparison folder; exit 1 when any run breaches the gate, 2 on input that cannot be compared."""
     from eval.compare.folder import compare_into
     from eval.compare.gate import Gate
+    from eval.runs.locate import run_path
 
+    args.base, args.new = run_path(args.base), [run_path(n) for n in args.new]
     gate = Gate.load(args.gate) if args.gate else Gate.max_wer_increase(0.0)
     if args.max_wer_increase is not None:  # the former flag: a limit on the overall corpus WER
         gate = gate.with_overall_wer(args.max_wer_increase)
@@ -197,6 +202,7 @@ def cmd_sets(args) -> int:
 
 
 def cmd_sweep(args) -> int:
+    from eval.progress import FractionBar
     from eval.runs.run import RunConfig
     from eval.sweeps.grid import DEFAULT_AXES, SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
@@ -209,8 +215,21 @@ def cmd_sweep(args) -> int:
     flags = tuple((name, tuple(vars(args)[f"axis_{name}"])) for name in DEFAULT_AXES)
     sc = SweepConfig(base=base, swept=flags + parse_axes(args.axis or []), one_pass=not args.brute_force)
     asr = asr_settings(args) if args.asr else None
-    print(sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "on"), derail=derail))
+    bar = FractionBar(f"sweep {Path(args.out).name}")
+    try:
+        csv = sweep(sc, args.out, asr=asr, cache=_cache(args), dnsmos=getattr(args, "dnsmos", "on"), derail=derail,
+                    progress=bar, log=_say)
+    finally:
+        bar.close()
+    print(csv)
     return 0
+
+
+def _say(line: str) -> None:
+    """A line on stderr that leaves the progress bars below it whole."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
 
 
 def cmd_stream_chart(args) -> int:

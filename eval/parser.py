@@ -7,6 +7,7 @@ and stream flags come from the settings' own declarations (gepard_demo/settings_
 from __future__ import annotations
 
 import argparse
+import math
 
 from eval.runs.sets import builtin_sets
 from eval.scoring.derail import add_derail_flags
@@ -116,7 +117,9 @@ def _add_compare(sub) -> None:
                                                 "category (eval/gates/example.yaml); default: the overall corpus WER "
                                                 "may not rise significantly")
     c.add_argument("--max-wer-increase", type=float, default=None,
-                   help="allowed overall corpus WER increase (0.01 = 1 point), on top of --gate")
+                   help="allowed overall corpus WER increase (0.01 = 1 point): with --gate it replaces the gate's "
+                        "overall corpus_wer limit, the gate's other limits kept; without --gate it is the only "
+                        "limit (default then 0)")
     c.add_argument("--asr-tag", default=None)
     c.add_argument("--out", default=None, help="the comparison folder (default: NEW/compare-vs-BASE)")
     c.add_argument("--json", default=None, help="also copy compare.json here")
@@ -127,7 +130,8 @@ def _add_listening(sub) -> None:
     ls = sub.add_parser("listening", help="a blind listening test's report from its votes (the Eval tab collects them); "
                                           "--new RUN RUN... makes the session")
     ls.add_argument("session", help="the session folder: RUNS_DIR/listening/NAME")
-    ls.add_argument("--new", nargs="+", default=None, metavar="RUN", help="make it: these runs (folder names in RUNS_DIR)")
+    ls.add_argument("--new", nargs="+", default=None, metavar="RUN",
+                    help="make it: these runs (each a run folder's path, or its name in RUNS_DIR)")
     ls.add_argument("--seed", type=int, default=0, help="the seed that shuffles the pairs and their sides")
 
 
@@ -137,7 +141,11 @@ def _add_sweep(sub) -> None:
     from gepard_demo.settings import SamplingSettings
 
     grid = " x ".join(n.replace("_", " ") for n in DEFAULT_AXES)
-    sw = sub.add_parser("sweep", help=f"grid over {grid} (x --axis), one run folder per point")
+    default_grid = " x ".join(f"{axis_words(n)} {' '.join(map(str, v))}" for n, v in DEFAULT_AXES.items())
+    points = math.prod(len(v) for v in DEFAULT_AXES.values())
+    sw = sub.add_parser("sweep", help=f"grid over {grid} (x --axis), one run folder per point",
+                        description=f"A grid over {grid} (x any --axis), one run folder per point. Default grid: "
+                                    f"{default_grid} ({points} points).")
     sw.add_argument("--out", required=True)
     sw.add_argument("--engine", choices=["local", "local-stream"], default="local")
     sw.add_argument("--model", default="tiny")
@@ -152,14 +160,15 @@ def _add_sweep(sub) -> None:
         words = axis_words(name)
         sw.add_argument("--" + words.replace(" ", "-"), dest=f"axis_{name}", type=declared(SamplingSettings)[name].read,
                         nargs="+", default=list(values), metavar="VALUE",
-                        help=f"the {words} to sweep")
+                        help=f"the {words} to sweep (default: {' '.join(map(str, values))})")
     sw.add_argument("--axis", action="append", metavar="NAME=V1,V2",
-                    help="another sampling setting to sweep (repeatable), e.g. top_k=0,4")
+                    help="another sampling setting to sweep (repeatable), e.g. top_k=0,4 or cfg_scale=1,2,3 "
+                         "(a dash for the underscore works too)")
     sw.add_argument("--brute-force", action="store_true",
                     help="run every point on its own (default with --engine local: one generation serves every "
                          "stop threshold of a point's other settings, exactly)")
     sw.add_argument("--ref-audio", default=None, help="speak every sentence in this voice (voice cloning; "
-                                                       "CFG scale is an axis: --axis cfg-scale=1,2,3)")
+                                                       "CFG scale is an axis: --axis cfg_scale=1,2,3)")
     add_settings_flags(sw)
     add_asr_flags(sw)
     add_derail_flags(sw)

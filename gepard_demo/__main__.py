@@ -78,7 +78,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
     import soundfile as sf
 
     from gepard_demo.serving.protocol import pcm16_array
-    from gepard_demo.streaming.report import run_report
+    from gepard_demo.streaming.report import PER_FRAME, run_report
     from gepard_demo.streaming.session import SynthesisSession
     from gepard_demo.streaming.seams import SessionRequest
 
@@ -110,6 +110,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
         tokens = library.prefix(args.voice)
         voice_row = {"voice": saved.name, "voice_s": round(saved.clip_s, 3)}
     feed = feed_from_args(args)
+    if args.output is None:  # said before the work, so a user who meant to keep the audio can stop it
+        print("synth: no -o FILE: the audio is generated for its stats and not written", file=sys.stderr)
     runner = engine
     units = len(write(text, feed.rate).units) if feed.rate is not None else len(split_text(text))
     if units > 1 and batching.look_ahead > 0:
@@ -132,8 +134,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if args.output:
         # The speech server's int16 conversion, so `synth` and `serve` give the same samples.
         sf.write(args.output, pcm16_array(audio), codec.sample_rate, subtype="PCM_16")
+    report = run_report(stats)  # frames, how it ended, the seed, segments, the probe and its traces
+    traces = {k: report.pop(k) for k in PER_FRAME}  # a frame each: thousands of numbers, so a file's, not the line's
+    if args.traces:
+        args.traces.write_text(json.dumps(traces) + "\n", encoding="utf-8")
     row = {
-        **run_report(stats),  # frames, how it ended, the seed, segments, the probe and its traces
+        **report,
         "duration_s": wire_float(stats.audio_s),
         "ttfa_s": wire_float(stats.ttfa_s),
         "rtf": wire_float(stats.rtf),
@@ -143,6 +149,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         **values_of(sampling, (*GUIDANCE_FIELDS, *GUARDRAIL_FIELDS)),
     }
     row.update(voice_row or {})
+    row.update(wav=str(args.output) if args.output else None, traces=str(args.traces) if args.traces else None)
     print(json.dumps(row))
     return 0
 
@@ -268,11 +275,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the second test layout: 3 Gated-DeltaNet + 1 full-attention layer, no voice cloning")
     tiny.set_defaults(func=cmd_make_tiny)
 
-    synth = sub.add_parser("synth", help="synthesize one text; prints one JSON line of stats")
+    synth = sub.add_parser("synth", help="synthesize one text into -o FILE; prints one JSON line of stats (the "
+                                         "per-frame traces: --traces FILE)")
     synth.add_argument("text", nargs="?", default=None)
     synth.add_argument("--text-file", type=Path, default=None,
                        help="read the text from a UTF-8 .txt file (a chapter: up to 50,000 characters)")
-    synth.add_argument("-o", "--output", type=Path, help="WAV file to write")
+    synth.add_argument("-o", "--output", type=Path,
+                       help="WAV file to write (without it the audio is made for its stats only, and it says so)")
+    synth.add_argument("--traces", type=Path, default=None, metavar="FILE",
+                       help="write the per-frame traces (the probe's entropy and nll, one number a frame) to FILE as JSON; "
+                            "the stats line keeps their summary (entropy_onset, entropy_settled, entropy_drop)")
     add_model_args(synth)
     add_settings_flags(synth)
     add_feed_flags(synth)  # the text written word by word, as a language model writes it

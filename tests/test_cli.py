@@ -36,6 +36,14 @@ def test_synth_writes_a_wav_and_one_json_line(tiny_cache_dir, tmp_path):
     assert abs(stats["duration_s"] - len(audio) / sr) < 1e-3
 
 
+def test_synth_without_an_output_says_it_writes_nothing(tiny_cache_dir, tmp_path):
+    proc = run_cli("synth", "Hello.", "--seed", "1", "--max-frames", "6", cache_dir=tiny_cache_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert "no -o FILE: the audio is generated for its stats and not written" in proc.stderr
+    row = json.loads(proc.stdout.splitlines()[-1])
+    assert row["wav"] is None and row["traces"] is None and row["frames"] == 6
+
+
 def test_synth_rejects_bad_settings_and_empty_text(tiny_cache_dir):
     proc = run_cli("synth", "Hello", "--temperature", "-1", cache_dir=tiny_cache_dir)
     assert proc.returncode == 2 and "temperature" in proc.stderr
@@ -76,11 +84,16 @@ def test_synth_in_a_reference_voice_with_cfg(tiny_cache_dir, tmp_path):
 
 def test_synth_with_the_guardrails_says_how_it_ended_and_carries_the_probe(tiny_cache_dir, tmp_path):
     out = tmp_path / "out.wav"
+    traces = tmp_path / "traces.json"
     proc = run_cli("synth", "Guard this sentence.", "-o", str(out), "--seed", "3", "--max-frames", "200",
                    "--stop-threshold", "0.99", "--repetition-penalty", "1.3", "--repetition-window", "0",
-                   "--force-stop-frames", "auto", cache_dir=tiny_cache_dir)
+                   "--force-stop-frames", "auto", "--traces", str(traces), cache_dir=tiny_cache_dir)
     assert proc.returncode == 0, proc.stderr
-    row = json.loads(proc.stdout.splitlines()[-1])
+    line = proc.stdout.splitlines()[-1]
+    # The line is the summary (it was ~17 KB of per-frame arrays); the traces are in their file.
+    assert len(line) < 2000 and "nll" not in json.loads(line)
+    row = {**json.loads(line), **json.loads(traces.read_text())}
+    assert row["traces"] == str(traces) and row["wav"] == str(out)
     # auto for three words: int(4 x (0.7 + 0.4 x 3) s x 22050 / 1024 frames/s) = 163
     assert (row["frames"], row["ended_by"], row["force_stopped"], row["runaway"]) == (163, "force_stop", True, True)
     assert (row["repetition_penalty"], row["repetition_window"], row["force_stop_frames"]) == (1.3, 0, "auto")

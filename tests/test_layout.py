@@ -18,7 +18,7 @@ LAYERS = [
     "gepard_demo.voice", "gepard_demo.batching", "gepard_demo.streaming", "gepard_demo.alignment", "gepard_demo.speed", "gepard_demo.zerogpu", "gepard_demo.serving",
     "gepard_demo.ui",
     "gepard_demo.__main__",
-    "eval.jsonio", "eval.scoring", "eval.engines", "eval.runs", "eval.charts", "eval.report", "eval.compare",
+    "eval.jsonio", "eval.progress", "eval.scoring", "eval.engines", "eval.runs", "eval.charts", "eval.report", "eval.compare",
     "eval.listening", "eval.sweeps", "eval.load",
     "eval.ui", "eval.parser", "eval.cli", "eval.__main__",
 ]

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from eval.charts.style import RunContext, finish, new_figure, save_chart, series_style
 from eval.jsonio import append_line, write_json_atomic
@@ -124,10 +125,16 @@ def measure(cfg: StreamChartConfig, engine, codec, done=frozenset(), write=None)
 
     rows = []
     frame_s = codec.samples_per_frame / codec.sample_rate
-    for u in load_set(cfg.set, cfg.limit):
-        todo = [(c, mode, lb) for c, mode, lb in _settings(cfg) if row_key(u.id, c, mode, lb) not in done]
+    items = load_set(cfg.set, cfg.limit)
+    work = {u.id: [(c, mode, lb) for c, mode, lb in _settings(cfg) if row_key(u.id, c, mode, lb) not in done]
+            for u in items}
+    # One bar over the rows to measure, with the time left: a default chart takes minutes on 2 cores.
+    bar = tqdm(total=sum(map(len, work.values())), desc="stream-chart rows", unit="row")
+    for u in items:
+        todo = work[u.id]
         if not todo:
             continue
+        bar.set_postfix_str(f"{u.id}: generating", refresh=True)
         settings = SamplingSettings(max_frames=cfg.max_frames, seed=utterance_seed(cfg.base_seed, u.id))
         frames = torch.stack([s.codes for s in engine.stream_frames(FrameRequest(u.text, settings)) if s.codes is not None])
         whole = codec.decode(frames)
@@ -143,6 +150,9 @@ def measure(cfg: StreamChartConfig, engine, codec, done=frozenset(), write=None)
             if write:
                 write(row)
             rows.append(row)
+            bar.set_postfix_str(f"{u.id}: decoding", refresh=False)
+            bar.update(1)
+    bar.close()
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 

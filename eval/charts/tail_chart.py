@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from eval.charts.style import RunContext, finish, new_figure, save_chart, series_style
 from eval.jsonio import replace_atomic, write_json_atomic
@@ -88,7 +89,7 @@ def _piper_audio(items, out: Path) -> tuple[dict, int]:
     folder = out / "piper"
     folder.mkdir(parents=True, exist_ok=True)
     audio, sr, engine = {}, None, None
-    for u in items:
+    for u in tqdm(items, desc="tail-chart Piper speech", unit="utt"):
         p = folder / f"{u.id}.wav"
         if not p.is_file():
             engine = engine or PiperReference.load()
@@ -108,6 +109,8 @@ def measure(cfg: TailChartConfig, out: Path, transcriber) -> pd.DataFrame:
     items = load_set(cfg.set, cfg.limit)
     audio, sr = _piper_audio(items, out)
     rows = []
+    # One bar over the clips transcribed (cached ones pass at once), with the time left.
+    bar = tqdm(total=len(items) * len(cfg.fades_ms) * len(cfg.silences_ms), desc="tail-chart clips", unit="clip")
     for u in items:
         ref = normalize(u.text)
         for f in cfg.fades_ms:
@@ -120,6 +123,8 @@ def measure(cfg: TailChartConfig, out: Path, transcriber) -> pd.DataFrame:
                              "last_step_dbfs": last_step_dbfs(shaped, n_sil), "hf_energy_dbfs": hf_energy_dbfs(shaped, n_sil, sr),
                              "hyp_norm": hyp, "wer": we.wer, "end_deletions": we.end_deletions,
                              "final_deleted": we.end_deletions > 0, "invented_words": trailing_insertions(ref, hyp)})
+                bar.update(1)
+    bar.close()
     return pd.DataFrame(rows)
 
 

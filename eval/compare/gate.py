@@ -44,7 +44,8 @@ NEEDS = {
     "clean": "ASR scores (`python -m eval score`)",
     "reward": "ASR scores (`python -m eval score`)",
     "stop_lag_ms": "a stop head (Gepard's engines) and the audio measures (`python -m eval score`)",
-    "dnsmos_ovrl": "DNSMOS scores (`python -m eval score`, on unless --dnsmos off)",
+    "dnsmos_ovrl": "DNSMOS scores (`python -m eval score`, on unless --dnsmos off), which exist only for a clip with "
+                   "at least 1 s of speech that Silero VAD finds: noise, as the random-weight tiny makes, has none",
     "server_error": "--engine server rows",
     "speaker_sim": "rows with a reference voice (--ref-audio, --voice or a set's ref_audio column) in both runs",
 }
@@ -143,7 +144,8 @@ def check(gate: Gate, comparison: Comparison) -> list[Breach]:
     breaches = []
     for cat, deltas in comparison.deltas.items():
         wanted = dict(gate.limits.get(ALL, {})) if cat == ALL else {**gate.limits.get("*", {}), **gate.limits.get(cat, {})}
-        breaches += _breaches(wanted, deltas, Breach(cat, "", 0, 0, 0, 0), required=cat == ALL)
+        breaches += _breaches(wanted, deltas, Breach(cat, "", 0, 0, 0, 0), required=cat == ALL,
+                              absent=comparison.absent)
     for key, voice in voices.items():
         wanted = {**gate.voice_limits.get("*", {}), **gate.voice_limits.get(key, {})}
         breaches += _breaches(wanted, comparison.voice_deltas.get(voice, {}), Breach(ALL, "", 0, 0, 0, 0, voice),
@@ -151,16 +153,19 @@ def check(gate: Gate, comparison: Comparison) -> list[Breach]:
     return breaches
 
 
-def _breaches(wanted: dict[str, float], deltas: dict, where: Breach, required: bool) -> list[Breach]:
+def _breaches(wanted: dict[str, float], deltas: dict, where: Breach, required: bool,
+              absent: dict[str, str] | None = None) -> list[Breach]:
     """The limits in `wanted` these deltas breach (`where`: the group, as a Breach to fill in);
-    `required`: a measure the runs lack is the gate's error, not a pass."""
+    `required`: a measure the runs lack is the gate's error, not a pass, saying which run lacks it
+    (`absent`, Comparison.absent) and what it needs."""
+    absent = absent or {}
     out = []
     for name, limit in wanted.items():
         d = deltas.get(name)
         if d is None:
             if required:
-                raise GateError(f"the gate limits {name}, which these runs do not measure: it needs "
-                                f"{NEEDS.get(name, NEEDS[''])}")
+                raise GateError(f"the gate limits {name}, which these runs do not measure: "
+                                f"{absent.get(name, 'no compared row has it')}. It needs {NEEDS.get(name, NEEDS[''])}")
             continue
         worse = MEASURES[name].worse
         best_case = d.low if worse > 0 else -d.high if worse < 0 else min(abs(d.low), abs(d.high))

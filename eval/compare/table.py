@@ -79,6 +79,7 @@ class Comparison:
     worse_utterances: list[dict] = field(default_factory=list)
     voices: list[str] = field(default_factory=list)  # the saved voices the pairs were spoken in (--voice)
     voice_deltas: dict[str, dict[str, Delta]] = field(default_factory=dict)  # voice -> measure -> Delta
+    absent: dict[str, str] = field(default_factory=dict)  # measure with no overall delta -> which run lacks it, in words
 
     def as_dict(self) -> dict:
         return {"base": self.base, "new": self.new, "asr": self.tag, "pairs": self.pairs, "categories": self.categories,
@@ -165,8 +166,28 @@ def compare_runs(base: str | Path, new: str | Path, tag: str | None = None, repl
     deltas = {cat: deltas_of(m if cat == ALL else m[m["category_a"] == cat]) for cat in [ALL, *categories]}
     voices = sorted(m["voice_a"].dropna().unique()) if "voice_a" in m else []
     voice_deltas = {v: deltas_of(m[m["voice_a"] == v]) for v in voices}
+    absent = {name: absence(m, measure, base, new) for name, measure in MEASURES.items() if name not in deltas[ALL]}
     return Comparison(str(base), str(new), tag, len(m), categories, deltas, notes, worse_utterances(m, base, new, worst),
-                      voices, voice_deltas)
+                      voices, voice_deltas, absent)
+
+
+def absence(m: pd.DataFrame, measure: Measure, base: Path, new: Path) -> str:
+    """Why the pairs give `measure` no delta, as facts about each run (the gate's refusal says
+    what the measure needs): its values are missing or null in every compared row."""
+    what = measure.name
+    parts = []
+    for side, run in (("a", base), ("b", new)):
+        cols = [f"{c}_{side}" for c in measure.columns]
+        have = int(m[cols].notna().all(axis=1).sum()) if all(c in m for c in cols) else 0
+        if have:
+            continue
+        why = f"{run} has no {what} value in any of its {len(m)} compared rows"
+        if measure.name.startswith("dnsmos") and not (run / "dnsmos.jsonl").is_file():
+            why += " (no dnsmos.jsonl: it was scored with --dnsmos off)"
+        elif measure.name.startswith("dnsmos"):
+            why += " (its DNSMOS scores are null: Silero VAD found under 1 s of speech in every clip)"
+        parts.append(why)
+    return "; ".join(parts) or f"no compared row has {what} in both runs"
 
 
 def worse_utterances(m: pd.DataFrame, base: Path, new: Path, worst: int) -> list[dict]:

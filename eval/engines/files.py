@@ -53,9 +53,9 @@ class AudioFiles(EvalEngine):
     def check(self, ids: list[str]) -> None:
         missing = [i for i in ids if self.path_for(i) is None]
         if missing:
-            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+            # Every id, however many: the user fixes the source from this list (the README promises it).
             raise EngineError(f"--files {self.source} has no audio for {len(missing)} of the set's {len(ids)} "
-                              f"utterances: {shown}")
+                              f"utterances: {', '.join(missing)}")
 
     def synthesize(self, requests, sampling, stream, refs=None):
         raise EngineError("--engine files reads audio by utterance id: a run hands it the set's ids")

@@ -330,7 +330,8 @@ def load_server_engine(urls: list[str] | tuple[str, ...], model: str, timeout: f
         except ServerError as e:
             errors.append(e)
             pool.dead[server.url] = str(e)
-            log(f"left out: {e}")
+            # The run goes on with the others: the error's "rerun to resume" would not be true here.
+            log(f"left out, the run goes on without it: {str(e).removesuffix('. ' + RESUME_HINT)}")
             continue
         if model != served:  # a resumed run must keep scoring the model it started with
             raise ServerError(f"Gepard server at {server.url} serves {served!r}, but this run is for {model!r}")

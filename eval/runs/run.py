@@ -24,24 +24,23 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
-import io
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
 from eval.jsonio import append_jsonl, read_jsonl, write_bytes_atomic, write_json_atomic
 from eval.runs.checks import input_error, text_repetition_error, voices_error
 from eval.runs.environment import environment
+from eval.runs.rows import row_settings, save_audio
 from eval.runs.seeds import DEFAULT_BASE_SEED, sample_seed
 from eval.engines.base import Reference, VoiceRef
 from eval.runs.sets import SetError, Utterance, expand_samples, expand_voices, load_set, resolve_set_path
-from eval.scoring.audio import write_wav_atomic
-from gepard_demo.settings import SamplingSettings, StreamSettings, fixed_by_server
+from gepard_demo.settings import SamplingSettings, StreamSettings
 
 # Changing any of these between a run and its resume would mix two experiments in one folder.
 IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio", "seeds", "voices")
@@ -211,16 +210,6 @@ def synthesized_rows(run_dir: Path) -> list[dict]:
     return rows
 
 
-def save_audio(run_dir: Path, u: Utterance, s) -> None:
-    """The utterance's WAV, and its codec codes where the engine kept them (`codes/<id>.npy`,
-    int16, for the frame loop detector), each written whole or not at all."""
-    write_wav_atomic(run_dir / "wav" / f"{u.id}.wav", s.audio, s.sample_rate)
-    if s.codes is not None:
-        buf = io.BytesIO()
-        np.save(buf, np.asarray(s.codes, np.int16))
-        write_bytes_atomic(run_dir / "codes" / f"{u.id}.npy", buf.getvalue())
-
-
 def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: Reference | None = None,
              speaker_sim: float | None = None) -> dict:
     """One utterance's row; every field is defined in eval.engines / eval.scoring.metrics / gepard_demo.voice.similarity."""
@@ -237,28 +226,6 @@ def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: Reference | None =
         **s.probe_fields(),
         "settings": row_settings(cfg, seed),
     }
-
-
-def row_settings(cfg: RunConfig, seed: int) -> dict:
-    """The settings a row was really made with, and nothing it was not.
-
-    A served model takes only the seed, a frame budget and the guardrail fields sent (the rest is
-    fixed per server and recorded in environment.json); Piper takes none of Gepard's settings.
-    """
-    if cfg.engine == "server":
-        from gepard_demo.serving.client import guardrail_fields
-
-        s = cfg.sampling
-        return {"server_urls": list(cfg.server_urls), "seed": seed, "max_new_tokens": s.max_frames,
-                "guardrails": guardrail_fields(s),
-                "fixed_by_server": f"{fixed_by_server()}: see environment.json"}
-    if cfg.engine == "piper":
-        return {"engine": "piper", "note": "Piper takes none of Gepard's sampling or streaming settings"}
-    if cfg.engine == "files":
-        return {"engine": "files", "source": cfg.model, "seed": seed,
-                "note": "audio that existed before the run: the seed is the one this run pairs it with"}
-    return {"sampling": dataclasses.asdict(cfg.sampling.replace(seed=seed)),
-            "stream": dataclasses.asdict(cfg.stream), "batch_size": cfg.batch_size}
 
 
 def _load_engine(cfg: RunConfig, log):
@@ -314,9 +281,12 @@ def reference(u: Utterance, cfg: RunConfig) -> Reference | None:
 
 @contextlib.contextmanager
 def _writing(run_dir: Path) -> Iterator[None]:
-    """The run folder, made and held by this process alone (a lock file) while the block runs."""
+    """The run folder, made and held by this process alone (a lock file) while the block runs. A
+    new run that fails before its first row (a bad --model, a missing --files) takes back all it
+    wrote, so the corrected command starts afresh instead of meeting "a run with different model"."""
     if run_dir.exists() and not run_dir.is_dir():
         raise RunError(f"--out {run_dir} is a file, not a run folder; pick a new --out")
+    before = set(run_dir.iterdir()) if run_dir.is_dir() else None
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(exist_ok=True)
     with open(run_dir / ".lock", "w") as lock:
@@ -326,6 +296,13 @@ def _writing(run_dir: Path) -> Iterator[None]:
             raise RunError(f"{run_dir} is being written by another process") from None
         try:
             yield
+        except BaseException:
+            if not (run_dir / "rows.jsonl").exists() and run_dir / "config.json" not in (before or ()):
+                for p in set(run_dir.iterdir()) - (before or set()):
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+                if before is None:
+                    run_dir.rmdir()
+            raise
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 

@@ -104,11 +104,14 @@ def _synthesize(cfg: SweepConfig, out: Path, points: list[dict], engine, say, lo
 
         store = TraceStore(out / "traces", *source)
     groups = _groups(points, one_pass)
+    first = 0  # the group's first point, counted from 1 in what is said
     for gi, group in enumerate(groups):
         cfgs = [(dataclasses.replace(cfg.base, sampling=cfg.base.sampling.replace(**p)), out / point_name(p)) for p in group]
+        which = f"point {first + 1}" if len(group) == 1 else f"points {first + 1}-{first + len(group)}"
 
-        def sub(done, total, gi=gi):
-            say((gi + done / max(total, 1)) / len(groups), f"synthesis: group {gi + 1}/{len(groups)}, {done}/{total} rows")
+        def sub(done, total, at=first, which=which):
+            say((at + len(cfgs) * done / max(total, 1)) / len(points),
+                f"synthesis: {which} of {len(points)}, {done}/{total} rows")
 
         if one_pass:
             log(f"sweep one-pass: {', '.join(d.name for _, d in cfgs)} from one generation at the highest threshold")
@@ -116,9 +119,11 @@ def _synthesize(cfg: SweepConfig, out: Path, points: list[dict], engine, say, lo
             stats["decodes"] += c["decodes"]
             stats["rows"] += c["rows"]
         else:
-            for c, d in cfgs:
-                log(f"sweep point {d.name}")
-                run(c, d, engine=engine, log=log)
+            for k, (c, d) in enumerate(cfgs):
+                log(f"sweep point {first + k + 1} of {len(points)}: {d.name}")
+                run(c, d, engine=engine, log=log, progress=lambda done, total, k=first + k, name=d.name: say(
+                    (k + done / max(total, 1)) / len(points), f"synthesis: point {k + 1} of {len(points)} ({name})"))
+        first += len(group)
     if one_pass:
         stats["sources_generated"] = store.generated
     return stats
@@ -134,7 +139,7 @@ def _score(out: Path, points: list[dict], asr, transcriber, cache, dnsmos: str, 
     tag = asr_tag(asr)
     cached = CachedTranscriber(asr, out / "asr_cache" / f"{tag}.jsonl", weights_cache=cache, inner=transcriber)
     for i, p in enumerate(points):
-        say(i / len(points), f"ASR: point {i + 1}/{len(points)}")
+        say(i / len(points), f"ASR: point {i + 1} of {len(points)}")
         score(out / point_name(p), asr, transcriber=cached, log=log)
         measure(out / point_name(p), dnsmos=dnsmos, log=log)
     return tag, cached.misses, cached.hits

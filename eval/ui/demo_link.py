@@ -1,7 +1,7 @@
 """'Open in the demo': an eval row's text, settings, voice and seed put into the Speak tab, which
 then makes it again as a take (gepard_demo.ui.page.speak_link.SpeakLink does the page's side).
 
-What a row can give depends on what made it (eval.runs.run.row_settings):
+What a row can give depends on what made it (eval.runs.rows.row_settings):
 - a local engine's row: everything (sampling with its seed, guidance, streaming, the voice), so
   the take's frames are the row's (up to batch-shape rounding when the run batched several
   utterances on a GPU, facts §3; on this project's CPU runs they are equal, tests/test_eval_tab_browser.py);

@@ -15,6 +15,9 @@ from .chunks import SynthesisStats
 # The report's fields that the non-streaming response also carries as X-Gepard-* headers (the
 # traces are too long for a header).
 HEADER_FIELDS = ("frames", "stop_fired", "runaway", "ended_by", "force_stopped")
+# The report's per-frame traces (one number a frame: thousands on a long text); `synth` writes them
+# to a file of their own (--traces) and keeps the rest on its one line.
+PER_FRAME = ("entropy", "nll")
 
 
 def run_report(st: SynthesisStats) -> dict[str, Json]:
