@@ -19,6 +19,7 @@ from gepard_demo.ui.jobs.controller import DemoController
 from gepard_demo.ui.jobs.queue_line import QUEUE_STATES
 from gepard_demo.ui.page.banner import banner_markdown
 from gepard_demo.ui.page.controls import CONTROL_NAMES, control_values, default_values
+from gepard_demo.ui.page.endpoints import generate_door, wire_speak
 from gepard_demo.ui.page.fields import build_group
 from gepard_demo.ui.page.guardrails import build_guardrail_controls
 from gepard_demo.ui.page.speak_link import SPEAK_TAB_ID, SpeakLink
@@ -268,7 +269,7 @@ def wire_events(controller: DemoController, controls: dict[str, Component], job_
     """concurrency: Generates that run at once (a batching host's max_batch; the rest queue)."""
     inputs = [job_id] + [controls[name] for name in CONTROL_NAMES]
     generated = generate_btn.click(
-        controller.generate,
+        generate_door(controller),
         inputs=inputs,
         outputs=results.outputs(),
         js=_start_js(len(inputs)),
@@ -283,6 +284,7 @@ def wire_events(controller: DemoController, controls: dict[str, Component], job_
     # A refused request (bad input): close the stream opened for it; results stay greyed.
     generated.failure(None, js=_FAILED_JS)
     generated.success(None, js=_SUCCESS_JS)
+    wire_speak(controller, controls, job_id, concurrency)  # the API's own way in (README)
     stop_line = gr.Textbox(visible="hidden", elem_id="gepard-stop-line")  # the API's answer to Stop
     stopped = stop_btn.click(
         controller.stop,
