@@ -1,9 +1,11 @@
 """The page's API doors, as Gradio and `gradio_client` see them: /generate (the Generate button's
 own) and /speak (the one to use from a script: README, "Use via API").
 
-Each door is one named parameter per control, with a fresh page's value as its default
-(controls.default_values, from the settings' declarations), then Gradio's request, which Gradio
-recognizes by its annotation and passes last. A door only gathers its values by name for the
+Each door is one named parameter per control, then Gradio's request, which Gradio recognizes by
+its annotation and passes last. The API shows each parameter's default as its input component's
+value: what a fresh page shows, derived from the settings' declarations (with the checkpoint's
+operating point, or a server's fixed settings, over them); a value the door leaves out is a fresh
+page's (controls.default_values). A door only gathers its values by name for the
 controller, which reads them once (controls.read_controls) and refuses a bad one naming it.
 
 /generate takes the job id first (the page's player streams that job's PCM), then every control
@@ -36,8 +38,8 @@ SPEAK_DESCRIPTION = ("Speak a text: returns the WAV and a JSON summary (seed use
 
 def _door(names: tuple[str, ...], defaults: dict, call: Callable) -> Callable:
     """A generator function Gradio calls with `names`' values in order (then its request): it yields
-    what `call(values by name, request)` yields. Its signature names each with its default, as the
-    API shows it."""
+    what `call(values by name, request)` yields. Its signature names each parameter (the API's
+    names), with `defaults` (the API shows one where its component's value is None)."""
     P = inspect.Parameter
 
     def door(*args):  # a generator function, as Gradio must see it to stream its updates
@@ -62,24 +64,27 @@ def generate_door(controller: DemoController) -> Callable:
 
 
 def speak_door(controller: DemoController) -> Callable:
-    """/speak: the text, the settings (the seed None: random), the job id ("" : a fresh one)."""
+    """/speak: the text, the settings, the seed (None: a random one), the job id (None: a fresh one)."""
     def call(values: dict, request: gr.Request | None) -> Iterator[tuple]:
         job_id = values.pop("job_id") or ""
-        seed = values.get("seed")
-        values["random_seed"] = seed is None or str(seed).strip() == ""
+        values["random_seed"] = values.get("seed") is None
         return controller.speak(job_id, values, request)
 
-    defaults = {**{n: v for n, v in default_values().items() if n != "text"}, "seed": None, "job_id": ""}
-    return _door(SPEAK_NAMES + ("job_id",), defaults, call)
+    # Gradio's API shows each input component's value as its parameter's default (the page's
+    # controls: what a fresh page shows), or the signature's where that value is None.
+    return _door(SPEAK_NAMES + ("job_id",), {**default_values(), "seed": None, "job_id": None}, call)
 
 
 def wire_speak(controller: DemoController, controls: dict[str, Component], job_id: gr.Textbox,
                concurrency: int) -> None:
     """/speak, an API-only event: the page's own controls as its inputs (their API types and
-    checks), its answers in two hidden outputs named for the API. It shares Generate's places."""
+    checks) but for the seed, a whole number or none (random); its answers in two hidden outputs
+    named for the API. It shares Generate's places."""
+    seed = gr.Number(value=None, precision=0, label="seed", visible=False)
+    inputs = [seed if name == "seed" else controls[name] for name in SPEAK_NAMES] + [job_id]
     audio = gr.Audio(type="filepath", label="audio", visible=False)
     summary = gr.JSON(label="summary", visible=False)
     trigger = gr.Button(visible=False)
-    trigger.click(speak_door(controller), inputs=[controls[n] for n in SPEAK_NAMES] + [job_id],
-                  outputs=[audio, summary], api_name="speak", api_description=SPEAK_DESCRIPTION,
-                  concurrency_limit=concurrency, concurrency_id="gepard-generate", show_progress="hidden")
+    trigger.click(speak_door(controller), inputs=inputs, outputs=[audio, summary], api_name="speak",
+                  api_description=SPEAK_DESCRIPTION, concurrency_limit=concurrency, concurrency_id="gepard-generate",
+                  show_progress="hidden")

@@ -256,6 +256,7 @@ def build_demo(
                     else:
                         eval_tab(host, speak=SpeakLink(controls, tabs))
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results, host.concurrency)
+        wire_speak(controller, controls, job_id, host.concurrency)  # the API's own way in (README)
         wire_takes(panel, TakeHandlers(host, controller), controls)
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
         if saved_voices is not None:
@@ -284,7 +285,6 @@ def wire_events(controller: DemoController, controls: dict[str, Component], job_
     # A refused request (bad input): close the stream opened for it; results stay greyed.
     generated.failure(None, js=_FAILED_JS)
     generated.success(None, js=_SUCCESS_JS)
-    wire_speak(controller, controls, job_id, concurrency)  # the API's own way in (README)
     stop_line = gr.Textbox(visible="hidden", elem_id="gepard-stop-line")  # the API's answer to Stop
     stopped = stop_btn.click(
         controller.stop,
