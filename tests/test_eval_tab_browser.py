@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from app_fixtures import LiveDemo, browser, serve_in_thread, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import ARTIFACTS, LiveDemo, browser, serve_in_thread, tiny_codec  # noqa: F401  (fixtures)
 from test_speaker_prefix import voice_like
 
 from eval.runs.run import done_rows
@@ -216,3 +216,32 @@ def test_listening_test_is_blind_keeps_votes_and_survives_a_reload(browser, eval
         ctx.close()
     assert not errors, errors
 
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_per_utterance_table_keeps_each_header_word_whole(browser, eval_demo, width):  # noqa: F811
+    """It broke its headers mid-word at 1400 px ("categ / ory", "stop_f / ired"); now each column is
+    headed by a short label of whole words and is as wide as its longest word (as the takes table)."""
+    from test_app_takes import HEADERS
+
+    from eval.ui.runs_view import TABLE_HEADERS
+
+    ctx = browser.new_context(viewport={"width": width, "height": 1000})
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(eval_demo.url + "/", wait_until="load")
+        page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
+        page.get_by_role("tab", name="Eval").click()
+        choose(page, "eval-pick", NEW)
+        page.get_by_role("button", name="Open", exact=True).click()
+        page.wait_for_function("() => document.querySelectorAll('#eval-table tbody tr').length === 2", timeout=60_000)
+        heads = page.evaluate(HEADERS, "#eval-table")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#eval-table").screenshot(path=str(ARTIFACTS / f"eval_table_{width}.png"))
+    finally:
+        ctx.close()
+    assert not errors, errors
+    assert [h["text"] for h in heads] == list(TABLE_HEADERS.values())
+    assert not [h for h in heads if h["broken"]], heads
