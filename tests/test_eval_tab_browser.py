@@ -234,9 +234,10 @@ def test_the_per_utterance_table_keeps_each_header_word_whole(browser, eval_demo
         page.goto(eval_demo.url + "/", wait_until="load")
         page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
         page.get_by_role("tab", name="Eval").click()
+        page.get_by_text("Earlier runs", exact=True).click()  # the accordion that holds the run picker
         choose(page, "eval-pick", NEW)
         page.get_by_role("button", name="Open", exact=True).click()
-        page.wait_for_function("() => document.querySelectorAll('#eval-table tbody tr').length === 2", timeout=60_000)
+        wait_text(page, "#eval-table", "numbers", 60_000)  # the run's rows are in
         heads = page.evaluate(HEADERS, "#eval-table")
         ARTIFACTS.mkdir(exist_ok=True)
         page.locator("#eval-table").screenshot(path=str(ARTIFACTS / f"eval_table_{width}.png"))
