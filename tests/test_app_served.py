@@ -20,6 +20,7 @@ from app_fixtures import (Listener, args, free_port, generate_with_stream, lsb_a
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 FRAMES = 24
+SERVER = dict(temperature=0.7, stop_threshold=0.99)  # the sampling the served_app's server fixes
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ def test_generate_streams_the_servers_audio_through_the_page(served_app):
     url, server_url = served_app
     text = "Hello from the served model."
     (status, wav, stats, _plot), listener = generate_with_stream(Client(url, verbose=False), url, text=text, seed=77,
-                                                                 max_frames=FRAMES)
+                                                                 max_frames=FRAMES, **SERVER)
     assert status.startswith("Done") and "`77`" in status
     assert "| frames | 24 |" in stats and "runaway" in stats  # from the server's done event
     played = np.frombuffer(bytes(listener.data), dtype="<f4")
@@ -92,7 +93,8 @@ def test_text_as_written_goes_word_by_word_to_the_servers_websocket(served_app):
     url, server_url = served_app
     text = "Hello there. The server speaks each sentence as it closes. Then the last one."
     (status, wav, stats, _plot), listener = generate_with_stream(
-        Client(url, verbose=False), url, text=text, seed=77, max_frames=FRAMES, text_arrival="as written", words_per_s=20)
+        Client(url, verbose=False), url, text=text, seed=77, max_frames=FRAMES, text_arrival="as written", words_per_s=20,
+        **SERVER)
     assert status.startswith("Done"), status
     units = write(text, 20).units
     assert len(units) == 3 and "| text as written | 3 sentences" in stats, stats
@@ -124,7 +126,7 @@ def test_stop_ends_text_as_written_while_it_is_still_being_written(served_app):
     listener.start()
     client = Client(url, verbose=False)
     text = "Hi there. " + "This sentence is still being written when Stop comes, " * 3 + "and so it never ends."
-    running = client.submit(*args(job, text=text, max_frames=FRAMES, text_arrival="as written", words_per_s=2),
+    running = client.submit(*args(job, text=text, max_frames=FRAMES, text_arrival="as written", words_per_s=2, **SERVER),
                             api_name="/generate")
     deadline = time.monotonic() + 60
     while not listener.data and time.monotonic() < deadline:
@@ -149,7 +151,8 @@ def test_a_reference_voice_and_guidance_reach_the_server(served_app, tmp_path):
     ref = tmp_path / "me.wav"
     sf.write(ref, voice_like(4.0, 22050, seed=5), 22050, subtype="PCM_16")
     text = "A cloned and guided voice."
-    values = args("", text=text, seed=78, max_frames=FRAMES, ref_audio=handle_file(str(ref)), cfg_scale=2.5, cfg_frames=6)
+    values = args("", text=text, seed=78, max_frames=FRAMES, ref_audio=handle_file(str(ref)), cfg_scale=2.5, cfg_frames=6,
+                  **SERVER)
     status, wav, _stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=180)
     assert status.startswith("Done"), status
     page, _ = sf.read(wav, dtype="float32")
@@ -176,7 +179,7 @@ def test_the_guardrails_reach_the_server_and_its_report_comes_back(served_app):
     url, server_url = served_app
     text = "A guarded voice."
     values = args("", text=text, seed=79, max_frames=FRAMES, repetition_penalty=1.3, repetition_window=8,
-                  force_stop_frames="15")
+                  force_stop_frames="15", **SERVER)
     status, wav, stats, _plot = Client(url, verbose=False).submit(*values, api_name="/generate").result(timeout=120)
     assert status.startswith("Done"), status
     assert "force-stopped" in stats and "frames 0-9:" in stats and "| frames | 15 |" in stats, stats
@@ -208,3 +211,37 @@ def test_a_server_without_guardrails_greys_them_and_refuses_them():
     ServedSession(
         None, SessionRequest("Hello.", SamplingSettings(), StreamSettings()), features=host.features
     )  # unguarded: fine
+
+
+
+@pytest.mark.parametrize("endpoint", ["/generate", "/speak"])
+def test_a_sampling_setting_the_server_fixes_is_refused_naming_it(served_app, endpoint):
+    """The server runs at its own temperature (0.7 here): asking for 0.9 used to run at 0.7 without
+    a word. Now it is refused naming the field, on the page's Generate and through /speak; left
+    out, the API sends what the page shows, the server's value, and it runs."""
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    url, _ = served_app
+    client = Client(url, verbose=False)
+    asked = args(new_id(), text="Hi.", max_frames=FRAMES, **{**SERVER, "temperature": 0.9}) \
+        if endpoint == "/generate" else ["Hi."]
+    with pytest.raises(AppError) as err:
+        client.predict(*asked, **({} if endpoint == "/generate" else {"temperature": 0.9}), api_name=endpoint)
+    assert ("temperature is fixed by the server (this server runs temperature 0.7): send 0.7 or leave it out, "
+            "got 0.9") in str(err.value)
+    wav, summary = client.predict("Hi.", seed=3, max_frames=FRAMES, api_name="/speak")
+    assert summary["status"].startswith("Done") and summary["frames"] > 0
+
+
+def test_a_server_that_does_not_report_its_sampling_takes_the_declared_one():
+    """vLLM-Omni does not say its sampling: the page shows the declared defaults, and refuses another value."""
+    from gepard_demo.settings import SamplingSettings, SettingsError
+    from gepard_demo.ui.hosts.served import ServedHost
+
+    host = ServedHost(client=None, entry={"id": "gepard"})
+    host.check_fixed(SamplingSettings(seed=5, max_frames=40))  # what goes with a request may change
+    for change in ({"temperature": 0.9}, {"top_k": 4}, {"greedy": True}, {"stop_threshold": 0.7}):
+        with pytest.raises(SettingsError, match=f"{next(iter(change))} is fixed by the server") as err:
+            host.check_fixed(SamplingSettings(**change))
+        assert err.value.field == next(iter(change)) and "gepard_config.json" in str(err.value)

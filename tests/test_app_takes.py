@@ -260,9 +260,9 @@ def test_live_plot_and_gapless_playback_slower_than_real_time(browser, slow_demo
     assert not errors, errors
 
 
-# Each header cell of the takes table: its text, and every word in it that the browser broke
+# Each header cell of a table (its selector): its text, and every word in it that the browser broke
 # across lines or that sticks out of its cell (a word's client rects, from a Range over it).
-HEADERS = """() => Array.from(document.querySelectorAll('#gepard-takes thead th')).map((th) => {
+HEADERS = """(table) => Array.from(document.querySelectorAll(table + ' thead th')).map((th) => {
   const cell = th.getBoundingClientRect(), broken = [];
   const walk = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
   for (let node = walk.nextNode(); node; node = walk.nextNode()) {
@@ -287,7 +287,7 @@ def test_the_takes_table_heads_each_column_with_its_short_label_unbroken(browser
         prepare(page, "A take for the table.", 10, seed=3)
         generate(page)
         page.wait_for_function(ROWS, arg=1)
-        heads = page.evaluate(HEADERS)
+        heads = page.evaluate(HEADERS, "#gepard-takes")
         ARTIFACTS.mkdir(exist_ok=True)
         page.locator("#gepard-takes").screenshot(path=str(ARTIFACTS / f"takes_table_{width}.png"))
     finally:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from app_fixtures import LiveDemo, browser, serve_in_thread, tiny_codec  # noqa: F401  (fixtures)
+from app_fixtures import ARTIFACTS, LiveDemo, browser, serve_in_thread, tiny_codec  # noqa: F401  (fixtures)
 from test_speaker_prefix import voice_like
 
 from eval.runs.run import done_rows
@@ -216,3 +216,78 @@ def test_listening_test_is_blind_keeps_votes_and_survives_a_reload(browser, eval
         ctx.close()
     assert not errors, errors
 
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_per_utterance_table_keeps_each_header_word_whole(browser, eval_demo, width):  # noqa: F811
+    """It broke its headers mid-word at 1400 px ("categ / ory", "stop_f / ired"); now each column is
+    headed by a short label of whole words and is as wide as its longest word (as the takes table)."""
+    from test_app_takes import HEADERS
+
+    from eval.ui.runs_view import TABLE_HEADERS
+
+    ctx = browser.new_context(viewport={"width": width, "height": 1000})
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(eval_demo.url + "/", wait_until="load")
+        page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
+        page.get_by_role("tab", name="Eval").click()
+        page.get_by_text("Earlier runs", exact=True).click()  # the accordion that holds the run picker
+        choose(page, "eval-pick", NEW)
+        page.get_by_role("button", name="Open", exact=True).click()
+        wait_text(page, "#eval-table", "numbers", 60_000)  # the run's rows are in
+        heads = page.evaluate(HEADERS, "#eval-table")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#eval-table").screenshot(path=str(ARTIFACTS / f"eval_table_{width}.png"))
+    finally:
+        ctx.close()
+    assert not errors, errors
+    assert [h["text"] for h in heads] == list(TABLE_HEADERS.values())
+    assert not [h for h in heads if h["broken"]], heads
+
+
+@pytest.fixture(scope="module")
+def grid_sweep(eval_demo, runs):
+    """A real sweep (2 points, one sentence) made with the page's engine, as the tab makes one."""
+    from eval.ui.sweep_section import run_sweep_ui
+
+    form = dict(set_name="smoke", set_file=None, limit=1, batch_size=2, base_seed=5, engine_name="local",
+                asr_backend="faster-whisper", asr_model="tiny.en", vad=True, max_frames=12)
+    run_sweep_ui(eval_demo.demo.host, runs, "grid", form, {"temperature": "0.5 1.0", "stop_threshold": "0.5"}, "")
+    return "grid"
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_sweeps_grid_table_keeps_each_header_word_whole(browser, eval_demo, grid_sweep, width):  # noqa: F811
+    """The "Grid points" table was headed by its data's names ("duration_ratio_median" broke mid-word);
+    now by short labels of whole words, an axis by its control's, each column as wide as its longest word."""
+    import re
+
+    from test_app_takes import HEADERS
+
+    from eval.ui.sweep_section import SWEEP_COLUMNS, SWEEP_HEADERS
+
+    ctx = browser.new_context(viewport={"width": width, "height": 1000})
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(eval_demo.url + "/", wait_until="load")
+        page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
+        page.get_by_role("tab", name="Eval").click()
+        page.get_by_text(re.compile("^Sweep: ")).click()  # its accordion
+        page.get_by_role("button", name="Refresh list").click()  # the sweep was made after the page was built
+        choose(page, "eval-sweep-pick", grid_sweep)
+        page.click("#eval-sweep-open")
+        wait_text(page, "#eval-sweep-table", "median stop lag", 60_000)  # its points are in
+        heads = page.evaluate(HEADERS, "#eval-sweep-table")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator("#eval-sweep-table").screenshot(path=str(ARTIFACTS / f"eval_sweep_table_{width}.png"))
+    finally:
+        ctx.close()
+    assert not errors, errors
+    texts = [h["text"] for h in heads]
+    assert texts[:2] == ["Temperature", "Stop threshold"] and texts[2:] == [SWEEP_HEADERS[c] for c in SWEEP_COLUMNS]
+    assert not [h for h in heads if h["broken"]], heads

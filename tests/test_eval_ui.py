@@ -92,7 +92,7 @@ def test_handlers_run_open_and_compare(provider, tmp_path):
     assert (values["temperature"], values["max_frames"], values["fade_ms"], values["ref_audio"]) == (0.5, 8, 5, None)
     assert f"seed {row['seed']}" in line
     sr, audio = row_audio(tmp_path, "first", failed[0][1])
-    assert sr == 22050 and len(audio) == table["duration_s"].iloc[0] * sr
+    assert sr == 22050 and len(audio) == table["audio s"].iloc[0] * sr
     with pytest.raises(RunError, match="no utterance"):
         row_audio(tmp_path, "first", "nope")
     with pytest.raises(ValueError, match="run name"):

@@ -15,9 +15,15 @@ from eval.runs.run import RunError, done_rows
 if TYPE_CHECKING:
     import numpy as np
 
-TABLE_COLUMNS = ["id", "category", "text", "hyp", "wer", "frames", "stop_fired", "runaway", "ended_by", "duration_s",
-                 "duration_ratio", "ttfa_s", "fail_any", "fail_loop", "derail", "entropy_drop", "reward", "clean",
-                 "longest_pause_s", "dnsmos_ovrl"]
+# The per-utterance table: each column of a run's table, headed by a short label of whole words
+# (the Eval tab sizes each column to keep them whole: ui.takes.header_widths).
+TABLE_HEADERS = {"id": "id", "category": "category", "text": "text", "hyp": "heard", "wer": "WER", "frames": "frames",
+                 "stop_fired": "stop fired", "runaway": "runaway", "ended_by": "ended by", "duration_s": "audio s",
+                 "duration_ratio": "length ratio", "ttfa_s": "TTFA s", "fail_any": "failed", "fail_loop": "loop",
+                 "derail": "derail", "entropy_drop": "entropy drop", "reward": "reward", "clean": "clean",
+                 "longest_pause_s": "longest pause s", "dnsmos_ovrl": "DNSMOS"}
+TABLE_COLUMNS = list(TABLE_HEADERS)
+WIDE = ("text", "heard")  # sentences
 
 
 def list_runs(runs_dir: str | Path) -> list[str]:
@@ -45,16 +51,21 @@ def view_run(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list[s
     from eval.report.markdown import make_report
 
     if not name:
-        return "Pick a run.", pd.DataFrame(columns=TABLE_COLUMNS), []
+        return "Pick a run.", shown_table(pd.DataFrame(columns=TABLE_COLUMNS)), []
     d = run_folder(runs_dir, name)
     report = make_report(d)
     text = report.read_text()
     # The report's image links are relative to the run folder; the gallery shows the charts.
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)\n?", "", text)
     table = pd.read_parquet(d / "table.parquet")
-    cols = [c for c in TABLE_COLUMNS if c in table.columns]
     charts = sorted(str(p) for p in (d / "charts").glob("*.png"))
-    return text, table[cols], charts
+    return text, shown_table(table), charts
+
+
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """A run's table as the tab shows it: every column in TABLE_COLUMNS' order (one a run did not
+    measure, empty), headed by its label, so the column widths always line up."""
+    return table.reindex(columns=TABLE_COLUMNS).rename(columns=TABLE_HEADERS)
 
 
 def failed_rows(runs_dir: str | Path, name: str) -> list[tuple[str, str]]:

@@ -34,6 +34,14 @@ SWEEP_COLUMNS = ["run", "n", "wer_corpus", "wer_ci_low", "wer_ci_high", "runaway
                  "clean_rate", "reward_mean", "truncation_rate",
                  "loop_rate", "long_pause_rate", "failure_rate", "failure_ci_low", "failure_ci_high",
                  "duration_ratio_median", "stop_lag_ms_median"]
+# The "Grid points" table's headers: short labels of whole words (an axis: its control's short label),
+# each column as wide as its longest word (ui.takes.header_widths), so none breaks mid-word.
+SWEEP_HEADERS = {"run": "point", "n": "n", "wer_corpus": "WER", "wer_ci_low": "WER CI low", "wer_ci_high": "WER CI high",
+                 "runaway_rate": "runaway rate", "force_stop_rate": "force stop rate", "derail_rate": "derail rate",
+                 "clean_rate": "clean rate", "reward_mean": "mean reward", "truncation_rate": "truncated rate",
+                 "loop_rate": "loop rate", "long_pause_rate": "long pause rate", "failure_rate": "failure rate",
+                 "failure_ci_low": "failure CI low", "failure_ci_high": "failure CI high",
+                 "duration_ratio_median": "median length ratio", "stop_lag_ms_median": "median stop lag ms"}
 
 
 def _axis_values(text: str, name: str) -> tuple:
@@ -87,6 +95,20 @@ def view_sweep(runs_dir: str | Path, name: str) -> tuple[str, pd.DataFrame, list
     cols = axis_cols + [c for c in SWEEP_COLUMNS if c in df.columns]
     charts = sorted(str(p) for p in (d / "charts").glob("*.png"))
     return "\n\n".join(lines), df[cols], charts
+
+
+def shown_sweep(table: pd.DataFrame) -> dict:
+    """view_sweep's table as the tab shows it: a gr.update of its value, headed by SWEEP_HEADERS
+    (an axis by its words), with the column widths that keep each header's words whole."""
+    import gradio as gr
+
+    from gepard_demo.declare import page_controls
+    from gepard_demo.ui.takes import header_widths
+
+    controls = page_controls(SamplingSettings)  # an axis: its control's short label, as the takes table heads it
+    shown = table.rename(columns=lambda c: SWEEP_HEADERS.get(c) or (controls[c].short if c in controls else
+                                                                    c.replace("_", " ")))
+    return gr.update(value=shown, column_widths=header_widths(list(shown.columns), ()))
 
 
 def run_sweep_ui(engine_provider: EngineFacts, runs_dir, name: str, form: Mapping[str, Json], axes: dict[str, str],
@@ -143,11 +165,11 @@ def build_sweep_section(engine_provider: EngineFacts, runs_dir: str | Path, limi
                                                    "repetition-penalty=1,1.15,1.3; force-stop-frames=off,auto")
         with gr.Row():
             run_btn = gr.Button("Run sweep", variant="primary")
-            pick = gr.Dropdown(list_sweeps(runs_dir), label="Open a sweep")
+            pick = gr.Dropdown(list_sweeps(runs_dir), label="Open a sweep", elem_id="eval-sweep-pick")
             refresh = gr.Button("Refresh list")
-            open_btn = gr.Button("Open")
+            open_btn = gr.Button("Open", elem_id="eval-sweep-open")
         summary = gr.Markdown()
-        table = gr.Dataframe(label="Grid points", wrap=True)
+        table = gr.Dataframe(label="Grid points", wrap=True, elem_id="eval-sweep-table")
         charts = gr.Gallery(label="Sweep charts", columns=2, height="auto")
 
     def _run(nm, *values, progress=gr.Progress()):
@@ -157,14 +179,14 @@ def build_sweep_section(engine_provider: EngineFacts, runs_dir: str | Path, limi
                                                progress=lambda f, d: progress(f, desc=d), limits=limits)
         except Exception as e:  # shown in the tab: bad input must not look like a crash
             raise tab_error(e) from e
-        return text, tbl, chart_images(imgs), gr.update(choices=list_sweeps(runs_dir), value=nm)
+        return text, shown_sweep(tbl), chart_images(imgs), gr.update(choices=list_sweeps(runs_dir), value=nm)
 
     def _open(nm):
         try:
             text, tbl, imgs = view_sweep(runs_dir, nm)
         except Exception as e:
             raise tab_error(e) from e
-        return text, tbl, chart_images(imgs)
+        return text, shown_sweep(tbl), chart_images(imgs)
 
     run_btn.click(_run, api_name="eval_sweep", inputs=[name, *boxes.values(), extra, *form.values()],
                   outputs=[summary, table, charts, pick], concurrency_limit=1)

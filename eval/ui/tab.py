@@ -38,7 +38,7 @@ from eval.ui.compare_section import build_compare_section
 from eval.ui.demo_link import wire_open
 from eval.ui.listening_section import build_listening_section
 from eval.ui.load_section import build_load_section
-from eval.ui.runs_view import TABLE_COLUMNS, list_runs, row_audio, row_choices, run_folder, view_run
+from eval.ui.runs_view import WIDE, list_runs, row_audio, row_choices, run_folder, shown_table, view_run
 from eval.ui.word_view import row_words as row_words_view
 from eval.ui.sweep_section import build_sweep_section
 from eval.ui.settings_form import build_settings_form, read_settings_form
@@ -89,6 +89,8 @@ def build_eval_tab(engine_provider: EngineFacts, runs_dir: str | Path = "runs",
     """Create the Eval tab's components in the current Gradio context (see the module doc)."""
     import gradio as gr
 
+    from gepard_demo.ui.takes import header_widths
+
     runs_dir = str(runs_dir)
     gr.Markdown("Evaluate a whole test set: synthesize, transcribe with Whisper, and score. "
                 "Corpus WER = sum(S+D+I) / sum(reference words) after Whisper's English normalizer; 95% bootstrap CIs.")
@@ -102,7 +104,9 @@ def build_eval_tab(engine_provider: EngineFacts, runs_dir: str | Path = "runs",
     row_words = gr.HTML(elem_id="eval-row-words")  # its words coloured by error (word_view.py)
     open_note = gr.Markdown()
     charts = gr.Gallery(label="Charts", columns=2, height="auto")
-    table = gr.Dataframe(value=pd.DataFrame(columns=TABLE_COLUMNS), headers=TABLE_COLUMNS, label="Per utterance", wrap=True)
+    empty = shown_table(pd.DataFrame())
+    table = gr.Dataframe(value=empty, headers=list(empty.columns), label="Per utterance", wrap=True, elem_id="eval-table",
+                         column_widths=header_widths(list(empty.columns), WIDE))
     with gr.Accordion("Earlier runs", open=False):
         with gr.Row():
             pick = gr.Dropdown(list_runs(runs_dir), label="Open a run", allow_custom_value=False, elem_id="eval-pick")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -19,6 +18,7 @@ from .captions import CaptionDesk, load_in_background
 from gepard_demo.ui.page.banner import RANDOM_WEIGHTS_GAIN, RANDOM_WEIGHTS_MAX_FRAMES
 from gepard_demo.ui.jobs.controller import DemoController
 from gepard_demo.ui.jobs.registry import JobRegistry
+from gepard_demo.ui.jobs.wav_sink import owned_wav_dir
 from gepard_demo.ui.page.layout import CSS, build_demo, page_head
 from gepard_demo.ui.page.link_preview import LinkPreview, LinkPreviewMiddleware
 from gepard_demo.ui.page.saved_voices import SavedVoiceSettings, VisitorVoices
@@ -73,7 +73,7 @@ def build_app(
     stream = stream or StreamSettings()
     registry = JobRegistry(traffic or TrafficSettings.for_batch(host.concurrency))
     max_chars = registry.traffic.max_text_chars
-    wav_dir = Path(wav_dir) if wav_dir else Path(tempfile.mkdtemp(prefix="gepard-wavs-"))
+    wav_dir = Path(wav_dir) if wav_dir else owned_wav_dir()  # the stale ones of killed apps removed
     desk = caption_desk(host, captions)
     controller = DemoController(host, registry, wav_dir, captions=desk)
     shelf = None if saved_voices is None else VisitorVoices(saved_voices)

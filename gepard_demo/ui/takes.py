@@ -162,7 +162,15 @@ TABLE_HEADERS = ["take", "text", *(c.short for c in _CONTROLS.values()),
 # browser wraps a header between words, never inside one; wider than the page, the table scrolls.
 # The table's font is monospace: CHAR_PX is a bold character's width there, with room to spare.
 CHAR_PX, CELL_PAD_PX, TEXT_PX = 10, 32, 240
-TABLE_WIDTHS = [TEXT_PX if h == "text" else CHAR_PX * max(6, *map(len, h.split())) + CELL_PAD_PX for h in TABLE_HEADERS]
+
+
+def header_widths(headers: list[str], wide: tuple[str, ...] = ("text",)) -> list[int]:
+    """A gr.Dataframe's column_widths (px) that keep each header's words whole; `wide` columns hold
+    sentences. The takes table's, and the Eval tab's tables'."""
+    return [TEXT_PX if h in wide else CHAR_PX * max(6, *map(len, h.split())) + CELL_PAD_PX for h in headers]
+
+
+TABLE_WIDTHS = header_widths(TABLE_HEADERS)
 
 
 def table_rows(takes: list[Take] | None) -> list[list[Json]]:

@@ -8,7 +8,8 @@ button and stats work; with the text written as it comes (FeedSettings), `Served
 (served_written.py) sends it word by word over the server's speech WebSocket instead.
 
 What a served model fixes (settings.fixed_by_server: sampling and all chunking / fade / silence)
-is the server's (vLLM-Omni takes no `extra_params`); only the text, the seed and
+is the server's (vLLM-Omni takes no `extra_params`); a request that asks for another sampling value
+is refused naming the setting (`check_fixed`), not run at the server's without a word. Only the text, the seed and
 the frame budget (max_new_tokens) go with a request, plus a reference voice (`ref_audio`) and
 guidance and guardrails (our extension fields) where the server's /v1/models entry says it takes them
 (ours does; vLLM-Omni 0.30's Gepard takes neither). The page disables the other controls and
@@ -32,7 +33,7 @@ from gepard_demo.declare import served_as
 from gepard_demo.model.seams import ModelInfo
 from gepard_demo.serving.client import ServedFeatures, SpeechClient, SpeechServerError, bytes_data_url
 from gepard_demo.serving.served_session import NO_CLONING_REASON, NO_EXTENSION_REASONS, ServedSession
-from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, StreamSettings, fixed_by_server
+from gepard_demo.settings import EXTENSION_GROUPS, SamplingSettings, SettingsError, StreamSettings, fixed_by_server
 from gepard_demo.streaming.seams import ReferenceClip
 from gepard_demo.ui.hosts.page_host import PageHost
 from gepard_demo.ui.jobs.turns import FairLock
@@ -113,10 +114,28 @@ class ServedHost(PageHost):
         except (KeyError, TypeError, ValueError):
             return None
 
+    def check_fixed(self, sampling: SamplingSettings) -> None:
+        """A sampling setting the server fixes, asked at another value than the server's: a
+        SettingsError naming it. The server's value is what its /v1/models reports (ours), else the
+        declared default, which the page shows and vLLM-Omni's gepard_config.json ships. (The fixed
+        stream settings only shape how the server hands its audio out: the page keeps its own.)"""
+        fixed = self.fixed_settings()
+        server = fixed[0] if fixed else SamplingSettings()
+        for name in served_as(SamplingSettings, "fixed"):
+            asked, runs = getattr(sampling, name), getattr(server, name)
+            if asked != runs:
+                where = (f"this server runs {name} {runs}" if fixed else
+                         f"the server reads {name} from gepard_config.json / its env vars at start, not per request; "
+                         f"the page sends {runs}")
+                raise SettingsError(f"{name} is fixed by the server ({where}): send {runs} or leave it out, got {asked}",
+                                    name)
+
     def new_session(self, request: SessionRequest) -> ServedSession:
         """request.speaker: a reference voice as ServedVoices makes it (a `ref_audio` data URL). The
         text limit is the server's own (it answers 400 past it); max_ahead_s: the server paces itself.
-        words_per_s: the text written word by word to the server's speech WebSocket (served_written.py)."""
+        words_per_s: the text written word by word to the server's speech WebSocket (served_written.py).
+        A fixed sampling setting at another value than the server's is refused (check_fixed)."""
+        self.check_fixed(request.sampling)
         if request.words_per_s is not None:
             from gepard_demo.serving.served_written import ServedWrittenSession
 

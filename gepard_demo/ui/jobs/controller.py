@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import inspect
 import logging
 import secrets
 import threading
 import time
+from collections.abc import Mapping
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import gradio as gr
 
 from gepard_demo.model.guards.stop_rule import threshold_of
 from gepard_demo.settings import SamplingSettings, SettingsError
-from gepard_demo.streaming.seams import Session, SessionRequest
+from gepard_demo.streaming.seams import Session
 from gepard_demo.streaming.session import SynthesisStats
 from gepard_demo.streaming.text_input import TextError, read_text_file
 from gepard_demo.ui.audio_route import client_of
@@ -38,31 +39,18 @@ from gepard_demo.ui.jobs.queue_line import queue_status
 from gepard_demo.ui.jobs.registry import JobError, JobRegistry
 from gepard_demo.ui.jobs.recent import RecentRuns
 from gepard_demo.ui.jobs.wav_sink import WavFolder
-from gepard_demo.ui.jobs.work import JobWork
-from gepard_demo.ui.page.controls import CONTROL_NAMES, REFERENCE, default_values, parse_controls, parse_feed
+from gepard_demo.ui.jobs.work import JobWork, WorkOutcome
+from gepard_demo.ui.page.controls import PageControls, read_controls
 from gepard_demo.ui.page.pstop_plot import Trace, pstop_svg
-from gepard_demo.ui.page.views import stats_markdown
+from gepard_demo.ui.page.views import speak_summary, stats_markdown
 from gepard_demo.ui.takes import Take
+from gepard_demo.units import Json
 from gepard_demo.voice.reference_audio import ReferenceAudioError
 from gepard_demo.voice.similarity import ReferenceSimilarity
 
 POLL_S = 0.25  # how often the page's progress line updates while audio streams
 STOP_GRACE_S = 0.2  # after Stop, how long the handler waits for the session's thread before it answers
 log = logging.getLogger("gepard_demo.ui")
-
-
-def _shows_controls(generate):
-    """Generate as Gradio and the API see it: the job id and the text, every other control with a
-    fresh page's value as its default (controls.default_values), then Gradio's request, which
-    Gradio recognizes by its annotation and passes last."""
-    P, defaults = inspect.Parameter, default_values()
-    names = ["self", "job_id", "text"]
-    params = [P(name, P.POSITIONAL_OR_KEYWORD) for name in names]
-    params += [P(name, P.POSITIONAL_OR_KEYWORD, default=defaults[name]) for name in CONTROL_NAMES if name not in names]
-    params.append(P("request", P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request))
-    generate.__signature__ = inspect.Signature(params)
-    generate.__annotations__ = {"request": gr.Request}
-    return generate
 
 
 class DemoController:
@@ -86,18 +74,15 @@ class DemoController:
 
     # -- Generate ----------------------------------------------------------------------------
 
-    @_shows_controls
-    def generate(self, job_id: str, *controls: Any) -> Iterator[tuple]:
+    def generate(self, job_id: str, values: Mapping[str, Json], request: gr.Request | None = None) -> Iterator[tuple]:
         """Gradio generator: (status, wav path, stats markdown, p_stop plot, take) updates.
 
-        Gradio sees the signature `_shows_controls` gives it: the job id, one named parameter per control
-        (CONTROL_NAMES, so the API shows these names), then its own `request` (not in the API),
-        which it passes last: who asks, for the per-client limit (jobs.JobRegistry). The last
-        output is the finished run as a Take (takes.py) for the visitor's session state, which
+        values: the controls by name (controls.CONTROL_NAMES; an API call may leave later ones
+        out), read once into PageControls here, once the job is claimed; endpoints.py is the door
+        Gradio and the API see. request: who asks, for the per-client limit (jobs.JobRegistry). The
+        last output is the finished run as a Take (takes.py) for the visitor's session state, which
         the API does not show; the Takes panel numbers it and adds it to the list."""
         t0 = time.perf_counter()
-        request = controls[len(CONTROL_NAMES)] if len(controls) > len(CONTROL_NAMES) else None
-        values = dict(zip(CONTROL_NAMES, controls))
         # API clients may leave the job id empty: they get a fresh one (and no live stream).
         job_id = job_id or secrets.token_hex(16)
         try:
@@ -107,14 +92,8 @@ class DemoController:
         queued_s = max(0.0, time.monotonic() - job.created)
         try:
             try:
-                sampling, stream = parse_controls(values)
-                feed = parse_feed(values)
-                traffic = self.registry.traffic
-                asked = SessionRequest(values["text"], sampling, stream, request_start=t0,
-                                       speaker=self.voices.speaker(values.get("ref_audio")),
-                                       max_text_chars=traffic.max_text_chars, max_ahead_s=traffic.max_ahead_s,
-                                       words_per_s=feed.rate)
-                session = self.host.new_session(asked)
+                controls = read_controls(values, self.voices.speaker, self.registry.traffic, request_start=t0)
+                session = self.host.new_session(controls.request)
             except (SettingsError, TextError) as exc:
                 title = "Text not accepted" if isinstance(exc, TextError) else "Setting out of range"
                 raise self._rejected(title, exc) from None
@@ -124,10 +103,20 @@ class DemoController:
             if job.cancelled:
                 yield ("Stopped before it started.", None, "", None, gr.skip())
                 return
-            yield from self._run(job, session, sampling, queued_s, values)
+            yield from self._run(job, session, controls, queued_s)
         finally:
             if not job.finished:
                 job.finish()
+
+    def speak(self, job_id: str, values: Mapping[str, Json], request: gr.Request | None = None) -> Iterator[tuple]:
+        """The API's /speak (endpoints.py): Generate run to its end, then (its WAV, speak_summary).
+        A generator, as Generate is: a caller that hangs up closes it, which stops the run."""
+        job_id = job_id or secrets.token_hex(16)
+        last: tuple = ()
+        for last in self.generate(job_id, values, request):
+            yield gr.skip(), gr.skip()
+        status, wav, _stats, _plot, take = last
+        yield wav, speak_summary(job_id, status, take if isinstance(take, Take) else None)
 
     def read_text_file(self, upload: object) -> str:
         """The .txt upload button: its text into the text box (UTF-8, within the page's limit), or
@@ -148,17 +137,20 @@ class DemoController:
         # The title leads the message too: Gradio 6's toast heads every error "Error".
         return gr.Error(f"{title}: {exc}", title=title, print_exception=False)
 
-    def _run(self, job, session: Session, sampling: SamplingSettings, queued_s: float,
-             values: dict | None = None):
-        failure: list[BaseException] = []
+    def _run(self, job, session: Session, controls: PageControls, queued_s: float):
         waiting = threading.Event()  # set while the Eval tab holds the engine
         # The WAV is written as the chunks stream (wav_sink.py): the session keeps no audio.
         sink = self.wavs.sink(job.job_id, session.sample_rate)
         session.keep_audio = False
+        outcome: Future[WorkOutcome] = Future()  # what the job's thread returns
         # In the handler's context: a ZeroGPU call reads the visitor's request (their quota) from it.
-        worker = threading.Thread(target=contextvars.copy_context().run,
-                                  args=(self._work, job, session, sink, failure, waiting),
-                                  name=f"gepard-job-{job.job_id[:8]}", daemon=True)
+        context = contextvars.copy_context()
+
+        def work() -> None:
+            outcome.set_result(context.run(self._work, job, session, sink, waiting))
+
+        worker = threading.Thread(target=work, name=f"gepard-job-{job.job_id[:8]}", daemon=True)
+        sampling = controls.sampling
         yield (f"Generating… (seed `{session.stats.seed}`)", None, "", live_plot(session, sampling), gr.skip())
         worker.start()
         try:
@@ -175,9 +167,10 @@ class DemoController:
             # its thread ends on its own.
             if worker.is_alive():
                 session.cancel()
-        if failure:
-            raise self._failure(failure[0]) from None
-        yield self._done(job, session, sampling, queued_s, values or {}, sink, held=worker.is_alive())
+        error = outcome.result().error if outcome.done() else None  # not done: held past Stop (_done says so)
+        if error is not None:
+            raise self._failure(error) from None
+        yield self._done(job, session, controls, queued_s, sink, held=worker.is_alive())
 
     def _progress(self, job, session: Session, sampling: SamplingSettings, waiting: threading.Event):
         """The page's update while the job runs: where it waits, or how far it got."""
@@ -201,8 +194,7 @@ class DemoController:
         log.error("synthesis failed", exc_info=exc)
         return gr.Error(f"Synthesis failed: {exc!r}", title="Synthesis failed")
 
-    def _done(self, job, session: Session, sampling: SamplingSettings, queued_s: float, values: dict,
-              sink, held: bool):
+    def _done(self, job, session: Session, controls: PageControls, queued_s: float, sink, held: bool):
         """The page's last update: the status line, the WAV, the stats, the plot and the take.
         held: Stop answered while the job's thread still holds on (it is shown as stopped now)."""
         stats = session.stats
@@ -210,8 +202,8 @@ class DemoController:
         if held:
             stats = dataclasses.replace(stats, cancelled=True)
         wav = self.wavs.close(sink)  # the worker's own close, or now if Stop left it held
-        if values.get(REFERENCE) is not None and wav and not stats.cancelled:  # spoken in a reference voice
-            stats.speaker_sim = self.similarity.score(values[REFERENCE], wav)
+        if controls.reference is not None and wav and not stats.cancelled:  # spoken in a reference voice
+            stats.speaker_sim = self.similarity.score(controls.reference, wav)
         self.recent.note(job.job_id, stats)
         queued = f" · waited {queued_s:.1f} s in the queue" if queued_s >= 0.5 else ""
         state = "Stopped" if stats.cancelled else "Done"
@@ -219,17 +211,17 @@ class DemoController:
             f"{state}: {stats.audio_s:.2f} s of audio, first audio after "
             f"{(stats.ttfa_s or 0) * 1000:.0f} ms, seed `{stats.seed}`{queued}"
         ) + (f" ({winding_down})" if winding_down else "")
-        take = self._take(session, values, wav, job.job_id)
-        return (status, wav, stats_markdown(stats, sampling), final_plot(stats, sampling), take)
+        take = self._take(session, controls, wav, job.job_id)
+        return (status, wav, stats_markdown(stats, controls.sampling), final_plot(stats, controls.sampling), take)
 
-    def _take(self, session: Session, values: dict, wav: str | None, job_id: str = "") -> Take:
+    def _take(self, session: Session, controls: PageControls, wav: str | None, job_id: str = "") -> Take:
         """The finished run as a take: the controls as they ran (the seed used, not "random")."""
         stats = session.stats
-        controls = dict(values, seed=stats.seed, random_seed=False)
+        shown = dict(controls.values, seed=stats.seed, random_seed=False)
         codes = session.codes()
         model = self.host.info.name or self.host.requested
-        stream = session.stream or parse_controls(values)[1]  # a served session has none
-        return Take(0, session.text, controls, session.sampling, stream,
+        stream = session.stream or controls.stream  # a served session has none
+        return Take(0, session.text, shown, session.sampling, stream,
                     stats.as_dict(), codes if codes is not None and len(codes) else None, wav, str(model or ""),
                     job_id=job_id)
 

@@ -24,9 +24,10 @@ from gepard_demo.ui.jobs.kept_jobs import KeptJobs
 from gepard_demo.ui.jobs.listeners import Listeners, Waiter, wake_all
 from gepard_demo.ui.jobs.mailbox import Job
 
-__all__ = ["JOB_ID_RE", "Busy", "Job", "JobError", "JobGone", "JobRegistry", "TooManyListeners"]
+__all__ = ["JOB_ID_RE", "JOB_ID_RULE", "Busy", "Job", "JobError", "JobGone", "JobRegistry", "TooManyListeners"]
 
 JOB_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+JOB_ID_RULE = "8 to 64 characters, each a letter, a digit, '-' or '_'"  # JOB_ID_RE in words, for its refusals
 START_GONE = ("its start was already streamed and let go to keep memory bounded (a long text keeps only the "
               "last minutes of what its listener has heard); the finished WAV has it all")
 
@@ -49,8 +50,8 @@ class JobGone(JobError):
 
 def check_id(job_id: object) -> str:
     """The id, if it is one a browser makes up (JOB_ID_RE); JobError otherwise."""
-    if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
-        raise JobError(f"bad job id {job_id!r}")
+    if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id):  # fullmatch: "$" lets a newline end it
+        raise JobError(f"bad job id {job_id!r}: a job id is {JOB_ID_RULE} (or leave it empty for a fresh one)")
     return job_id
 
 

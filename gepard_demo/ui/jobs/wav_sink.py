@@ -5,10 +5,17 @@ the page does not hold it, the file on disk does. 32-bit float, so the file is b
 the PCM the player got. The session's thread writes; the Generate's handler may close the file
 itself when that thread is held after a Stop (a decoder call is not interrupted), and a write
 after the close is dropped: the file then ends where the page said it stopped.
+
+The page's folder of them (`owned_wav_dir`) lives in the system's temporary folder while its app
+runs; an app killed leaves it behind, so each app at its start removes the ones whose owner is gone.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 
@@ -72,3 +79,41 @@ class WavFolder:
             for stale in old[: max(0, len(old) - self.keep)]:
                 stale.unlink(missing_ok=True)
         return path
+
+
+WAV_DIR_PREFIX = "gepard-wavs-"
+OWNER_FILE = ".owner"  # locked (flock) by the app that made the folder, for as long as it runs
+_held: list[int] = []  # the lock files' descriptors, open for the process's life: the lock goes with it
+
+
+def owned_wav_dir(root: str | Path | None = None) -> Path:
+    """A fresh WAV folder in `root` (default: the system's temporary folder), held by this process,
+    after removing the stale ones there (remove_stale_wav_dirs)."""
+    remove_stale_wav_dirs(root)
+    path = Path(tempfile.mkdtemp(prefix=WAV_DIR_PREFIX, dir=root))
+    fd = os.open(path / OWNER_FILE, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, str(os.getpid()).encode())  # for a person looking; the lock is what counts
+    _held.append(fd)
+    return path
+
+
+def remove_stale_wav_dirs(root: str | Path | None = None) -> list[Path]:
+    """Remove the WAV folders in `root` whose owner is gone: the kernel drops a dead process's
+    lock, so a lock we can take is nobody's (a pid may be reused, a lock is not). A folder without
+    an owner file (made before owners were kept, or one being made right now) is left alone."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(WAV_DIR_PREFIX + "*"):
+        try:
+            fd = os.open(path / OWNER_FILE, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # held: its app runs
+        finally:
+            os.close(fd)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed

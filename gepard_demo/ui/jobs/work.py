@@ -1,11 +1,12 @@
 """A Generate's own thread: its session streamed into the job's mailbox, the WAV and the captions,
 then the job finished, whatever happened. The Gradio handler (controller.py) only polls it, so
-generation never waits on Gradio's update loop."""
+generation never waits on Gradio's update loop; the thread's `WorkOutcome` says how it went."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -17,25 +18,34 @@ if TYPE_CHECKING:
 log = logging.getLogger("gepard_demo.ui")
 
 
+@dataclass(frozen=True)
+class WorkOutcome:
+    """How a job's thread ended: error is what broke it (the handler shows it), None: it ran out
+    (to the end, or stopped)."""
+
+    error: BaseException | None = None
+
+
 class JobWork:
     def __init__(self, host: Host, captions: CaptionDesk, wavs: WavFolder):
         self.host, self.captions, self.wavs = host, captions, wavs
 
-    def __call__(self, job: Job, session: Session, sink: WavSink, failure: list[BaseException],
-                 waiting: threading.Event) -> None:
-        """The job's thread: a failure goes in `failure` (the handler shows it); `waiting` is set while
-        the Eval tab holds the engine."""
+    def __call__(self, job: Job, session: Session, sink: WavSink, waiting: threading.Event) -> WorkOutcome:
+        """The job's thread: its outcome, a failure included (the handler shows it); `waiting` is set
+        while the Eval tab holds the engine."""
+        outcome = WorkOutcome()
         try:
             self._stream(job, session, sink, waiting)
         except BaseException as exc:  # shown to the user by the handler; the server keeps going
-            failure.append(exc)
+            outcome = WorkOutcome(exc)
         finally:
             self.wavs.close(sink)
             try:
                 self.captions.finish(job.job_id, session)
             except Exception:  # noqa: BLE001  captions never hold the job
                 log.exception("captions: the session's end was not handed over")
-            job.finish(error=repr(failure[0]) if failure else None)
+            job.finish(error=None if outcome.error is None else repr(outcome.error))
+        return outcome
 
     def _stream(self, job: Job, session: Session, sink: WavSink, waiting: threading.Event) -> None:
         # A batching host's scheduler lines requests up itself (the Eval tab's batches too); behind

@@ -1,19 +1,25 @@
 """The page's controls as values, derived from the settings' declarations (declare.Control on each
 field of SamplingSettings, StreamSettings and FeedSettings): their names in the order Generate takes them, the
 values that show given settings, and `parse_controls`, which reads them back into validated
-settings naming any bad control. The page, its API, the takes' "use these settings" and the
-Eval tab's "Open in the demo" all go through here; fields.py builds the widgets.
+settings naming any bad control, and `read_controls`, which reads one Generate's values once, where it
+enters, into `PageControls`: the session's request and the values a take keeps. The page, its API,
+the takes' "use these settings" and the Eval tab's "Open in the demo" all go through here; fields.py
+builds the widgets, endpoints.py the API's doors.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TypeVar
 
 from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, show, values_of, whole_number
+from gepard_demo.host_settings import TrafficSettings
 from gepard_demo.settings import FeedSettings, SamplingSettings, SettingsError, StreamSettings
+from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.units import Json
 
 SETTINGS = (SamplingSettings, StreamSettings, FeedSettings)
@@ -138,3 +144,41 @@ def parse_controls(values: Mapping[str, object]) -> tuple[SamplingSettings, Stre
 def parse_feed(values: Mapping[str, object]) -> FeedSettings:
     """The page's text arrival controls -> validated FeedSettings (SettingsError names the bad one)."""
     return _parse(values, FeedSettings)
+
+
+@dataclass(frozen=True)
+class PageControls:
+    """One Generate's controls, read once where it enters (read_controls): the checked request its
+    session takes, and the widgets' values as they were sent (every control; a take keeps them for
+    "use these settings", the reference clip scores the take's likeness)."""
+
+    values: Mapping[str, Json]
+    request: SessionRequest
+
+    @property
+    def sampling(self) -> SamplingSettings:
+        return self.request.sampling
+
+    @property
+    def stream(self) -> StreamSettings:
+        return self.request.stream
+
+    @property
+    def reference(self) -> object:
+        """The voice group's clip as the page sent it (None: the default voice)."""
+        return self.values.get(REFERENCE)
+
+
+def read_controls(values: Mapping[str, object], speaker: Callable[[object], object], traffic: TrafficSettings,
+                  request_start: float | None = None) -> PageControls:
+    """A Generate's control values (the page's, or an API call's that may leave later ones out) ->
+    PageControls. speaker: the host's `voices().speaker` (it turns the reference clip into what the
+    host takes); traffic: the page's limits. Raises SettingsError naming a bad control, or the
+    speaker's ReferenceAudioError."""
+    values = MappingProxyType({**default_values(), **values})
+    sampling, stream = parse_controls(values)
+    feed = parse_feed(values)
+    request = SessionRequest(values["text"], sampling, stream, request_start=request_start,
+                             speaker=speaker(values.get(REFERENCE)), max_text_chars=traffic.max_text_chars,
+                             max_ahead_s=traffic.max_ahead_s, words_per_s=feed.rate)
+    return PageControls(values, request)

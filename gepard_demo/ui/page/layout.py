@@ -19,6 +19,7 @@ from gepard_demo.ui.jobs.controller import DemoController
 from gepard_demo.ui.jobs.queue_line import QUEUE_STATES
 from gepard_demo.ui.page.banner import banner_markdown
 from gepard_demo.ui.page.controls import CONTROL_NAMES, control_values, default_values
+from gepard_demo.ui.page.endpoints import generate_door, wire_speak
 from gepard_demo.ui.page.fields import build_group
 from gepard_demo.ui.page.guardrails import build_guardrail_controls
 from gepard_demo.ui.page.speak_link import SPEAK_TAB_ID, SpeakLink
@@ -255,6 +256,7 @@ def build_demo(
                     else:
                         eval_tab(host, speak=SpeakLink(controls, tabs))
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results, host.concurrency)
+        wire_speak(controller, controls, job_id, host.concurrency)  # the API's own way in (README)
         wire_takes(panel, TakeHandlers(host, controller), controls)
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
         if saved_voices is not None:
@@ -268,7 +270,7 @@ def wire_events(controller: DemoController, controls: dict[str, Component], job_
     """concurrency: Generates that run at once (a batching host's max_batch; the rest queue)."""
     inputs = [job_id] + [controls[name] for name in CONTROL_NAMES]
     generated = generate_btn.click(
-        controller.generate,
+        generate_door(controller),
         inputs=inputs,
         outputs=results.outputs(),
         js=_start_js(len(inputs)),

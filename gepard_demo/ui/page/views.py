@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gepard_demo.settings import SamplingSettings, force_stop_text
 from gepard_demo.streaming.session import SynthesisStats
+from gepard_demo.units import Json
+
+if TYPE_CHECKING:
+    from gepard_demo.ui.takes import Take
 
 
 def _fmt(x: float | None, unit: str = "", digits: int = 3) -> str:
@@ -63,3 +69,14 @@ def stats_markdown(stats: SynthesisStats, sampling: SamplingSettings) -> str:
                                   "the quota is charged for the time used)"))
     body = "\n".join(f"| {k} | {v} |" for k, v in rows)
     return "| stat | value |\n| --- | --- |\n" + body
+
+
+def speak_summary(job_id: str, status: str, take: Take | None) -> dict[str, Json]:
+    """/speak's JSON beside its WAV: the job, the status line, and what the run did (none when it
+    was stopped before it started)."""
+    out: dict[str, Json] = {"job_id": job_id, "status": status}
+    if take is None:
+        return out
+    st = take.stats
+    return {**out, "seed": st.get("seed"), "frames": st.get("frames"), "audio_s": st.get("audio_s"),
+            "ttfa_s": st.get("ttfa_s"), "rtf": st.get("rtf"), "ended": take.ended(), "model": take.model}
