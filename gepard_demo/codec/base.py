@@ -88,9 +88,3 @@ def check_mode(mode: str, lookback: int) -> None:
         raise ValueError(f"stream mode must be one of {STREAM_MODES}, got {mode!r}")
     if int(lookback) < 0:
         raise ValueError(f"lookback must be >= 0 frames, got {lookback}")
-
-
-if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
-    from gepard_demo.model.seams import AudioCodec
-
-    _Codec_is_a_AudioCodec: type[AudioCodec] = Codec

@@ -163,3 +163,10 @@ class AudioCodec(Protocol):
     def decode(self, codes: torch.Tensor | np.ndarray) -> np.ndarray: ...
 
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder: ...
+
+
+if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
+    from gepard_demo.codec.base import Codec
+
+    def _codec_is_an_audio_codec(codec: Codec) -> AudioCodec:  # Codec is abstract: held by an instance
+        return codec

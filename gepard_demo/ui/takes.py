@@ -164,7 +164,7 @@ TABLE_HEADERS = ["take", "text", *(c.short for c in _CONTROLS.values()),
 CHAR_PX, CELL_PAD_PX, TEXT_PX = 10, 32, 240
 
 
-def header_widths(headers: list[str], wide: tuple[str, ...] = ("text",)) -> list[int]:
+def header_widths(headers: list[str], wide: tuple[str, ...] = ("text",)) -> list[str | int]:
     """A gr.Dataframe's column_widths (px) that keep each header's words whole; `wide` columns hold
     sentences. The takes table's, and the Eval tab's tables'."""
     return [TEXT_PX if h in wide else CHAR_PX * max(6, *map(len, h.split())) + CELL_PAD_PX for h in headers]

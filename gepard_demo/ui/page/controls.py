@@ -14,13 +14,16 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, show, values_of, whole_number
 from gepard_demo.host_settings import TrafficSettings
 from gepard_demo.settings import FeedSettings, SamplingSettings, SettingsError, StreamSettings
-from gepard_demo.streaming.seams import SessionRequest
+from gepard_demo.streaming.seams import SessionRequest, Speaker
 from gepard_demo.units import Json
+
+if TYPE_CHECKING:
+    from gepard_demo.voice.reference_audio import PageAudio
 
 SETTINGS = (SamplingSettings, StreamSettings, FeedSettings)
 SEED_BOX = "42"  # what the seed box holds while the seed is random: a fixed seed to start from
@@ -164,12 +167,18 @@ class PageControls:
         return self.request.stream
 
     @property
-    def reference(self) -> object:
+    def reference(self) -> PageAudio:
         """The voice group's clip as the page sent it (None: the default voice)."""
-        return self.values.get(REFERENCE)
+        return reference_of(self.values)
 
 
-def read_controls(values: Mapping[str, object], speaker: Callable[[object], object], traffic: TrafficSettings,
+def reference_of(values: Mapping[str, object]) -> PageAudio:
+    # Gradio's Audio value (a file path, or (rate, samples) through the API), read as such by
+    # voice/reference_audio.page_audio, which refuses anything else with a reason.
+    return cast("PageAudio", values.get(REFERENCE))
+
+
+def read_controls(values: Mapping[str, Json], speaker: Callable[[PageAudio], Speaker], traffic: TrafficSettings,
                   request_start: float | None = None) -> PageControls:
     """A Generate's control values (the page's, or an API call's that may leave later ones out) ->
     PageControls. speaker: the host's `voices().speaker` (it turns the reference clip into what the
@@ -178,7 +187,10 @@ def read_controls(values: Mapping[str, object], speaker: Callable[[object], obje
     values = MappingProxyType({**default_values(), **values})
     sampling, stream = parse_controls(values)
     feed = parse_feed(values)
-    request = SessionRequest(values["text"], sampling, stream, request_start=request_start,
-                             speaker=speaker(values.get(REFERENCE)), max_text_chars=traffic.max_text_chars,
+    text = values["text"]
+    if not isinstance(text, str):
+        raise SettingsError(f"text must be a string, got {type(text).__name__}", "text")
+    request = SessionRequest(text, sampling, stream, request_start=request_start,
+                             speaker=speaker(reference_of(values)), max_text_chars=traffic.max_text_chars,
                              max_ahead_s=traffic.max_ahead_s, words_per_s=feed.rate)
     return PageControls(values, request)

@@ -48,7 +48,7 @@ def _door(names: tuple[str, ...], defaults: dict, call: Callable) -> Callable:
 
     params = [P(n, P.POSITIONAL_OR_KEYWORD, **({"default": defaults[n]} if n in defaults else {})) for n in names]
     params.append(P("request", P.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request))
-    door.__signature__ = inspect.Signature(params)
+    door.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]  # what Gradio reads
     door.__annotations__ = {"request": gr.Request}
     return door
 
