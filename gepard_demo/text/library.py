@@ -1,0 +1,96 @@
+"""NeMo's English text normaliser (nemo_text_processing's weighted finite-state grammars), run only
+on the windows of a text that need it, with its grammars compiled once into a cache directory.
+
+Why windows: the library composes its grammars with the whole sentence (~134 ms a sentence on a
+busy vCPU, issue 65), while plain words pass through it unchanged. Only the pieces with a digit, a
+symbol, an abbreviation or a capitalised acronym are given to it, each with `CONTEXT` words either
+side (a month's name, "a.m."), and the context it echoes back is split off again, so the
+mapping back (pieces.py) stays word for word where it can.
+
+Why a cache: compiling the grammars takes 40-200 s; `build` (run by `make setup`) writes them to
+`cache_dir` as .far files and each later process loads them in seconds.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from .pieces import Piece
+
+CONTEXT = 2  # words either side of a window: enough for "May 12 , 1981" and "9 a.m."
+_NEEDS = re.compile(r"\d|[$€£¥%°@&#/+=~^]|\b[A-Z]{2,}\b|\w\.\w|^(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Prof|vs|etc|Mt|Ft|No)\.")
+
+
+class LibraryMissing(RuntimeError):
+    """The normaliser's library is not installed (requirements.txt installs it)."""
+
+
+def _load(cache_dir: Path):
+    try:
+        from nemo_text_processing.text_normalization.normalize import Normalizer
+    except ImportError as e:
+        raise LibraryMissing(f"text_normalization 'nemo' needs nemo_text_processing and pynini ({e})") from None
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return Normalizer(input_case="cased", lang="en", cache_dir=str(cache_dir), overwrite_cache=False)
+
+
+class NemoNormalizer:
+    """One Normalizer, loaded on first use (from cache_dir when built there); thread-safe."""
+
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = Path(cache_dir)
+        self._normalizer = None
+        self._lock = threading.Lock()
+
+    def load(self) -> "NemoNormalizer":
+        with self._lock:
+            if self._normalizer is None:
+                self._normalizer = _load(self.cache_dir)
+        return self
+
+    def sentence(self, text: str) -> str:
+        """The library's reading of a whole text (the benchmark's baseline: no windows)."""
+        return self.load()._normalizer.normalize(text, punct_post_process=True)
+
+    def pieces(self, pieces: Sequence[Piece]) -> list[Piece]:
+        """Every window of `pieces` that needs the library, read by it; the rest as they were."""
+        out: list[Piece] = []
+        i = 0
+        for lo, hi in windows([bool(_NEEDS.search(p.spoken)) for p in pieces]):
+            out += pieces[i:lo]
+            out += self._window(pieces[lo:hi])
+            i = hi
+        return out + list(pieces[i:])
+
+    def _window(self, window: Sequence[Piece]) -> list[Piece]:
+        spoken = self.sentence(" ".join(p.spoken for p in window)).split()
+        head = list(window)
+        kept_front: list[Piece] = []
+        while len(head) > 1 and spoken and spoken[0] == head[0].spoken:  # context echoed back as it was
+            kept_front.append(head.pop(0))
+            spoken.pop(0)
+        kept_back: list[Piece] = []
+        while len(head) > 1 and spoken and spoken[-1] == head[-1].spoken:
+            kept_back.insert(0, head.pop())
+            spoken.pop()
+        if not spoken:  # the library read the rest as nothing: keep it as written, never drop it
+            return list(window)
+        return kept_front + [Piece(" ".join(p.written for p in head), " ".join(spoken))] + kept_back
+
+
+def windows(needs: Sequence[bool], context: int = CONTEXT) -> list[tuple[int, int]]:
+    """[lo, hi) ranges covering each piece that needs the library and `context` pieces either
+    side, overlapping ranges merged."""
+    out: list[tuple[int, int]] = []
+    for k, need in enumerate(needs):
+        if not need:
+            continue
+        lo, hi = max(0, k - context), min(len(needs), k + context + 1)
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return out
