@@ -1,11 +1,13 @@
 """NeMo's English text normaliser (nemo_text_processing's weighted finite-state grammars), run only
 on the windows of a text that need it, with its grammars compiled once into a cache directory.
 
-Why windows: the library composes its grammars with the whole sentence (~134 ms a sentence on a
-busy vCPU, issue 65), while plain words pass through it unchanged. Only the pieces with a digit, a
-symbol, an abbreviation or a capitalised acronym are given to it, each with `CONTEXT` words either
-side (a month's name, "a.m."), and the context it echoes back is split off again, so the
-mapping back (pieces.py) stays word for word where it can.
+Why windows: the library composes its grammars with the whole sentence, ~1 ms a character (~134 ms
+a sentence on a busy vCPU, issue 65), while plain words pass through it unchanged. Only the pieces
+with a digit, a symbol, an abbreviation or a capitalised acronym are given to it, each with the
+word before it ("Circle Dr.", "City, MO") and the pieces after or before it that attach (a month's
+name, a comma between numbers, a unit); the context it echoes back is split off again, so the
+mapping back (pieces.py) stays word for word where it can. On GoogleTN's changed rows this reads
+as well as whole sentences (65% against 64%) in about a quarter of the time (docs/PERFORMANCE.md).
 
 Why a cache: compiling the grammars takes 40-200 s; `build` (run by `make setup`) writes them to
 `cache_dir` as .far files and each later process loads them in seconds.
@@ -20,8 +22,15 @@ from pathlib import Path
 
 from .pieces import Piece
 
-CONTEXT = 2  # words either side of a window: enough for "May 12 , 1981" and "9 a.m."
-_NEEDS = re.compile(r"\d|[$€£¥%°@&#/+=~^]|\b[A-Z]{2,}\b|\w\.\w|^(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Prof|vs|etc|Mt|Ft|No)\.")
+# What a window grows over: a month's or a day's name, a comma or dash between numbers, a unit
+# or a scale after one. Each character costs the library ~1 ms (its composition with the tagger
+# grows with the text), so windows stay as short as the reading needs.
+_ATTACHES = re.compile(
+    r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?"
+    r"|[,\-–/:]|[a-zA-Zμ°]{1,3}\.?|(?:hundred|thousand|million|billion|trillion|percent|cents?|dollars?)")
+# What needs the library: digits, symbols, capitalised acronyms, abbreviations.
+_NEEDS = re.compile(r"\d|[$€£¥%°@&#/+=~^]|\b[A-Z]{2,}\b|\w\.\w|^(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Prof|vs|etc|Mt|Ft|No|Maj|Gen|Capt|Col|Lt|Sgt|Ave|Blvd|Rd)\."
+                    r"|^(?:st|St)$|^(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\b")
 
 
 class LibraryMissing(RuntimeError):
@@ -59,7 +68,9 @@ class NemoNormalizer:
         """Every window of `pieces` that needs the library, read by it; the rest as they were."""
         out: list[Piece] = []
         i = 0
-        for lo, hi in windows([bool(_NEEDS.search(p.spoken)) for p in pieces]):
+        needs = [bool(_NEEDS.search(p.spoken)) for p in pieces]
+        attaches = [bool(_ATTACHES.fullmatch(p.spoken)) for p in pieces]
+        for lo, hi in windows(needs, attaches):
             out += pieces[i:lo]
             out += self._window(pieces[lo:hi])
             i = hi
@@ -81,16 +92,21 @@ class NemoNormalizer:
         return kept_front + [Piece(" ".join(p.written for p in head), " ".join(spoken))] + kept_back
 
 
-def windows(needs: Sequence[bool], context: int = CONTEXT) -> list[tuple[int, int]]:
-    """[lo, hi) ranges covering each piece that needs the library and `context` pieces either
-    side, overlapping ranges merged."""
+def windows(needs: Sequence[bool], attaches: Sequence[bool]) -> list[tuple[int, int]]:
+    """[lo, hi) ranges covering each piece that needs the library, grown over the pieces either
+    side that attach to it (a month's name, a comma between numbers, a unit), overlapping or
+    touching ranges merged."""
     out: list[tuple[int, int]] = []
     for k, need in enumerate(needs):
         if not need:
             continue
-        lo, hi = max(0, k - context), min(len(needs), k + context + 1)
+        lo, hi = max(0, k - 1), k + 1  # a word before: "Circle Dr.", "City, MO"
+        while lo > 0 and attaches[lo - 1]:
+            lo -= 1
+        while hi < len(needs) and (attaches[hi] or needs[hi]):
+            hi += 1
         if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], hi)
+            out[-1] = (out[-1][0], max(hi, out[-1][1]))
         else:
             out.append((lo, hi))
     return out
