@@ -47,15 +47,17 @@ class Reading:
 
 
 class FrontEnd:
-    """One per process: it holds the library normaliser, loaded on its first use."""
+    """One per process (`shared`): the library normaliser, loaded on its first use, and the
+    server-wide lexicon (`--lexicon FILE`), which a request's own entries extend and override."""
 
-    def __init__(self, cache_dir: str | Path | None = None):
+    def __init__(self, cache_dir: str | Path | None = None, lexicon: Lexicon = EMPTY):
         self.nemo = NemoNormalizer(Path(cache_dir) if cache_dir else default_cache_dir())
+        self.lexicon = lexicon
 
     def read(self, text: str, mode: str = OFF, lexicon: Lexicon = EMPTY) -> Reading:
         if mode not in TEXT_NORMALIZATIONS:
             raise ValueError(f"text_normalization must be one of {TEXT_NORMALIZATIONS}, got {mode!r}")
-        pieces = lexicon.apply(split(text))
+        pieces = self.lexicon.extended(lexicon).apply(split(text))
         if mode != OFF:
             pieces = rules.apply(pieces)
         if mode == NEMO:
@@ -66,6 +68,30 @@ class FrontEnd:
 
     def spoken(self, text: str, mode: str = OFF, lexicon: Lexicon = EMPTY) -> str:
         """The text the model will read: as written where nothing applies (mode off, no lexicon)."""
-        if mode == OFF and not lexicon.entries:
+        if mode == OFF and not lexicon.entries and not self.lexicon.entries:
             return text
         return self.read(text, mode, lexicon).spoken
+
+
+_SHARED: list[FrontEnd] = []
+
+
+def shared() -> FrontEnd:
+    """The process's front end (model/engine.py reads every prompt's text through it)."""
+    if not _SHARED:
+        _SHARED.append(FrontEnd())
+    return _SHARED[0]
+
+
+def configure(cache_dir: str | Path | None = None, lexicon: Lexicon = EMPTY) -> FrontEnd:
+    """Set the process's front end up, once, from an entry point's flags (its grammar cache under
+    GEPARD_CACHE_DIR, the server-wide --lexicon)."""
+    _SHARED[:] = [FrontEnd(cache_dir, lexicon)]
+    return _SHARED[0]
+
+
+def library_available() -> bool:
+    """Whether the "nemo" mode can run here (nemo_text_processing installed), without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec("nemo_text_processing") is not None

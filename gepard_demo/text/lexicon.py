@@ -46,6 +46,14 @@ class Lexicon:
         graphemes = sorted((g for g, _ in self.entries), key=len, reverse=True)
         return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, graphemes)) + r")(?!\w)")
 
+    def extended(self, other: "Lexicon") -> "Lexicon":
+        """This lexicon with `other`'s entries added, `other`'s winning where both have a grapheme."""
+        if not other.entries:
+            return self
+        mine = dict(self.entries)
+        mine.update(other.entries)
+        return Lexicon(tuple(mine.items()))
+
     def apply(self, pieces: Sequence[Piece]) -> list[Piece]:
         if not self.entries:
             return list(pieces)
