@@ -42,6 +42,9 @@ def _load(cache_dir: Path):
         from nemo_text_processing.text_normalization.normalize import Normalizer
     except ImportError as e:
         raise LibraryMissing(f"text_normalization 'nemo' needs nemo_text_processing and pynini ({e})") from None
+    import logging
+
+    logging.getLogger("NeMo-text-processing").setLevel(logging.WARNING)  # its INFO lines, per grammar
     cache_dir.mkdir(parents=True, exist_ok=True)
     return Normalizer(input_case="cased", lang="en", cache_dir=str(cache_dir), overwrite_cache=False)
 
