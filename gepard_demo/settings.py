@@ -14,6 +14,7 @@ from typing import Any
 
 from .declare import Control, declared, in_effect, served_as, setting, values_of
 from .text.front_end import NEMO, TEXT_NORMALIZATIONS, library_available
+from .text.lexicon import LexiconError, parse_cached
 
 # 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
@@ -91,6 +92,11 @@ def _read_unset_int(text: str) -> int | None:
     return None if str(text).strip().lower() in ("", "none", OFF) else int(text)
 
 
+def _read_entries(text) -> str:
+    """A text setting that may be left empty (the page's empty box may come back as None)."""
+    return "" if text is None else str(text).strip()
+
+
 def _write_unset(value) -> str | None:
     return None if value is None else str(value)
 
@@ -132,6 +138,9 @@ class SamplingSettings:
     text_normalization: how the text front end reads the text before the prompt (gepard_demo/text:
         "off" as written, "rules" our own layer, "nemo" ours then NeMo's grammars). Off by default
         until the real weights show that normalising helps.
+    lexicon_entries: this request's pronunciations, applied before the normaliser: "written =
+        spoken" entries (a ";" or a new line between them) or a W3C PLS document with <alias>es
+        (gepard_demo/text/lexicon.py); they extend and override the server's `--lexicon`.
     """
 
     # The seed and text_repetition carry no Text: each CLI means something of its own by --seed (one
@@ -190,6 +199,11 @@ class SamplingSettings:
         "numbers by our rules; nemo = ours, then NeMo's grammars (`python -m gepard_demo normalize` previews it)",
         page=Control("reading", "Text normalization (off until the real weights show it helps)",
                      "text-normalization", widget="radio"))
+    lexicon_entries: str = setting(
+        "", kind=str, read=_read_entries, write=lambda v: v or None, served="normalization", metavar="ENTRIES",
+        help="pronunciations, before normalisation: 'written = spoken' entries separated by ';' or a PLS document",
+        page=Control("reading", "Pronunciations: written = spoken, separated by ';' (or a W3C PLS document)",
+                     "lexicon", widget="text"))
 
     @property
     def guided(self) -> bool:
@@ -247,6 +261,10 @@ class SamplingSettings:
         check_field(self.text_normalization != NEMO or library_available(), "text_normalization",
                     "text_normalization 'nemo' needs nemo_text_processing, which is not installed here "
                     "(pip install -r requirements.txt)")
+        try:
+            parse_cached(self.lexicon_entries, "lexicon_entries")
+        except LexiconError as e:
+            raise SettingsError(str(e), "lexicon_entries") from None
         return self
 
     def replace(self, **changes) -> "SamplingSettings":

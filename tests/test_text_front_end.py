@@ -145,11 +145,34 @@ def test_text_normalization_is_declared_once_and_every_surface_derives_it():
     for cmd in ("synth", "serve"):
         args = build_parser().parse_args([cmd, "--text-normalization", "rules"] + (["x"] if cmd == "synth" else []))
         assert args.text_normalization == "rules"
-    assert CONTROL_NAMES[-1] == "text_normalization"  # the API's last: old clients' positions stay
+    # the API's last controls: old clients' positions stay
+    assert CONTROL_NAMES[-2:] == ("text_normalization", "lexicon_entries")
     assert parse_controls({"text_normalization": "rules"})[0].text_normalization == "rules"
-    assert EXTENSION_GROUPS["normalization"] == ("text_normalization",) and "text_normalization" in EXTENSION_FIELDS
+    assert EXTENSION_GROUPS["normalization"] == ("text_normalization", "lexicon_entries")
+    assert {"text_normalization", "lexicon_entries"} <= set(EXTENSION_FIELDS)
     line = " ".join(setting_args(SamplingSettings(text_normalization="rules"), StreamSettings()))
     assert "--text-normalization rules" in line  # a take's synth line
     with pytest.raises(SettingsError) as e:
         SamplingSettings(text_normalization="loud").validate()
     assert e.value.field == "text_normalization"
+
+
+def test_a_requests_lexicon_entries_are_a_declared_setting_checked_naming_it():
+    from gepard_demo.__main__ import build_parser
+    from gepard_demo.ui.page.controls import parse_controls
+
+    args = build_parser().parse_args(["synth", "x", "--lexicon-entries", "SQL = sequel; GUI = gooey"])
+    assert args.lexicon_entries == "SQL = sequel; GUI = gooey"
+    assert parse_controls({"lexicon_entries": None})[0].lexicon_entries == ""  # the page's empty box
+    assert "--lexicon-entries" not in " ".join(setting_args_of(SamplingSettings()))  # empty: left out
+    for entries, words in (("SQL = my SQL", "loops"), ("SQL sequel", "is not 'written = spoken'"),
+                           (PLS.replace("<alias>sequel</alias>", "<phoneme>x</phoneme>"), "not phonemes")):
+        with pytest.raises(SettingsError) as e:
+            parse_controls({"lexicon_entries": entries})
+        assert e.value.field == "lexicon_entries" and words in str(e.value)
+
+
+def setting_args_of(sampling: SamplingSettings) -> list[str]:
+    from gepard_demo.settings_flags import setting_args
+
+    return setting_args(sampling, StreamSettings())

@@ -46,6 +46,14 @@ def test_the_prompt_is_made_from_what_the_front_end_reads(tiny_engine):
     rules = SamplingSettings(text_normalization="rules")
     assert tiny_engine.prompt_ids(WRITTEN, rules) == tiny_engine.prompt_ids(SPOKEN)
     assert tiny_engine.prompt_ids(WRITTEN) != tiny_engine.prompt_ids(SPOKEN)  # off: as written
+    lexicon = SamplingSettings(lexicon_entries="SQL = sequel", text_normalization="rules")
+    assert tiny_engine.prompt_ids("SQL costs $5.", lexicon) == tiny_engine.prompt_ids("sequel costs five dollars.")
+
+
+def test_a_requests_lexicon_entries_come_before_normalization(server):
+    client, _ = server
+    said = _speak(client, "SQL costs $5.", lexicon_entries="SQL = sequel; $5 = a fiver", text_normalization="rules")
+    assert said == _speak(client, "sequel costs a fiver.")
 
 
 def test_models_lists_the_normalization_group(server):
@@ -61,13 +69,18 @@ def test_a_request_field_normalizes_its_text(server):
     assert normalized != _speak(client, WRITTEN)
 
 
-@pytest.mark.parametrize("value, words", [("loud", "must be one of"), (3, "must be one of")])
-def test_a_bad_value_is_a_400_naming_it(server, value, words):
+@pytest.mark.parametrize("field, value, words", [
+    ("text_normalization", "loud", "must be one of"), ("text_normalization", 3, "must be one of"),
+    ("lexicon_entries", "SQL = my SQL", "loops"), ("lexicon_entries", ["SQL = sequel"], "must be a string"),
+    ("lexicon_entries", '<lexicon xmlns="http://www.w3.org/2005/01/pronunciation-lexicon"><lexeme>'
+                        '<grapheme>SQL</grapheme><phoneme>x</phoneme></lexeme></lexicon>', "not phonemes"),
+])
+def test_a_bad_value_is_a_400_naming_it(server, field, value, words):
     client, _ = server
-    r = client.post("/v1/audio/speech", json={"input": WRITTEN, "text_normalization": value})
+    r = client.post("/v1/audio/speech", json={"input": WRITTEN, field: value})
     assert r.status_code == 400, r.text
     err = r.json()["error"]
-    assert err["param"] == "text_normalization" and words in err["message"], err
+    assert err["param"] == field and words in err["message"], err
 
 
 def test_the_websockets_session_config_takes_it(server):

@@ -19,6 +19,7 @@ from gepard_demo.model.fixed_shape.shapes import WARM_ROWS, Capture, StepShapes
 from gepard_demo.model.guards.guardrails import force_stop_for
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.text.front_end import shared as front_end
+from gepard_demo.text.lexicon import parse_cached
 
 from .batch import BatchRequest, DecodeBatch, DecodeLoop, decode_batch
 from .config import GepardConfig
@@ -130,7 +131,9 @@ class GepardEngine(FrameMaker):
     @staticmethod
     def spoken(text: str, settings: SamplingSettings | None = None) -> str:
         """What the model reads for `text`: the front end's reading, as written when it is off."""
-        return front_end().spoken(text, settings.text_normalization if settings is not None else "off")
+        if settings is None:
+            return front_end().spoken(text)
+        return front_end().spoken(text, settings.text_normalization, parse_cached(settings.lexicon_entries, "lexicon_entries"))
 
     def sampler(self, text: str, settings: SamplingSettings) -> RowSampler:
         """The request's RowSampler: its seed's generator, and its force stop for this text

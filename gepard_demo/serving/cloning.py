@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gepard_demo.declare import declared, takes_a_word, whole_number
+from gepard_demo.declare import declared, kind_of, takes_a_word, whole_number
 from gepard_demo.serving.protocol import GEPARD_RULES, FieldRule
 from gepard_demo.settings import AUTO, EXTENSION_GROUPS, SamplingSettings, SettingsError
 from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio
@@ -94,6 +94,10 @@ def _json_setting(key: str, value: object) -> float | int | str:
     if choices:  # a word setting (text_normalization): one of its words; validate names a wrong one
         if not isinstance(value, str):
             raise CloningFieldError(f"{key} must be one of {list(choices)}, got {value!r}", key)
+        return value
+    if kind_of(SamplingSettings, key) is str:  # text (lexicon_entries): validate reads it
+        if not isinstance(value, str):
+            raise CloningFieldError(f"{key} must be a string, got {type(value).__name__}", key)
         return value
     if worded and isinstance(value, str) and value.strip().lower() == AUTO:
         return AUTO

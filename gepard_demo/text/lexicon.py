@@ -1,8 +1,8 @@
 """A pronunciation lexicon: written words -> what to say instead, applied before the normaliser.
 
 Two forms: a W3C PLS document (https://www.w3.org/TR/pronunciation-lexicon/) whose lexemes each
-have `<grapheme>`s and an `<alias>` (what ElevenLabs, Azure and Polly take), or plain lines
-"written = spoken". A match is whole words, case-sensitive as PLS defines graphemes; the longest
+have `<grapheme>`s and an `<alias>` (what ElevenLabs, Azure and Polly take), or plain entries
+"written = spoken", a new line or a ";" between them. A match is whole words, case-sensitive as PLS defines graphemes; the longest
 grapheme wins where two start at one word. Gepard reads text, not phonemes: a `<phoneme>` is refused.
 
 Every refusal is a `LexiconError` naming the field it came in (`lexicon` on every surface).
@@ -14,6 +14,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from gepard_demo.bounded import Bounded
 
 from .pieces import Piece, rewrite
 
@@ -89,14 +91,26 @@ def parse(text: str, field: str = FIELD) -> Lexicon:
         raise LexiconError(str(e).replace("lexicon", field, 1), field) from None
 
 
+def parse_cached(text: str, field: str = FIELD) -> Lexicon:
+    """parse(), the last few lexicons kept: a request's entries are checked where its settings are
+    validated and read again where its prompt is made."""
+    key = (text, field)
+    if key not in _PARSED:
+        _PARSED[key] = parse(text, field)
+    return _PARSED[key]
+
+
+_PARSED: Bounded[tuple[str, str], Lexicon] = Bounded(32)
+
+
 def _plain(text: str) -> list[tuple[str, str]]:
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(re.split(r"[\n;]", text), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         if "=" not in line:
-            raise LexiconError(f"lexicon line {n}: {line!r} is not 'written = spoken' (nor is the text PLS)")
+            raise LexiconError(f"lexicon entry {n}: {line!r} is not 'written = spoken' (nor is the text PLS)")
         written, spoken = (s.strip() for s in line.split("=", 1))
         out.append((written, spoken))
     return out
