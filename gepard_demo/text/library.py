@@ -27,7 +27,7 @@ from .pieces import Piece
 # grows with the text), so windows stay as short as the reading needs.
 _ATTACHES = re.compile(
     r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?"
-    r"|[,\-–/:]|[a-zA-Zμ°]{1,3}\.?|(?:hundred|thousand|million|billion|trillion|percent|cents?|dollars?)")
+    r"|[,\-–/:]|[a-zA-Zμ°²³]{1,4}\.?|(?:hundred|thousand|million|billion|trillion|percent|cents?|dollars?)")
 # What needs the library: digits, symbols, capitalised acronyms, abbreviations.
 _NEEDS = re.compile(r"\d|[$€£¥%°@&#/+=~^]|\b[A-Z]{2,}\b|\w\.\w|^(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|Prof|vs|etc|Mt|Ft|No|Maj|Gen|Capt|Col|Lt|Sgt|Ave|Blvd|Rd)\."
                     r"|^(?:st|St)$|^(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\b")
