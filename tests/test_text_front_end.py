@@ -176,3 +176,15 @@ def setting_args_of(sampling: SamplingSettings) -> list[str]:
     from gepard_demo.settings_flags import setting_args
 
     return setting_args(sampling, StreamSettings())
+
+
+def test_eval_runs_and_sweeps_take_it():
+    from eval.parser import build_parser as eval_parser
+    from eval.sweeps.grid import parse_axes
+    from gepard_demo.settings_flags import settings_from_args
+
+    for cmd in (["run", "--set", "smoke", "--out", "x"], ["sweep", "--out", "x"]):
+        args = eval_parser().parse_args(cmd + ["--text-normalization", "rules", "--lexicon-entries", "SQL = sequel"])
+        sampling, _ = settings_from_args(args, SamplingSettings(), StreamSettings())
+        assert (sampling.text_normalization, sampling.lexicon_entries) == ("rules", "SQL = sequel")
+    assert parse_axes(["text_normalization=off,rules"]) == (("text_normalization", ("off", "rules")),)
