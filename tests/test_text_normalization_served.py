@@ -83,14 +83,14 @@ def test_a_bad_value_is_a_400_naming_it(server, field, value, words):
     assert err["param"] == field and words in err["message"], err
 
 
-def test_the_websockets_session_config_takes_it(server):
+def test_the_websockets_session_config_takes_them(server):
     client, port = server
 
     async def talk():
         audio = b""
         async with websockets.connect(f"ws://127.0.0.1:{port}{STREAM_PATH}", max_size=None) as ws:
             for m in ({"type": "session.config", "response_format": "pcm", "stream_audio": True, "seed": 5,
-                       "max_new_tokens": FRAMES, "text_normalization": "rules"},
+                       "max_new_tokens": FRAMES, "text_normalization": "rules", "lexicon_entries": "It = That"},
                       {"type": "input.text", "text": WRITTEN}, {"type": "input.done"}):
                 await ws.send(json.dumps(m))
             while True:
@@ -102,7 +102,7 @@ def test_the_websockets_session_config_takes_it(server):
 
     audio, last = asyncio.run(talk())
     assert last["type"] == "session.done", last
-    plain = _speak(client, SPOKEN)
+    plain = _speak(client, SPOKEN.replace("It", "That"))
     assert len(audio) == len(plain)
     assert max(abs(a - b) for a, b in zip(memoryview(audio).cast("h"), memoryview(plain).cast("h"))) <= 1
 
