@@ -26,6 +26,7 @@ $(VENV)/.demo-installed: $(PY) requirements.txt requirements-eval.txt
 	$(PIP) torch==2.13.0
 	$(PIP) -r requirements.txt -c constraints.txt
 	$(PY) -c "import transformers, sys; from transformers import Qwen3_5ForCausalLM; print('transformers', transformers.__version__, 'has Qwen3.5')"
+	$(PY) -m gepard_demo normalize --build  # NeMo's grammars compiled once, not on a first visitor's request
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.demo-installed requirements-test.txt requirements-test-nodeps.txt requirements-nemo.txt

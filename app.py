@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
     gpu_name = torch.cuda.get_device_name(device) if device.startswith("cuda") else None
     print(f"Start-up: {cuda.line(device, dtype, gpu_name)}", file=sys.stderr, flush=True)
     print(f"Loading model {args.model!r} on {device} ({dtype} backbone, fp32 heads) ...", file=sys.stderr, flush=True)
+    from gepard_demo.text.front_end import configure, default_cache_dir
+
+    configure(default_cache_dir(args.cache_dir))  # NeMo's compiled grammars beside tiny (make setup builds them)
     host = load_model_host(args.model, cache_dir=args.cache_dir, engine_loader=engine_loader_for(device, dtype))
     if cuda.problem():
         host.notices.append(f"⚠️ **This machine has an NVIDIA GPU, but PyTorch cannot use it, so the model runs on "

@@ -1,11 +1,12 @@
 """Gepard-1.0 in plain PyTorch: the streaming demo's engine, codec, streaming session and servers.
 
-The subpackages follow the data path, text -> prompt -> talker frames -> codec audio -> stream:
+The subpackages follow the data path, text -> front end -> prompt -> talker frames -> codec audio -> stream:
 
 - units.py                       the audio's units (22.05 kHz, 1024 samples a frame) and the expected length of a text
 - bounded.py                     `Bounded`: the dict that keeps its newest entries (every cache and memory)
 - declare.py                     how a setting is declared once: as text, on the page, to a server
 - settings.py, settings_flags.py  the per-request settings every layer receives (and their CLI flags)
+- text/        the text front end: written text -> what the model reads (lexicon, normaliser), mapped back
 - host_settings.py               how a host serves: batching on one engine, the page's traffic
 - model/      the talker: config, prompt layout, sampling, the decode loop, `GepardEngine`
 - codec/      NanoCodec: codes -> audio (exact / lookback streaming), end-of-speech shaping

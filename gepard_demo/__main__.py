@@ -1,4 +1,4 @@
-"""Command line: `python -m gepard_demo synth "TEXT" -o out.wav`, `serve`, `speak` and `make-tiny DIR`.
+"""Command line: `python -m gepard_demo synth "TEXT" -o out.wav`, `serve`, `speak`, `normalize` and `make-tiny DIR`.
 
 The only place (with app.py and eval's CLI) that reads GEPARD_MODEL / GEPARD_CACHE_DIR: flags and
 env vars become settings dataclasses here and are passed down.
@@ -19,6 +19,7 @@ from .settings import GUARDRAIL_FIELDS, GUIDANCE_FIELDS, SettingsError, StreamSe
 from .settings_flags import (add_batching_flags, add_feed_flags, add_server_flags, add_settings_flags, batching_from_args,
                              feed_from_args, server_from_args, settings_from_args)
 from .speed.flags import add_speed_flags
+from .text.command import add_lexicon_flag, add_normalize_parser, read_lexicon_file
 
 if TYPE_CHECKING:
     from .model.seams import Engine
@@ -53,6 +54,10 @@ def load_from_args(args: argparse.Namespace):
     from .speed.flags import speed_for
     from .speed.select import apply_codec_speed, apply_speed, load_dtype
 
+    from .text.front_end import configure, default_cache_dir
+
+    # The text front end's grammar cache beside tiny's, and the server-wide lexicon (synth, serve).
+    configure(default_cache_dir(args.cache_dir), read_lexicon_file(getattr(args, "lexicon", None)))
     # Until the speed pick sets it: loading and quantizing are not worth more threads.
     torch.set_num_threads(max(1, args.threads))
     dtype = load_dtype(args.device, args.precision)
@@ -288,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_args(synth)
     add_settings_flags(synth)
     add_feed_flags(synth)  # the text written word by word, as a language model writes it
+    add_lexicon_flag(synth)
     add_batching_flags(synth)  # a long text's segments ahead: --look-ahead, and the batch they share
     synth.add_argument("--seed", type=int, default=None, help="default: a fresh one, printed in the stats")
     synth.add_argument("--ref-audio", type=Path, default=None,
@@ -303,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     add_model_args(serve)
     add_settings_flags(serve)  # --max-frames: the default max_new_tokens
+    add_lexicon_flag(serve)  # the server-wide lexicon
     add_batching_flags(serve)
     serve.add_argument("--seed", type=int, default=None, help="seed for requests that send none (default: a fresh one each)")
     add_voice_args(serve, server=True)
@@ -324,7 +331,18 @@ def build_parser() -> argparse.ArgumentParser:
     speak.add_argument("--seed", type=int, default=None, help="unit k takes the seed a long text's segment k takes")
     speak.add_argument("--max-new-tokens", type=int, default=None, help="frames per unit at most")
     speak.set_defaults(func=cmd_speak)
+
+    normalize = add_normalize_parser(sub)
+    normalize.add_argument("--cache-dir", default=os.environ.get("GEPARD_CACHE_DIR"),
+                           help="the demo's cache (env GEPARD_CACHE_DIR; default ~/.cache/gepard-demo)")
+    normalize.set_defaults(func=cmd_normalize)
     return parser
+
+
+def cmd_normalize(args: argparse.Namespace) -> int:
+    from .text.command import run
+
+    return run(args, args.cache_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

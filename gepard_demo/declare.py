@@ -33,13 +33,14 @@ from typing import Any, Callable
 # The page's groups of controls, in the order Generate takes them after the text: the Sampling
 # accordion, the Streaming one, "Voice and guidance" (after its reference clip), and the
 # derailment guardrails (a sub-group of Sampling on the page), then how the text arrives (the Text
-# arrival accordion); the later groups came later, so they come last in the API for old clients.
-PAGE_GROUPS = ("sampling", "stream", "voice", "guardrails", "text")
+# arrival accordion) and how it is read (the text front end's accordion); the later groups came
+# later, so they come last in the API for old clients.
+PAGE_GROUPS = ("sampling", "stream", "voice", "guardrails", "text", "reading")
 # How a speech server takes a setting: fixed when the server starts (vLLM-Omni reads it from
 # gepard_config.json and refuses extra_params per request), with each request (the seed,
 # max_new_tokens), or as one of our extension-field groups, which a server lists in its /v1/models
 # entry (serving/cloning.py) and a served page or eval refuses to send to a server that does not.
-SERVED = ("fixed", "request", "guidance", "guardrails")
+SERVED = ("fixed", "request", "guidance", "guardrails", "normalization")
 WIDGETS = ("slider", "checkbox", "radio", "text", "seed")
 # The values a setting takes: a type or a union of types, as its field is annotated (`int | None`).
 Kind = type | types.UnionType

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .declare import Control, Range, declared, in_effect, out_of_range, served_as, setting, values_of
+from .text.front_end import NEMO, TEXT_NORMALIZATIONS, library_available
+from .text.lexicon import LexiconError, parse_cached
 
 # 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
@@ -98,6 +100,11 @@ def _read_unset_int(text: str) -> int | None:
     return None if str(text).strip().lower() in ("", "none", OFF) else int(text)
 
 
+def _read_entries(text) -> str:
+    """A text setting that may be left empty (the page's empty box may come back as None)."""
+    return "" if text is None else str(text).strip()
+
+
 def _write_unset(value) -> str | None:
     return None if value is None else str(value)
 
@@ -136,6 +143,12 @@ class SamplingSettings:
         where both fall on the same frame the budget is what ended it, as in the runner.
     text_repetition: the prompt repeats a short text (facts §2), as the model was trained; False
         gives the authors' no-repetition baseline (eval's `--text-repetition off`).
+    text_normalization: how the text front end reads the text before the prompt (gepard_demo/text:
+        "off" as written, "rules" our own layer, "nemo" ours then NeMo's grammars). Off by default
+        until the real weights show that normalising helps.
+    lexicon_entries: this request's pronunciations, applied before the normaliser: "written =
+        spoken" entries (a ";" or a new line between them) or a W3C PLS document with <alias>es
+        (gepard_demo/text/lexicon.py); they extend and override the server's `--lexicon`.
     """
 
     # The seed and text_repetition carry no Text: each CLI means something of its own by --seed (one
@@ -190,6 +203,17 @@ class SamplingSettings:
         page=Control("guardrails", "Force stop at frame: off, auto (4 x the text's expected frames, 80-300) or a number",
                      "force-stop", widget="text"))
     text_repetition: bool = True
+    text_normalization: str = setting(
+        OFF, kind=str, read=str, choices=TEXT_NORMALIZATIONS, served="normalization",
+        help="how the text is read before the prompt: off = as written; rules = numbers, money, times, phone "
+        "numbers by our rules; nemo = ours, then NeMo's grammars (`python -m gepard_demo normalize` previews it)",
+        page=Control("reading", "Text normalization (off until the real weights show it helps)",
+                     "text-normalization", widget="radio"))
+    lexicon_entries: str = setting(
+        "", kind=str, read=_read_entries, write=lambda v: v or None, served="normalization", metavar="ENTRIES",
+        help="pronunciations, before normalisation: 'written = spoken' entries separated by ';' or a PLS document",
+        page=Control("reading", "Pronunciations: written = spoken, separated by ';' (or a W3C PLS document)",
+                     "lexicon", widget="text"))
 
     @property
     def guided(self) -> bool:
@@ -216,6 +240,15 @@ class SamplingSettings:
             "force_stop_frames", f"force_stop_frames must be in [1, max_frames = {self.max_frames}], got {f}",
         )
         check_field(isinstance(self.text_repetition, bool), "text_repetition", f"text_repetition must be true or false, got {self.text_repetition!r}")
+        check_field(self.text_normalization in TEXT_NORMALIZATIONS, "text_normalization",
+                    f"text_normalization must be one of {TEXT_NORMALIZATIONS}, got {self.text_normalization!r}")
+        check_field(self.text_normalization != NEMO or library_available(), "text_normalization",
+                    "text_normalization 'nemo' needs nemo_text_processing, which is not installed here "
+                    "(pip install -r requirements.txt)")
+        try:
+            parse_cached(self.lexicon_entries, "lexicon_entries")
+        except LexiconError as e:
+            raise SettingsError(str(e), "lexicon_entries") from None
         return self
 
     def replace(self, **changes) -> "SamplingSettings":
@@ -232,7 +265,8 @@ class SamplingSettings:
 # Our extension fields on the speech API, by the group a server lists in /v1/models (declare.SERVED).
 GUIDANCE_FIELDS = served_as(SamplingSettings, "guidance")
 GUARDRAIL_FIELDS = served_as(SamplingSettings, "guardrails")
-EXTENSION_GROUPS = {"guidance": GUIDANCE_FIELDS, "guardrails": GUARDRAIL_FIELDS}
+NORMALIZATION_FIELDS = served_as(SamplingSettings, "normalization")
+EXTENSION_GROUPS = {"guidance": GUIDANCE_FIELDS, "guardrails": GUARDRAIL_FIELDS, "normalization": NORMALIZATION_FIELDS}
 
 
 def extension_fields(sampling: SamplingSettings) -> dict[str, dict[str, Any]]:

@@ -231,6 +231,7 @@ DEFAULTS = dict(
     seed=1234, random_seed=False, max_frames=60, first_chunk_frames=10, chunk_frames=10, chunk_schedule="ramp",
     decode_mode="exact", lookback_frames=8, fade_ms=20, silence_ms=100, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
     repetition_penalty=1.0, repetition_window=32, force_stop_frames="off", text_arrival="at once", words_per_s=10,
+    text_normalization="off", lexicon_entries="",
 )
 ORDER = list(DEFAULTS)
 

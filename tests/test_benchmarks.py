@@ -63,6 +63,7 @@ PRINTS = {
     "speech_stream": '"50 words/s"',
     "sweep_cost": "rows identical (frames, stop, runaway, p_stop): yes",
     "talker_step": "hybrid padded step: layout check",
+    "text_normalization": "| ours: nemo (rules + NeMo on windows) |",
     "voice_uploads": "the listing's JSON:",
     "zerogpu_asks": '"rows": [',
     "zerogpu_spaces": '"ok": true',

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
-    "gepard_demo.units", "gepard_demo.bounded", "gepard_demo.declare", "gepard_demo.settings", "gepard_demo.host_settings", "gepard_demo.settings_flags", "gepard_demo.codec", "gepard_demo.model",
+    "gepard_demo.units", "gepard_demo.bounded", "gepard_demo.text", "gepard_demo.declare", "gepard_demo.settings", "gepard_demo.host_settings", "gepard_demo.settings_flags", "gepard_demo.codec", "gepard_demo.model",
     "gepard_demo.voice", "gepard_demo.batching", "gepard_demo.streaming", "gepard_demo.alignment", "gepard_demo.speed", "gepard_demo.zerogpu", "gepard_demo.serving",
     "gepard_demo.ui",
     "gepard_demo.__main__",

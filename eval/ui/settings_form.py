@@ -37,6 +37,8 @@ def build_settings_form() -> dict[str, Component]:
         form.update(build_group("voice", values, prefix=PREFIX))
     with gr.Accordion("Streaming and end of speech", open=False):
         form.update(build_group("stream", values, prefix=PREFIX))
+    with gr.Accordion("Text normalization", open=False):
+        form.update(build_group("reading", values, prefix=PREFIX))
     return {name: form[name] for name in FORM_NAMES}
 
 

@@ -20,6 +20,8 @@ from gepard_demo.model.fixed_shape.fixed_batch import FixedBatch
 from gepard_demo.model.fixed_shape.shapes import WARM_ROWS, Capture, StepShapes
 from gepard_demo.model.guards.guardrails import force_stop_for
 from gepard_demo.settings import SamplingSettings
+from gepard_demo.text.front_end import shared as front_end
+from gepard_demo.text.lexicon import parse_cached
 
 from .batch import BatchRequest, DecodeBatch, DecodeLoop, decode_batch
 from .config import GepardConfig
@@ -119,9 +121,21 @@ class GepardEngine(FrameMaker):
         return str(local) if local.exists() else codec_id
 
     def prompt_ids(self, text: str, settings: SamplingSettings | None = None) -> list[int]:
-        """The prompt for `text` (the text repeated when short, unless settings.text_repetition is off)."""
+        """The prompt for `text` as written (the text repeated when short, unless
+        settings.text_repetition is off): read through the text front end first (gepard_demo/text:
+        the lexicon, then settings.text_normalization), the one place every caller's text passes."""
+        return self._prompt(self.spoken(text, settings), settings)
+
+    def _prompt(self, spoken: str, settings: SamplingSettings | None) -> list[int]:
         repeat = settings is None or settings.text_repetition
-        return build_prompt_ids(encode_text(text, self.tokenizer), self.config, repeat=repeat)
+        return build_prompt_ids(encode_text(spoken, self.tokenizer), self.config, repeat=repeat)
+
+    @staticmethod
+    def spoken(text: str, settings: SamplingSettings | None = None) -> str:
+        """What the model reads for `text`: the front end's reading, as written when it is off."""
+        if settings is None:
+            return front_end().spoken(text)
+        return front_end().spoken(text, settings.text_normalization, parse_cached(settings.lexicon_entries, "lexicon_entries"))
 
     def sampler(self, text: str, settings: SamplingSettings) -> RowSampler:
         """The request's RowSampler: its seed's generator, and its force stop for this text
@@ -140,12 +154,13 @@ class GepardEngine(FrameMaker):
         their noise (RowSampler.skip) and its prefill takes them after the prompt, so it goes on
         from frame n as it would have (the last bits of the logits may differ from an
         uninterrupted run, as in any other batch shape: facts §3)."""
-        sampler = self.sampler(text, settings)
+        said = self.spoken(text, settings)
+        sampler = self.sampler(said, settings)  # "auto" scales to what is said
         if resume is not None and len(resume):
             sampler.skip(len(resume), self.talker.logits_shape, self.device)
         else:
             resume = None
-        return BatchRequest(self.prompt_ids(text, settings), sampler, self.unconditional_prompt(settings), speaker,
+        return BatchRequest(self._prompt(said, settings), sampler, self.unconditional_prompt(settings), speaker,
                             resume)
 
     def generate(

@@ -82,6 +82,7 @@ class ServedFeatures:
     voice_cloning: bool = False  # `ref_audio` (our server when its checkpoint has a compressor)
     guidance: bool = False  # our extension fields of the group of that name (settings.EXTENSION_GROUPS)
     guardrails: bool = False  # ditto
+    normalization: bool = False  # ditto
     probe: bool = False  # the SSE done event carries the onset-entropy probe and how the run ended
     word_timestamps: bool = False  # vLLM-Omni's field, served (ours with --word-timestamps; serving/timestamps.py)
     low_confidence: float = 0.7  # below it the server's word confidence is low (its /v1/models says)
@@ -90,13 +91,14 @@ class ServedFeatures:
     def of(cls, entry: dict) -> "ServedFeatures":
         low = (entry.get("word_alignment") or {}).get("low_confidence")
         return cls(voice_cloning=entry.get("voice_cloning") is True, guidance=entry.get("guidance") is True,
-                   guardrails=entry.get("guardrails") is True, probe=entry.get("probe") is True,
+                   guardrails=entry.get("guardrails") is True, normalization=entry.get("normalization") is True,
+                   probe=entry.get("probe") is True,
                    word_timestamps=entry.get("word_timestamps") is True,
                    low_confidence=float(low) if isinstance(low, (int, float)) else 0.7)
 
     def takes(self, group: str) -> bool:
         """Whether the server takes a group of our extension fields (settings.EXTENSION_GROUPS)."""
-        return {"guidance": self.guidance, "guardrails": self.guardrails}[group]
+        return {"guidance": self.guidance, "guardrails": self.guardrails, "normalization": self.normalization}[group]
 
     def check_word_timestamps(self, url: str) -> None:
         """Before the first request: a server that does not list word_timestamps would refuse the

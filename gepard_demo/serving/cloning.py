@@ -10,15 +10,15 @@ vLLM-Omni's cloning fields (its Qwen3-TTS "Base" task; vLLM-Omni 0.30 refuses th
 - `task_type`: accepted when it is "Base" (vLLM-Omni's name for cloning), refused otherwise.
 
 Our extension fields (not in vLLM-Omni) are the sampling settings declared served "guidance"
-(classifier-free guidance) or "guardrails" (the authors' guards, gepard_demo/model/guards/guardrails.py)
-in settings.py, each read as its declaration reads it (`EXTENSION_FIELDS`, listed in
+(classifier-free guidance), "guardrails" (the authors' guards, gepard_demo/model/guards/guardrails.py)
+or "normalization" (the text front end, gepard_demo/text) in settings.py, each read as its declaration reads it (`EXTENSION_FIELDS`, listed in
 /v1/models). Each is checked against the request's own frame budget (max_new_tokens), and a bad
 one is a 400 whose `param` names it.
 """
 
 from __future__ import annotations
 
-from gepard_demo.declare import takes_a_word, whole_number
+from gepard_demo.declare import declared, kind_of, takes_a_word, whole_number
 from gepard_demo.serving.protocol import EXTENSION_FIELDS, GEPARD_RULES, FieldRule
 from gepard_demo.settings import AUTO, SamplingSettings, SettingsError
 from gepard_demo.voice.reference_audio import ReferenceAudioError, decode_base64_audio
@@ -87,6 +87,15 @@ def _json_setting(key: str, value: object) -> float | int | str:
     """An extension field's JSON value as its setting takes it, by the setting's declared type: a
     number (a whole one where the setting counts frames), or the setting's word ("auto")."""
     whole, worded = whole_number(SamplingSettings, key), takes_a_word(SamplingSettings, key)
+    choices = declared(SamplingSettings)[key].choices
+    if choices:  # a word setting (text_normalization): one of its words; validate names a wrong one
+        if not isinstance(value, str):
+            raise CloningFieldError(f"{key} must be one of {list(choices)}, got {value!r}", key)
+        return value
+    if kind_of(SamplingSettings, key) is str:  # text (lexicon_entries): validate reads it
+        if not isinstance(value, str):
+            raise CloningFieldError(f"{key} must be a string, got {type(value).__name__}", key)
+        return value
     if worded and isinstance(value, str) and value.strip().lower() == AUTO:
         return AUTO
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int)):

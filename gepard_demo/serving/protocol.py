@@ -31,7 +31,7 @@ import numpy as np
 import soundfile as sf
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gepard_demo.settings import GUARDRAIL_FIELDS, GUIDANCE_FIELDS
+from gepard_demo.settings import EXTENSION_GROUPS
 from gepard_demo.units import SAMPLE_RATE  # Gepard's native rate; the only one served (sample_rate is refused)
 
 PROTOCOL = "vllm-omni==0.30.0"  # the wheel whose protocol this is (tests/vllm_omni_reference.py reads it)
@@ -59,8 +59,8 @@ UNSUPPORTED_FIELDS = ("non_streaming_mode", "instructions", "language", "ambient
 # Fields a rule of GEPARD_RULES refuses whenever they are given: not taken while that rule stands.
 REFUSED_WHEN_GIVEN = CLONING_FIELDS + UNSUPPORTED_FIELDS + ("sample_rate", "extra_params", "word_timestamps")
 # Our extension fields (not vLLM-Omni's), always taken beside its fields: the sampling settings
-# declared served "guidance" or "guardrails" (settings.py; serving/cloning.py reads them).
-EXTENSION_FIELDS = GUIDANCE_FIELDS + GUARDRAIL_FIELDS
+# declared served in an extension group (settings.EXTENSION_GROUPS; serving/cloning.py reads them).
+EXTENSION_FIELDS = tuple(name for names in EXTENSION_GROUPS.values() for name in names)
 
 
 class RequestError(ValueError):

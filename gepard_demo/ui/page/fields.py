@@ -49,7 +49,7 @@ def _widget(c: Control, value: Json, choices: tuple[str, ...] | None, prefix: st
         return gr.Checkbox(value=value, **common)
     if c.widget == "radio":
         return FieldRadio(list(choices or ()), value=value, **common)
-    return gr.Textbox(value=str(value), max_lines=1, **common)
+    return gr.Textbox(value="" if value is None else str(value), max_lines=1, **common)  # None: an empty box
 
 
 def build_group(group: str, values: Mapping[str, Json], extra: dict[str, dict] | None = None,

@@ -239,6 +239,8 @@ def build_demo(
                             controls.update(sampling_controls(values))
                         with gr.Accordion("Text arrival: at once, or as a language model writes it", open=False):
                             controls.update(build_group("text", values))
+                        with gr.Accordion("Text normalization: how numbers, money and times are read", open=False):
+                            controls.update(build_group("reading", values))
                     with gr.Column(min_width=320):
                         with gr.Accordion("Streaming", open=False):
                             controls.update(stream_controls(values))
