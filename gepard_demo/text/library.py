@@ -15,6 +15,8 @@ Why a cache: compiling the grammars takes 40-200 s; `build` (run by `make setup`
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 import threading
 from collections.abc import Sequence
@@ -54,7 +56,7 @@ class NemoNormalizer:
 
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)
-        self._normalizer = None
+        self._normalizer: Any = None  # nemo_text_processing's Normalizer (untyped), made on first use
         self._lock = threading.Lock()
 
     def load(self) -> "NemoNormalizer":

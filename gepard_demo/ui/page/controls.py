@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from gepard_demo.declare import PAGE_GROUPS, Control, declared, page_controls, show, values_of, whole_number
 from gepard_demo.host_settings import TrafficSettings
@@ -134,7 +134,7 @@ def _read(cls: type[S], name: str, c: Control, values: Mapping[str, object]) -> 
 
 def _parse(values: Mapping[str, object], cls: type[S]) -> S:
     values = {**default_values(), **values}  # an API call may leave later controls out
-    changes = {name: _read(cls, name, c, values) for group in PAGE_GROUPS
+    changes: dict[str, Any] = {name: _read(cls, name, c, values) for group in PAGE_GROUPS  # each of its kind (_read)
                for name, (owner, c) in group_controls(group).items() if owner is cls}
     return cls(**changes)
 
