@@ -15,11 +15,10 @@ Why a cache: compiling the grammars takes 40-200 s; `build` (run by `make setup`
 
 from __future__ import annotations
 
-from typing import Any
-
 import re
 import threading
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 from .pieces import Piece
