@@ -17,6 +17,6 @@ The subpackages follow the data path, text -> front end -> prompt -> talker fram
 - ui/         the Gradio page, the PCM route and the browser player
 
 Imports point one way, down this list (settings lowest, ui highest); tests/test_layout.py keeps
-them so. A package's __init__ names its modules; other packages import from the module itself,
-so a thin client never pays for torch it does not use.
+them so. Each module is described once, in docs/DESIGN.md's tree; other packages import from the
+module itself, so a thin client never pays for torch it does not use.
 """

@@ -1,12 +1,6 @@
 """The engines eval can drive, one module each; `load_engine` picks one by name.
 
-- base.py    `Synthesis` (one utterance's audio, frames, stop head and timings, each defined
-             there), the `EvalEngine` base (its defaults), `EngineError`
-- local.py   `GepardLocal` (batched generate + whole decode), `GepardStreaming` (the app's
-             streaming session, one utterance at a time)
-- piper.py   `PiperReference`: Piper on real speech, which calibrates the ASR / WER path
-- served.py  `GepardServer`, `ServerPool`: a served Gepard (vLLM-Omni or ours) over the speech API
-- files.py   `AudioFiles`: audio that already exists (another system's), by utterance id
+Its modules, each in a line: docs/DESIGN.md's tree.
 """
 
 from __future__ import annotations
