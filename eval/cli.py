@@ -178,9 +178,13 @@ def cmd_listening(args) -> int:
     """A listening session's report (listening.md / .json) from its votes; --new makes the session."""
     from eval.listening.session import Session, write_report
 
+    from eval.runs.locate import name_in, run_path
+
     folder = Path(args.session)
-    if args.new:
-        session = Session.open(folder.parent.parent, folder.name, args.new, args.seed)
+    if args.new:  # each run by its path or its name in the session's runs folder, kept as that name
+        runs_dir = folder.parent.parent
+        session = Session.open(runs_dir, folder.name, [name_in(run_path(r, runs_dir), runs_dir) for r in args.new],
+                               args.seed)
     else:
         if not (folder / "session.json").is_file():
             raise FileNotFoundError(f"{folder} is not a listening session (no session.json); make one with --new RUN RUN")

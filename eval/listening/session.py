@@ -77,15 +77,11 @@ class Session:
 
     @classmethod
     def open(cls, runs_dir: str | Path, name: str, runs: list[str] | None = None, seed: int = 0) -> "Session":
-        """The session `name` under runs_dir/listening, made from `runs` (each a folder name in runs_dir
-        or a run's path: eval.runs.locate) the first time; opened again as it is after that (its runs
-        must be the same)."""
-        from eval.runs.locate import name_in, run_path
-
+        """The session `name` under runs_dir/listening, made from `runs` (folder names in runs_dir)
+        the first time; opened again as it is after that (its runs must be the same)."""
         if not re.fullmatch(r"[A-Za-z0-9._-]+", name or "") or name.startswith("."):
             raise ListeningError(f"session name {name!r}: use letters, digits, '.', '_' or '-'")
         folder = Path(runs_dir) / "listening" / name
-        runs = [name_in(run_path(r, runs_dir), runs_dir) for r in runs or []]
         if (folder / "session.json").is_file():
             s = cls(folder)
             if runs and sorted(runs) != sorted(s.runs):
@@ -96,7 +92,7 @@ class Session:
             raise ListeningError("a listening test needs at least two runs")
         for r in runs:
             if not (Path(runs_dir) / r / "rows.jsonl").is_file():
-                raise ListeningError(f"{r!r} has no synthesized utterance yet (no rows.jsonl)")
+                raise ListeningError(f"{r!r} is not a run in {runs_dir} (no rows.jsonl)")
         pairs = make_pairs(Path(runs_dir), list(runs), seed)
         folder.mkdir(parents=True, exist_ok=True)
         write_json_atomic(folder / "session.json", {"runs": list(runs), "seed": seed, "pairs": [p.as_dict() for p in pairs],

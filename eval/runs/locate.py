@@ -1,8 +1,9 @@
-"""A run named on the command line or in the Eval tab: its folder, one rule for every command.
+"""A run named on the command line: its folder, one rule for every `python -m eval` command.
 
 A run is named by its folder's path (`runs/smoke`, `/data/runs/smoke`), or, where a command has a
 runs folder (a listening session's), by its name in it (`smoke`). The folder must hold a run
-(config.json); what a command needs beyond that (scores, rows) it says itself.
+(config.json); what a command needs beyond that (scores, rows) it says itself. Not for the Eval
+tab: a visitor's run names stay inside its runs folder (eval/ui/runs_view.run_folder).
 """
 
 from __future__ import annotations
