@@ -1,7 +1,7 @@
 """Command line: `python -m gepard_demo synth "TEXT" -o out.wav`, `serve`, `speak`, `normalize` and `make-tiny DIR`.
 
-The only place (with app.py and eval's CLI) that reads GEPARD_MODEL / GEPARD_CACHE_DIR: flags and
-env vars become settings dataclasses here and are passed down.
+The only place (with app.py) that reads GEPARD_MODEL / GEPARD_CACHE_DIR: flags and env vars become
+settings dataclasses here and are passed down. (eval's CLI builds `tiny` in the default cache.)
 """
 
 from __future__ import annotations
