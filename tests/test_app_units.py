@@ -53,6 +53,7 @@ GOOD = dict(
     max_frames=100, first_chunk_frames=10, chunk_frames=10, chunk_schedule="ramp", decode_mode="exact", lookback_frames=8,
     fade_ms=0, silence_ms=0, ref_audio=None, cfg_scale=1.0, cfg_frames=0,
     repetition_penalty=1.0, repetition_window=32, force_stop_frames="off", text_arrival="at once", words_per_s=10,
+    text_normalization="off", lexicon_entries="",
 )
 
 

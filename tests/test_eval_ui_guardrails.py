@@ -68,9 +68,9 @@ def test_a_run_from_the_tab_shows_how_rows_ended(provider, tmp_path):
     from eval_fixtures import rows_of
 
     name, text, table, _ = run_eval(provider, tmp_path, "fs", {**ARGS, "max_frames": 12, **dict(zip(GUARDRAILS, (1.2, 16, "6")))})
-    for frames, ended in zip(table["frames"], table["ended_by"]):
+    for frames, ended in zip(table["frames"], table["ended by"]):
         assert frames <= 6 and (ended == "force_stop") == (frames == 6)  # a stop at step 6 never comes
-    assert {"ended_by", "derail", "reward", "clean"} <= set(table.columns)
+    assert {"ended by", "derail", "reward", "clean"} <= set(table.columns)
     sampling = rows_of(tmp_path / "fs")[0]["settings"]["sampling"]
     assert (sampling["repetition_penalty"], sampling["repetition_window"], sampling["force_stop_frames"]) == (1.2, 16, 6)
     assert "| force stop |" in text and "clean rollout" in text

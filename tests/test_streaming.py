@@ -139,11 +139,11 @@ def test_the_ramp_cuts_each_later_chunk_as_long_as_the_audio_before_it():
     assert [c.frame_end - c.frame_start for c in chunks] == [3, 3, 6, 10, 10, 8]
 
 
-@pytest.mark.parametrize("fade_ms,silence_ms", [(0, 0), (5, 0), (40, 20), (200, 10), (1000, 0)])
-def test_concatenated_chunks_equal_whole_decode_plus_shaping(fade_ms, silence_ms):
+@pytest.mark.parametrize("fade_ms,silence_ms,frames", [(0, 0, 16), (5, 0, 16), (40, 20, 16), (200, 10, 16), (500, 0, 8)])
+def test_concatenated_chunks_equal_whole_decode_plus_shaping(fade_ms, silence_ms, frames):
     # 40 ms = 2.5 frames: longer than the 1-frame final chunk, so the fade reaches back into
-    # samples of earlier chunks; 1000 ms is longer than the whole utterance.
-    sess, engine, _ = make(16, first_chunk_frames=2, chunk_frames=5, fade_ms=fade_ms, silence_ms=silence_ms)
+    # samples of earlier chunks; 500 ms (the longest fade) is longer than the whole 8-frame utterance.
+    sess, engine, _ = make(frames, first_chunk_frames=2, chunk_frames=5, fade_ms=fade_ms, silence_ms=silence_ms)
     chunks = list(sess)
     got = np.concatenate([c.samples for c in chunks])
     want = expected_audio(engine, 7, fade_ms, silence_ms)
