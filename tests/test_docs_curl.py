@@ -71,7 +71,8 @@ def sse_events(text: str) -> list[dict]:
     """The `data:` of each SSE event, its `event:` line checked against its type."""
     events = []
     for block in filter(None, text.strip().split("\n\n")):
-        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        assert set(fields) == {"event", "data"}, ("not an SSE event", block[:300])
         data = json.loads(fields["data"])
         assert fields["event"] == data["type"], block[:300]
         events.append(data)
@@ -131,6 +132,6 @@ def test_the_docs_curl_lines_work_as_written(port, tmp_path):
         for old in tmp_path.glob("out.*"):
             old.unlink()
         run = subprocess.run(["bash", "-c", command.replace(DOC_HOST, f"localhost:{port}")], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, errors="replace", timeout=300)
         assert run.returncode == 0 and not run.stderr, (command, run.returncode, run.stderr)
         check_output(command, comment, run.stdout, tmp_path)
