@@ -49,8 +49,7 @@ WAYS = {"eager": "off", "graphed": "on"}
 
 def use(engine, codec, cuda_graphs: str) -> None:
     engine.use_loop(cuda_graphs)
-    if hasattr(codec, "use_cuda_graphs"):  # absent before issue 66's chunk graphs
-        codec.use_cuda_graphs(cuda_graphs)
+    codec.use_chunk_graphs(cuda_graphs == "on")
 
 
 def host_times(engine, codec, stream: StreamSettings, frames: int, rounds: int) -> dict:
@@ -75,7 +74,8 @@ def measure(engine, codec, frames: int, rounds: int) -> dict:
         for name, stream in SCHEDULES.items():
             SynthesisSession(engine, codec, "Warm up.", SamplingSettings(seed=0, max_frames=22), stream).run()
             row = host_times(engine, codec, stream, frames, rounds)
-            s = summarise(profile_stream(engine, codec, frames, stream, "cpu"), codec.frame_rate_hz)
+            evs, made = profile_stream(engine, codec, frames, stream, "cpu")
+            s = summarise(evs, codec.frame_rate_hz, made)
             t = s["totals"]
             row.update(ops_per_audio_s=t["ops_per_audio_s"], ops_per_frame=t["ops_per_frame"],
                        host_reads_per_frame=t["host_reads_per_frame"],

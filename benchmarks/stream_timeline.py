@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from decode_loops import VIEWS  # noqa: E402
 from quick import add_quick, codec_for, engine_for  # noqa: E402
 
+from gepard_demo.codec.graphed import CHUNK_SCOPE  # noqa: E402
 from gepard_demo.model.fixed_shape.shapes import STEP_SCOPE  # noqa: E402
 from gepard_demo.model.seams import WrappedEngine  # noqa: E402
 
 FRAME_SCOPE = "bench::talker_read"
 CODEC_SCOPE = "bench::codec_push"
-CHUNK_SCOPE = "gepard::codec_chunk"  # codec/graphed.py's replay scope (its name, kept in step)
 REPLAYS = (STEP_SCOPE, CHUNK_SCOPE)
 HOST_READ = "aten::_local_scalar_dense"
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
@@ -168,9 +168,10 @@ def _busy(intervals: list[tuple[float, float]], lo: float, hi: float) -> tuple[f
 
 # -- the summary ----------------------------------------------------------------------------------
 
-def summarise(evs: list[Ev], frame_rate_hz: float, top: int = 10) -> dict:
+def summarise(evs: list[Ev], frame_rate_hz: float, audio_frames: int | None = None, top: int = 10) -> dict:
     """Per frame: wall, talker, codec and session ms; ops launched by each part; host reads, syncs,
-    copies; the device's busy time and its gaps. Then the totals and the top kernels by time."""
+    copies; the device's busy time and its gaps. Then the totals (per audio second of
+    `audio_frames` frames; as many as the reads when not given) and the top kernels by time."""
     frames = sorted((e for e in evs if e.name == FRAME_SCOPE and not e.device), key=lambda e: e.start)
     if not frames:
         raise ValueError(f"no {FRAME_SCOPE} in the profile: was the session read through traced()?")
@@ -214,14 +215,14 @@ def summarise(evs: list[Ev], frame_rate_hz: float, top: int = 10) -> dict:
         row["session_ms"] = row["wall_ms"] - row["talker_ms"] - row["codec_ms"]
         busy, gaps, largest = _busy(device, a, b)
         row.update(device_busy_ms=busy / 1e3, device_gaps_ms=gaps / 1e3, largest_gap_ms=largest / 1e3)
-    return {"frames": len(rows), "rows": rows, "totals": _totals(rows, frame_rate_hz),
+    audio_s = (audio_frames if audio_frames is not None else len(rows)) / frame_rate_hz
+    return {"frames": len(rows), "rows": rows, "totals": _totals(rows, audio_s),
             "top": _top(evs, top), "top_on": "device" if device else "host",
             "launched": {p: dict(sorted(v.items(), key=lambda kv: -kv[1])[:top]) for p, v in names.items()}}
 
 
-def _totals(rows: list[dict], frame_rate_hz: float) -> dict:
+def _totals(rows: list[dict], audio_s: float) -> dict:
     n = len(rows)
-    audio_s = n / frame_rate_hz
     ops = {p: sum(r["ops"][p] for r in rows) for p in PARTS}
     out = {"audio_s": audio_s, "ops_per_frame": {p: v / n for p, v in ops.items()},
            "ops_per_audio_s": {**{p: v / audio_s for p, v in ops.items()}, "all": sum(ops.values()) / audio_s}}
@@ -268,8 +269,9 @@ def table(s: dict, rows: int = 12) -> str:
 
 # -- the script -----------------------------------------------------------------------------------
 
-def profile_stream(engine, codec, frames: int, stream, device: str):
-    """One session of `frames` frames read through `traced`, under the profiler; its Ev records."""
+def profile_stream(engine, codec, frames: int, stream, device: str) -> tuple[list[Ev], int]:
+    """One session of `frames` frames read through `traced`, under the profiler: its Ev records and
+    the frames it made."""
     from gepard_demo.settings import SamplingSettings
     from gepard_demo.streaming.session import SynthesisSession
 
@@ -277,9 +279,10 @@ def profile_stream(engine, codec, frames: int, stream, device: str):
     if device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     e, c = traced(engine, codec)
+    session = SynthesisSession(e, c, TEXT, SamplingSettings(seed=1, max_frames=frames), stream)
     with torch.profiler.profile(activities=activities) as prof:
-        SynthesisSession(e, c, TEXT, SamplingSettings(seed=1, max_frames=frames), stream).run()
-    return records(prof)
+        session.run()
+    return records(prof), session.stats.frames
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -301,10 +304,11 @@ def main(argv: list[str] | None = None) -> dict:
     stop_head_off(engine)
     codec = codec_for(args.quick, device=args.device)
     engine.use_loop("on")  # the fixed-shape step: graphs on a GPU, eager under the same scope on a CPU
-    codec.use_cuda_graphs("on")
+    codec.use_chunk_graphs(True)
     stream = StreamSettings(first_chunk_frames=10, chunk_frames=10, chunk_schedule="fixed")
     SynthesisSession(engine, codec, "Warm up.", SamplingSettings(seed=0, max_frames=22), stream).run()
-    summary = summarise(profile_stream(engine, codec, frames, stream, args.device), codec.frame_rate_hz)
+    evs, made = profile_stream(engine, codec, frames, stream, args.device)
+    summary = summarise(evs, codec.frame_rate_hz, made)
     summary.update(device=args.device, model=engine.model_info.name, torch=torch.__version__)
     text = table(summary)
     print(text)

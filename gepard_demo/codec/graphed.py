@@ -86,6 +86,8 @@ class _Runner:
     frames: int
     x: torch.Tensor  # (1, codes, frames) decoder input
     out: torch.Tensor  # (1, frames * samples_per_frame)
+    host_x: torch.Tensor  # (codes, frames) on the host (pinned on a GPU): filled in NumPy, one copy in
+    host_out: torch.Tensor  # (frames * samples_per_frame,) on the host: one copy out
     fn: Callable[[], None]
     graph: object | None = None  # torch.cuda.CUDAGraph
 
@@ -106,6 +108,7 @@ class ChunkGraphs:
         self.state = FixedState(self.decoder, device)
         self.graphs = pool.graphs and device.type == "cuda"
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._done = torch.cuda.Event() if device.type == "cuda" else None  # a chunk's samples are on the host
         self._runners: dict[int, _Runner] = {}
         self._memory = None  # this set's graph memory pool
 
@@ -116,22 +119,27 @@ class ChunkGraphs:
     def sizes(self) -> list[int]:
         return sorted(self._runners)
 
-    def decode(self, x: torch.Tensor, pad: bool) -> np.ndarray:
-        """(codes, n) decoder input on the host -> n * samples_per_frame samples, in blocks of
-        block_frames with the state carried; pad: the last block may run padded (module docstring)."""
-        n, block, spf = x.shape[1], self.pool.block_frames, self.decoder.samples_per_frame
+    def decode(self, x: np.ndarray, pad: bool) -> np.ndarray:
+        """(n, codes) decoder input (fsq.dequantize_np) -> n * samples_per_frame samples, in blocks
+        of block_frames with the state carried; pad: the last block may run padded (module
+        docstring). A block launches three things: its frames' copy in, the replay, its samples'
+        copy out; the host then waits for this stream's copy alone."""
+        n, block, spf = x.shape[0], self.pool.block_frames, self.decoder.samples_per_frame
         parts = []
         with self.side(), torch.inference_mode():
             for start in range(0, n, block):
                 m = min(block, n - start)
-                last = start + m == n
-                runner = self._runner(self._padded(m) if pad and last else m)
-                runner.x[0, :, :m].copy_(x[:, start:start + m])
-                if runner.frames > m:
-                    runner.x[0, :, m:].zero_()
+                runner = self._runner(self._padded(m) if pad and start + m == n else m)
+                staged = runner.host_x.numpy()
+                staged[:, :m] = x[start:start + m].T
+                staged[:, m:] = 0.0  # a padded block's extra frames: zeros, which its kept samples never see
+                runner.x[0].copy_(runner.host_x, non_blocking=True)
                 runner.run()
-                # copy=True: on a CPU the samples would otherwise be a view of the buffer the next push rewrites
-                parts.append(runner.out[0, : m * spf].to("cpu", torch.float32, copy=True).numpy())
+                runner.host_out[: m * spf].copy_(runner.out[0, : m * spf], non_blocking=True)
+                if self._done is not None:
+                    self._done.record()
+                    self._done.synchronize()
+                parts.append(runner.host_out[: m * spf].numpy().copy())  # the buffer is the next push's
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _padded(self, m: int) -> int:
@@ -153,7 +161,10 @@ class ChunkGraphs:
         dec, state = self.decoder, self.state
         x = torch.zeros(1, dec.cfg.input_dim, frames, device=self.device)
         out = torch.zeros(1, frames * dec.samples_per_frame, device=self.device)
-        runner = _Runner(frames, x, out, lambda: out.copy_(dec(x, state)))
+        pinned = self.device.type == "cuda"
+        host_x = torch.zeros(dec.cfg.input_dim, frames, pin_memory=pinned)
+        host_out = torch.zeros(frames * dec.samples_per_frame, pin_memory=pinned)
+        runner = _Runner(frames, x, out, host_x, host_out, lambda: out.copy_(dec(x, state)))
         if self.graphs and len(self._runners) < MAX_SIZES:
             self._capture(runner)
         return runner

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .base import StreamDecoder
-from .fsq import Codes, FSQLayout, check_codes, dequantize
+from .fsq import Codes, FSQLayout, check_codes, dequantize, dequantize_np
 from .graphed import GraphPool
 from .hifigan import CausalHiFiGANDecoder
 
@@ -149,12 +149,12 @@ class GraphedStreamDecoder(StreamDecoder):
     def _push(self, codes: Codes, last: bool) -> np.ndarray:
         if self._sealed or self._graphs is None:
             raise RuntimeError("this codec stream ended (its last chunk was pushed, or it was closed)")
-        x = dequantize(codes, self.layout, frame_offset=self.frames_pushed)
+        x = dequantize_np(codes, self.layout, frame_offset=self.frames_pushed)
         n = x.shape[0]
         if n == 0:
             return _EMPTY.copy()
         self._sealed = last
-        audio = self._graphs.decode(x.T, pad=last)
+        audio = self._graphs.decode(x, pad=last)
         self.frames_pushed += n
         return audio
 
@@ -199,7 +199,7 @@ class GraphedLookbackDecoder(LookbackStreamDecoder):
             raise RuntimeError("this codec stream was closed")
         with self._graphs.side():
             self._graphs.state.zero()
-        return self._graphs.decode(dequantize(window, self.layout).T, pad=True)
+        return self._graphs.decode(dequantize_np(window, self.layout), pad=True)
 
     def close(self) -> None:
         if self._graphs is not None:
