@@ -113,15 +113,42 @@ def test_carry_and_resume_across_both_kinds_of_exact_stream(codec, graphed_first
     assert max_diff(np.concatenate(head + [tail]), whole) <= TOL
 
 
-def test_a_chunk_is_one_replay_scope(codec):
+def test_a_chunk_launches_its_copy_in_its_replay_and_its_copy_out(codec):
+    """What a GPU's host queues per chunk: no op for the codes' checks and dequantization (NumPy),
+    the decoder's ops inside the one replay."""
     import torch
 
     codec.use_chunk_graphs(True)
     dec = codec.streamer()
+    dec.push(random_codes(10, seed=1))  # the buffers built first
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        dec.push(random_codes(10, seed=1))
+        dec.push(random_codes(10, seed=2))
     dec.close()
-    assert sum(e.name == CHUNK_SCOPE for e in prof.events()) == 1
+    events = prof.events()
+    replays = [e for e in events if e.name == CHUNK_SCOPE]
+    assert len(replays) == 1
+    inside = replays[0].time_range
+    outside = [e.name for e in events if e.name.startswith("aten::") and not e.cpu_children
+               and not (inside.start <= e.time_range.start and e.time_range.end <= inside.end)]
+    no_kernel = ("aten::slice", "aten::select", "aten::view", "aten::unsqueeze", "aten::as_strided", "aten::detach",
+                 "aten::alias", "aten::to", "aten::resolve_conj", "aten::resolve_neg", "aten::lift_fresh")
+    computing = [n for n in outside if n not in no_kernel]  # views and no-op wrappers: no kernel of their own
+    assert sorted(computing) == ["aten::copy_", "aten::copy_"], computing
+
+
+def test_dequantize_in_numpy_is_torchs_bit_for_bit():
+    import torch
+
+    from gepard_demo.codec.fsq import dequantize, dequantize_np
+
+    codes = random_codes(300, seed=12)
+    assert np.array_equal(dequantize_np(codes), dequantize(codes).numpy())
+    assert np.array_equal(dequantize_np(torch.from_numpy(codes)), dequantize(codes).numpy())
+    codes[7, 3] = 9
+    with pytest.raises(ValueError, match="frame 17, channel 3"):
+        dequantize_np(codes, frame_offset=10)
+    with pytest.raises(ValueError, match="integers"):
+        dequantize_np(codes.astype(np.float32))
 
 
 @pytest.mark.parametrize("stream", [PAGE, SERVER], ids=["page", "server"])

@@ -13,6 +13,8 @@ from gepard_demo.declare import values_of
 from gepard_demo.model.guards.ending import FORCE_STOP, RUNAWAY_ENDS, STOP, utterance_end
 
 if TYPE_CHECKING:
+    import torch
+
     from gepard_demo.codec.fsq import Codes
     from gepard_demo.units import Json
 
@@ -154,7 +156,11 @@ class SynthesisStats:
 _LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "gpu_asks_s", "text_waits_s")
 
 
-def stack_codes(codes: list[Codes]) -> np.ndarray:
-    """FrameStep codes are (32,) host tensors (or arrays): one (n, 32) block, in NumPy, so a chunk's
-    codes cost the host no torch op (every codec takes an array: codec/fsq.Codes)."""
+def stack_codes(codes: list[Codes]) -> torch.Tensor | np.ndarray:
+    """FrameStep codes are (32,) tensors (or arrays): stack them into one (n, 32) block."""
+    first = codes[0]
+    if hasattr(first, "detach"):  # torch tensor: keep the codec's native type
+        import torch
+
+        return torch.stack(list(codes))
     return np.stack([np.asarray(c) for c in codes])
