@@ -29,6 +29,7 @@ if [ "$DRY" = 1 ]; then
   DEV=(--device cpu)
   QUICK=(--quick)
   SCALE=(--quick)
+  LIMITS=(600 900 900)  # a shared CPU: a catch for a hang, not the GPU's budget
 else
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site || exit 1
@@ -38,6 +39,7 @@ else
   QUICK=()
   SCALE=(--max-batch 64 --sizes full --admissions realtime --schedules ramp --concurrency 8 16 32 48 64
          --prompts 64 --frames 300)
+  LIMITS=(100 300 160)
 fi
 
 section() {  # name, seconds, command...: its output to $OUT/name.log, its exit code to sections.txt
@@ -48,7 +50,7 @@ section() {  # name, seconds, command...: its output to $OUT/name.log, its exit 
   echo "$name ${PIPESTATUS[0]}" >> "$OUT/sections.txt"
 }
 
-section timeline 100 "$PY" benchmarks/stream_timeline.py "${DEV[@]}" "${QUICK[@]}" --out "$OUT/timeline"
-section gpu_smoke 300 "$PY" benchmarks/gpu_smoke.py "${DEV[@]}" "${QUICK[@]}" --json "$OUT/gpu_smoke.json"
-section load_knee 160 "$PY" benchmarks/load_knee.py "${DEV[@]}" "${SCALE[@]}" --out "$OUT/load-knee"
+section timeline "${LIMITS[0]}" "$PY" benchmarks/stream_timeline.py "${DEV[@]}" "${QUICK[@]}" --out "$OUT/timeline"
+section gpu_smoke "${LIMITS[1]}" "$PY" benchmarks/gpu_smoke.py "${DEV[@]}" "${QUICK[@]}" --json "$OUT/gpu_smoke.json"
+section load_knee "${LIMITS[2]}" "$PY" benchmarks/load_knee.py "${DEV[@]}" "${SCALE[@]}" --out "$OUT/load-knee"
 echo "== done: $OUT"
