@@ -16,7 +16,7 @@ session's own stats; the median of --rounds unprofiled runs), the talker's and t
 frame beside it, and the ops launched per audio second by part (talker / codec / session), with the
 host reads (a sync each on a GPU) per frame.
 
-Run: .venv/bin/python benchmarks/session_overhead.py [--frames 64] [--rounds 3] [--threads 2] [--json FILE]
+Run: .venv/bin/python benchmarks/session_overhead.py [--frames 64] [--rounds 3] [--ways eager graphed] [--json FILE]
 --quick: the tiny model and codec, 24 frames, one round.
 Measure on a quiet machine.
 """
@@ -67,9 +67,10 @@ def host_times(engine, codec, stream: StreamSettings, frames: int, rounds: int) 
             "codec_ms_per_frame": statistics.median(r[2] for r in runs)}
 
 
-def measure(engine, codec, frames: int, rounds: int) -> dict:
+def measure(engine, codec, frames: int, rounds: int, ways: list[str]) -> dict:
     out: dict = {}
-    for way, setting in WAYS.items():
+    for way in ways:
+        setting = WAYS[way]
         use(engine, codec, setting)
         for name, stream in SCHEDULES.items():
             SynthesisSession(engine, codec, "Warm up.", SamplingSettings(seed=0, max_frames=22), stream).run()
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--frames", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's own choice)")
+    p.add_argument("--ways", nargs="+", default=list(WAYS), choices=list(WAYS))
     p.add_argument("--json", default=None)
     add_quick(p)
     args = p.parse_args(argv)
@@ -113,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     stop_head_off(engine)
     codec = codec_for(args.quick)
     out = {"torch": torch.__version__, "threads": torch.get_num_threads(), "model": engine.model_info.name,
-           "frames": frames, "runs": measure(engine, codec, frames, rounds)}
+           "frames": frames, "runs": measure(engine, codec, frames, rounds, args.ways)}
     print(table(out))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
