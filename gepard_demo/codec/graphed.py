@@ -182,7 +182,8 @@ class ChunkGraphs:
             graph = torch.cuda.CUDAGraph()
             if self._memory is None:
                 self._memory = torch.cuda.graph_pool_handle()
-            with torch.cuda.graph(graph, pool=self._memory):
+            # thread_local: a server's talker replays its own graphs on another thread meanwhile
+            with torch.cuda.graph(graph, pool=self._memory, capture_error_mode="thread_local"):
                 runner.fn()
             torch.cuda.synchronize(device)
         except Exception as exc:  # noqa: BLE001 - the size runs eagerly, and the captures say why
