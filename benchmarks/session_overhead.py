@@ -8,6 +8,7 @@ every run makes the frames asked for), for the page's chunks (10 then 10) and th
 (10, 10, 20, 40, 80, then 86), two ways:
 
 - eager: the growing cache and the codec's eager exact stream (a CPU's default);
+- talker-graphed: the fixed-shape step (a replay counts one launch), the codec eager (before issue 66);
 - graphed: the fixed-shape step and the codec's chunk graphs (`cuda_graphs` on: what a GPU runs),
   eager here under the replay scopes, so a replay counts one launch (benchmarks/stream_timeline.py).
 
@@ -44,12 +45,13 @@ from gepard_demo.streaming.session import SynthesisSession  # noqa: E402
 
 SCHEDULES = {"page 10+10": StreamSettings(first_chunk_frames=10, chunk_frames=10, chunk_schedule="fixed"),
              "server ramp 10..86": StreamSettings(first_chunk_frames=10, chunk_frames=86, chunk_schedule="ramp")}
-WAYS = {"eager": "off", "graphed": "on"}
+# way -> (the talker's cuda_graphs, the codec's chunk graphs)
+WAYS = {"eager": ("off", False), "talker-graphed": ("on", False), "graphed": ("on", True)}
 
 
-def use(engine, codec, cuda_graphs: str) -> None:
-    engine.use_loop(cuda_graphs)
-    codec.use_chunk_graphs(cuda_graphs == "on")
+def use(engine, codec, way: tuple[str, bool]) -> None:
+    engine.use_loop(way[0])
+    codec.use_chunk_graphs(way[1])
 
 
 def host_times(engine, codec, stream: StreamSettings, frames: int, rounds: int) -> dict:
@@ -82,7 +84,7 @@ def measure(engine, codec, frames: int, rounds: int, ways: list[str]) -> dict:
                        host_reads_per_frame=t["host_reads_per_frame"],
                        session_launches={k: v / s["frames"] for k, v in s["launched"]["session"].items()})
             out[f"{way}, {name}"] = row
-    use(engine, codec, "auto")
+    use(engine, codec, ("auto", False))
     return out
 
 
