@@ -16,7 +16,8 @@ random NanoCodec. One table, then the loops' (benchmarks/gpu_check.sh is the dev
   launches), the plain and the guided step at batch 1, padded batches of 1, 8, 16, 32 and 64
   different texts against one request's frames/s, the graphs captured (time, memory).
 - stream: RTF (wall / audio) and time to first audio of a 430-frame (20 s) SynthesisSession at
-  batch 1 with the page's chunks (10 then 10 frames, exact), each loop after a short warm-up stream.
+  batch 1 with the page's chunks (10 then 10 frames, exact), each loop after a short warm-up stream;
+  the fixed loop's with the codec's chunks graphed too (codec/graphed.py), and each one's codec seconds.
 - memory: peak GPU memory above the weights at 1 x 1000 and 16 x 300 frames, beside the estimate
   the engine refuses batches with (model/memory.py); a CPU reports the estimate only.
 
@@ -154,6 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
     frames = 430 // scale
     out["stream"] = {}
     for name, engine in loop_engines(low, device).items():
+        codec_dev.use_chunk_graphs(name == "fixed")  # the codec's chunks graphed with the step (codec/graphed.py)
         SynthesisSession(
             engine, codec_dev, SessionRequest("Warm up.", SamplingSettings(seed=0, max_frames=12), PAGE_STREAM)
         ).run()
@@ -162,8 +164,12 @@ def main(argv: list[str] | None = None) -> dict:
         )
         session.run()
         st = session.stats
-        out["stream"][name] = {"frames": st.frames, "rtf": st.rtf, "ttfa_s": st.ttfa_s, "wall_s": st.wall_s}
+        graphs = codec_dev.chunk_graphs
+        out["stream"][name] = {"frames": st.frames, "rtf": st.rtf, "ttfa_s": st.ttfa_s, "wall_s": st.wall_s,
+                               "codec_s": st.decode_time_s,
+                               "codec_captures": [c.describe() for c in graphs.captures] if graphs else []}
         save()
+    codec_dev.use_chunk_graphs(False)
 
     dtype = low.talker.backbone_dtype
     out["memory"] = {}
@@ -194,8 +200,8 @@ def table(o: dict) -> str:
         ("codec SNR, device vs CPU", "identical" if c_inf(o["codec_snr_db"]) else f"{o['codec_snr_db']:.1f} dB"),
     ]
     for name, st in s.items():
-        rows.append((f"stream of {st['frames']} frames, {name}: RTF / time to first audio",
-                     f"{st['rtf']:.3f} / {st['ttfa_s'] * 1e3:.0f} ms"))
+        rows.append((f"stream of {st['frames']} frames, {name}: RTF / time to first audio / codec",
+                     f"{st['rtf']:.3f} / {st['ttfa_s'] * 1e3:.0f} ms / {st['codec_s']:.2f} s"))
     for name, p in o["precisions"].items():
         if name != "pick":
             rows.append((f"graphed step at {p['dtype']}{' (TF32)' if p['tf32'] else ''}: ms / guard",

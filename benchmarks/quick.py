@@ -29,11 +29,11 @@ def engine_for(quick: bool, tiny_dir: Path):
     return GepardEngine.load(str(tiny_dir)) if quick else build_full_size_engine(tiny_dir)
 
 
-def codec_for(quick: bool, seed: int = 0):
+def codec_for(quick: bool, seed: int = 0, device: str = "cpu"):
     """The full-size random NanoCodec, or in a quick run one of the tiny checkpoint's width."""
     from gepard_demo.codec import build_random_codec
     from gepard_demo.codec.tiny import TINY_DECODER_CHANNELS
 
     if quick:
-        return build_random_codec(seed=seed, decoder_channels=TINY_DECODER_CHANNELS)
-    return build_random_codec(seed=seed)
+        return build_random_codec(seed=seed, decoder_channels=TINY_DECODER_CHANNELS, device=device)
+    return build_random_codec(seed=seed, device=device)

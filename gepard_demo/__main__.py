@@ -68,7 +68,7 @@ def load_from_args(args: argparse.Namespace):
     sampling, stream = settings_from_args(args, engine.default_sampling(), StreamSettings())
     sampling = sampling.replace(seed=args.seed)
     codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)
-    codec = apply_codec_speed(codec, speed)
+    codec = apply_codec_speed(codec, speed, stream)
     return engine, codec, sampling, stream
 
 

@@ -39,6 +39,11 @@ class StreamDecoder(ABC):
     def push(self, codes: Codes) -> np.ndarray:
         """(n, 32) codes -> float32 samples for exactly those n frames."""
 
+    def push_last(self, codes: Codes) -> np.ndarray:
+        """The stream's last push: the same samples; a graphed stream may pad it into a graph it
+        has (codec/graphed.py) and take no push after it."""
+        return self.push(codes)
+
 
 class Codec(ABC):
     backend: str
@@ -70,6 +75,15 @@ class Codec(ABC):
     def modules(self) -> list[nn.Module]:
         """The torch modules that compute (a ZeroGPU gate hooks them); none here (NeMo's model
         is its own)."""
+        return []
+
+    def use_chunk_graphs(self, on: bool, required: bool = False) -> None:
+        """Exact and lookback streams over fixed buffers, one CUDA graph per chunk size on a GPU
+        (codec/graphed.py; the `cuda_graphs` setting, speed/select.apply_codec_speed); a backend
+        without them keeps its streams."""
+
+    def warm_chunk_graphs(self, sizes: list[int]) -> list:
+        """Capture the chunk graphs of these sizes before a stream needs them; what each cost."""
         return []
 
     def use_cpu_bf16(self, on: bool) -> None:

@@ -9,6 +9,7 @@ NeMo's own dequantization.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Union
@@ -86,6 +87,27 @@ def dequantize(codes: Codes, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offs
     t = check_codes(codes, layout, frame_offset=frame_offset)
     half = torch.tensor([lv // 2 for lv in layout.levels], dtype=torch.long, device=t.device)
     return ((t - half).float() / half.float()).contiguous()
+
+
+@functools.lru_cache(maxsize=8)
+def _np_levels(layout: FSQLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    levels = np.asarray(layout.levels, dtype=np.int64)
+    half = levels // 2
+    return levels, half, half.astype(np.float32)
+
+
+def dequantize_np(codes: Codes, layout: FSQLayout = NANOCODEC_LAYOUT, *, frame_offset: int = 0) -> np.ndarray:
+    """`dequantize` in NumPy: (T, 32) host codes -> a float32 (T, 32) array, bit-equal to it (the
+    same integer half, one float32 division), without a torch op: a graphed codec stream's host
+    side (codec/graphed.py) queues nothing but its copies and its replay. Bad codes raise
+    check_codes' error."""
+    if isinstance(codes, torch.Tensor):
+        codes = codes.cpu()
+    a = np.asarray(codes)
+    levels, half, half_f = _np_levels(layout)
+    if a.ndim != 2 or a.shape[1] != layout.num_codes or a.dtype.kind not in "iu" or ((a < 0) | (a >= levels)).any():
+        check_codes(codes, layout, frame_offset=frame_offset)  # raises, naming the first bad code
+    return (a.astype(np.int64) - half).astype(np.float32) / half_f
 
 
 def _bases(layout: FSQLayout) -> list[int]:

@@ -13,7 +13,9 @@ from .errors import CodecLoadError
 from .fsq import Codes, FSQLayout, dequantize
 from .hifigan import CausalHiFiGANDecoder, DecoderConfig, exact_gpu_convolutions, load_decoder
 from .nemo_archive import read_nemo
-from .stream import DECODE_BLOCK_FRAMES, ExactStreamDecoder, LookbackStreamDecoder
+from .graphed import ChunkCapture, GraphPool
+from .stream import (DECODE_BLOCK_FRAMES, ExactStreamDecoder, GraphedLookbackDecoder, GraphedStreamDecoder,
+                     LookbackStreamDecoder)
 
 
 def codec_topology(config: dict[str, Any]) -> tuple[DecoderConfig, FSQLayout, int, int]:
@@ -43,6 +45,7 @@ class NativeCodec(Codec):
 
     backend = "native"
     decode_block_frames = DECODE_BLOCK_FRAMES
+    chunk_graphs: GraphPool | None = None  # streams over fixed buffers and graphs (use_chunk_graphs)
 
     def __init__(
         self,
@@ -95,11 +98,21 @@ class NativeCodec(Codec):
     def use_cpu_bf16(self, on: bool) -> None:
         self.decoder.cpu_bf16 = on
 
+    def use_chunk_graphs(self, on: bool, required: bool = False) -> None:
+        self.chunk_graphs = GraphPool(self.decoder, self.decode_block_frames, required=required) if on else None
+
+    def warm_chunk_graphs(self, sizes: list[int]) -> list[ChunkCapture]:
+        return self.chunk_graphs.warm(sizes) if self.chunk_graphs is not None else []
+
     def decode(self, codes: Codes) -> np.ndarray:
         return ExactStreamDecoder(self.decoder, self.layout, self.device, self.decode_block_frames).push(codes)
 
     def streamer(self, mode: str = "exact", lookback: int = 8) -> StreamDecoder:
         check_mode(mode, lookback)
+        if self.chunk_graphs is not None:
+            if mode == "exact":
+                return GraphedStreamDecoder(self.chunk_graphs, self.layout)
+            return GraphedLookbackDecoder(self.chunk_graphs, self.layout, lookback)
         if mode == "exact":
             return ExactStreamDecoder(self.decoder, self.layout, self.device, self.decode_block_frames)
         return LookbackStreamDecoder(self.decode, self.layout, self.samples_per_frame, lookback)

@@ -8,6 +8,8 @@
   the decoder's receptive field (~26 frames) chunk starts differ from the whole decode; that
   error is what evaluation charts. lookback=None re-decodes the whole history (exact, O(T^2)):
   the NeMo backend's exact mode, since NeMo's decoder has no streaming state.
+- GraphedStreamDecoder and GraphedLookbackDecoder: the same two over fixed buffers, one CUDA graph
+  replay per chunk on a GPU (graphed.py; `cuda_graphs`), the same samples block for block.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import numpy as np
 import torch
 
 from .base import StreamDecoder
-from .fsq import Codes, FSQLayout, check_codes, dequantize
+from .fsq import Codes, FSQLayout, check_codes, dequantize, dequantize_np
+from .graphed import GraphPool
 from .hifigan import CausalHiFiGANDecoder
 
 _EMPTY = np.zeros(0, dtype=np.float32)
@@ -124,3 +127,81 @@ class LookbackStreamDecoder(StreamDecoder):
             raise ValueError(f"a lookback stream cannot resume a {carried.get('mode')!r} stream's state")
         self.frames_pushed, self._context = int(carried["frames_pushed"]), carried["context"]
         return self
+
+
+class GraphedStreamDecoder(StreamDecoder):
+    """ExactStreamDecoder's pushes over a borrowed ChunkGraphs set: its state in fixed buffers,
+    each chunk one replay (graphed.py). Its state is not a dict of layers, so it is not pooled."""
+
+    def __init__(self, pool: GraphPool, layout: FSQLayout):
+        self.layout = layout
+        self.samples_per_frame = pool.decoder.samples_per_frame
+        self.frames_pushed = 0
+        self._pool, self._graphs = pool, pool.acquire()
+        self._sealed = False  # a padded last chunk moved the state past the frames (graphed.py)
+
+    def push(self, codes: Codes) -> np.ndarray:
+        return self._push(codes, last=False)
+
+    def push_last(self, codes: Codes) -> np.ndarray:
+        return self._push(codes, last=True)
+
+    def _push(self, codes: Codes, last: bool) -> np.ndarray:
+        if self._sealed or self._graphs is None:
+            raise RuntimeError("this codec stream ended (its last chunk was pushed, or it was closed)")
+        x = dequantize_np(codes, self.layout, frame_offset=self.frames_pushed)
+        n = x.shape[0]
+        if n == 0:
+            return _EMPTY.copy()
+        self._sealed = last
+        audio = self._graphs.decode(x, pad=last)
+        self.frames_pushed += n
+        return audio
+
+    def carry(self) -> dict:
+        """ExactStreamDecoder.carry's values: either kind of exact stream resumes the other's."""
+        if self._sealed or self._graphs is None:
+            raise RuntimeError("an ended codec stream has nothing to carry")
+        names = {module: name for name, module in self._pool.decoder.named_modules()}
+        with self._graphs.side():
+            # copy=True: on a CPU .cpu() would hand out views of buffers the next push rewrites
+            state = {names[module]: value.to("cpu", copy=True) for module, value in self._graphs.state.items()}
+        return {"mode": "exact", "frames_pushed": self.frames_pushed, "state": state}
+
+    def resume(self, carried: dict) -> "GraphedStreamDecoder":
+        if carried.get("mode") != "exact":
+            raise ValueError(f"an exact stream cannot resume a {carried.get('mode')!r} stream's state")
+        modules = dict(self._pool.decoder.named_modules())
+        self.frames_pushed = int(carried["frames_pushed"])
+        state = self._graphs.state
+        with self._graphs.side():
+            state.zero()  # a layer the carry lacks starts from zeros, as in the eager stream
+            for name, value in carried["state"].items():
+                state[modules[name]] = value.to(state.flat.device)
+        return self
+
+    def close(self) -> None:
+        if self._graphs is not None:
+            self._pool.release(self._graphs)
+            self._graphs = None
+
+
+class GraphedLookbackDecoder(LookbackStreamDecoder):
+    """LookbackStreamDecoder whose windows decode over a borrowed ChunkGraphs set, each from a
+    zeroed state (what a fresh decode starts from), its last block padded (graphed.py)."""
+
+    def __init__(self, pool: GraphPool, layout: FSQLayout, lookback: int | None):
+        self._pool, self._graphs = pool, pool.acquire()
+        super().__init__(self._decode_window, layout, pool.decoder.samples_per_frame, lookback)
+
+    def _decode_window(self, window: torch.Tensor) -> np.ndarray:
+        if self._graphs is None:
+            raise RuntimeError("this codec stream was closed")
+        with self._graphs.side():
+            self._graphs.state.zero()
+        return self._graphs.decode(dequantize_np(window, self.layout), pad=True)
+
+    def close(self) -> None:
+        if self._graphs is not None:
+            self._pool.release(self._graphs)
+            self._graphs = None

@@ -45,7 +45,7 @@ def add_speed_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda-graphs", choices=CUDA_GRAPHS, default="auto",
                    help="the decode step: auto = one CUDA graph replay per frame on a GPU (fixed shapes), the "
                         "growing cache on a CPU; on = the fixed-shape step everywhere (graphs required on a GPU); "
-                        "off = the growing cache")
+                        "off = the growing cache. The codec's chunks follow it: one graph per chunk size")
     g.add_argument("--codec-precision", choices=("auto", *CODEC_PRECISIONS), default="auto",
                    help="the codec's convolutions: auto = bf16 autocast on a CPU with native bf16 math (AVX512-BF16 "
                         "or AMX: 1.5x, 42 dB against fp32), else fp32")

@@ -31,6 +31,7 @@ from .settings import CPU_ONLY, PRECISIONS, SpeedError, SpeedSettings
 
 if TYPE_CHECKING:
     from gepard_demo.codec.base import Codec
+    from gepard_demo.settings import StreamSettings
     from gepard_demo.model.engine import GepardEngine
     from gepard_demo.model.seams import Engine
 
@@ -197,9 +198,19 @@ def load_dtype(device: str, precision: str) -> str:
     return "float32"
 
 
-def apply_codec_speed(codec: Codec, speed: SpeedSettings) -> Codec:
-    """The codec with `speed.codec` applied (a NativeCodec's decoder; a NeMo one stays as it is)."""
+def apply_codec_speed(codec: Codec, speed: SpeedSettings, stream: StreamSettings | None = None) -> Codec:
+    """The codec with `speed.codec` applied (a NativeCodec's decoder; a NeMo one stays as it is),
+    and its chunks as CUDA graphs where the talker's step is (the one `cuda_graphs` setting: its
+    streams over fixed buffers, codec/graphed.py), captured now for `stream`'s chunk sizes."""
+    from gepard_demo.model.fixed_shape.choice import choose_loop
+    from gepard_demo.streaming.pacing import decode_sizes
+
     codec.use_cpu_bf16(speed.codec == "bf16")
+    loop = choose_loop(speed.cuda_graphs, speed.device, full_attention=True)  # no recurrent layers in a codec
+    codec.use_chunk_graphs(loop.fixed, loop.required)
+    if loop.graphs and stream is not None:
+        captures = codec.warm_chunk_graphs(decode_sizes(stream))
+        print("codec chunks: " + "; ".join(c.describe() for c in captures), file=sys.stderr, flush=True)
     return codec
 
 

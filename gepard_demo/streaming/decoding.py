@@ -51,10 +51,12 @@ class ChunkDecoder:
     def add(self, codes: Codes) -> None:
         self.pending.append(codes)
 
-    def decode_pending(self) -> np.ndarray:
-        """Decode what is pending; returns what may be sent now (all but the held-back tail)."""
+    def decode_pending(self, last: bool = False) -> np.ndarray:
+        """Decode what is pending; returns what may be sent now (all but the held-back tail).
+        last: the utterance's last frames (a graphed codec stream may pad them: codec/graphed.py)."""
         t = time.perf_counter()
-        pcm = np.asarray(self.decoder.push(stack_codes(self.pending)), dtype=np.float32).reshape(-1)
+        push = self.decoder.push_last if last else self.decoder.push
+        pcm = np.asarray(push(stack_codes(self.pending)), dtype=np.float32).reshape(-1)
         spent = time.perf_counter() - t
         self.stats.decode_time_s += spent
         if self._note_decode is not None:  # a pooled stream's share of its call, not the wait for the others
@@ -68,7 +70,7 @@ class ChunkDecoder:
 
     def finish(self, end_of_speech: EndOfSpeech) -> np.ndarray:
         """The utterance's last samples: what is pending, then the held tail faded and the silence."""
-        tail = self.decode_pending() if self.pending else np.zeros(0, dtype=np.float32)
+        tail = self.decode_pending(last=True) if self.pending else np.zeros(0, dtype=np.float32)
         t = time.perf_counter()
         shaped = np.asarray(end_of_speech(self.held, self.sample_rate, self.stream.fade_ms, self.stream.silence_ms),
                             dtype=np.float32).reshape(-1)

@@ -37,3 +37,23 @@ def chunk_sizes(stream: StreamSettings, frames: int) -> list[int]:
         sizes.append(size)
         sent += size
     return sizes
+
+
+def schedule_sizes(stream: StreamSettings) -> list[int]:
+    """The distinct sizes of a long stream's whole chunks (a codec's chunk graphs: codec/graphed.py):
+    the ramp doubles, so it reaches chunk_frames within 10 chunks from any first size."""
+    sizes, sent = set(), 0
+    for _ in range(16):
+        size = next_chunk_frames(stream, sent)
+        sizes.add(size)
+        sent += size
+    return sorted(sizes)
+
+
+def decode_sizes(stream: StreamSettings) -> list[int]:
+    """The frames a codec stream decodes at a time: its chunks, and in lookback mode each chunk
+    with its lookback frames before it (the window it re-decodes)."""
+    sizes = schedule_sizes(stream)
+    if stream.decode_mode == "lookback":
+        sizes = sorted(set(sizes) | {s + stream.lookback_frames for s in sizes})
+    return sizes
