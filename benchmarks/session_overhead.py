@@ -42,6 +42,7 @@ from stream_timeline import TEXT, profile_stream, summarise  # noqa: E402
 from gepard_demo.model.checkpoints.tiny import ensure_tiny  # noqa: E402
 from gepard_demo.settings import SamplingSettings, StreamSettings  # noqa: E402
 from gepard_demo.streaming.session import SynthesisSession  # noqa: E402
+from gepard_demo.streaming.seams import SessionRequest  # noqa: E402
 
 SCHEDULES = {"page 10+10": StreamSettings(first_chunk_frames=10, chunk_frames=10, chunk_schedule="fixed"),
              "server ramp 10..86": StreamSettings(first_chunk_frames=10, chunk_frames=86, chunk_schedule="ramp")}
@@ -58,7 +59,9 @@ def host_times(engine, codec, stream: StreamSettings, frames: int, rounds: int) 
     """Median over `rounds` unprofiled sessions: session host us per frame, talker and codec ms per frame."""
     runs = []
     for r in range(rounds):
-        session = SynthesisSession(engine, codec, TEXT, SamplingSettings(seed=1 + r, max_frames=frames), stream)
+        session = SynthesisSession(
+            engine, codec, SessionRequest(TEXT, SamplingSettings(seed=1 + r, max_frames=frames), stream)
+        )
         session.run()
         st = session.stats
         runs.append(((st.wall_s - st.gen_time_s - st.decode_time_s) / st.frames * 1e6,
@@ -75,7 +78,9 @@ def measure(engine, codec, frames: int, rounds: int, ways: list[str]) -> dict:
         setting = WAYS[way]
         use(engine, codec, setting)
         for name, stream in SCHEDULES.items():
-            SynthesisSession(engine, codec, "Warm up.", SamplingSettings(seed=0, max_frames=22), stream).run()
+            SynthesisSession(
+                engine, codec, SessionRequest("Warm up.", SamplingSettings(seed=0, max_frames=22), stream)
+            ).run()
             row = host_times(engine, codec, stream, frames, rounds)
             evs, made = profile_stream(engine, codec, frames, stream, "cpu")
             s = summarise(evs, codec.frame_rate_hz, made)

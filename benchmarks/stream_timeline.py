@@ -274,12 +274,13 @@ def profile_stream(engine, codec, frames: int, stream, device: str) -> tuple[lis
     the frames it made."""
     from gepard_demo.settings import SamplingSettings
     from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
 
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     e, c = traced(engine, codec)
-    session = SynthesisSession(e, c, TEXT, SamplingSettings(seed=1, max_frames=frames), stream)
+    session = SynthesisSession(e, c, SessionRequest(TEXT, SamplingSettings(seed=1, max_frames=frames), stream))
     with torch.profiler.profile(activities=activities) as prof:
         session.run()
     return records(prof), session.stats.frames
@@ -291,6 +292,7 @@ def main(argv: list[str] | None = None) -> dict:
     from gepard_demo.model.checkpoints.tiny import ensure_tiny
     from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -306,7 +308,7 @@ def main(argv: list[str] | None = None) -> dict:
     engine.use_loop("on")  # the fixed-shape step: graphs on a GPU, eager under the same scope on a CPU
     codec.use_chunk_graphs(True)
     stream = StreamSettings(first_chunk_frames=10, chunk_frames=10, chunk_schedule="fixed")
-    SynthesisSession(engine, codec, "Warm up.", SamplingSettings(seed=0, max_frames=22), stream).run()
+    SynthesisSession(engine, codec, SessionRequest("Warm up.", SamplingSettings(seed=0, max_frames=22), stream)).run()
     evs, made = profile_stream(engine, codec, frames, stream, args.device)
     summary = summarise(evs, codec.frame_rate_hz, made)
     summary.update(device=args.device, model=engine.model_info.name, torch=torch.__version__)

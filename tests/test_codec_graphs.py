@@ -15,6 +15,7 @@ from gepard_demo.speed.settings import SpeedSettings
 from gepard_demo.streaming.decoding import decode_frames
 from gepard_demo.streaming.pacing import chunk_sizes, decode_sizes
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.seams import SessionRequest
 
 pytestmark = pytest.mark.numerics
 
@@ -161,8 +162,11 @@ def test_decode_frames_the_same_with_and_without(codec, stream):
 
 def test_a_session_streams_the_same_chunks_frame_for_frame(tiny_engine, codec):
     def run():
-        session = SynthesisSession(tiny_engine, codec, "Hello there, how are you today?",
-                                   SamplingSettings(seed=3, max_frames=47), PAGE)
+        session = SynthesisSession(
+            tiny_engine,
+            codec,
+            SessionRequest("Hello there, how are you today?", SamplingSettings(seed=3, max_frames=47), PAGE),
+        )
         return [(c.frame_start, c.frame_end, c.samples) for c in session], session.codes()
 
     eager, codes = run()

@@ -28,7 +28,7 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -46,7 +46,7 @@ class FixedState(dict):
 
     def __init__(self, decoder: CausalHiFiGANDecoder, device: torch.device):
         super().__init__()
-        shapes = {}
+        shapes: dict[torch.nn.Module, tuple[int, int, int]] = {}
         for m in decoder.modules():
             if isinstance(m, CausalConv) and m.context:
                 shapes[m] = (1, m.conv.in_channels, m.context)
@@ -88,8 +88,8 @@ class _Runner:
     out: torch.Tensor  # (1, frames * samples_per_frame)
     host_x: torch.Tensor  # (codes, frames) on the host (pinned on a GPU): filled in NumPy, one copy in
     host_out: torch.Tensor  # (frames * samples_per_frame,) on the host: one copy out
-    fn: Callable[[], None]
-    graph: object | None = None  # torch.cuda.CUDAGraph
+    fn: Callable[[], object]  # one eager decode of the chunk into `out`
+    graph: torch.cuda.CUDAGraph | None = None
 
     def run(self) -> None:
         with torch.profiler.record_function(CHUNK_SCOPE):
@@ -110,7 +110,7 @@ class ChunkGraphs:
         self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self._done = torch.cuda.Event() if device.type == "cuda" else None  # a chunk's samples are on the host
         self._runners: dict[int, _Runner] = {}
-        self._memory = None  # this set's graph memory pool
+        self._memory: Any = None  # this set's graph memory pool (torch.cuda.graph_pool_handle)
 
     def side(self) -> contextlib.AbstractContextManager:
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()

@@ -22,7 +22,7 @@ import torch
 
 from .base import StreamDecoder
 from .fsq import Codes, FSQLayout, check_codes, dequantize, dequantize_np
-from .graphed import GraphPool
+from .graphed import ChunkGraphs, GraphPool
 from .hifigan import CausalHiFiGANDecoder
 
 _EMPTY = np.zeros(0, dtype=np.float32)
@@ -137,7 +137,8 @@ class GraphedStreamDecoder(StreamDecoder):
         self.layout = layout
         self.samples_per_frame = pool.decoder.samples_per_frame
         self.frames_pushed = 0
-        self._pool, self._graphs = pool, pool.acquire()
+        self._pool = pool
+        self._graphs: ChunkGraphs | None = pool.acquire()  # None once closed (given back)
         self._sealed = False  # a padded last chunk moved the state past the frames (graphed.py)
 
     def push(self, codes: Codes) -> np.ndarray:
@@ -173,6 +174,8 @@ class GraphedStreamDecoder(StreamDecoder):
             raise ValueError(f"an exact stream cannot resume a {carried.get('mode')!r} stream's state")
         modules = dict(self._pool.decoder.named_modules())
         self.frames_pushed = int(carried["frames_pushed"])
+        if self._graphs is None:
+            raise ValueError("a closed stream cannot resume: its graphs went back to the pool")
         state = self._graphs.state
         with self._graphs.side():
             state.zero()  # a layer the carry lacks starts from zeros, as in the eager stream
@@ -191,7 +194,8 @@ class GraphedLookbackDecoder(LookbackStreamDecoder):
     zeroed state (what a fresh decode starts from), its last block padded (graphed.py)."""
 
     def __init__(self, pool: GraphPool, layout: FSQLayout, lookback: int | None):
-        self._pool, self._graphs = pool, pool.acquire()
+        self._pool = pool
+        self._graphs: ChunkGraphs | None = pool.acquire()  # None once closed (given back)
         super().__init__(self._decode_window, layout, pool.decoder.samples_per_frame, lookback)
 
     def _decode_window(self, window: torch.Tensor) -> np.ndarray:
