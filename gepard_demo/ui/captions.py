@@ -26,6 +26,7 @@ import numpy as np
 
 from gepard_demo.bounded import Bounded
 from gepard_demo.alignment.result import Alignment, merge
+from gepard_demo.streaming.chunks import segment_spans
 from gepard_demo.units import SAMPLES_PER_FRAME
 
 from gepard_demo.ui.jobs.registry import JOB_ID_RE
@@ -87,13 +88,14 @@ class CaptionDesk:
         job = self._job(job_id, session)
         job.emitted += len(samples)
         job.pending.append(samples)
-        ended = list(session.stats.segment_frames)  # the frames of each segment that has ended
-        while job.sent < len(ended) and job.sent < len(job.segments) - 1:  # the last one waits for finish()
+        # Where each segment that has ended is in the audio (after the silences of breaks before it).
+        spans = segment_spans(list(session.stats.segment_frames), list(session.stats.segment_pauses), SAMPLES_PER_FRAME)
+        while job.sent < len(spans) and job.sent < len(job.segments) - 1:  # the last one waits for finish()
             k = job.sent
-            end = sum(ended[: k + 1]) * SAMPLES_PER_FRAME
+            start, end = spans[k]
             if job.emitted < end:
                 break
-            self._send(job_id, job, session, k, sum(ended[:k]) * SAMPLES_PER_FRAME, end)
+            self._send(job_id, job, session, k, start, end)
 
     def finish(self, job_id: str, session: Session) -> None:
         """The session ended (done, stopped or failed): the rest of its audio, whatever it holds."""
@@ -106,8 +108,8 @@ class CaptionDesk:
             job.expected = 1
             job.done.set()
             return
-        ended = list(session.stats.segment_frames)
-        start = sum(ended[: job.sent]) * SAMPLES_PER_FRAME
+        ended, pauses = list(session.stats.segment_frames), list(session.stats.segment_pauses)
+        start = sum(ended[: job.sent]) * SAMPLES_PER_FRAME + sum(pauses[: job.sent])
         total = job.emitted
         if job.sent < len(job.segments) and total > start:
             self._send(job_id, job, session, job.sent, start, total)
