@@ -75,3 +75,18 @@ def test_the_preview_shows_under_the_text_box_as_the_visitor_types(browser, live
     finally:
         ctx.close()
     assert not errors, errors
+
+
+def test_a_bad_break_is_a_text_error_naming_input_and_a_good_one_is_silence(client, live_demo):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError) as err:
+        client.predict(*args(new_id(), text='Hello there. <break time="9s"/> Goodbye.'), api_name="/generate")
+    assert "input" in str(err.value) and "at most 5 s" in str(err.value)
+    said, pcm = generate_with_stream(client, live_demo.url, text='Hello there. <break time="500ms"/> Goodbye.',
+                                     stop_threshold=0.99)
+    assert said[0].startswith("Done")
+    samples = pcm_f32(bytes(pcm.data))
+    zero = np.concatenate([[0], (samples == 0).astype(np.int8), [0]])
+    edges = np.flatnonzero(np.diff(zero))
+    assert int((edges[1::2] - edges[::2]).max()) >= 11025  # the break's 0.5 s, exact zeros, in the stream

@@ -71,3 +71,32 @@ def test_other_tags_are_read_as_text_and_breaks_add_up():
     parts = split_breaks('One. <break time="1s"/><break time=".25s"/> Two. <break time="250ms" /> Three.')
     assert [(p.text, p.pause_s) for p in parts] == [("One.", 1.25), ("Two.", 0.25), ("Three.", 0.0)]
     assert plan('One. <break time="1s"/> Two.', SAMPLING).pauses == (1.0, 0.0)
+
+
+def test_the_speech_server_reads_a_break_and_refuses_a_bad_one_naming_input(tiny_engine, tiny_codec):
+    """On the REST surface: the answer holds the break's silence (a run of exactly-zero samples at
+    least the break long, where the plain text's answer has none); a bad break is a 400 naming input."""
+    import httpx
+    from app_fixtures import serve_in_thread
+
+    from gepard_demo.serving.server import build_speech_app
+
+    app = build_speech_app(tiny_engine, tiny_codec, tiny_engine.default_sampling().replace(stop_threshold=0.99), STREAM)
+
+    def longest_zero_run(pcm: bytes) -> int:
+        z = np.concatenate([[0], (np.frombuffer(pcm, "<i2") == 0).astype(np.int8), [0]])
+        edges = np.flatnonzero(np.diff(z))
+        return int((edges[1::2] - edges[::2]).max()) if len(edges) else 0
+
+    with serve_in_thread(app, "speech-server-breaks") as port, \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+        def speak(text):
+            return client.post("/v1/audio/speech", json={"input": text, "max_new_tokens": 16, "seed": 5,
+                                                         "response_format": "pcm"})
+
+        plain, broken = speak(f"{FIRST} {SECOND}"), speak(f'{FIRST} <break time="1.5s"/> {SECOND}')
+        assert plain.status_code == broken.status_code == 200, broken.text
+        assert longest_zero_run(plain.content) < 11025 <= 33075 <= longest_zero_run(broken.content)
+        for bad in ('<break time="9s"/>', '<break time="1 minute"/>'):
+            r = speak(f"{FIRST} {bad} {SECOND}")
+            assert r.status_code == 400 and r.json()["error"]["param"] == "input", r.text
