@@ -13,4 +13,5 @@ never imports eval). Import the modules directly; this package imports nothing h
 - aligner.py        Aligner.align(audio, rate, text) -> Alignment: the guards, the windows
 - result.py         AlignedWord, Alignment; vLLM-Omni's X-Word-Timestamps shape and the 4 KB rule
 - subtitles.py      SRT and WebVTT of an alignment
+- written.py        align_written: the written token over its spoken words' span (normalised text)
 """

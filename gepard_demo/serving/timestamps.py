@@ -27,6 +27,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from gepard_demo.alignment.result import Alignment, merge, wire_confidence, wire_timestamps
+from gepard_demo.alignment.written import align_written
 from gepard_demo.streaming.chunks import segment_spans
 
 from .protocol import GEPARD_RULES, FieldRule, SpeechBody, sse_event, stream_mode
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from gepard_demo.alignment.aligner import Aligner
+    from gepard_demo.settings import SamplingSettings
     from gepard_demo.streaming.session import SynthesisSession
 
 FIELD = "word_timestamps"
@@ -69,13 +71,17 @@ def segment_bounds(segment_frames: list[int], samples_per_frame: int, total: int
 
 
 def align_segments(aligner: Aligner, audio: np.ndarray, sample_rate: int, segments: list[str], segment_frames: list[int],
-                   samples_per_frame: int, segment_pauses: list[int] | None = None) -> Alignment:
-    """Each segment's words aligned on its own audio, placed in the utterance."""
+                   samples_per_frame: int, segment_pauses: list[int] | None = None,
+                   sampling: SamplingSettings | None = None) -> Alignment:
+    """Each segment's words aligned on its own audio, placed in the utterance: its written words,
+    each over the span of the words it was read as (alignment/written.py; `sampling`'s
+    text_normalization and lexicon_entries; None: read as written)."""
+    reading = (sampling.text_normalization, sampling.lexicon_entries) if sampling is not None else ("off", "")
     if len(segment_frames) != len(segments):  # cut short: the segments that ran, the text they had
         segments = segments[: len(segment_frames)]
     parts = []
     for text, (a, b) in zip(segments, segment_bounds(segment_frames, samples_per_frame, len(audio), segment_pauses)):
-        parts.append(aligner.align(audio[a:b], sample_rate, text).shifted(a / sample_rate))
+        parts.append(align_written(aligner, audio[a:b], sample_rate, text, *reading).shifted(a / sample_rate))
     return merge(parts)
 
 
@@ -84,7 +90,8 @@ def align_session(aligner: Aligner, session: SynthesisSession) -> Alignment | No
     try:
         st = session.stats
         return align_segments(aligner, session.audio(), session.sample_rate, list(session.segments),
-                              list(st.segment_frames) or [st.frames], session.samples_per_frame, list(st.segment_pauses))
+                              list(st.segment_frames) or [st.frames], session.samples_per_frame, list(st.segment_pauses),
+                              session.sampling)
     except Exception:  # noqa: BLE001  the audio is still answered; the client is told there are none
         log.exception("word alignment failed")
         return None
