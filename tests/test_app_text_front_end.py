@@ -90,3 +90,10 @@ def test_a_bad_break_is_a_text_error_naming_input_and_a_good_one_is_silence(clie
     zero = np.concatenate([[0], (samples == 0).astype(np.int8), [0]])
     edges = np.flatnonzero(np.diff(zero))
     assert int((edges[1::2] - edges[::2]).max()) >= 11025  # the break's 0.5 s, exact zeros, in the stream
+
+
+def test_the_preview_says_where_a_break_falls_and_names_a_bad_one(client, live_demo):
+    note = client.predict('Call at 9:30 a.m. <break time="1.5s"/> Thanks.', "rules", "", api_name="/preview_reading")
+    assert "<em>[1.5 s of silence]</em> Thanks." in note and "break" not in note  # the tag is not read
+    bad = client.predict('Call me. <break time="9s"/> Thanks.', "off", "", api_name="/preview_reading")
+    assert bad.startswith('<div class="gepard-words-note" role="status">input: ') and "at most 5 s" in bad

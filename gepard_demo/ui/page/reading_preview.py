@@ -12,7 +12,9 @@ import html
 import gradio as gr
 from gradio.components import Component
 
-from gepard_demo.text.front_end import OFF
+from gepard_demo.streaming.breaks import Part, split_breaks
+from gepard_demo.streaming.text_input import TextError
+from gepard_demo.text.front_end import OFF, Reading
 from gepard_demo.text.front_end import shared as front_end
 from gepard_demo.text.lexicon import LexiconError, parse_cached
 
@@ -31,24 +33,33 @@ def _cut(text: str) -> tuple[str, bool]:
 
 def preview_html(text: str, text_normalization: str, lexicon_entries: str) -> str:
     """The note's HTML: empty where the model reads the text as written (normalisation off, no
-    lexicon); else the text it reads, each changed run marked with what was written (its title).
+    lexicon, no break); else the text it reads, each changed run marked with what was written (its
+    title), each break's silence said where it falls.
     A bad lexicon or mode is said in the note, naming the control (Generate refuses it the same way)."""
     text = (text or "").strip()
     front = front_end()
-    if not text or (text_normalization == OFF and not (lexicon_entries or "").strip() and not front.lexicon.entries):
+    as_written = text_normalization == OFF and not (lexicon_entries or "").strip() and not front.lexicon.entries
+    if not text or (as_written and "<break" not in text):
         return ""
     shown, cut = _cut(text)
     try:
-        reading = front.read(shown, text_normalization, parse_cached(lexicon_entries or "", "lexicon_entries"))
-    except (ValueError, ImportError) as e:  # LexiconError is a ValueError; "nemo" without its library
-        field = e.field if isinstance(e, LexiconError) else "text_normalization"
+        parts = split_breaks(shown) if not cut else [Part(shown)]  # a cut may fall inside a break's tag
+        lexicon = parse_cached(lexicon_entries or "", "lexicon_entries")
+        words = " ".join(_part(front.read(p.text, text_normalization, lexicon), p.pause_s) for p in parts)
+    except (ValueError, ImportError) as e:  # TextError, LexiconError are ValueErrors; "nemo" without its library
+        field = e.field if isinstance(e, LexiconError) else "input" if isinstance(e, TextError) else "text_normalization"
         return f'<div class="gepard-words-note" role="status">{html.escape(field)}: {html.escape(str(e))}</div>'
-    words = " ".join(
-        f'<mark title="{html.escape(p.written)}">{html.escape(p.spoken)}</mark>' if p.changed else html.escape(p.spoken)
-        for p in reading.pieces)
+
     more = f" … (the first {PREVIEW_CHARS:,} characters)" if cut else ""
     return (f'<div class="gepard-words-note">The model will read ({html.escape(text_normalization)}; '
             f'changed words marked, hover for what was written):</div><div data-reading>{words}{more}</div>')
+
+
+def _part(reading: Reading, pause_s: float) -> str:
+    words = " ".join(
+        f'<mark title="{html.escape(p.written)}">{html.escape(p.spoken)}</mark>' if p.changed else html.escape(p.spoken)
+        for p in reading.pieces)
+    return words + (f" <em>[{pause_s:g} s of silence]</em>" if pause_s else "")
 
 
 def build_preview() -> gr.HTML:
