@@ -178,3 +178,19 @@ def test_a_cloned_take_downloads_with_its_reference_clip(take, tmp_path):
     files = TakeHandlers(None, SimpleNamespace(wav_dir=tmp_path / "wavs", captions=None))._files(cloned)
     assert files[-1] == str(clip) and files[0].endswith(".json")  # no WAV: this take kept none
     assert files[1].endswith(".codes.npy") and np.array_equal(np.load(files[1]), a.codes)  # its frames
+
+
+def test_a_take_keeps_what_was_written_and_what_was_read(take, tiny_codec):  # noqa: F811
+    """The takes table shows the written text first, then what the model read where they differ."""
+    import dataclasses
+
+    from gepard_demo.text.front_end import spoken_for
+    from gepard_demo.ui.takes import table_rows
+
+    t, _ = take
+    read = spoken_for("It is $5.", "rules")
+    assert read == "It is five dollars."
+    normalized = dataclasses.replace(t, text="It is $5.", spoken=read)
+    assert table_rows([normalized])[0][1] == "It is $5. → It is five dollars."
+    assert table_rows([dataclasses.replace(normalized, spoken="It is $5.")])[0][1] == "It is $5."
+    assert table_rows([t])[0][1] == t.text  # a take from before it kept what was read

@@ -187,6 +187,8 @@ def summarize_group(df: pd.DataFrame, replicates: int = DEFAULT_REPLICATES, seed
                              "errors": int(sc["errors"].sum()), "ref_words": int(sc["n_ref"].sum()),
                              "sub": int(sc["sub"].sum()), "del": int(sc["dele"].sum()), "ins": int(sc["ins"].sum())}
         out["wer_mean"] = _rate(sc["wer"], replicates, seed, cl)
+        if "wer_spoken" in sc and sc["wer_spoken"].notna().all():  # against what the model read (score_row)
+            out["wer_spoken_corpus"] = _ratio(sc["errors_spoken"], sc["n_ref_spoken"], replicates, seed, cl)
         out["cer_corpus"] = _ratio(sc["char_edits"], sc["n_ref_chars"], replicates, seed, cl)
         out["exact_match_rate"] = _share(sc["exact"], replicates, seed, cl)
         out["catastrophic_rate"] = _share(sc["catastrophic"], replicates, seed, cl)

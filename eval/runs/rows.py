@@ -14,6 +14,7 @@ from eval.jsonio import write_bytes_atomic
 from eval.runs.sets import Utterance
 from eval.scoring.audio import write_wav_atomic
 from gepard_demo.settings import fixed_by_server
+from gepard_demo.text.front_end import spoken_for
 
 
 def save_audio(run_dir: Path, u: Utterance, s) -> None:
@@ -24,6 +25,16 @@ def save_audio(run_dir: Path, u: Utterance, s) -> None:
         buf = io.BytesIO()
         np.save(buf, np.asarray(s.codes, np.int16))
         write_bytes_atomic(run_dir / "codes" / f"{u.id}.npy", buf.getvalue())
+
+
+def row_spoken(cfg, text: str) -> str | None:
+    """What Gepard read for the row's written text (the text front end under the run's
+    text_normalization and lexicon_entries), kept beside it; None where no Gepard read it (Piper,
+    audio files)."""
+    if cfg.engine in ("piper", "files"):
+        return None
+    s = cfg.sampling
+    return spoken_for(text, s.text_normalization, s.lexicon_entries)
 
 
 def row_settings(cfg, seed: int) -> dict:

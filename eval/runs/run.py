@@ -36,7 +36,7 @@ from tqdm import tqdm
 from eval.jsonio import append_jsonl, read_jsonl, write_bytes_atomic, write_json_atomic
 from eval.runs.checks import input_error, text_repetition_error, voices_error
 from eval.runs.environment import environment
-from eval.runs.rows import row_settings, save_audio
+from eval.runs.rows import row_settings, row_spoken, save_audio
 from eval.runs.seeds import DEFAULT_BASE_SEED, sample_seed
 from eval.engines.base import Reference, VoiceRef
 from eval.runs.sets import SetError, Utterance, expand_samples, expand_voices, load_set, resolve_set_path
@@ -215,7 +215,7 @@ def make_row(u: Utterance, s, seed: int, cfg: RunConfig, ref: Reference | None =
     """One utterance's row; every field is defined in eval.engines / eval.scoring.metrics / gepard_demo.voice.similarity."""
     return {
         "id": u.id, "sentence": u.sentence_id, "sample": u.sample, "category": u.category, "text": u.text,
-        "words": u.words, "text_tokens": s.text_tokens,
+        "spoken": row_spoken(cfg, u.text), "words": u.words, "text_tokens": s.text_tokens,
         "frames": s.frames, "stop_fired": s.stop_fired, "stop_frame": s.stop_frame, "runaway": s.runaway,
         "duration_s": s.duration_s, "sample_rate": s.sample_rate, "p_stop": s.p_stop,
         "ttfa_s": s.ttfa_s, "rtf": s.rtf, "gen_s": s.gen_s, "decode_s": s.decode_s,

@@ -43,8 +43,16 @@ def scored_tags(run_dir: str | Path) -> list[str]:
 
 
 def score_row(row: dict, hyp: str) -> dict:
+    """WER against the written text (`wer`, as always), and where the row kept what the model read
+    (its `spoken`: the text front end's reading), also against that (`wer_spoken`), so the effect of
+    normalising is not an artefact of scoring."""
     ref_n, hyp_n = normalize(row["text"]), normalize(hyp)
-    return {"id": row["id"], "hyp": hyp, "ref_norm": ref_n, "hyp_norm": hyp_n, **word_errors(ref_n, hyp_n).as_dict()}
+    out = {"id": row["id"], "hyp": hyp, "ref_norm": ref_n, "hyp_norm": hyp_n, **word_errors(ref_n, hyp_n).as_dict()}
+    if row.get("spoken") is not None:
+        spoken_n = normalize(row["spoken"])
+        said = word_errors(spoken_n, hyp_n)
+        out.update(ref_spoken_norm=spoken_n, wer_spoken=said.wer, errors_spoken=said.errors, n_ref_spoken=said.n_ref)
+    return out
 
 
 def score(run_dir: str | Path, settings: ASRSettings, transcriber: Transcriber | None = None,

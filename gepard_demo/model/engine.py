@@ -21,7 +21,7 @@ from gepard_demo.model.fixed_shape.shapes import WARM_ROWS, Capture, StepShapes
 from gepard_demo.model.guards.guardrails import force_stop_for
 from gepard_demo.settings import SamplingSettings
 from gepard_demo.text.front_end import shared as front_end
-from gepard_demo.text.lexicon import parse_cached
+from gepard_demo.text.front_end import spoken_for
 
 from .batch import BatchRequest, DecodeBatch, DecodeLoop, decode_batch
 from .config import GepardConfig
@@ -135,7 +135,7 @@ class GepardEngine(FrameMaker):
         """What the model reads for `text`: the front end's reading, as written when it is off."""
         if settings is None:
             return front_end().spoken(text)
-        return front_end().spoken(text, settings.text_normalization, parse_cached(settings.lexicon_entries, "lexicon_entries"))
+        return spoken_for(text, settings.text_normalization, settings.lexicon_entries)
 
     def sampler(self, text: str, settings: SamplingSettings) -> RowSampler:
         """The request's RowSampler: its seed's generator, and its force stop for this text

@@ -27,6 +27,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from gepard_demo.alignment.result import Alignment, merge, wire_confidence, wire_timestamps
+from gepard_demo.alignment.written import align_written
+from gepard_demo.streaming.chunks import segment_spans
 
 from .protocol import GEPARD_RULES, FieldRule, SpeechBody, sse_event, stream_mode
 
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from gepard_demo.alignment.aligner import Aligner
+    from gepard_demo.settings import SamplingSettings
     from gepard_demo.streaming.session import SynthesisSession
 
 FIELD = "word_timestamps"
@@ -58,25 +61,27 @@ def request_rules(rules: tuple[FieldRule, ...] = GEPARD_RULES, aligner: bool = F
     return kept + (FieldRule(FIELD, _raw, RAW_REFUSED),)
 
 
-def segment_bounds(segment_frames: list[int], samples_per_frame: int, total: int) -> list[tuple[int, int]]:
+def segment_bounds(segment_frames: list[int], samples_per_frame: int, total: int,
+                   segment_pauses: list[int] | None = None) -> list[tuple[int, int]]:
     """Each text segment's (first, end) sample in the utterance's audio: segment k holds its frames'
-    samples; the last also holds the end fade and silence."""
-    bounds, start = [], 0
-    for k, frames in enumerate(segment_frames):
-        end = total if k == len(segment_frames) - 1 else min(total, start + frames * samples_per_frame)
-        bounds.append((start, end))
-        start = end
-    return bounds
+    samples, after the silence of any break before it (chunks.segment_spans); the last also holds
+    the end fade and silence."""
+    spans = segment_spans(segment_frames, segment_pauses or [], samples_per_frame)
+    return [(min(a, total), total if k == len(spans) - 1 else min(b, total)) for k, (a, b) in enumerate(spans)]
 
 
 def align_segments(aligner: Aligner, audio: np.ndarray, sample_rate: int, segments: list[str], segment_frames: list[int],
-                   samples_per_frame: int) -> Alignment:
-    """Each segment's words aligned on its own audio, placed in the utterance."""
+                   samples_per_frame: int, segment_pauses: list[int] | None = None,
+                   sampling: SamplingSettings | None = None) -> Alignment:
+    """Each segment's words aligned on its own audio, placed in the utterance: its written words,
+    each over the span of the words it was read as (alignment/written.py; `sampling`'s
+    text_normalization and lexicon_entries; None: read as written)."""
+    reading = (sampling.text_normalization, sampling.lexicon_entries) if sampling is not None else ("off", "")
     if len(segment_frames) != len(segments):  # cut short: the segments that ran, the text they had
         segments = segments[: len(segment_frames)]
     parts = []
-    for text, (a, b) in zip(segments, segment_bounds(segment_frames, samples_per_frame, len(audio))):
-        parts.append(aligner.align(audio[a:b], sample_rate, text).shifted(a / sample_rate))
+    for text, (a, b) in zip(segments, segment_bounds(segment_frames, samples_per_frame, len(audio), segment_pauses)):
+        parts.append(align_written(aligner, audio[a:b], sample_rate, text, *reading).shifted(a / sample_rate))
     return merge(parts)
 
 
@@ -85,7 +90,8 @@ def align_session(aligner: Aligner, session: SynthesisSession) -> Alignment | No
     try:
         st = session.stats
         return align_segments(aligner, session.audio(), session.sample_rate, list(session.segments),
-                              list(st.segment_frames) or [st.frames], session.samples_per_frame)
+                              list(st.segment_frames) or [st.frames], session.samples_per_frame, list(st.segment_pauses),
+                              session.sampling)
     except Exception:  # noqa: BLE001  the audio is still answered; the client is told there are none
         log.exception("word alignment failed")
         return None

@@ -98,6 +98,7 @@ class SynthesisStats:
     stop_frame: int | None = None
     ended_by: list[str] = field(default_factory=list)
     segment_frames: list[int] = field(default_factory=list)  # frames of each segment that ended
+    segment_pauses: list[int] = field(default_factory=list)  # silence after each (a <break>: breaks.py), samples
     p_stop: list[float] = field(default_factory=list)
     entropy: list[float] = field(default_factory=list)
     nll: list[float] = field(default_factory=list)
@@ -153,7 +154,18 @@ class SynthesisStats:
         return replace(self, **{name: list(value) for name, value in values_of(self, _LISTS).items()})
 
 
-_LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "gpu_asks_s", "text_waits_s")
+_LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "segment_pauses", "gpu_asks_s", "text_waits_s")
+
+
+def segment_spans(segment_frames: list[int], segment_pauses: list[int], samples_per_frame: int) -> list[tuple[int, int]]:
+    """Each ended segment's (first, end) sample of speech in the utterance's audio: its frames'
+    samples, after the earlier segments' and the silences of their breaks (breaks.py)."""
+    spans, start = [], 0
+    for k, frames in enumerate(segment_frames):
+        end = start + frames * samples_per_frame
+        spans.append((start, end))
+        start = end + (segment_pauses[k] if k < len(segment_pauses) else 0)
+    return spans
 
 
 def stack_codes(codes: list[Codes]) -> torch.Tensor | np.ndarray:

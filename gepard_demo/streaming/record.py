@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .breaks import pause_samples
+
 if TYPE_CHECKING:
     from gepard_demo.codec.fsq import Codes
     from gepard_demo.model.generation import FrameStep
@@ -35,16 +37,22 @@ class Record:
         st.frames += 1
         return True
 
-    def end_segment(self, ended_by: list[str], frames: int, samples_per_frame: int, sample_rate: int) -> None:
-        """The segment that just ended, with `frames` frames: how each so far ended, where it ends
-        in the audio (frame f starts at sample samples_per_frame x f), its codes as one block."""
+    def end_segment(self, ended_by: list[str], frames: int, samples_per_frame: int, sample_rate: int,
+                    pause_s: float = 0.0) -> int:
+        """The segment that just ended, with `frames` frames and pause_s of silence after it (a
+        break; none after the text's last segment: breaks.py): how each so far ended, where it ends
+        in the audio (frame f starts at sample samples_per_frame x f, after the silences before it),
+        its codes as one block. Returns the silence's exact length in samples."""
+        before, pause = sum(self.stats.segment_pauses), pause_samples(pause_s, sample_rate)
         self.stats.segment_frames.append(frames)
-        self.segment_ends.append(self.stats.frames * samples_per_frame / sample_rate)
+        self.stats.segment_pauses.append(pause)
+        self.segment_ends.append((self.stats.frames * samples_per_frame + before) / sample_rate)
         self.stats.ended_by = list(ended_by)
         if frames:
             block = np.concatenate([np.atleast_2d(np.asarray(c, dtype=np.int16)) for c in self._codes[-frames:]])
             if len(block) == frames:
                 self._codes[-frames:] = [block]
+        return pause
 
     def complete(self) -> None:
         """The utterance ended: the flags (stop_fired, runaway) now follow from ended_by."""

@@ -89,18 +89,16 @@ class SynthesisSession(OnceIterableSession):
         text, sampling, stream, speaker = request.text, request.sampling, request.stream, request.prefix()
         planned = plan(text, sampling, max_text_chars=request.max_text_chars or MAX_TEXT_CHARS,
                        segment_chars=segment_chars, words_per_s=request.words_per_s)
-        request_start, max_ahead_s = request.request_start, request.max_ahead_s
-        self.engine, self.codec, self.stream, self.speaker = engine, codec, stream, speaker
-        self.text, self.segments, self.sampling, self.writing = (planned.text, planned.segments, planned.sampling,
-                                                                 planned.writing)
+        self.engine, self.codec, self.stream, self.speaker, self.calls = engine, codec, stream, speaker, calls
+        self.text, self.segments, self.sampling, self.writing, self.pauses = (
+            planned.text, planned.segments, planned.sampling, planned.writing, planned.pauses)
         self.sample_rate, self.samples_per_frame = int(codec.sample_rate), int(codec.samples_per_frame)
         stats = SynthesisStats(text=self.text, seed=self.sampling.seed, segments=len(self.segments),
                                speed=engine.model_info.speed)
-        self.calls = calls
         self._record = Record(*(calls.resumed(stats) if calls is not None else (stats, [])))
         self.stats = self._record.stats
         self.carry: object = None  # what the next call goes on from, when this call ended before the utterance
-        self._request_start, self._end_of_speech, self.max_ahead_s = request_start, end_of_speech, max_ahead_s
+        self._request_start, self._end_of_speech, self.max_ahead_s = request.request_start, end_of_speech, request.max_ahead_s
         super().__init__()
         self._sources = SegmentSources(engine, self.segments, self.sampling, speaker, look_ahead, self,
                                        ready=self.writing.ready if self.writing else None)
@@ -163,9 +161,11 @@ class SynthesisSession(OnceIterableSession):
                 seg_end = yield from self._segment(play, seg_no, frames, seg_codes)
                 if seg_end is None:  # this call handed the utterance over inside the segment
                     return
-                self._end_segment(play, seg_end, seg_codes)
+                pause = self._end_segment(play, seg_no, seg_end, seg_codes)
                 if seg_end == CANCEL:
                     break
+                if pause:  # a <break>'s silence, before the next segment's speech
+                    yield self._emit(play, *play.pause(pause), False)
                 if self.calls is not None and self.calls.ends_after_segment(seg_no, len(self.segments)):
                     self._hand_over(play, seg_no + 1, None)
                     return
@@ -246,10 +246,12 @@ class SynthesisSession(OnceIterableSession):
             self._sources.refill(released=True)  # the first audio is out: the next segments may start
         return chunk
 
-    def _end_segment(self, play: Playback, seg_end: str, seg_codes: list[Codes]) -> None:
+    def _end_segment(self, play: Playback, seg_no: int, seg_end: str, seg_codes: list[Codes]) -> int:
+        """The segment ended; the silence of a break after it, in samples (0 at the text's end)."""
         self._reader.end_segment()
         play.ended_by.append(seg_end)
-        self._record.end_segment(play.ended_by, len(seg_codes), self.samples_per_frame, self.sample_rate)
+        return self._record.end_segment(play.ended_by, len(seg_codes), self.samples_per_frame, self.sample_rate,
+                                        0.0 if seg_end == CANCEL else self.pauses[seg_no])
 
     def _final_chunk(self, play: Playback) -> AudioChunk:
         """The frames that did not fill a chunk, with the end shaped; the stats complete first

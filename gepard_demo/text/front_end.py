@@ -83,6 +83,14 @@ def shared() -> FrontEnd:
     return _SHARED[0]
 
 
+def spoken_for(text: str, text_normalization: str = OFF, lexicon_entries: str = "") -> str:
+    """What the model reads for `text` under a request's two settings (SamplingSettings'
+    text_normalization and lexicon_entries): the engine's prompt, a take's and eval's rows read it here."""
+    from .lexicon import parse_cached
+
+    return shared().spoken(text, text_normalization, parse_cached(lexicon_entries, "lexicon_entries"))
+
+
 def configure(cache_dir: str | Path | None = None, lexicon: Lexicon = EMPTY) -> FrontEnd:
     """Set the process's front end up, once, from an entry point's flags (its grammar cache under
     GEPARD_CACHE_DIR, the server-wide --lexicon)."""

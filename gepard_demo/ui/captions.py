@@ -26,6 +26,8 @@ import numpy as np
 
 from gepard_demo.bounded import Bounded
 from gepard_demo.alignment.result import Alignment, merge
+from gepard_demo.alignment.written import align_written
+from gepard_demo.streaming.chunks import segment_spans
 from gepard_demo.units import SAMPLES_PER_FRAME
 
 from gepard_demo.ui.jobs.registry import JOB_ID_RE
@@ -43,6 +45,7 @@ log = logging.getLogger("gepard_demo.ui")
 @dataclass
 class JobWords:
     segments: list[str] = field(default_factory=list)
+    reading: tuple[str, str] = ("off", "")  # the request's text_normalization and lexicon_entries (written.py)
     parts: dict[int, Alignment] = field(default_factory=dict)  # segment -> its words, placed in the utterance
     sent: int = 0  # segments handed to the aligner
     emitted: int = 0  # samples the player has been given
@@ -75,7 +78,9 @@ class CaptionDesk:
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
-                job = self._jobs[job_id] = JobWords(list(session.segments or [session.text]))
+                sampling = session.sampling
+                job = self._jobs[job_id] = JobWords(list(session.segments or [session.text]),
+                                                    (sampling.text_normalization, sampling.lexicon_entries))
             return job
 
     # -- the Generate's worker thread -----------------------------------------------------------
@@ -87,13 +92,14 @@ class CaptionDesk:
         job = self._job(job_id, session)
         job.emitted += len(samples)
         job.pending.append(samples)
-        ended = list(session.stats.segment_frames)  # the frames of each segment that has ended
-        while job.sent < len(ended) and job.sent < len(job.segments) - 1:  # the last one waits for finish()
+        # Where each segment that has ended is in the audio (after the silences of breaks before it).
+        spans = segment_spans(list(session.stats.segment_frames), list(session.stats.segment_pauses), SAMPLES_PER_FRAME)
+        while job.sent < len(spans) and job.sent < len(job.segments) - 1:  # the last one waits for finish()
             k = job.sent
-            end = sum(ended[: k + 1]) * SAMPLES_PER_FRAME
+            start, end = spans[k]
             if job.emitted < end:
                 break
-            self._send(job_id, job, session, k, sum(ended[:k]) * SAMPLES_PER_FRAME, end)
+            self._send(job_id, job, session, k, start, end)
 
     def finish(self, job_id: str, session: Session) -> None:
         """The session ended (done, stopped or failed): the rest of its audio, whatever it holds."""
@@ -106,8 +112,8 @@ class CaptionDesk:
             job.expected = 1
             job.done.set()
             return
-        ended = list(session.stats.segment_frames)
-        start = sum(ended[: job.sent]) * SAMPLES_PER_FRAME
+        ended, pauses = list(session.stats.segment_frames), list(session.stats.segment_pauses)
+        start = sum(ended[: job.sent]) * SAMPLES_PER_FRAME + sum(pauses[: job.sent])
         total = job.emitted
         if job.sent < len(job.segments) and total > start:
             self._send(job_id, job, session, job.sent, start, total)
@@ -120,7 +126,7 @@ class CaptionDesk:
         audio = _take(job, start, end)
         rate = int(session.sample_rate)
         try:
-            self._queue.put_nowait((job_id, k, audio, rate, job.segments[k], start / rate))
+            self._queue.put_nowait((job_id, k, audio, rate, job.segments[k], start / rate, job.reading))
         except queue.Full:
             job.notes.append(f"segment {k + 1} was not aligned: the aligner is busy")
             job.parts[k] = Alignment(note="not aligned: the aligner was busy")
@@ -137,9 +143,9 @@ class CaptionDesk:
 
     def _work(self) -> None:
         while True:
-            job_id, k, audio, rate, text, offset = self._queue.get()
+            job_id, k, audio, rate, text, offset, reading = self._queue.get()
             try:
-                part = self.aligner.align(audio, rate, text).shifted(offset)
+                part = align_written(self.aligner, audio, rate, text, *reading).shifted(offset)
             except Exception as exc:  # noqa: BLE001  the page says it; the page goes on
                 log.exception("caption alignment failed")
                 part = Alignment(note=f"the alignment failed ({type(exc).__name__})")

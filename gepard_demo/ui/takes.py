@@ -57,6 +57,7 @@ class Take:
     model: str = ""
     made_at: float = field(default_factory=time.time)
     job_id: str = ""  # the Generate's: its words (ui/captions.py) give the take's SRT and VTT
+    spoken: str = ""  # what the model read (the text front end's reading); "": as written
 
     @property
     def p_stop(self) -> list[float]:
@@ -177,7 +178,8 @@ def table_rows(takes: list[Take] | None) -> list[list[Json]]:
     rows = []
     for t in takes or []:
         st = t.stats
-        text = t.text if len(t.text) <= 48 else t.text[:47] + "…"
+        text = t.text if not t.spoken or t.spoken == t.text else f"{t.text} → {t.spoken}"  # both, as written first
+        text = text if len(text) <= 48 else text[:47] + "…"
         values = values_of(t.sampling, SHOWN_SETTINGS)
         rows.append([t.number, text, *(_cell(name, v) for name, v in values.items()), st.get("frames"), t.ended(),
                      round(st.get("audio_s") or 0.0, 2), _round(st.get("rtf"), 3),

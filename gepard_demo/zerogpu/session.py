@@ -45,7 +45,7 @@ AS_WRITTEN_REASON = "not behind ZeroGPU: a GPU call would wait, paid for, betwee
 
 # What the worker's own stats say that the main process cannot see for itself.
 WORKER_FIELDS = ("frames", "stop_frame", "p_stop", "gen_time_s", "decode_time_s",
-                 "speech_s", "segments", "chunks", "ended_by", "segment_frames", "entropy", "nll")  # the flags: from ended_by
+                 "speech_s", "segments", "chunks", "ended_by", "segment_frames", "segment_pauses", "entropy", "nll")  # the flags: from ended_by
 
 
 class GpuSession(OnceIterableSession):

@@ -29,6 +29,7 @@ import gradio as gr
 
 from gepard_demo.model.guards.stop_rule import threshold_of
 from gepard_demo.settings import SamplingSettings, SettingsError
+from gepard_demo.text.front_end import spoken_for
 from gepard_demo.streaming.seams import Session
 from gepard_demo.streaming.session import SynthesisStats
 from gepard_demo.streaming.text_input import TextError, read_text_file
@@ -223,7 +224,8 @@ class DemoController:
         stream = session.stream or controls.stream  # a served session has none
         return Take(0, session.text, shown, session.sampling, stream,
                     stats.as_dict(), codes if codes is not None and len(codes) else None, wav, str(model or ""),
-                    job_id=job_id)
+                    job_id=job_id, spoken=spoken_for(session.text, session.sampling.text_normalization,
+                                                     session.sampling.lexicon_entries))
 
     def rate_hint(self) -> float | None:
         """Audio seconds this host makes per wall second for one stream (recent.RecentRuns.stream_rate),

@@ -22,6 +22,7 @@ from gepard_demo.ui.page.controls import CONTROL_NAMES, control_values, default_
 from gepard_demo.ui.page.endpoints import generate_door, wire_speak
 from gepard_demo.ui.page.fields import build_group
 from gepard_demo.ui.page.guardrails import build_guardrail_controls
+from gepard_demo.ui.page.reading_preview import build_preview, wire_preview
 from gepard_demo.ui.page.speak_link import SPEAK_TAB_ID, SpeakLink
 from gepard_demo.ui.page.take_panel import TakeHandlers, build_takes_panel, wire_takes
 from gepard_demo.ui.page.saved_voices import VISITOR_KEY, VisitorVoices, wire_saved_voices
@@ -64,6 +65,7 @@ body.gepard-playing #gepard-status { display: none; }
 .gepard-w[data-state=unaligned] { opacity: 0.4; }
 .gepard-w.gepard-now { background: #ffd54f; color: #111; }
 .gepard-words-note { font-size: 0.85em; opacity: 0.75; }
+#gepard-reading-preview mark { background: rgba(255, 213, 79, 0.45); color: inherit; border-radius: 3px; }
 .gepard-w[data-op=sub] { background: rgba(255, 152, 0, 0.35); }
 .gepard-w[data-op=del] { background: rgba(214, 39, 40, 0.3); text-decoration: line-through; }
 .gepard-w[data-op=ins] { background: rgba(31, 119, 180, 0.3); }
@@ -132,15 +134,17 @@ class Results:
         return [self.status, self.audio, self.stats, self.plot, self.take]
 
 
-def text_and_buttons(max_chars: int = MAX_TEXT_CHARS) -> tuple[gr.Textbox, gr.Button, gr.Button, gr.UploadButton]:
-    """Text box (with its character count, the host's limit and a .txt upload), Generate / Stop,
-    the live line."""
+def text_and_buttons(max_chars: int = MAX_TEXT_CHARS) -> tuple[gr.Textbox, gr.Button, gr.Button, gr.UploadButton,
+                                                              gr.HTML]:
+    """Text box (with its character count, the preview of what the model reads, the host's limit and
+    a .txt upload), Generate / Stop, the live line."""
     text = gr.Textbox(
         label="Text (Ctrl+Enter generates)", lines=4, value=EXAMPLES[0], elem_id="gepard-text",
         placeholder=f"Type what Gepard should say (up to {max_chars} characters; long text is read segment by "
                     "segment, the next ones made while one plays).",
     )
     gr.HTML(f'<div id="gepard-charcount" data-over="0">{len(EXAMPLES[0])} / {max_chars} characters</div>')
+    preview = build_preview()  # reading_preview.py: shown while normalisation or a lexicon is on
     with gr.Row():
         upload = gr.UploadButton("Open a .txt file", file_types=[".txt"], size="sm", elem_id="gepard-text-file")
         gr.Markdown(limit_words(max_chars), elem_id="gepard-text-limit")
@@ -150,7 +154,7 @@ def text_and_buttons(max_chars: int = MAX_TEXT_CHARS) -> tuple[gr.Textbox, gr.Bu
     # The live line (player.js writes it): place in line and wait, then generating / playing, and
     # for a long text the segments ready ahead of playback.
     gr.HTML('<div id="gepard-player-status" data-state="idle" aria-live="polite">Ready.</div>')
-    return text, generate_btn, stop_btn, upload
+    return text, generate_btn, stop_btn, upload, preview
 
 
 def limit_words(max_chars: int) -> str:
@@ -225,7 +229,7 @@ def build_demo(
             with gr.Tab("Speak", id=SPEAK_TAB_ID):
                 with gr.Row(equal_height=False):
                     with gr.Column(scale=3, min_width=320):
-                        text, generate_btn, stop_btn, upload = text_and_buttons(max_chars)
+                        text, generate_btn, stop_btn, upload, preview = text_and_buttons(max_chars)
                     with gr.Column(scale=2, min_width=320, elem_id="gepard-results"):
                         results = result_panel()
                 # Below the buttons and the results, so that on a phone Generate is on the first
@@ -260,6 +264,7 @@ def build_demo(
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results, host.concurrency)
         wire_speak(controller, controls, job_id, host.concurrency)  # the API's own way in (README)
         wire_takes(panel, TakeHandlers(host, controller), controls)
+        wire_preview(preview, text, controls["text_normalization"], controls["lexicon_entries"])
         wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
         if saved_voices is not None:
             wire_saved_voices(saved_voices, controller.voices, picker, visitor, controls["ref_audio"], demo)

@@ -1,0 +1,71 @@
+"""Pauses written into the text: SSML's `<break time="500ms"/>` or `time="1.5s"` (as ElevenLabs
+takes it inside plain text) becomes exact silence of that length between the parts around it.
+
+`split_breaks` cuts a text at its breaks into parts, each with the pause after it; the plan
+(plan.py) makes each part its own segments, and the session (session.py) sends the silence
+between them, round(seconds x sample rate) zero samples, so the stream, the stats and the word
+timestamps shift by it. Each break is at most MAX_BREAK_S and their sum at most MAX_BREAKS_S; a
+malformed or over-long break, or one with no words on one side, is a TextError (the server's 400
+naming `input`). Any other tag is read as text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .text_input import TextError
+
+MAX_BREAK_S = 5.0
+MAX_BREAKS_S = 30.0
+
+_ANY_BREAK = re.compile(r"<\s*break\b[^>]*>", re.IGNORECASE)
+_BREAK = re.compile(r"<break\s+time\s*=\s*(['\"])(\d+(?:\.\d+)?|\.\d+)\s*(ms|s)\1\s*/?>")
+
+
+@dataclass(frozen=True)
+class Part:
+    """text: the words between two breaks; pause_s: the silence after them (0: the text's end)."""
+
+    text: str
+    pause_s: float = 0.0
+
+
+def _seconds(tag: str) -> float:
+    m = _BREAK.fullmatch(tag)
+    if m is None:
+        raise TextError(f'input: {tag!r} is not a break this reads: write <break time="500ms"/> or '
+                        f'<break time="1.5s"/>')
+    value = float(m.group(2)) / (1000.0 if m.group(3) == "ms" else 1.0)
+    if not 0 < value <= MAX_BREAK_S:
+        raise TextError(f"input: {tag!r} is {value:g} s; a break is more than 0 and at most {MAX_BREAK_S:g} s")
+    return value
+
+
+def split_breaks(text: str) -> list[Part]:
+    """The text's parts, each with the pause after it; one part (pause 0) for a text with no break.
+    Consecutive breaks add up."""
+    parts: list[Part] = []
+    at, total = 0, 0.0
+    for m in _ANY_BREAK.finditer(text):
+        seconds = _seconds(m.group(0))
+        total += seconds
+        words = text[at:m.start()].strip()
+        if words:
+            parts.append(Part(words, seconds))
+        elif parts:
+            parts[-1] = Part(parts[-1].text, parts[-1].pause_s + seconds)
+        else:
+            raise TextError(f"input: {m.group(0)!r} comes before any words; a break stands between two parts of the text")
+        at = m.end()
+    if total > MAX_BREAKS_S:
+        raise TextError(f"input: the breaks add up to {total:g} s; at most {MAX_BREAKS_S:g} s in one text")
+    rest = text[at:].strip()
+    if parts and not rest:
+        raise TextError("input: the text ends with a break; a break stands between two parts of the text")
+    return [*parts, Part(rest)] if rest or not parts else parts
+
+
+def pause_samples(pause_s: float, sample_rate: int) -> int:
+    """A pause's exact length in samples."""
+    return int(round(pause_s * sample_rate))
