@@ -36,7 +36,9 @@ def _over(said: Sequence[AlignedWord]) -> dict:
     least = min(said, key=lambda w: w.confidence)
     state = "aligned" if all(w.state == "aligned" for w in said) else "low"
     why = "" if state == "aligned" else (least.why or "a word it is read as is not sure")
-    return {"start": min(w.start for w in timed), "end": max(w.end for w in timed), "confidence": least.confidence,
+    starts = [w.start for w in timed if w.start is not None]  # a timed word has both
+    ends = [w.end for w in timed if w.end is not None]
+    return {"start": min(starts), "end": max(ends), "confidence": least.confidence,
             "probability": min(w.probability for w in said), "state": state, "why": why}
 
 

@@ -78,6 +78,8 @@ class CaptionDesk:
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None:
+                if session is None:  # its first chunk makes a job's words, with the session in hand
+                    raise KeyError(f"no caption job {job_id!r}")
                 sampling = session.sampling
                 job = self._jobs[job_id] = JobWords(list(session.segments or [session.text]),
                                                     (sampling.text_normalization, sampling.lexicon_entries))
@@ -145,6 +147,7 @@ class CaptionDesk:
         while True:
             job_id, k, audio, rate, text, offset, reading = self._queue.get()
             try:
+                assert self.aligner is not None  # only queued where there is one (feed)
                 part = align_written(self.aligner, audio, rate, text, *reading).shifted(offset)
             except Exception as exc:  # noqa: BLE001  the page says it; the page goes on
                 log.exception("caption alignment failed")
