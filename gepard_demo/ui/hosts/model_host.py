@@ -101,6 +101,7 @@ class ModelHost(EngineFacts):
         (first-call kernel setup made the first request's time to audio ~4x slower here).
         Returns the seconds it took."""
         from gepard_demo.settings import StreamSettings
+        from gepard_demo.streaming.seams import SessionRequest
         from gepard_demo.streaming.session import SynthesisSession
 
         t0 = time.perf_counter()

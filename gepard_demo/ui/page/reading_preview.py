@@ -71,6 +71,7 @@ def wire_preview(note: gr.HTML, text: Component, text_normalization: Component, 
     """The note follows the text and the two controls, the last edit winning, beside Generate's queue."""
     inputs = [text, text_normalization, lexicon_entries]
     for source in inputs:
-        source.change(preview_html,  # type: ignore[attr-defined]  # every input widget has it; Component does not say so inputs, note, api_name="preview_reading" if source is text else None,
+        # every input widget has .change; gradio's Component does not declare it
+        source.change(preview_html, inputs, note, api_name="preview_reading" if source is text else None,  # type: ignore[attr-defined]
                       api_visibility="public" if source is text else "private", trigger_mode="always_last",
                       concurrency_limit=2, concurrency_id="gepard-preview", show_progress="hidden")
