@@ -89,7 +89,7 @@ def _unpicklable_stream():
     def stream_with_hook(resident, request):
         for item in stream(resident, request):
             yield item
-            if UNPICKLABLE in request.text:
+            if UNPICKLABLE in request.utterance.text:
                 yield lambda: None  # pickling this fails in the worker, as spaces reports it
 
     tasks.stream = stream_with_hook
