@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from importlib.metadata import version
 
 import httpx
@@ -180,6 +181,40 @@ def test_metrics_count_websocket_units(plain):
     asyncio.run(talk())
     assert asyncio.run(_until(lambda: _count(_metrics(client), "gepard:requests_total", outcome="completed")
                               > _count(before, "gepard:requests_total", outcome="completed")))
+
+
+def test_a_unit_still_closing_when_the_client_hangs_up_is_counted(plain, monkeypatch):
+    """A slow host: the unit's session is still closing on its worker thread when the client,
+    told session.done, hangs up; the hang-up cancels the unit's task natively, which an anyio
+    shield does not hold off. The unit completed and is counted so."""
+    from gepard_demo.streaming.session import SynthesisSession
+
+    slow_close, closing = SynthesisSession.close, []
+
+    def close(self):
+        closing.append(1)
+        time.sleep(1.0)
+        slow_close(self)
+
+    monkeypatch.setattr(SynthesisSession, "close", close)
+    client, port = plain
+    before = _metrics(client)
+
+    async def talk():
+        async with websockets.connect(f"ws://127.0.0.1:{port}{STREAM_PATH}", max_size=None) as ws:
+            for m in ({"type": "session.config", "response_format": "pcm", "stream_audio": True, "seed": 3,
+                       "max_new_tokens": FRAMES}, {"type": "input.text", "text": "One."}, {"type": "input.done"}):
+                await ws.send(json.dumps(m))
+            while not isinstance(m := await asyncio.wait_for(ws.recv(), 120), str) or \
+                    json.loads(m)["type"] != "session.done":
+                pass
+        # leaving the block hangs up at once, the unit's close still sleeping
+
+    asyncio.run(talk())
+    assert closing, "the unit never closed: the race this test makes did not happen"
+    assert asyncio.run(_until(lambda: _count(_metrics(client), "gepard:requests_total", outcome="completed")
+                              > _count(before, "gepard:requests_total", outcome="completed"), timeout_s=30))
+    assert _count(_metrics(client), "vllm:num_requests_running") == 0
 
 
 async def _until(check, timeout_s: float = 60.0) -> bool:

@@ -257,6 +257,8 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest, metrics: S
     finally:
         # A client that goes away cancels this generator: its row leaves the batch (the session
         # waits for the step in flight in its worker thread).
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(session.close)
-        metrics.ended(session, failed)
+        try:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(session.close)
+        finally:  # counted even when a native cancel cuts the wait short (the shield holds off anyio's only)
+            metrics.ended(session, failed)

@@ -214,10 +214,14 @@ class _Connection:
             unit.chunks.put_nowait(exc)
             failed = True
         finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(unit.session.close)
-            self.units.discard(unit)
-            self.metrics.ended(unit.session, failed)
+            # A hang-up cancels this task natively (close() below), which a shielded scope does
+            # not hold off: the count and the discard must not wait on the close to be made.
+            try:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(unit.session.close)
+            finally:
+                self.units.discard(unit)
+                self.metrics.ended(unit.session, failed)
 
     # -- ending ----------------------------------------------------------------------------
 
