@@ -75,7 +75,7 @@ def test_requests_join_leave_and_cancel_mid_run(layout_engine):
     h = {"a": d.admit(*plan["a"])}
     for _ in range(4):
         d.step()
-    widths = [d.batch.mask.shape[1]]
+    widths = [d.batch.tensors.mask.shape[1]]
     h["b"] = d.admit(*plan["b"])
     h["c"] = d.admit(*plan["c"])
     assert d.batch.row_count == 4  # a, b, b's guidance row, c
@@ -84,14 +84,14 @@ def test_requests_join_leave_and_cancel_mid_run(layout_engine):
     d.batch.cancel(h["c"])  # between steps: its row leaves now
     assert len(d.batch) == 2 and d.batch.row_count == 3
     h["d"] = d.admit(*plan["d"])
-    widths.append(d.batch.mask.shape[1])
+    widths.append(d.batch.tensors.mask.shape[1])
     assert widths[1] > widths[0]  # really re-padded for a longer newcomer
     d.step()
     assert d.batch.row_count == 4
     while d.batch:
         d.step()
         if len(d.batch) == 1:
-            assert bool(d.batch.mask.all())  # the padding nobody needs is gone: a solo run's step
+            assert bool(d.batch.tensors.mask.all())  # the padding nobody needs is gone: a solo run's step
     assert d.ends == {h["a"]: "budget", h["b"]: "budget", h["d"]: "budget"}
     agreed = 0
     for name in "abd":
@@ -168,9 +168,9 @@ def test_joins_and_leaves_at_the_real_shape(real_shape_engine):
         d.step()
     assert d.batch.row_count == 3  # b's guidance row left after its 3 guided frames
     d.batch.cancel(h["c"])
-    width = d.batch.mask.shape[1]
+    width = d.batch.tensors.mask.shape[1]
     h["d"] = d.admit(*plan["d"])
-    assert d.batch.mask.shape[1] > width
+    assert d.batch.tensors.mask.shape[1] > width
     while d.batch:
         d.step()
     assert d.ends == {h["a"]: "budget", h["b"]: "budget", h["d"]: "budget"}

@@ -36,7 +36,7 @@ reports first. The probe (probe.py) reads every row's belief inside the same ste
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -106,13 +106,20 @@ class _Live:
     codes: torch.Tensor | None = field(default=None, repr=False)  # the frame to feed back next
 
 
+@dataclass
+class _Tensors:
+    """The running rows' tensors, one row each: made together, dropped together."""
+
+    cache: DynamicCache
+    mask: torch.Tensor  # (rows, T) 1 = a real position
+    last_pos: torch.Tensor  # (rows,) position of each row's last input
+    hidden: torch.Tensor  # (rows, hidden) what the next sample reads
+
+
 class DecodeBatch:
     def __init__(self, talker: GepardTalker):
         self.talker = talker
-        self.cache: DynamicCache | None = None
-        self.mask: torch.Tensor | None = None  # (rows, T) 1 = a real position
-        self.last_pos: torch.Tensor | None = None  # (rows,) position of each row's last input
-        self.hidden: torch.Tensor | None = None  # (rows, hidden) what the next sample reads
+        self.tensors: _Tensors | None = None  # None while the batch has no rows
         self.rows: list[tuple[int, bool]] = []  # batch row -> (handle, is the guidance row)
         self.live: dict[int, _Live] = {}
         self._next_handle = 0
@@ -142,7 +149,7 @@ class DecodeBatch:
         by_handle = dict(zip(handles, requests))
         done = prefill(self.talker, by_handle)
         with torch.inference_mode():
-            self._join(done.cache, done.mask, done.last_pos, done.hidden)
+            self._join(_Tensors(done.cache, done.mask, done.last_pos, done.hidden))
         rows = done.rows
         now = time.perf_counter()
         guided = {h for h, unc in rows if unc}
@@ -153,21 +160,21 @@ class DecodeBatch:
         self.rows += rows
         return handles
 
-    def _join(self, cache: DynamicCache, mask: torch.Tensor, last_pos: torch.Tensor, hidden: torch.Tensor) -> None:
-        if self.cache is None:
-            self.cache, self.mask, self.last_pos, self.hidden = cache, mask, last_pos, hidden
+    def _join(self, new: _Tensors) -> None:
+        if (t := self.tensors) is None:
+            self.tensors = new
             return
-        have, new = self.mask.shape[1], mask.shape[1]
-        if have < new:
-            left_pad(self.cache, new - have)
-            self.mask = torch.nn.functional.pad(self.mask, (new - have, 0))
-        elif new < have:
-            left_pad(cache, have - new)
-            mask = torch.nn.functional.pad(mask, (have - new, 0))
-        append_rows(self.cache, cache)
-        self.mask = torch.cat([self.mask, mask])
-        self.last_pos = torch.cat([self.last_pos, last_pos])
-        self.hidden = torch.cat([self.hidden, hidden])
+        have, width = t.mask.shape[1], new.mask.shape[1]
+        if have < width:
+            left_pad(t.cache, width - have)
+            t.mask = torch.nn.functional.pad(t.mask, (width - have, 0))
+        elif width < have:
+            left_pad(new.cache, have - width)
+            new.mask = torch.nn.functional.pad(new.mask, (have - width, 0))
+        append_rows(t.cache, new.cache)
+        t.mask = torch.cat([t.mask, new.mask])
+        t.last_pos = torch.cat([t.last_pos, new.last_pos])
+        t.hidden = torch.cat([t.hidden, new.hidden])
 
     # -- one step --------------------------------------------------------------------------
 
@@ -175,12 +182,12 @@ class DecodeBatch:
         """One frame (or the stop) for every request, from the hidden states of the last step."""
         if self._sampled:
             raise RuntimeError("sample() twice without advance()")
-        if not self.rows:
+        if not self.rows or self.tensors is None:
             return []
         self._sampled = True
         device = self.talker.device
         with torch.inference_mode():
-            logits, p_stop = self.talker.head_logits(self.hidden)
+            logits, p_stop = self.talker.head_logits(self.tensors.hidden)
             cond_rows = [r for r, (_, unc) in enumerate(self.rows) if not unc]
             handles = [self.rows[r][0] for r in cond_rows]
             if len(cond_rows) < len(self.rows):
@@ -233,26 +240,26 @@ class DecodeBatch:
             raise RuntimeError("advance() before sample()")
         self._sampled = False
         self._drop()
-        if not self.rows:
+        if not self.rows or (t := self.tensors) is None:
             return
         device = self.talker.device
         with torch.inference_mode():
-            codes = torch.stack([self.live[h].codes for h, _ in self.rows])
-            self.mask = torch.cat([self.mask, torch.ones(len(self.rows), 1, dtype=self.mask.dtype, device=device)], dim=1)
-            self.last_pos = self.last_pos + 1
+            codes = torch.stack([_fed(self.live[h]) for h, _ in self.rows])
+            t.mask = torch.cat([t.mask, torch.ones(len(self.rows), 1, dtype=t.mask.dtype, device=device)], dim=1)
+            t.last_pos = t.last_pos + 1
             step_embeds = self.talker.embed_frame(codes).unsqueeze(1)
-            step_pos = self.last_pos.unsqueeze(1)
-            padded = not bool(self.mask.all())
-            self.hidden = self.talker.backbone(
+            step_pos = t.last_pos.unsqueeze(1)
+            padded = not bool(t.mask.all())
+            t.hidden = self.talker.backbone(
                 step_embeds,
-                attention_mask=padding_mask(self.talker, self.mask, step_embeds, step_pos, self.cache) if padded else None,
-                position_ids=step_pos, past_key_values=self.cache,
+                attention_mask=padding_mask(self.talker, t.mask, step_embeds, step_pos, t.cache) if padded else None,
+                position_ids=step_pos, past_key_values=t.cache,
             )
 
     def close(self) -> None:
         """End every request and free the cache (the batch may admit again after)."""
         self.live.clear()
-        self.rows, self.cache, self.mask, self.last_pos, self.hidden = [], None, None, None, None
+        self.rows, self.tensors = [], None
         self._sampled = False
 
     def _drop(self) -> None:
@@ -269,19 +276,25 @@ class DecodeBatch:
             del self.live[h]
         if len(keep) == len(self.rows):
             return
-        if not keep:
-            self.rows, self.cache, self.mask, self.last_pos, self.hidden = [], None, None, None, None
+        if not keep or (t := self.tensors) is None:
+            self.rows, self.tensors = [], None
             return
         with torch.inference_mode():
             index = torch.tensor(keep, device=self.talker.device)
-            select_rows(self.cache, index)
-            self.mask, self.last_pos, self.hidden = self.mask[index], self.last_pos[index], self.hidden[index]
+            select_rows(t.cache, index)
+            t.mask, t.last_pos, t.hidden = t.mask[index], t.last_pos[index], t.hidden[index]
             self.rows = [self.rows[r] for r in keep]
             # Padding no remaining row needs: a row left alone steps as it would solo.
-            unused = int(self.mask.any(0).long().argmax())
+            unused = int(t.mask.any(0).long().argmax())
             if unused > 0:
-                trim_left(self.cache, unused)
-                self.mask = self.mask[:, unused:]
+                trim_left(t.cache, unused)
+                t.mask = t.mask[:, unused:]
+
+
+def _fed(st: _Live) -> torch.Tensor:
+    """The frame a live row feeds back next (sample() committed it before advance() reads it)."""
+    assert st.codes is not None, "advance() feeds only rows sample() gave a frame"
+    return st.codes
 
 
 @dataclass
@@ -305,7 +318,7 @@ def prefill(talker: GepardTalker, requests: dict[int, BatchRequest]) -> Prefille
     replayed = _replayed(list(requests.values()))
     rows = [(h, False) for h in requests] + [(h, True) for h, r in requests.items()
                                              if r.unconditional is not None and _still_guided(r, replayed)]
-    prompts = [requests[h].unconditional if unc else requests[h].prompt for h, unc in rows]
+    prompts = [_prompt(requests[h], unc) for h, unc in rows]
     width = max(len(p) for p in prompts)
     ids = torch.zeros(len(rows), width, dtype=torch.long, device=device)
     mask = torch.zeros(len(rows), width + replayed, dtype=torch.long, device=device)
@@ -321,7 +334,7 @@ def prefill(talker: GepardTalker, requests: dict[int, BatchRequest]) -> Prefille
     with torch.inference_mode():
         embeds = talker.embed_prompt(ids, speaker_rows)
         if replayed:  # the frames made before, fed after the prompt in the same prefill
-            frames = torch.stack([requests[h].replay for h, _ in rows]).to(device)
+            frames = torch.stack([_replay(requests[h]) for h, _ in rows]).to(device)
             fed = talker.embed_frame(frames.flatten(0, 1)).view(len(rows), replayed, -1)
             embeds = torch.cat([embeds, fed.to(embeds.dtype)], dim=1)
         padded = bool((mask == 0).any())  # a padding-free prefill needs no mask: the fast path
@@ -330,6 +343,19 @@ def prefill(talker: GepardTalker, requests: dict[int, BatchRequest]) -> Prefille
             position_ids=positions, past_key_values=cache,
         )
     return Prefilled(rows, cache, mask, positions[:, -1], hidden, replayed)
+
+
+def _prompt(request: BatchRequest, unconditional: bool) -> list[int]:
+    """A row's prompt: the request's, or its guidance branch's (a row `prefill` made for it)."""
+    if not unconditional:
+        return request.prompt
+    assert request.unconditional is not None, "a guidance row only for a guided request"
+    return request.unconditional
+
+
+def _replay(request: BatchRequest) -> torch.Tensor:
+    assert request.replay is not None, "a group goes on from its frames only when each request has them"
+    return request.replay
 
 
 def _replayed(requests: list[BatchRequest]) -> int:
@@ -358,7 +384,7 @@ def _still_guided(request: BatchRequest, replayed: int) -> bool:
     return frames is None or replayed < frames
 
 
-def decode_batch(batch: DecodeLoop, requests: list[BatchRequest]) -> Iterator[tuple[int, FrameStep]]:
+def decode_batch(batch: DecodeLoop, requests: list[BatchRequest]) -> Generator[tuple[int, FrameStep]]:
     """Yield (request, FrameStep) for every request at every step until each is done: a fixed
     set of requests (GepardEngine.request: all resumed from the same frame count) through one
     DecodeLoop (`engine.generate`, `engine.stream_frames`). A guided request's unconditional

@@ -31,6 +31,12 @@ SIDECAR_SAMPLING_KEYS = ("stop_threshold", "temperature", "max_frames")
 OPERATING_POINT = values_of(SamplingSettings(), SIDECAR_SAMPLING_KEYS)
 
 
+def full_attention_layers(backbone: Qwen3_5TextConfig) -> int:
+    """The backbone's layers that keep keys and values (the rest, Gated DeltaNet, keep fixed states).
+    transformers fills `layer_types` when the config is made; its type says Optional."""
+    return list(backbone.layer_types or ()).count("full_attention")
+
+
 class ConfigError(ValueError):
     """A checkpoint's config files are missing or do not describe a Gepard model."""
 

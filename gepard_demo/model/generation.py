@@ -27,6 +27,7 @@ stops matching solo runs after a transformers upgrade.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from transformers.masking_utils import create_causal_mask
@@ -34,7 +35,11 @@ from transformers.masking_utils import create_causal_mask
 from gepard_demo.model.guards.ending import STOP, Ended
 from gepard_demo.settings import SamplingSettings
 
+from .config import full_attention_layers
 from .talker import GepardTalker
+
+if TYPE_CHECKING:
+    from transformers import Qwen3_5TextConfig
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,8 @@ class GenerationResult(Ended):
         return int(self.frames.shape[0])
 
 
-def full_attention_only(backbone_config) -> bool:
-    return all(t == "full_attention" for t in backbone_config.layer_types)
+def full_attention_only(backbone_config: Qwen3_5TextConfig) -> bool:
+    return full_attention_layers(backbone_config) == backbone_config.num_hidden_layers
 
 
 def padding_mask(talker: GepardTalker, mask, embeds, positions, cache):
@@ -117,6 +122,7 @@ class ResultBuilder:
         self.p_stop.append(step.p_stop)
         self.entropy.append(step.entropy)
         if step.codes is not None:
+            assert step.nll is not None  # a committed frame's NLL is always read (None only on the stop step)
             self.frames.append(step.codes)
             self.nll.append(step.nll)
             if self.first is None:
@@ -127,7 +133,7 @@ class ResultBuilder:
 
     def result(self) -> GenerationResult:
         end = self.end
-        if end is None:
+        if end is None or end.done is None:  # add() keeps only a step that ended it
             raise RuntimeError(f"the request for {self.text!r} has not ended")
         return GenerationResult(
             text=self.text, frames=torch.stack(self.frames).cpu(), p_stop=self.p_stop,

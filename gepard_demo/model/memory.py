@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .config import full_attention_layers
+
 if TYPE_CHECKING:
     from .seams import Engine
 
@@ -27,8 +29,7 @@ class GpuMemoryError(ValueError):
 
 
 def kv_bytes_per_position(backbone, dtype: torch.dtype) -> int:
-    full = sum(1 for t in backbone.layer_types if t == "full_attention")
-    return full * 2 * backbone.num_key_value_heads * backbone.head_dim * torch.finfo(dtype).bits // 8
+    return full_attention_layers(backbone) * 2 * backbone.num_key_value_heads * backbone.head_dim * torch.finfo(dtype).bits // 8
 
 
 def batch_bytes(config, rows: int, prompt_tokens: int, frames: int, dtype: torch.dtype) -> int:
@@ -36,7 +37,7 @@ def batch_bytes(config, rows: int, prompt_tokens: int, frames: int, dtype: torch
     b = config.backbone
     width = torch.finfo(dtype).bits // 8
     kv = rows * (prompt_tokens + frames) * kv_bytes_per_position(b, dtype)
-    linear_state = rows * sum(1 for t in b.layer_types if t != "full_attention") * 8 * 2**20
+    linear_state = rows * (b.num_hidden_layers - full_attention_layers(b)) * 8 * 2**20
     prefill = rows * prompt_tokens * (b.intermediate_size * 3 + b.hidden_size * 4) * width
     return kv + linear_state + prefill + MARGIN_BYTES
 

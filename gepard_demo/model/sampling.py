@@ -30,9 +30,11 @@ class RowSampler:
     @classmethod
     def create(cls, settings: SamplingSettings, device: torch.device, force_stop: int | None = None) -> "RowSampler":
         settings = settings.with_concrete_seed()
+        seed = settings.seed
+        assert seed is not None  # with_concrete_seed drew one where none was given
         gen = torch.Generator(device=device)
-        gen.manual_seed(settings.seed)
-        return cls(settings=settings, seed=settings.seed, generator=gen, force_stop=force_stop)
+        gen.manual_seed(seed)
+        return cls(settings=settings, seed=seed, generator=gen, force_stop=force_stop)
 
     def uniform(self, shape: torch.Size, device: torch.device, out: torch.Tensor | None = None) -> torch.Tensor:
         """One step's draw: uniform fp32 of `shape`, the whole of a frame's noise (into `out` if given:
@@ -66,10 +68,11 @@ def sample_codes(logits: torch.Tensor, rows: list[RowSampler]) -> torch.Tensor:
     the authors' runner does). Only the noise is drawn row by row (each from its own generator);
     the rest is batched.
     """
-    penalized = [k for k, r in enumerate(rows) if r.history is not None and r.settings.penalized]
+    histories = {k: r.history for k, r in enumerate(rows) if r.history is not None and r.settings.penalized}
+    penalized = list(histories)
     if penalized:
         index = torch.tensor(penalized, device=logits.device)
-        seen = torch.stack([rows[k].history.seen() for k in penalized])
+        seen = torch.stack([histories[k].seen() for k in penalized])
         penalty = torch.tensor([rows[k].settings.repetition_penalty for k in penalized], device=logits.device)
         logits = logits.clone()
         logits[index] = penalize(logits[index], seen, penalty)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import cast
 
 import torch
 from safetensors import safe_open
@@ -42,6 +43,11 @@ class CheckpointError(RuntimeError):
 
 
 class GepardTalker(nn.Module):
+    # The buffers __init__ registers, typed (nn.Module's attribute lookup says Tensor | Module).
+    _head_gather: torch.Tensor
+    _head_pad: torch.Tensor
+    _embed_offsets: torch.Tensor
+
     def __init__(self, config: GepardConfig):
         super().__init__()
         self.config = config
@@ -119,9 +125,10 @@ class GepardTalker(nn.Module):
         always match the module's own weights; `load_checkpoint` and `_apply` reset them.
         """
         if self._fused is None:
-            weight = torch.cat([h.weight for h in self.codebook_heads], dim=0).detach()
-            bias = torch.cat([h.bias for h in self.codebook_heads], dim=0).detach()
-            table = torch.cat([e.weight for e in self.audio_embeddings], dim=0).detach()
+            heads = [cast(nn.Linear, h) for h in self.codebook_heads]
+            weight = torch.cat([h.weight for h in heads], dim=0).detach()
+            bias = torch.cat([h.bias for h in heads], dim=0).detach()
+            table = torch.cat([cast(nn.Embedding, e).weight for e in self.audio_embeddings], dim=0).detach()
             self._fused = (weight, bias, table)
         return self._fused
 

@@ -37,7 +37,7 @@ from gepard_demo.model.sampling import RowSampler
 from .placing import place
 from .row_settings import NEVER
 from .shapes import Shape, StepShapes
-from .step import ENDS, STOP
+from .step import ENDS, STOP, Outputs
 
 # Columns a newcomer is given room for beyond its prompt, at most: a longer row grows the shape
 # when it gets there (an endless request never needs a shape of its whole budget).
@@ -67,11 +67,18 @@ class FixedBatch:
         self._next_handle = 0
         self._sampled = False
         self._queued: tuple[int, dict[int, tuple[int, bool]]] | None = None  # (readback slot, slots it ran)
-        self._held = None  # a queued step's outputs, read early because the shape changed under it
+        self._held: tuple[Outputs, dict[int, tuple[int, bool]]] | None = None  # a queued step's outputs, read
+        # early because the shape changed under it
         self.steps = 0
 
     def __len__(self) -> int:
         return len(self.live)
+
+    @property
+    def _current(self) -> Shape:
+        """The shape the rows are in: there is one from the first admit while any row is live."""
+        assert self.shape is not None, "no shape: the batch has no rows"
+        return self.shape
 
     @property
     def row_count(self) -> int:
@@ -92,8 +99,8 @@ class FixedBatch:
         horizon = max(min(r.sampler.settings.max_frames - done.replayed, FRAME_HORIZON) for r in requests)
         with torch.inference_mode():
             self._fit(len(self.slots) + len(done.rows), width + horizon + 2)
-            free = [s for s in range(self.shape.rows) if s not in self.slots]
-            slot_of = place(self.shape, free, done, by_handle)
+            free = [s for s in range(self._current.rows) if s not in self.slots]
+            slot_of = place(self._current, free, done, by_handle)
             self.slots.update({slot: row for row, slot in slot_of.items()})
         now = time.perf_counter()
         for h in handles:
@@ -120,7 +127,7 @@ class FixedBatch:
         """A queued step's outputs would be read from the old shape: read and keep them first."""
         if self._queued is not None:
             slot, ran = self._queued
-            self._held = (self.shape.readback.read(slot), ran)
+            self._held = (self._current.readback.read(slot), ran)
             self._queued = None
 
     # -- one step --------------------------------------------------------------------------
@@ -136,34 +143,34 @@ class FixedBatch:
             held = self._held
             self._held = None
             if held is None:
-                if self._queued is None:
-                    self._launch()
-                slot, ran = self._queued
+                slot, ran = self._queued if self._queued is not None else self._launch()
                 self._queued = None
                 if self.look_ahead:
                     self._launch()
-                outputs = self.shape.readback.read(slot)
+                outputs = self._current.readback.read(slot)
             else:
                 outputs, ran = held
         return self._events(outputs, ran)
 
-    def _launch(self) -> None:
-        """Draw the sampled rows' noise, run one step, queue its outputs' copy to the host."""
-        shape = self.shape
+    def _launch(self) -> tuple[int, dict[int, tuple[int, bool]]]:
+        """Draw the sampled rows' noise, run one step, queue its outputs' copy to the host; returns
+        what was queued (the readback slot, and the slots the step ran)."""
+        shape = self._current
         t = shape.tables
         for h, st in self.live.items():
             if not (st.done or st.cancelled or st.sampler.settings.greedy):
                 st.sampler.uniform(t.uniform.shape[1:], t.uniform.device, out=t.uniform[st.slot])
         shape.run()
         self._queued = (shape.readback.start(), dict(self.slots))
+        return self._queued
 
     def _grow_columns(self) -> None:
         """Room for two more positions per row (the step run now and one queued behind it)."""
         need = max((st.width + st.committed + 3 for st in self.live.values() if not st.done), default=0)
-        if need > self.shape.columns:
+        if need > self._current.columns:
             self._fit(len(self.slots), need + FRAME_HORIZON // 8)
 
-    def _events(self, outputs, ran: dict[int, tuple[int, bool]]) -> list[tuple[int, FrameStep]]:
+    def _events(self, outputs: Outputs, ran: dict[int, tuple[int, bool]]) -> list[tuple[int, FrameStep]]:
         now = time.perf_counter()
         clock = self.steps
         self.steps += 1
@@ -219,11 +226,12 @@ class FixedBatch:
         for slot in gone:
             del self.slots[slot]
         with torch.inference_mode():
-            self.shape.tables.free(torch.tensor(gone, device=self.shape.tables.active.device))
+            tables = self._current.tables
+            tables.free(torch.tensor(gone, device=tables.active.device))
             if not self.live:
                 self._drain()
                 self._held = None
-                self.shapes.release(self.shape)
+                self.shapes.release(self._current)
                 self.shape = None
                 self.slots.clear()
 

@@ -4,8 +4,10 @@ columns, and its tables (where it is, what it is fed, its settings, its penalty 
 from __future__ import annotations
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 from gepard_demo.model.batch import BatchRequest, Prefilled, keep_history
+from gepard_demo.model.cache_rows import layer_kv
 from gepard_demo.model.sampling import RowSampler
 
 from .shapes import Shape
@@ -17,9 +19,9 @@ def place(shape: Shape, free: list[int], done: Prefilled, requests: dict[int, Ba
     in order; returns each row's slot by (handle, is the guidance row)."""
     slot_of = {row: free[k] for k, row in enumerate(done.rows)}
     t, width = shape.tables, done.mask.shape[1]
-    layers = [layer for layer in done.cache.layers if layer.is_initialized]
+    kv = [layer_kv(layer) for layer in done.cache.layers if isinstance(layer, DynamicLayer) and layer.is_initialized]
     for r, row in enumerate(done.rows):
-        shape.cache.load_row(slot_of[row], [layer.keys[r] for layer in layers], [layer.values[r] for layer in layers])
+        shape.cache.load_row(slot_of[row], [keys[r] for keys, _ in kv], [values[r] for _, values in kv])
     cond = [not unc for _, unc in done.rows]
     samplers = [requests[h].sampler for h, _ in done.rows]
     for h, unc in done.rows:
@@ -29,8 +31,8 @@ def place(shape: Shape, free: list[int], done: Prefilled, requests: dict[int, Ba
     valid = torch.zeros(len(done.rows), t.valid.shape[1], dtype=torch.bool, device=t.valid.device)
     valid[:, :width] = done.mask.bool()
     heads = t.codes.shape[1]
-    last = [requests[h].replay[-1] if requests[h].replay is not None else torch.zeros(heads, dtype=torch.long)
-            for h, _ in done.rows]
+    replays = [requests[h].replay for h, _ in done.rows]
+    last = [torch.zeros(heads, dtype=torch.long) if replay is None else replay[-1] for replay in replays]
     guide_slot = {h: slot_of.get((h, True)) for h, _ in done.rows}
     state = {
         "active": [True] * len(cond), "cond": cond, "fresh": [True] * len(cond), "pos": done.last_pos + 1,

@@ -16,16 +16,22 @@ error is raised.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
+from gepard_demo.model.config import full_attention_layers
 from gepard_demo.model.talker import GepardTalker
 
 from .readback import Readback
 from .slots import SlotCache, Tables
 from .step import Outputs, run_step
+
+if TYPE_CHECKING:
+    from torch.cuda import _POOL_HANDLE  # torch's own name for a graph memory pool's handle
 
 STEP_SCOPE = "gepard::fixed_step"
 MIN_COLUMNS = 256  # the smallest column bucket: a short sentence's prompt and frames
@@ -66,8 +72,8 @@ class Shape:
     cache: SlotCache
     out: Outputs
     readback: Readback
-    graph: object | None = None  # torch.cuda.CUDAGraph
-    step_fn: object = field(default=None, repr=False)
+    step_fn: Callable[[], None] = field(repr=False)  # one eager step over these buffers
+    graph: torch.cuda.CUDAGraph | None = None
 
     @property
     def rows(self) -> int:
@@ -104,7 +110,7 @@ class StepShapes:
         self.captures: list[Capture] = []
         self._free: dict[tuple[int, int], list[Shape]] = {}
         self._lock = threading.Lock()
-        self._pool = None
+        self._pool: _POOL_HANDLE | None = None  # the graphs' shared memory pool, made at the first capture
 
     def acquire(self, rows: int, columns: int) -> Shape:
         """A free shape of at least rows x columns slots (bucketed), capturing one if none is free."""
@@ -134,13 +140,12 @@ class StepShapes:
         cfg = talker.config.backbone
         heads, levels = talker.logits_shape
         device = talker.device
-        layers = sum(1 for t in cfg.layer_types if t == "full_attention")
+        layers = full_attention_layers(cfg)
         with torch.inference_mode():
             tables = Tables.empty(rows, columns, heads, levels, talker.config.hidden_size, columns, device)
             cache = SlotCache(layers, rows, cfg.num_key_value_heads, columns, cfg.head_dim, talker.backbone_dtype, device)
             out = Outputs.empty(rows, heads, device)
-            shape = Shape(tables, cache, out, Readback(out))
-            shape.step_fn = lambda: run_step(talker, tables, cache, out)
+            shape = Shape(tables, cache, out, Readback(out), lambda: run_step(talker, tables, cache, out))
             if self.graphs:
                 self._capture(shape)
         return shape
