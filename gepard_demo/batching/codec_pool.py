@@ -26,20 +26,19 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from gepard_demo.codec.base import Codec, StreamDecoder
 from gepard_demo.codec.batched import decode_together
 from gepard_demo.codec.fsq import Codes
+from gepard_demo.codec.stream import ExactStreamDecoder
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from gepard_demo.codec.fsq import FSQLayout
-    from gepard_demo.codec.stream import ExactStreamDecoder
 
 WINDOW_S = 0.005  # how long the first push of a step waits for the others that are due
 
@@ -57,6 +56,9 @@ class _Push:
 class CodecPool(Codec):
     def __init__(self, codec: Codec, window_s: float = WINDOW_S):
         self.codec = codec
+        # The wrapped codec's identity, which a pool does not change.
+        self.backend, self.sample_rate, self.samples_per_frame = codec.backend, codec.sample_rate, codec.samples_per_frame
+        self.layout, self.source = codec.layout, codec.source
         self.window_s = window_s
         self._cond = threading.Condition()
         self._pending: list[_Push] = []
@@ -66,27 +68,7 @@ class CodecPool(Codec):
         self.busy_s = 0.0  # seconds the pool's thread spent decoding (not waiting), and the frames
         self.frames = 0
 
-    # -- the wrapped codec's own, forwarded -----------------------------------------------------
-
-    @property
-    def backend(self) -> str:
-        return self.codec.backend
-
-    @property
-    def sample_rate(self) -> int:
-        return self.codec.sample_rate
-
-    @property
-    def samples_per_frame(self) -> int:
-        return self.codec.samples_per_frame
-
-    @property
-    def layout(self) -> FSQLayout:
-        return self.codec.layout
-
-    @property
-    def source(self) -> str:
-        return self.codec.source
+    # -- the wrapped codec's own work --------------------------------------------------------------
 
     def dequantize(self, codes: Codes) -> torch.Tensor:
         return self.codec.dequantize(codes)
@@ -106,7 +88,7 @@ class CodecPool(Codec):
         inner = self.codec.streamer(mode=mode, lookback=lookback)
         if not inner.poolable:  # lookback, or a backend without carried state
             return inner
-        stream = PooledStream(self, inner)
+        stream = PooledStream(self, cast(ExactStreamDecoder, inner))  # poolable: an exact stream, or one in its place
         with self._cond:
             self._open.add(stream)
         return stream
@@ -123,6 +105,7 @@ class CodecPool(Codec):
         if job.error is not None:
             raise job.error
         stream.last_cost_s = job.cost_s
+        assert job.samples is not None  # a push that ended without an error has its samples
         return job.samples
 
     def _close(self, stream: "PooledStream") -> None:

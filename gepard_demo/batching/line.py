@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from gepard_demo.model.batch import DecodeLoop
     from gepard_demo.model.seams import Engine
 
+    from .running import RunningRows
+
 
 class WaitLine:
-    def __init__(self, engine: Engine, settings: BatchingSettings, costs: Costs, running: dict[int, Ticket]):
-        """running: the scheduler's handle -> ticket of the requests in the batch."""
+    def __init__(self, engine: Engine, settings: BatchingSettings, costs: Costs, running: RunningRows):
+        """running: the requests in the batch (the scheduler's)."""
         self.engine, self.settings, self.costs, self.running = engine, settings, costs, running
         self.waiting: list[Ticket] = []
         self.preemptions = 0  # look-ahead rows that gave their place to a listened stream
@@ -77,7 +79,7 @@ class WaitLine:
         """The running batch as the rule sees it for `newcomer` (chosen ones counted in, `without`
         left out). A look-ahead newcomer answers only to the streams other sessions listen to."""
         now = time.perf_counter()
-        tickets = [t for t in [*self.running.values(), *chosen] if t not in without]
+        tickets = [t for t in [*self.running, *chosen] if t not in without]
         listened = [t for t in tickets if t.listened and not (newcomer.look_ahead and t.group is newcomer.group)]
         leads = [t.lead_s(now) for t in listened if t.handle is not None]
         state = Running(len(tickets), sum(t.rows for t in tickets), len(listened), min(leads) if leads else None)
@@ -85,7 +87,7 @@ class WaitLine:
 
     def _victims(self, chosen: list[Ticket], t: Ticket) -> list[Ticket]:
         """The fewest running look-ahead tickets (latest first) whose places let `t` in, or none."""
-        ahead = sorted((r for r in self.running.values() if r.look_ahead), key=lambda r: -r.number)
+        ahead = sorted((r for r in self.running if r.look_ahead), key=lambda r: -r.number)
         for k in range(1, len(ahead) + 1):
             if refusal(self.settings, self.costs, *self._state(chosen, t, tuple(ahead[:k]))) is None:
                 return ahead[:k]
@@ -94,8 +96,7 @@ class WaitLine:
     def _preempt(self, batch: DecodeLoop, t: Ticket) -> None:
         """Between steps: `t` leaves the batch and waits again, keeping its frames, to go on from
         them (BatchRequest.replay, its noise drawn as far) when it is let in again."""
-        batch.cancel(t.handle)
-        del self.running[t.handle]
+        self.running.preempt(batch, t)
         resume = torch.stack(t.codes) if t.codes else None
         t.request = self.engine.request(t.text, t.request.sampler.settings, t.request.speaker, resume)
         t.handle, t.preempted = None, t.preempted + 1

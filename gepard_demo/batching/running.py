@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .admission import Costs
@@ -21,6 +22,17 @@ class RunningRows:
     def __init__(self, lock: threading.Condition, costs: Costs):
         self.lock, self.costs = lock, costs
         self.tickets: dict[int, Ticket] = {}  # handle -> ticket
+
+    def __iter__(self) -> Iterator[Ticket]:
+        """Under the lock: the tickets in the batch."""
+        return iter(list(self.tickets.values()))
+
+    def preempt(self, batch: DecodeLoop, t: Ticket) -> None:
+        """Between steps, under the lock: `t`'s rows leave the batch now and it leaves the running
+        set (the wait line takes it back, with its frames)."""
+        assert t.handle is not None, "a running ticket has its rows' handle"
+        batch.cancel(t.handle)
+        del self.tickets[t.handle]
 
     def drop_ended(self, batch: DecodeLoop) -> None:
         """Under the lock: ended and cancelled requests leave the running set; a cancelled one's

@@ -59,7 +59,7 @@ class BatchScheduler(WrappedEngine):
         self.costs = Costs()
         self._cond = threading.Condition()
         self._rows = RunningRows(self._cond, self.costs)  # the requests in the batch
-        self._line = WaitLine(engine, settings, self.costs, self._rows.tickets)  # the requests not yet in it
+        self._line = WaitLine(engine, settings, self.costs, self._rows)  # the requests not yet in it
         self._numbers = itertools.count()
         self._closed = False
         self._thread: threading.Thread | None = None

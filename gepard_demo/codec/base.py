@@ -24,10 +24,12 @@ class StreamDecoder(ABC):
     call, `cancel` drops a push not yet started and `close` leaves the pool."""
 
     samples_per_frame: int
-    frames_pushed: int
-    aligned = False
     last_cost_s: float | None = None
     poolable = False  # its state can be decoded in one call with other streams' (codec/batched.py)
+
+    @property
+    def aligned(self) -> bool:
+        return False
 
     def cancel(self) -> None:
         """From any thread: a push waiting to start is dropped (a stream of its own has none)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 import torch
@@ -28,7 +28,8 @@ from .fsq import FSQLayout, Quantized, quantize
 from .hifigan import Activation, exact_gpu_convolutions, fold_weight_norm
 from .nemo_archive import read_nemo
 
-PAD_MODES = ("zeros", "reflect", "replicate", "circular")
+PadMode = Literal["zeros", "reflect", "replicate", "circular"]  # nn.Conv1d's padding modes
+PAD_MODES: tuple[PadMode, ...] = get_args(PadMode)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class MaskedConv(nn.Module):
         super().__init__()
         if not padding:  # NeMo's own test: 0 or None mean "same" padding
             padding = (kernel * dilation - dilation) // 2
-        self.conv = nn.Conv1d(cin, cout, kernel, stride=stride, padding=padding, dilation=dilation, padding_mode=pad_mode)
+        self.conv = nn.Conv1d(cin, cout, kernel, stride=stride, padding=padding, dilation=dilation, padding_mode=cast(PadMode, pad_mode))  # checked against PAD_MODES when read
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         return _mask(self.conv(x), lengths)

@@ -141,6 +141,7 @@ class Activation(nn.Module):
     def __init__(self, name: str, channels: int):
         super().__init__()
         name = name.lower()
+        self.activation: nn.Module
         if name == "lrelu":
             self.activation = nn.LeakyReLU()
         elif name == "elu":
@@ -196,6 +197,7 @@ class CausalConvTranspose(nn.Module):
                 y[..., : self.overlap] += carry
             state[self] = y[..., n_out:].clone()
             y = y[..., :n_out]
+        assert conv.bias is not None  # made with one (nn.ConvTranspose1d's default)
         return y + conv.bias.view(1, -1, 1)
 
 
@@ -365,6 +367,7 @@ def nemo_state_from_decoder_shapes(
             g = norm * (0.75 + 0.5 * torch.rand(norm.shape, generator=generator))
             out[f"{prefix}{name}.parametrizations.weight.original0"] = g
             out[f"{prefix}{name}.parametrizations.weight.original1"] = v
+            assert module.bias is not None  # every conv of the decoder has one
             out[f"{prefix}{name}.bias"] = (torch.rand(module.bias.shape, generator=generator) * 2 - 1) * bound
         elif isinstance(module, Snake):
             out[f"{prefix}{name}.alpha"] = 0.5 + torch.rand(module.alpha.shape, generator=generator)

@@ -39,6 +39,13 @@ def _member(tar: tarfile.TarFile, name: str, path: Path) -> tarfile.TarInfo:
     return min(found, key=lambda m: m.name.count("/"))
 
 
+def _read(tar: tarfile.TarFile, name: str, path: Path) -> bytes:
+    file = tar.extractfile(_member(tar, name, path))
+    if file is None:  # _member keeps regular files only, which always open
+        raise CodecLoadError(f"{path}: {name} inside the .nemo archive cannot be read")
+    return file.read()
+
+
 def _open(path: Path) -> tarfile.TarFile:
     try:
         return tarfile.open(path, "r:*")
@@ -50,7 +57,7 @@ def read_config(path: Path) -> dict[str, Any]:
     """Only the config: cheap, for callers that need the topology before the weights."""
     path = Path(path)
     with _open(path) as tar:
-        raw = tar.extractfile(_member(tar, CONFIG_NAME, path)).read()
+        raw = _read(tar, CONFIG_NAME, path)
     config = yaml.safe_load(raw)
     if not isinstance(config, dict):
         raise CodecLoadError(f"{path}: {CONFIG_NAME} is not a mapping")
@@ -61,9 +68,9 @@ def read_nemo(path: Path, *, prefixes: tuple[str, ...] | None = None) -> NemoArc
     """Config and weights; `prefixes` keeps only matching keys (drops discriminators early)."""
     path = Path(path)
     with _open(path) as tar:
-        config = yaml.safe_load(tar.extractfile(_member(tar, CONFIG_NAME, path)).read())
+        config = yaml.safe_load(_read(tar, CONFIG_NAME, path))
         # torch.load needs a seekable file; a gzipped member is not cheaply seekable.
-        buf = io.BytesIO(tar.extractfile(_member(tar, WEIGHTS_NAME, path)).read())
+        buf = io.BytesIO(_read(tar, WEIGHTS_NAME, path))
     if not isinstance(config, dict):
         raise CodecLoadError(f"{path}: {CONFIG_NAME} is not a mapping")
     try:

@@ -36,6 +36,7 @@ DECODE_BLOCK_FRAMES = 86
 
 class ExactStreamDecoder(StreamDecoder):
     poolable = True
+
     def __init__(
         self,
         decoder: CausalHiFiGANDecoder,
