@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from gepard_demo.model.frames import FrameSource
 from gepard_demo.model.seams import Engine, WrappedEngine
@@ -28,12 +28,17 @@ if TYPE_CHECKING:
     from gepard_demo.model.generation import FrameStep
     from gepard_demo.model.request import FrameRequest
 
-_END = object()
+class _End:
+    """The talker is done (the last item it hands over)."""
 
 
 class _Failure:
     def __init__(self, exc: BaseException):
         self.exc = exc
+
+
+_END = _End()
+_Item = Union["FrameStep", _Failure, _End]  # what the talker hands the consumer
 
 
 class PipelinedEngine(WrappedEngine):
@@ -42,12 +47,12 @@ class PipelinedEngine(WrappedEngine):
         self._max_ahead = max_ahead
 
     def stream_frames(self, request: FrameRequest) -> "PipedFrames":
-        handoff: queue.Queue = queue.Queue(maxsize=self._max_ahead)
+        handoff: queue.Queue[_Item] = queue.Queue(maxsize=self._max_ahead)
         stop = threading.Event()
         # Create the wrapped iterator here, so bad settings raise in the caller's thread.
         frames = self.engine.stream_frames(request)
 
-        def put(item: object) -> bool:  # a FrameStep, a _Failure or _END
+        def put(item: _Item) -> bool:
             while not stop.is_set():
                 try:
                     handoff.put(item, timeout=0.05)
@@ -76,7 +81,7 @@ class PipedFrames(FrameSource):
     after its step in flight and wakes a consumer waiting for a frame; `close()` also waits for
     the talker to let go of the engine."""
 
-    def __init__(self, handoff: queue.Queue, stop: threading.Event, worker: threading.Thread):
+    def __init__(self, handoff: queue.Queue[_Item], stop: threading.Event, worker: threading.Thread):
         self._handoff, self._stop, self._worker = handoff, stop, worker
         self._started = False  # the talker starts with the first frame asked for, as a generator's would
         self._made = 0
@@ -94,9 +99,9 @@ class PipedFrames(FrameSource):
         item = self._handoff.get()
         if self._stop.is_set():  # cancelled: close() waits for the talker's step in flight, this does not
             raise StopIteration
-        if item is _END or isinstance(item, _Failure):  # the talker is done
+        if isinstance(item, (_End, _Failure)):  # the talker is done
             self.close()
-            if item is _END:
+            if isinstance(item, _End):
                 raise StopIteration
             raise item.exc
         self._made += item.codes is not None

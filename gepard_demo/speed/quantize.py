@@ -22,11 +22,15 @@ precision, on a CPU and on a GPU alike: the heads and the stop head decide every
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from .settings import PRECISIONS, SpeedError
+
+if TYPE_CHECKING:
+    from gepard_demo.model.talker import GepardTalker
 
 BACKBONE_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Linears whose input comes straight from an RMSNorm: well-behaved rows, safe at int8.
@@ -49,7 +53,7 @@ def _quantize(layers: nn.Module, names: list[str], dtype: torch.dtype) -> None:
         quantize_dynamic(layers, {n: qconfig for n in names}, dtype=dtype, inplace=True)
 
 
-def quantize_backbone(talker: nn.Module, precision: str) -> nn.Module:
+def quantize_backbone(talker: GepardTalker, precision: str) -> GepardTalker:
     """Swap the backbone layers' nn.Linear modules for fbgemm ones, in place ("fp16w" or "int8")."""
     if not quantized_kernels_available():
         raise SpeedError(f"this PyTorch has no x86/fbgemm quantized engine ({torch.backends.quantized.supported_engines})")
@@ -67,7 +71,7 @@ def quantize_backbone(talker: nn.Module, precision: str) -> nn.Module:
     return talker
 
 
-def apply_precision(talker: nn.Module, precision: str) -> nn.Module:
+def apply_precision(talker: GepardTalker, precision: str) -> GepardTalker:
     """The talker at `precision` (PRECISIONS), in place; returns it."""
     if precision not in PRECISIONS:
         raise SpeedError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -78,12 +82,12 @@ def apply_precision(talker: nn.Module, precision: str) -> nn.Module:
     return talker
 
 
-def backbone_bytes(talker: nn.Module) -> int:
+def backbone_bytes(talker: GepardTalker) -> int:
     """Bytes of backbone layer weights a decode step reads."""
     total = 0
     for module in talker.model.layers.modules():
-        if callable(getattr(module, "weight", None)):  # a quantized linear: weight() is int8 / fp32
-            w = module.weight()
+        if callable(weight := getattr(module, "weight", None)):  # a quantized linear: weight() is int8 / fp32
+            w = weight()
             total += w.numel() * (1 if w.dtype == torch.qint8 else 2)  # fp16w packs fp16
         else:
             for p in module.parameters(recurse=False):

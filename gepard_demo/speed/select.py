@@ -100,7 +100,7 @@ def detect_hardware(device: str = "cpu") -> Hardware:
     capability = name = None
     if device.startswith("cuda"):
         # Both answer without initialising CUDA under ZeroGPU's emulation (spaces patches them).
-        capability = tuple(torch.cuda.get_device_capability(device))
+        capability = torch.cuda.get_device_capability(device)
         name = torch.cuda.get_device_name(device)
     return Hardware(device=device, cores=cores, cpu_flags=_cpu_flags(), int8_kernels=quantized_kernels_available(),
                     capability=capability, gpu_name=name)
@@ -125,7 +125,7 @@ def precision_for(device: str, precision: str = "auto") -> str:
                          f"CUDA build {torch.version.cuda}); the start-up line says why")
     if precision in CPU_ONLY:
         raise SpeedError(f"precision {precision} is CPU-only (fbgemm linears); on {device} use auto, bf16, fp16 or fp32")
-    capability = tuple(torch.cuda.get_device_capability(device))
+    capability = torch.cuda.get_device_capability(device)
     if precision == "auto":
         return gpu_precision(capability)
     if precision == "bf16" and capability < BF16_MIN_CAPABILITY:
