@@ -5,6 +5,7 @@ process boundary pickled (gepard_demo/zerogpu)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -168,11 +169,10 @@ def segment_spans(segment_frames: list[int], segment_pauses: list[int], samples_
     return spans
 
 
-def stack_codes(codes: list[Codes]) -> torch.Tensor | np.ndarray:
+def stack_codes(codes: Sequence[Codes]) -> torch.Tensor | np.ndarray:
     """FrameStep codes are (32,) tensors (or arrays): stack them into one (n, 32) block."""
-    first = codes[0]
-    if hasattr(first, "detach"):  # torch tensor: keep the codec's native type
-        import torch
+    import torch
 
-        return torch.stack(list(codes))
+    if isinstance(codes[0], torch.Tensor):  # keep the codec's native type
+        return torch.stack([torch.as_tensor(c) for c in codes])
     return np.stack([np.asarray(c) for c in codes])

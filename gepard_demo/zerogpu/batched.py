@@ -72,9 +72,9 @@ class CallBatch(FrameMaker):
         if carry is not None and carry.segment_codes is not None:  # the playing segment, read so far
             codes = torch.as_tensor(np.asarray(carry.segment_codes, dtype=np.int64))
             self._segments[carry.segment] = _Segment(replay=codes, before=len(codes))
-        for j, frames in allotted.items():
+        for j, allowed in allotted.items():
             seg = self._segments.setdefault(j, _Segment())
-            seg.frames_left = frames if seg.ended is None else 0
+            seg.frames_left = allowed if seg.ended is None else 0
         self.batch: DecodeLoop | None = None
         self._sampled = False  # the batch sampled and has not advanced
         self.closed = False
@@ -95,9 +95,9 @@ class CallBatch(FrameMaker):
 
     # -- the batch ---------------------------------------------------------------------------------
 
-    def _admit(self) -> None:
+    def _admit(self) -> DecodeLoop:
         """Every row of the call joins: those going on from the same number of frames in one prefill."""
-        self.batch = self.engine.new_batch()
+        batch = self.batch = self.engine.new_batch()
         e = self.engine
         groups: dict[int, list[tuple[int, _Segment]]] = {}
         for j, seg in sorted(self._segments.items()):
@@ -105,20 +105,20 @@ class CallBatch(FrameMaker):
                 groups.setdefault(0 if seg.replay is None else len(seg.replay), []).append((j, seg))
         for _, group in sorted(groups.items()):
             requests = [e.request(self.segments[j], self.samplings[j], self.speaker, seg.replay) for j, seg in group]
-            for (_, seg), handle in zip(group, self.batch.admit(requests), strict=True):
+            for (_, seg), handle in zip(group, batch.admit(requests), strict=True):
                 seg.handle = handle
+        return batch
 
     def step(self) -> None:
         """One decode step of every live row; a row whose frames for this call are made leaves."""
-        if self.batch is None:
-            self._admit()
+        batch = self._admit() if self.batch is None else self.batch
         if self._sampled:
-            self.batch.advance()
+            batch.advance()
             self._sampled = False
-        if not self.batch:
+        if not batch:
             return
         by_handle = {s.handle: s for _, s in self._segments.items() if s.handle is not None}
-        for handle, step in self.batch.sample():
+        for handle, step in batch.sample():
             seg = by_handle[handle]
             seg.steps.append(step)
             if step.codes is not None:
@@ -126,7 +126,7 @@ class CallBatch(FrameMaker):
             if step.done is not None:
                 seg.ended, seg.handle, seg.frames_left = step.done, None, 0
             elif seg.frames_left <= 0:
-                self.batch.cancel(handle)  # paused: it goes on in the next call
+                batch.cancel(handle)  # paused: it goes on in the next call
                 seg.handle = None
         self._sampled = True
 

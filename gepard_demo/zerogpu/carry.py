@@ -70,7 +70,7 @@ class CallBounds:
             return stats, []
         carried = self.resume.stats.copy()
         carried.speed = stats.speed
-        codes = [np.asarray(self.resume.codes, np.int16)] if len(self.resume.codes) else []
+        codes: list[Codes] = [np.asarray(self.resume.codes, np.int16)] if len(self.resume.codes) else []
         return carried, codes
 
     def start(self, playback: Playback) -> tuple[int, np.ndarray | None]:

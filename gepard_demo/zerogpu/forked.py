@@ -16,12 +16,15 @@ forward pass in the main process raises.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import multiprocessing
 import threading
 import time
-from typing import Callable, Iterator, TypeVar, cast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from . import tasks
 from .resident import Resident
@@ -60,10 +63,10 @@ class Forked:
                     if kind == "end":
                         open_call = False
                         return
-                    yield value
+                    yield cast(tasks.StreamItem, value)  # a stream call's items (tasks.stream)
             finally:
                 if open_call:  # the consumer stopped: the worker ends at its next item
-                    worker.stop.set()
+                    worker.stop_call()
                     while worker.next()[0] != "end":
                         pass
         finally:
@@ -102,46 +105,64 @@ class Forked:
             self._cond.notify()
 
 
+@dataclass
+class _Link:
+    """A live worker process, this side's ends of its two pipes and its call's stop event."""
+
+    process: BaseProcess
+    calls: Connection
+    results: Connection
+    stop: Event
+
+
 class _Worker:
-    """One forked worker process and the pipes to it."""
+    """One forked worker process and the pipes to it (a fresh one when the last has died)."""
 
     def __init__(self, resident: Resident, start_delay_s: float):
         self.resident, self.start_delay_s = resident, start_delay_s
-        self.process = None
-        self.calls = self.results = self.stop = None
+        self.link: _Link | None = None
 
     def start(self, message: tuple) -> None:
-        if self.process is None or not self.process.is_alive():
+        link = self.link
+        if link is None or not link.process.is_alive():
             # One pipe each way. Each side closes the ends it does not use, so a side that goes
             # away is an end of file to the other: a dead worker ends the call waiting on it
             # (ZeroGPU's sentinel does that), and a worker outlives no main process.
             calls_r, calls_w = _CTX.Pipe(duplex=False)
             results_r, results_w = _CTX.Pipe(duplex=False)
-            self.stop = _CTX.Event()
-            self.process = _CTX.Process(target=_serve, daemon=True, name="gepard-gpu-worker",
-                                        args=(self.resident, calls_r, calls_w, results_r, results_w, self.stop,
-                                              self.start_delay_s))
-            self.process.start()
+            stop = _CTX.Event()
+            process = _CTX.Process(target=_serve, daemon=True, name="gepard-gpu-worker",
+                                   args=(self.resident, calls_r, calls_w, results_r, results_w, stop,
+                                         self.start_delay_s))
+            process.start()
             calls_r.close()
             results_w.close()
-            self.calls, self.results = calls_w, results_r
-        self.stop.clear()
-        self.calls.send(message)  # pickled here: an unpicklable argument fails in this process
+            link = self.link = _Link(process, calls_w, results_r, stop)
+        link.stop.clear()
+        link.calls.send(message)  # pickled here: an unpicklable argument fails in this process
+
+    def stop_call(self) -> None:
+        """The consumer stopped: the worker ends its call at its next item."""
+        if self.link is not None:
+            self.link.stop.set()
 
     def next(self) -> tuple[str, object]:
+        link = self.link
+        if link is None:
+            raise tasks.GpuCallError("the GPU worker process is gone")
         try:
-            return self.results.recv()
+            return link.results.recv()
         except (EOFError, OSError):
-            self.process.join(timeout=5)
-            code = self.process.exitcode
-            self.process = None
+            link.process.join(timeout=5)
+            code = link.process.exitcode
+            self.link = None
             raise tasks.GpuCallError(f"the GPU worker process died (exit code {code})") from None
 
     def close(self) -> None:
-        if self.process is not None:
-            self.calls.close()
-            self.process.join(timeout=10)
-            self.process = None
+        if (link := self.link) is not None:
+            link.calls.close()
+            link.process.join(timeout=10)
+            self.link = None
 
 
 # -- the worker process ---------------------------------------------------------------------------

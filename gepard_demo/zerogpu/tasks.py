@@ -16,7 +16,8 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from .resident import Resident
 
 if TYPE_CHECKING:
     import torch
+
+    from gepard_demo.model.seams import FrameEngine
 
 R = TypeVar("R")
 
@@ -96,7 +99,7 @@ class FrameCodes:
 StreamItem = CallStart | AudioChunk | StepEvent | FrameCodes | SynthesisStats | SessionCarry | Failure
 
 
-def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
+def stream(resident: Resident, request: StreamRequest) -> Generator[StreamItem]:
     """A CallStart, then the chunks with a StepEvent after each step of the playing segment, then
     either the SessionCarry the next call goes on from (with what the later segments have), or the
     utterance's codes and SynthesisStats (or a Failure). A step event every frame is what lets
@@ -113,7 +116,8 @@ def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
         speaker = utterance.prefix()
         if speaker is not None:  # sent on the CPU, so the request crosses into the worker without CUDA
             utterance = utterance.replace(speaker=speaker.to(resident.engine.device))
-        engine, ahead = resident.engine, 0
+        engine: FrameEngine = resident.engine
+        ahead = 0
         if request.plan is not None:  # the plan's segments, as rows of one batch (batched.py)
             engine = frames = CallBatch(resident.engine, split_text(clean_text(utterance.text)), utterance.sampling,
                                         utterance.prefix(), request.carry, request.plan.allotted())
@@ -121,8 +125,9 @@ def stream(resident: Resident, request: StreamRequest) -> Iterator[StreamItem]:
         session = SynthesisSession(engine, resident.codec, utterance, calls=CallBounds(request.carry), look_ahead=ahead)
         for event in session.events():
             yield event
-        if session.carry is not None:
-            yield session.carry if frames is None else frames.carry(session.carry)
+        if (carry := session.carry) is not None:
+            assert isinstance(carry, SessionCarry)  # what CallBounds hands over
+            yield carry if frames is None else frames.carry(carry)
             return
         yield FrameCodes(session.codes())
         yield session.stats
