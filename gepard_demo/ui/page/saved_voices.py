@@ -241,7 +241,6 @@ def wire_saved_voices(shelf: VisitorVoices, voices: PageVoices, ui: SavedVoicesU
                       ref_audio: gr.Audio, demo: gr.Blocks) -> None:
     """The picker's events. None is public API: a visitor's voices are reached only through the
     token their own browser holds (`visitor`, made on their first visit)."""
-    private = {"api_visibility": "private", "show_progress": "hidden"}
 
     def arrive(token: str):
         token = token if isinstance(token, str) and TOKEN_RE.fullmatch(token) else secrets.token_urlsafe(32)
@@ -279,9 +278,11 @@ def wire_saved_voices(shelf: VisitorVoices, voices: PageVoices, ui: SavedVoicesU
                 None if held else gr.skip(),  # the box held the deleted clip: it goes too
                 f"Deleted **{name}**." if gone else f"**No saved voice {name!r} here.**")
 
-    demo.load(arrive, visitor, [visitor, ui.picker], **private)
-    ui.picker.input(pick, [visitor, ui.picker], [ref_audio, ui.status], **private)
+    demo.load(arrive, visitor, [visitor, ui.picker], api_visibility="private", show_progress="hidden")
+    ui.picker.input(pick, [visitor, ui.picker], [ref_audio, ui.status],
+                    api_visibility="private", show_progress="hidden")
     # Saving makes the prefix (the codec's encoder): in the engine's queue, as a reference's preparing.
     ui.save.click(save, [visitor, ref_audio, ui.name, ui.consent], [ui.picker, ui.status], concurrency_limit=1,
-                  concurrency_id="gepard-engine", **private)
-    ui.delete.click(delete, [visitor, ui.picker, ref_audio], [ui.picker, ref_audio, ui.status], **private)
+                  concurrency_id="gepard-engine", api_visibility="private", show_progress="hidden")
+    ui.delete.click(delete, [visitor, ui.picker, ref_audio], [ui.picker, ref_audio, ui.status],
+                    api_visibility="private", show_progress="hidden")

@@ -248,19 +248,24 @@ def _playable(take: Take | None) -> str | None:
 
 
 def wire_takes(panel: TakesPanel, handlers: TakeHandlers, controls: dict[str, Component]) -> None:
+    """The panel's listeners: none in the page's API, none with a spinner but the re-cut's."""
     p = panel
-    private = {"api_visibility": "private", "show_progress": "hidden"}
     compare_out = [p.audio_a, p.audio_b, p.plot, p.diff, p.recut_note]
-    p.pending.change(handlers.added, [p.state, p.pending], [p.state], **private)
-    p.state.change(handlers.listed, [p.state, p.pick_a, p.pick_b], [p.table, p.pick_a, p.pick_b], **private)
+    p.pending.change(handlers.added, [p.state, p.pending], [p.state],
+                     api_visibility="private", show_progress="hidden")
+    p.state.change(handlers.listed, [p.state, p.pick_a, p.pick_b], [p.table, p.pick_a, p.pick_b],
+                   api_visibility="private", show_progress="hidden")
     p.pick_a.change(handlers.picked_a, [p.state, p.pick_a, p.pick_b],
-                    [p.recut_threshold, *compare_out, p.files, p.recut_audio], **private)
-    p.pick_b.change(handlers.compared, [p.state, p.pick_a, p.pick_b, p.recut_threshold], compare_out, **private)
+                    [p.recut_threshold, *compare_out, p.files, p.recut_audio],
+                    api_visibility="private", show_progress="hidden")
+    p.pick_b.change(handlers.compared, [p.state, p.pick_a, p.pick_b, p.recut_threshold], compare_out,
+                    api_visibility="private", show_progress="hidden")
     p.recut_threshold.change(handlers.threshold_moved, [p.state, p.pick_a, p.pick_b, p.recut_threshold],
-                             [p.plot, p.recut_note], **private)
+                             [p.plot, p.recut_note], api_visibility="private", show_progress="hidden")
     p.recut_button.click(handlers.recut, [p.state, p.pick_a, p.recut_threshold], [p.recut_audio, p.recut_note],
                          api_visibility="private")
     outs = [controls[name] for name in CONTROL_NAMES]
-    p.use_a.click(lambda takes, a: handlers.use(takes, a), [p.state, p.pick_a], outs, **private)
-    p.generate_at.click(handlers.use, [p.state, p.pick_a, p.recut_threshold], outs, **private).success(
-        None, js=GENERATE_JS)
+    p.use_a.click(lambda takes, a: handlers.use(takes, a), [p.state, p.pick_a], outs,
+                  api_visibility="private", show_progress="hidden")
+    p.generate_at.click(handlers.use, [p.state, p.pick_a, p.recut_threshold], outs,
+                        api_visibility="private", show_progress="hidden").success(None, js=GENERATE_JS)
