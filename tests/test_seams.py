@@ -15,7 +15,8 @@ from gepard_demo.host_settings import BatchingSettings
 from gepard_demo.model.seams import AudioCodec, Engine, FrameEngine, WrappedEngine
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.speed.pipeline import PipelinedEngine
-from gepard_demo.streaming.seams import Host, Session, SessionRequest
+from gepard_demo.streaming.seams import Session, SessionRequest
+from gepard_demo.ui.hosts.page_host import PageHost
 from gepard_demo.ui.hosts.model_host import ModelHost
 
 
@@ -64,7 +65,7 @@ def test_the_codec_pool_is_a_codec_forwarding_each_member_by_name(tiny_codec):  
 
 def test_every_host_takes_one_session_request_and_hands_back_a_session(tiny_engine, tiny_codec):  # noqa: F811
     host = ModelHost(tiny_engine, tiny_codec, "tiny")
-    assert isinstance(host, Host)
+    assert isinstance(host, PageHost)
     request = SessionRequest("Hello.", SamplingSettings(seed=1, max_frames=4), StreamSettings())
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.text = "changed"  # built once, where the request enters

@@ -24,7 +24,7 @@ from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.text_input import TextError
 from gepard_demo.ui.jobs.turns import FairLock
 from gepard_demo.zerogpu import tasks
-from gepard_demo.zerogpu.budget import GpuBudget, StartTimes
+from gepard_demo.zerogpu.budget import GpuBudget
 from gepard_demo.zerogpu.forked import Forked
 from gepard_demo.zerogpu.resident import OutsideGpuCall, Resident
 from gepard_demo.zerogpu.runners import InProcess, ZeroGpu
@@ -239,6 +239,7 @@ def test_a_take_made_on_the_gpu_recuts_through_a_gpu_call(forked, reference, res
     GPU call of its own (the main process's codec is gated), and equals a direct run."""
     from types import SimpleNamespace
 
+    from gepard_demo.ui.hosts.gpu_host import GpuHost
     from gepard_demo.ui.page.take_panel import TakeHandlers
     from gepard_demo.ui.takes import Take
 
@@ -249,8 +250,7 @@ def test_a_take_made_on_the_gpu_recuts_through_a_gpu_call(forked, reference, res
     take = Take(1, session.text, {}, session.sampling, STREAM, session.stats.as_dict(), codes, None, "tiny")
     p = take.p_stop
     low = round(float(np.floor(max(p[1:20]) * 100) / 100 - 0.01), 2)
-    host = SimpleNamespace(gpu=forked, codec=resident.codec, budget=GpuBudget(), starts=StartTimes(),
-                           explain=lambda exc: None)
+    host = GpuHost(forked, resident, GpuBudget(), "tiny")  # the page's host under ZeroGPU
     with tempfile.TemporaryDirectory() as wav_dir:
         path, note = TakeHandlers(host, SimpleNamespace(wav_dir=wav_dir)).recut([take], take.label, low)
         audio, _ = sf.read(path, dtype="float32")

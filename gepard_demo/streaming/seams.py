@@ -6,8 +6,8 @@ and limits), and every host's `new_session(request)` takes it whole: the model h
 (ui/hosts/model_host.py), behind ZeroGPU's calls (ui/hosts/gpu_host.py), in front of a server (ui/hosts/served.py).
 `Session` is what each returns (streaming/session.SynthesisSession, zerogpu/session.GpuSession,
 serving/served_session.ServedSession): iterate once for AudioChunks, read its stats, cancel it from any
-thread. `Host` is what the controller calls on a host (ui/hosts/page_host.PageHost says the rest), with
-the `Voices` that turn a reference clip into what `SessionRequest.speaker` carries and the
+thread. What the page asks of a host is ui/hosts/page_host.PageHost; here are the `Voices` a host
+hands it, which turn a reference clip into what `SessionRequest.speaker` carries, and the
 `TurnLock` a Generate takes unless the host lines its sessions up itself.
 
 Nothing here imports torch at run time: the served page imports it.
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+    from gepard_demo.alignment.result import Alignment
     from gepard_demo.codec.fsq import Codes
-    from gepard_demo.model.seams import ModelInfo
     from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.voice.reference_audio import PageAudio
 
@@ -110,7 +110,7 @@ class Session(Protocol):
     stats: SynthesisStats
     sample_rate: int
     keep_audio: bool
-    word_alignment: object
+    word_alignment: Alignment | None
 
     def __iter__(self) -> Iterator[AudioChunk]: ...
 
@@ -165,24 +165,3 @@ class TurnLock(Protocol):
     def release(self) -> None: ...
 
     def locked(self) -> bool: ...
-
-
-@runtime_checkable
-class Host(Protocol):
-    """What the page's controller calls on whatever makes its audio (ui/hosts/page_host.PageHost)."""
-
-    requested: str  # the model the app asked for
-    warm_rate: float | None  # audio s per wall s of the warm-up, once measured
-    lock: TurnLock
-
-    @property
-    def info(self) -> ModelInfo: ...
-
-    @property
-    def own_turn(self) -> bool: ...
-
-    def voices(self) -> Voices: ...
-
-    def new_session(self, request: SessionRequest) -> Session: ...
-
-    def explain(self, exc: BaseException) -> str | None: ...

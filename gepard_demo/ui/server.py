@@ -66,7 +66,7 @@ def build_app(
     the voice picker keeps voices, and whether each visitor has their own (None: no picker; a host
     whose voices are made here or in its GPU calls, not a served one: ui/page/saved_voices.py)."""
     if sampling is None:
-        sampling = host.engine.default_sampling()
+        sampling = host.default_sampling()
         if host.info.random_weights:  # noise: short by default (the banner says so)
             sampling = sampling.replace(max_frames=min(sampling.max_frames, RANDOM_WEIGHTS_MAX_FRAMES))
     gain = RANDOM_WEIGHTS_GAIN if host.info.random_weights else 1.0
@@ -101,7 +101,7 @@ def caption_desk(host: PageHost, settings: AlignmentSettings | None) -> CaptionD
         from gepard_demo.serving.client import SpeechServerError
 
         try:
-            features.check_word_timestamps(host.url)  # refused here, before any request asks for it
+            features.check_word_timestamps(str(host.url))  # refused here, before any request asks for it
         except SpeechServerError as exc:
             return CaptionDesk(off_reason=f"no captions: {exc}")
         return CaptionDesk(served=True)

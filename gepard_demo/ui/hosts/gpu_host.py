@@ -39,9 +39,11 @@ from gepard_demo.zerogpu.session import AS_WRITTEN_REASON, GpuSession
 
 if TYPE_CHECKING:
     from gepard_demo.codec.base import Codec
+    from gepard_demo.model.guards.stop_rule import Derived
     from gepard_demo.model.seams import Engine
     from gepard_demo.settings import StreamSettings
     from gepard_demo.streaming.seams import SessionRequest
+    from gepard_demo.ui.takes import Take
 
 # A GPU call plans its segments when it starts and pays for the time it holds the GPU: text that is
 # still being written would hold it idle between sentences.
@@ -106,6 +108,14 @@ class GpuHost(EngineFacts):
         return GpuSession(self.gpu, request, sample_rate=self.sample_rate, speed=self.info.speed, budget=self.budget,
                           starts=self.starts)
 
+    def recut(self, take: Take, threshold: float) -> tuple[np.ndarray, Derived]:
+        """In a GPU call of its own: the codec runs where the GPU is."""
+        from gepard_demo.ui.takes import recut_resident
+
+        frames = len(take.codes) if take.codes is not None else 0
+        ask = self.budget.decode_s(frames, self.starts.estimate())
+        return self.gpu.call(recut_resident, take, threshold, duration_s=ask)
+
     @staticmethod
     def explain(exc: BaseException) -> str | None:
         """ZeroGPU's refusals and failures as one line for the page (gpu_refusals.py)."""
@@ -155,7 +165,6 @@ class GpuVoices(PageVoices):
 
 
 if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
-    from gepard_demo.streaming.seams import Host, Voices
+    from gepard_demo.streaming.seams import Voices
 
-    _GpuHost_is_a_Host: type[Host] = GpuHost
     _GpuVoices_is_a_Voices: type[Voices] = GpuVoices

@@ -15,16 +15,20 @@ from gepard_demo.ui.hosts.page_host import PageHost
 from gepard_demo.ui.jobs.turns import FairLock
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from gepard_demo.batching.codec_pool import CodecPool
     from gepard_demo.batching.scheduler import BatchScheduler
     from gepard_demo.codec.base import Codec
     from gepard_demo.host_settings import BatchingSettings
     from gepard_demo.model.engine import GepardEngine
+    from gepard_demo.model.guards.stop_rule import Derived
     from gepard_demo.model.seams import Engine, ModelInfo
-    from gepard_demo.settings import StreamSettings
+    from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.streaming.seams import SessionRequest
     from gepard_demo.streaming.session import SynthesisSession
     from gepard_demo.ui.page.voice import VoiceCloning
+    from gepard_demo.ui.takes import Take
 
 # What loads an engine: (model, cache_dir) -> the engine; and its codec: engine -> codec.
 EngineLoader = Callable[[str, "str | None"], "Engine"]
@@ -50,6 +54,14 @@ class EngineFacts(PageHost):
     @property
     def sample_rate(self) -> int:
         return int(self.codec.sample_rate)
+
+    def default_sampling(self) -> SamplingSettings:
+        return self.engine.default_sampling()
+
+    def recut(self, take: Take, threshold: float) -> tuple[np.ndarray, Derived]:
+        from gepard_demo.ui.takes import recut_take
+
+        return recut_take(take, threshold, self.codec)
 
 
 @dataclass
@@ -178,8 +190,3 @@ def load_model_host(
     engine, codec = _load_pair(fallback, cache_dir, engine_loader, codec_loader)
     return ModelHost(engine, codec, requested, fallback_reason=reason)
 
-
-if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
-    from gepard_demo.streaming.seams import Host
-
-    _ModelHost_is_a_Host: type[Host] = ModelHost

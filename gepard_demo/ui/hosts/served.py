@@ -114,6 +114,12 @@ class ServedHost(PageHost):
         except (KeyError, TypeError, ValueError):
             return None
 
+    def default_sampling(self) -> SamplingSettings:
+        """The server's fixed sampling where it says it, else the declared defaults (what
+        vLLM-Omni's gepard_config.json ships)."""
+        fixed = self.fixed_settings()
+        return fixed[0] if fixed else SamplingSettings()
+
     def check_fixed(self, sampling: SamplingSettings) -> None:
         """A sampling setting the server fixes, asked at another value than the server's: a
         SettingsError naming it. The server's value is what its /v1/models reports (ours), else the
@@ -211,7 +217,6 @@ __all__ = ["ServedHost", "ServedSession", "ServedVoices", "SpeechServerError", "
 
 
 if TYPE_CHECKING:  # the type checker holds each class to its seam's Protocol (mypy.ini)
-    from gepard_demo.streaming.seams import Host, Voices
+    from gepard_demo.streaming.seams import Voices
 
-    _ServedHost_is_a_Host: type[Host] = ServedHost
     _ServedVoices_is_a_Voices: type[Voices] = ServedVoices

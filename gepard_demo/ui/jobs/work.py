@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gepard_demo.streaming.seams import Host, Session
+    from gepard_demo.streaming.seams import Session
     from gepard_demo.ui.captions import CaptionDesk
+    from gepard_demo.ui.hosts.page_host import PageHost
     from gepard_demo.ui.jobs.mailbox import Job
     from gepard_demo.ui.jobs.wav_sink import WavFolder, WavSink
 
@@ -27,7 +28,7 @@ class WorkOutcome:
 
 
 class JobWork:
-    def __init__(self, host: Host, captions: CaptionDesk, wavs: WavFolder):
+    def __init__(self, host: PageHost, captions: CaptionDesk, wavs: WavFolder):
         self.host, self.captions, self.wavs = host, captions, wavs
 
     def __call__(self, job: Job, session: Session, sink: WavSink, waiting: threading.Event) -> WorkOutcome:

@@ -33,7 +33,6 @@ from gepard_demo.ui.takes import (
     diff_markdown,
     find,
     next_number,
-    recut_take,
     settings_json,
     table_rows,
 )
@@ -174,26 +173,19 @@ class TakeHandlers:
             take.recut_at(threshold)  # the rule's refusal here, in words, before any GPU call
         except ValueError as exc:
             raise gr.Error(str(exc), title="Re-cut not possible", print_exception=False) from None
-        if self.host.gpu is not None:  # ZeroGPU: the codec runs in a GPU call
-            from gepard_demo.ui.takes import recut_resident
-
-            frames = len(take.codes) if take.codes is not None else 0
-            ask = self.host.budget.decode_s(frames, self.host.starts.estimate())
-            try:
-                audio, derived = self.host.gpu.call(recut_resident, take, threshold, duration_s=ask)
-            except Exception as exc:
-                line = self.host.explain(exc)
-                if line is None:
-                    raise
-                raise gr.Error(line, title="GPU not available", print_exception=False) from None
-        else:
-            audio, derived = recut_take(take, threshold, self.host.codec)
+        try:
+            audio, derived = self.host.recut(take, threshold)  # in a GPU call of its own under ZeroGPU
+        except Exception as exc:
+            line = self.host.explain(exc)
+            if line is None:
+                raise
+            raise gr.Error(line, title="GPU not available", print_exception=False) from None
         path = self.wav_dir / f"gepard-recut-{take.number}-{secrets.token_hex(4)}.wav"
-        sf.write(str(path), audio, int(self.host.codec.sample_rate), subtype="FLOAT")
+        sf.write(str(path), audio, self.host.sample_rate, subtype="FLOAT")
         where = (f"stops at frame {derived.stop_frame}" if derived.stop_fired
                  else f"is force-stopped at {derived.frames} frames" if derived.force_stopped
                  else f"runs to {derived.frames} frames")
-        note = (f"Re-cut of take #{take.number} at {threshold:g}: {where}, {len(audio) / self.host.codec.sample_rate:.2f} s "
+        note = (f"Re-cut of take #{take.number} at {threshold:g}: {where}, {len(audio) / self.host.sample_rate:.2f} s "
                 f"(from its own frames, no new generation).")
         return str(path), note
 
