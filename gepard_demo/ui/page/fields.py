@@ -11,6 +11,7 @@ render as the stock components (is_template).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, cast
 
 import gradio as gr
 from gradio.components import Component
@@ -23,33 +24,37 @@ from gepard_demo.units import Json
 class FieldSlider(gr.Slider):
     is_template = True
 
-    def preprocess(self, payload: Json) -> Json:
+    def preprocess(self, payload: Json) -> Json:  # type: ignore[override]  # wider on purpose (module docstring)
         return payload
 
 
 class FieldNumber(gr.Number):
     is_template = True
 
-    def preprocess(self, payload: Json) -> Json:
+    def preprocess(self, payload: Json) -> Json:  # type: ignore[override]  # wider on purpose (module docstring)
         return payload
 
 
 class FieldRadio(gr.Radio):
     is_template = True
 
-    def preprocess(self, payload: Json) -> Json:
+    def preprocess(self, payload: Json) -> Json:  # type: ignore[override]  # wider on purpose (module docstring)
         return payload
 
 
-def _widget(c: Control, value: Json, choices: tuple[str, ...] | None, prefix: str, **extra: object) -> Component:
-    common = {"label": c.label, "elem_id": prefix + c.key, **extra}
+def _widget(c: Control, value: Json, choices: tuple[str, ...] | None, prefix: str, **extra: Any) -> Component:
+    """The control's component showing `value` (of the type its widget declares); extra: the form's
+    own arguments for it (gradio's keywords, passed on as given)."""
+    label, elem_id = c.label, prefix + c.key
     if c.widget == "slider":
-        return FieldSlider(c.lo, c.hi, value=value, step=c.step, **common)
+        return FieldSlider(c.lo, c.hi, value=cast("float | None", value), step=c.step, label=label, elem_id=elem_id,
+                           **extra)
     if c.widget == "checkbox":
-        return gr.Checkbox(value=value, **common)
+        return gr.Checkbox(value=bool(value), label=label, elem_id=elem_id, **extra)
     if c.widget == "radio":
-        return FieldRadio(list(choices or ()), value=value, **common)
-    return gr.Textbox(value="" if value is None else str(value), max_lines=1, **common)  # None: an empty box
+        return FieldRadio(list(choices or ()), value=cast("str | None", value), label=label, elem_id=elem_id, **extra)
+    # None: an empty box
+    return gr.Textbox(value="" if value is None else str(value), max_lines=1, label=label, elem_id=elem_id, **extra)
 
 
 def build_group(group: str, values: Mapping[str, Json], extra: dict[str, dict] | None = None,
@@ -64,12 +69,13 @@ def build_group(group: str, values: Mapping[str, Json], extra: dict[str, dict] |
             continue
         if c.widget == "seed":
             with gr.Row():
-                out["random_seed"] = gr.Checkbox(value=values["random_seed"], label="Random seed (the one used is shown)",
-                                                 elem_id=prefix + "random-seed")
+                random_seed = out["random_seed"] = gr.Checkbox(
+                    value=bool(values["random_seed"]), label="Random seed (the one used is shown)",
+                    elem_id=prefix + "random-seed")
                 out[name] = _widget(c, values[name], None, prefix, interactive=not values["random_seed"], **more)
             # The seed box only matters with a fixed seed.
-            out["random_seed"].change(lambda r: gr.update(interactive=not r), out["random_seed"], out[name],
-                                      queue=False, show_progress="hidden", api_visibility="private")
+            random_seed.change(lambda r: gr.update(interactive=not r), random_seed, out[name],
+                               queue=False, show_progress="hidden", api_visibility="private")
         else:
             text = declared(cls).get(name)
             out[name] = _widget(c, values[name], text.choices if text else None, prefix, **more)
