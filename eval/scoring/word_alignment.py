@@ -10,8 +10,16 @@ then times the words that were *heard* (the normalized transcript) in the audio,
   follows: the words a truncation lost).
 Heard words the aligner could not place (unaligned) leave their ops without a time.
 
+A row the text front end read (text_normalization, a lexicon: the model said "five dollars fifty
+cents" where the text says "$5.50"): the heard words are read the same way before the aligner
+times them, and each is timed over the spoken words it became (gepard_demo/alignment/written.py),
+so the normalized "$5.50" Whisper's words turn into spans "five dollars fifty cents" in the audio.
+Each op with a reference word then also names the written token it came from (`written`, and
+`wi`, the token's place in the text) and, where the front end changed it, what was read for it
+(`spoken`): the Eval tab shows the written token over its ops' span (eval/ui/word_view.py).
+
 One op: {"op": "ok" | "sub" | "del" | "ins", "ref": word | None, "hyp": word | None,
-         "s": seconds | None, "e": seconds | None}.
+         "s": seconds | None, "e": seconds | None[, "written": token, "wi": int, "spoken": words]}.
 """
 
 from __future__ import annotations
@@ -22,6 +30,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from gepard_demo.alignment.aligner import Aligner
+
+# How the row's text was read: (text_normalization, lexicon_entries); ("off", ""): as written.
+Reading = tuple[str, str]
 
 OPS = ("ok", "sub", "del", "ins")
 _JIWER = {"equal": "ok", "substitute": "sub", "delete": "del", "insert": "ins"}
@@ -64,17 +75,20 @@ def timed_ops(ref_norm: str, hyp_norm: str, heard: list[tuple[float | None, floa
     return out
 
 
-def heard_times(aligner: Aligner, audio: np.ndarray, sample_rate: int,
-                hyp_norm: str) -> tuple[list[tuple[float | None, float | None]], str]:
-    """Each heard word's (start, end), from the aligner run on the normalized transcript; and the
-    aligner's note (no speech, ...). A normalized word is one of the aligner's words as the aligner
-    cuts it (gepard_demo.alignment.words); one with nothing to time has no time."""
+def heard_times(aligner: Aligner, audio: np.ndarray, sample_rate: int, hyp_norm: str,
+                reading: Reading = ("off", "")) -> tuple[list[tuple[float | None, float | None]], str]:
+    """Each heard word's (start, end), from the aligner run on the normalized transcript as the
+    row's text was read (reading: its text_normalization and lexicon_entries; each word over the
+    spoken words it became); and the aligner's note (no speech, ...). A normalized word is one of
+    the aligner's words as the aligner cuts it (gepard_demo.alignment.words); one with nothing to
+    time has no time."""
     from gepard_demo.alignment.words import text_words
+    from gepard_demo.alignment.written import align_written
 
     words = hyp_norm.split()
     if not words:
         return [], ""
-    alignment = aligner.align(audio, sample_rate, hyp_norm)
+    alignment = align_written(aligner, audio, sample_rate, hyp_norm, *reading)
     timed = iter(alignment.words)
     out = []
     for w in words:
@@ -84,12 +98,45 @@ def heard_times(aligner: Aligner, audio: np.ndarray, sample_rate: int,
     return out, alignment.note
 
 
-def word_alignment(aligner: Aligner, audio: np.ndarray, sample_rate: int, ref_norm: str, hyp_norm: str) -> dict:
-    """A scored row's words: {"ops": [...], "note": str}."""
-    heard, note = heard_times(aligner, audio, sample_rate, hyp_norm)
+def word_alignment(aligner: Aligner, audio: np.ndarray, sample_rate: int, ref_norm: str, hyp_norm: str,
+                   text: str | None = None, reading: Reading = ("off", "")) -> dict:
+    """A scored row's words: {"ops": [...], "note": str}. text, reading: the row's written text and
+    how the front end read it; where that changed what was said, ops name their written tokens."""
+    read = text is not None and reading != ("off", "")
+    heard, note = heard_times(aligner, audio, sample_rate, hyp_norm, reading if read else ("off", ""))
     if len(heard) < len(hyp_norm.split()):
         heard = [(None, None)] * len(hyp_norm.split())
-    return {"ops": timed_ops(ref_norm, hyp_norm, heard, len(audio) / sample_rate), "note": note}
+    ops = timed_ops(ref_norm, hyp_norm, heard, len(audio) / sample_rate)
+    tokens = written_tokens(text, ref_norm, reading) if read and text is not None else None
+    if tokens is not None:
+        refs = iter(tokens)
+        for o in ops:
+            if o["ref"] is not None:
+                wi, token, said = next(refs)
+                o.update({"written": token, "wi": wi, **({"spoken": said} if said is not None else {})})
+    return {"ops": ops, "note": note}
+
+
+def written_tokens(text: str, ref_norm: str, reading: Reading) -> list[tuple[int, str, str | None]] | None:
+    """Per word of ref_norm (the written text normalized): (its written token's place in the text,
+    the token, what the front end read for the token's piece where it changed it). None where the
+    tokens normalized one by one do not give ref_norm's words (a number written over two tokens):
+    the ops then keep their normalized words alone."""
+    from eval.scoring.normalize import normalize
+    from gepard_demo.text.front_end import shared
+    from gepard_demo.text.lexicon import parse_cached
+
+    mode, entries = reading
+    out: list[tuple[int, str, str | None]] = []
+    words: list[str] = []
+    k = 0  # the token's place among the text's whitespace tokens
+    for piece in shared().read(text, mode, parse_cached(entries, "lexicon_entries")).pieces:
+        for token in piece.written.split():
+            mine = normalize(token).split()
+            words += mine
+            out += [(k, token, piece.spoken if piece.changed else None)] * len(mine)
+            k += 1
+    return out if words == ref_norm.split() else None
 
 
 def counts(ops: list[dict]) -> dict[str, int]:
