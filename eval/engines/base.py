@@ -24,7 +24,7 @@ Timing definitions (seconds, wall clock, on whatever else the machine is doing):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -65,8 +65,9 @@ class Synthesis(Ended):
     # force_stopped follow from it; None (Piper, files) leaves them None too.
     ended_by: str | None = None
     force_stop: int | None = None  # the frame count it would be force-stopped at ("auto" resolved), None: off
-    entropy: list[float] | None = None  # belief entropy per decode step (the stop step included), nats
-    nll: list[float] | None = None  # the committed frame's NLL per frame, nats
+    # None in a trace: a step a server could not report.
+    entropy: Sequence[float | None] | None = None  # belief entropy per decode step (the stop step included), nats
+    nll: Sequence[float | None] | None = None  # the committed frame's NLL per frame, nats
 
     @property
     def duration_s(self) -> float:
@@ -80,7 +81,7 @@ class Synthesis(Ended):
         """The row's onset-entropy probe (gepard_demo/model/guards/probe.py): the traces rounded to 4
         decimals (entropy per decode step, the stop step included; NLL per committed frame) and
         their summary (mean entropy over frames 0-9 and 40-59, and the drop); None without them."""
-        out = {"entropy": wire_trace(self.entropy), "nll": wire_trace(self.nll), "entropy_onset": None,
+        out: dict[str, object] = {"entropy": wire_trace(self.entropy), "nll": wire_trace(self.nll), "entropy_onset": None,
                "entropy_settled": None, "entropy_drop": None}
         if self.entropy:
             from gepard_demo.model.guards.probe import summary

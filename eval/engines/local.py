@@ -114,8 +114,8 @@ class GepardLocal(EvalEngine):
         texts = [item.text for item in items]
         settings = [sampling.replace(seed=item.seed) for item in items]
         shared = isinstance(self.engine, BatchScheduler)  # the app's: its callers share it
-        scheduler = self.engine if shared else BatchScheduler(self.engine, BatchingSettings(max_batch=batch_size,
-                                                                                             admission="cap"))
+        scheduler = self.engine if isinstance(self.engine, BatchScheduler) else BatchScheduler(
+            self.engine, BatchingSettings(max_batch=batch_size, admission="cap"))
         try:
             for i, r in scheduler.generate_each(texts, settings, speakers):
                 yield i, self.synthesis(texts[i], r, stream)

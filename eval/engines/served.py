@@ -149,6 +149,7 @@ class GepardServer(EvalEngine):
         """What it takes beyond vLLM-Omni's protocol (read once)."""
         if self._features is None:
             self._entry()
+        assert self._features is not None  # _entry() sets it or raises
         return self._features
 
     def _entry(self) -> dict:
@@ -178,7 +179,8 @@ class GepardServer(EvalEngine):
         """One utterance; `voice`: its voice's fields (voice_fields);
         `guidance`: extensions_for's fields; `result`: its `hang_up()` ends the request from
         another thread (what it returns then is cut short: the caller drops it)."""
-        result, done = result or StreamResult(), {}
+        result = result or StreamResult()
+        done: dict = {}  # the server's done event, filled by the stream
         t0 = time.perf_counter()
         try:
             parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="sse", result=result,

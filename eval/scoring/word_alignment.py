@@ -38,7 +38,7 @@ OPS = ("ok", "sub", "del", "ins")
 _JIWER = {"equal": "ok", "substitute": "sub", "delete": "del", "insert": "ins"}
 
 
-def edit_ops(ref_norm: str, hyp_norm: str) -> list[tuple[str, str | None, str | None, int | None]]:
+def edit_ops(ref_norm: str, hyp_norm: str) -> list[tuple[str, str | None, str | None, int]]:
     """(op, reference word, heard word, the heard word's index) in order, from jiwer's alignment;
     the heard index is the insertion point for a deletion (the heard word after it)."""
     import jiwer
@@ -46,7 +46,7 @@ def edit_ops(ref_norm: str, hyp_norm: str) -> list[tuple[str, str | None, str | 
     ref, hyp = ref_norm.split(), hyp_norm.split()
     if not ref or not hyp:
         return [("del", w, None, 0) for w in ref] + [("ins", None, w, j) for j, w in enumerate(hyp)]
-    out: list[tuple[str, str | None, str | None, int | None]] = []
+    out: list[tuple[str, str | None, str | None, int]] = []
     for ch in jiwer.process_words(ref_norm, hyp_norm).alignments[0]:
         op = _JIWER[ch.type]
         if op in ("ok", "sub"):
@@ -64,9 +64,11 @@ def timed_ops(ref_norm: str, hyp_norm: str, heard: list[tuple[float | None, floa
     placed)."""
     out = []
     for op, ref, hyp, j in edit_ops(ref_norm, hyp_norm):
+        s: float | None
+        e: float | None
         if op == "del":
-            before = next((heard[k][1] for k in range(j - 1, -1, -1) if heard[k][1] is not None), 0.0)
-            after = next((heard[k][0] for k in range(j, len(heard)) if heard[k][0] is not None), audio_s)
+            before = next((t for k in range(j - 1, -1, -1) if (t := heard[k][1]) is not None), 0.0)
+            after = next((t for k in range(j, len(heard)) if (t := heard[k][0]) is not None), audio_s)
             s, e = before, max(before, after)
         else:
             s, e = heard[j]
