@@ -110,3 +110,19 @@ def test_on_real_speech_the_real_aligner_puts_the_written_token_over_its_spoken_
     assert money["written"] == "$5.50"
     (start, end) = said.edges[1]
     assert abs(money["s"] - start) < 0.25 and abs(money["e"] - end) < 0.25, (money, said.edges)
+
+
+def test_the_failure_lines_quote_the_text_as_written(tmp_path):
+    from eval.report.where import lost_where, wrong_where
+
+    run = read_run(tmp_path / "run", hyp="It costs")  # cut after "costs": "$5.50 today." lost
+    align_words(run, TAG, aligner=SaidAligner(), log=lambda m: None)
+    ops = read_jsonl(run / "asr" / TAG / WORDS_FILE)[0]["ops"]
+    assert lost_where(ops) == 'the words lost after 0.9 s: "$5.50 today."'
+    assert wrong_where(ops) == '2 word errors over 4 words; the first at 0.9 s: "$5.50" not heard'
+    # "St." is "saint" to Whisper's normaliser: the line says what the text says.
+    run = fake_run(tmp_path / "st", ["Meet at Main St."], ["Meet at"], extra=[{"spoken": "Meet at Main St."}], wavs=True)
+    write_json_atomic(run / "config.json", {"version": 1, "set_sha256": "x", "items": 1, "run": {
+        "engine": "local", "model": "tiny", "set": "hand", "sampling": {"text_normalization": "rules"}}})
+    align_words(run, TAG, aligner=SaidAligner(), log=lambda m: None)
+    assert lost_where(read_jsonl(run / "asr" / TAG / WORDS_FILE)[0]["ops"]) == 'the words lost after 0.9 s: "Main St."'

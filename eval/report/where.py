@@ -11,7 +11,8 @@ say where:
 - catastrophic: how many words are wrong and the first one, with its time;
 - leading_silence / trailing_silence: the silence before the first / after the last heard word.
 An entry whose words cannot tell (no transcript, a frame loop the transcript does not show, a
-server error) gets no line.
+server error) gets no line. The text's words are quoted as written where the row was read
+(text_normalization: "$5.50", not Whisper's normalized words; eval/scoring/word_alignment.py).
 """
 
 from __future__ import annotations
@@ -27,8 +28,21 @@ def _t(x: float | None) -> str:
     return "?" if x is None else f"{x:.1f}"
 
 
+def _text_words(ops: list[dict]) -> list[str]:
+    """The ops' words of the text: each written token once where the ops name it (a read row),
+    else the normalized reference word."""
+    out: list[str] = []
+    last = None
+    for o in ops:
+        if o["ref"] is None or ("wi" in o and o["wi"] == last):
+            continue
+        out.append(o.get("written", o["ref"]))
+        last = o.get("wi")
+    return out
+
+
 def _quote(ops: list[dict], key: str) -> str:
-    words = [o[key] for o in ops if o[key]]
+    words = _text_words(ops) if key == "ref" else [o[key] for o in ops if o[key]]
     return '"' + " ".join(words[:8]) + (" ..." if len(words) > 8 else "") + '"'
 
 
@@ -90,7 +104,8 @@ def wrong_where(ops: list[dict]) -> str | None:
     if not wrong:
         return None
     o = wrong[0]
-    what = {"sub": f'"{o["hyp"]}" heard for "{o["ref"]}"', "del": f'"{o["ref"]}" not heard',
+    ref = o.get("written", o["ref"])
+    what = {"sub": f'"{o["hyp"]}" heard for "{ref}"', "del": f'"{ref}" not heard',
             "ins": f'"{o["hyp"]}" added'}[o["op"]]
     n_ref = sum(x["ref"] is not None for x in ops)
     return f"{len(wrong)} word errors over {n_ref} words; the first at {_t(o['s'])} s: {what}"
