@@ -113,6 +113,7 @@ def test_on_real_speech_the_real_aligner_puts_the_written_token_over_its_spoken_
 
 
 def test_the_failure_lines_quote_the_text_as_written(tmp_path):
+    from eval.compare.word_diff import render
     from eval.report.where import lost_where, wrong_where
 
     run = read_run(tmp_path / "run", hyp="It costs")  # cut after "costs": "$5.50 today." lost
@@ -125,4 +126,6 @@ def test_the_failure_lines_quote_the_text_as_written(tmp_path):
     write_json_atomic(run / "config.json", {"version": 1, "set_sha256": "x", "items": 1, "run": {
         "engine": "local", "model": "tiny", "set": "hand", "sampling": {"text_normalization": "rules"}}})
     align_words(run, TAG, aligner=SaidAligner(), log=lambda m: None)
-    assert lost_where(read_jsonl(run / "asr" / TAG / WORDS_FILE)[0]["ops"]) == 'the words lost after 0.9 s: "Main St."'
+    ops = read_jsonl(run / "asr" / TAG / WORDS_FILE)[0]["ops"]
+    assert lost_where(ops) == 'the words lost after 0.9 s: "Main St."'
+    assert render(ops) == "meet at [−Main St. @0.9 s]"  # compare's line for the utterance

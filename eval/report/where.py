@@ -20,6 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from eval.report.failures import ENTRIES, flags
+from eval.scoring.word_alignment import text_words_of
 
 LONG_GAP_S = 1.0  # failures.py's LONG_PAUSE_S
 
@@ -28,21 +29,8 @@ def _t(x: float | None) -> str:
     return "?" if x is None else f"{x:.1f}"
 
 
-def _text_words(ops: list[dict]) -> list[str]:
-    """The ops' words of the text: each written token once where the ops name it (a read row),
-    else the normalized reference word."""
-    out: list[str] = []
-    last = None
-    for o in ops:
-        if o["ref"] is None or ("wi" in o and o["wi"] == last):
-            continue
-        out.append(o.get("written", o["ref"]))
-        last = o.get("wi")
-    return out
-
-
 def _quote(ops: list[dict], key: str) -> str:
-    words = _text_words(ops) if key == "ref" else [o[key] for o in ops if o[key]]
+    words = text_words_of(ops) if key == "ref" else [o[key] for o in ops if o[key]]
     return '"' + " ".join(words[:8]) + (" ..." if len(words) > 8 else "") + '"'
 
 

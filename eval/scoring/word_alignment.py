@@ -141,5 +141,18 @@ def written_tokens(text: str, ref_norm: str, reading: Reading) -> list[tuple[int
     return out if words == ref_norm.split() else None
 
 
+def text_words_of(ops: list[dict]) -> list[str]:
+    """The ops' words of the text, for a line that quotes them: each written token once where the
+    ops name it (a read row), else the normalized reference word."""
+    out: list[str] = []
+    last = None
+    for o in ops:
+        if o["ref"] is None or ("wi" in o and o["wi"] == last):
+            continue
+        out.append(o.get("written", o["ref"]))
+        last = o.get("wi")
+    return out
+
+
 def counts(ops: list[dict]) -> dict[str, int]:
     return {op: sum(o["op"] == op for o in ops) for op in OPS}
