@@ -129,3 +129,17 @@ def test_the_failure_lines_quote_the_text_as_written(tmp_path):
     ops = read_jsonl(run / "asr" / TAG / WORDS_FILE)[0]["ops"]
     assert lost_where(ops) == 'the words lost after 0.9 s: "Main St."'
     assert render(ops) == "meet at [−Main St. @0.9 s]"  # compare's line for the utterance
+
+
+def test_a_nemo_run_scored_without_the_library_is_timed_as_heard_and_says_so(tmp_path, monkeypatch):
+    from gepard_demo.text.library import LibraryMissing, NemoNormalizer
+
+    def missing(self, pieces):
+        raise LibraryMissing("text_normalization 'nemo' needs nemo_text_processing and pynini (not here)")
+
+    monkeypatch.setattr(NemoNormalizer, "pieces", missing)
+    run = read_run(tmp_path / "run", mode="nemo")
+    said, aligner = [], SaidAligner()
+    assert align_words(run, TAG, aligner=aligner, log=said.append) == 1
+    assert aligner.given == ["it costs $5.50 today"] and "nemo_text_processing" in said[0]
+    assert all("written" not in o for o in read_jsonl(run / "asr" / TAG / WORDS_FILE)[0]["ops"])

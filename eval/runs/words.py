@@ -45,7 +45,7 @@ def align_words(run_dir: str | Path, tag: str, aligner=None, cache: Path = DEFAU
     if not todo:
         return 0
     rows = {r["id"]: r for r in synthesized_rows(run_dir)}
-    run_reading = reading_of(run_dir)
+    run_reading = reading_of(run_dir, log)
     aligner = aligner or shared_aligner(cache=str(cache))
     cpu = audio_s = 0.0
     for s in todo:
@@ -63,10 +63,22 @@ def align_words(run_dir: str | Path, tag: str, aligner=None, cache: Path = DEFAU
     return len(todo)
 
 
-def reading_of(run_dir: Path) -> tuple[str, str]:
-    """How the run's Gepard read its texts: (text_normalization, lexicon_entries) from config.json."""
+def reading_of(run_dir: Path, log=print) -> tuple[str, str]:
+    """How the run's Gepard read its texts: (text_normalization, lexicon_entries) from config.json.
+    Where this machine cannot read that way (a "nemo" run scored without its library), the words
+    are timed as heard, and the log says so."""
+    from gepard_demo.text.front_end import shared
+    from gepard_demo.text.lexicon import parse_cached
+    from gepard_demo.text.library import LibraryMissing
+
     sampling = json.loads((run_dir / "config.json").read_text()).get("run", {}).get("sampling") or {}
-    return sampling.get("text_normalization") or "off", sampling.get("lexicon_entries") or ""
+    reading = (sampling.get("text_normalization") or "off", sampling.get("lexicon_entries") or "")
+    try:
+        shared().read("It costs $5.50.", reading[0], parse_cached(reading[1], "lexicon_entries"))
+    except LibraryMissing as e:
+        log(f"word alignment: {e}; the heard words are timed as written, not as the run read its texts")
+        return "off", ""
+    return reading
 
 
 def load_words(run_dir: str | Path, tag: str | None) -> dict[str, dict]:
