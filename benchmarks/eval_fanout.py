@@ -28,6 +28,7 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 import numpy as np  # noqa: E402
 import soundfile as sf  # noqa: E402
 
+from eval.engines.request import SynthesisItem  # noqa: E402
 from eval.engines.served import load_server_engine  # noqa: E402
 from eval.runs.run import RunConfig, run  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
@@ -87,7 +88,7 @@ def main() -> int:
         sampling = SamplingSettings(max_frames=args.max_frames)
         # warm every server once (first-call setup is not throughput)
         warm = load_server_engine(urls, "tiny", concurrency=1, log=lambda m: None)
-        list(warm.synthesize_each([("Warm up.", i) for i in range(len(urls))], SamplingSettings(max_frames=4),
+        list(warm.synthesize_each([SynthesisItem("Warm up.", i) for i in range(len(urls))], SamplingSettings(max_frames=4),
                                   RunConfig().stream))
         results: dict = {"utts": args.utts, "max_frames": args.max_frames, "concurrency": args.concurrency,
                          "rounds": args.rounds, "cpu_count": os.cpu_count()}

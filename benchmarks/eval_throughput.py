@@ -29,6 +29,7 @@ import torch  # noqa: E402
 
 from eval.engines.local import GepardLocal  # noqa: E402
 from eval.engines.piper import PiperReference  # noqa: E402
+from eval.engines.request import SynthesisItem  # noqa: E402
 from eval.runs.run import RunConfig, run  # noqa: E402
 from eval.runs.score import score  # noqa: E402
 from eval.runs.seeds import utterance_seed  # noqa: E402
@@ -125,7 +126,7 @@ def main() -> int:
                       "note": "tiny random weights: every utterance runs to max_frames"}
 
     # 3. batched vs sequential (same seeds)
-    reqs = [(u.text, utterance_seed(1, u.id)) for u in items]
+    reqs = [SynthesisItem(u.text, utterance_seed(1, u.id)) for u in items]
     times = {}
     for bs in (1, args.utts):
         t0 = time.perf_counter()

@@ -60,11 +60,12 @@ def espeak(text: str, variant: str, folder: Path) -> np.ndarray:
 def voices_speak(sentences: list[str], variants: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
     """{voice: one float32 array per sentence at 22.05 kHz}."""
     from eval.engines.piper import PiperReference
+    from eval.engines.request import SynthesisItem
     from gepard_demo.settings import StreamSettings
 
     piper = PiperReference.load()
     plain = StreamSettings(fade_ms=0.0, silence_ms=0.0)
-    spoken = {"piper-joe": [s.audio for s in piper.synthesize([(t, 0) for t in sentences], None, plain)]}
+    spoken = {"piper-joe": [s.audio for s in piper.synthesize([SynthesisItem(t, 0) for t in sentences], None, plain)]}
     assert piper.voice.config.sample_rate == RATE
     with tempfile.TemporaryDirectory() as tmp:
         for v in variants:

@@ -141,13 +141,14 @@ def test_batched_adapter_and_streaming_session_agree(tiny_engine):
     import numpy as np
 
     from eval.engines.local import GepardLocal, GepardStreaming
+    from eval.engines.request import SynthesisItem
     from gepard_demo.codec import load_codec
     from gepard_demo.settings import SamplingSettings, StreamSettings
 
     codec = load_codec(tiny_engine.codec_source())
     sampling = SamplingSettings(max_frames=14, temperature=0.7)
     stream = StreamSettings(first_chunk_frames=4, chunk_frames=5, decode_mode="exact", fade_ms=10, silence_ms=20)
-    req = [("Turn off the kitchen lights.", 4242)]
+    req = [SynthesisItem("Turn off the kitchen lights.", 4242)]
     a = GepardLocal(tiny_engine, codec).synthesize(req, sampling, stream)[0]
     b = GepardStreaming(tiny_engine, codec).synthesize(req, sampling, stream)[0]
     assert (a.frames, a.stop_fired, a.runaway, a.seed) == (b.frames, b.stop_fired, b.runaway, b.seed)

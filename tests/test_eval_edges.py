@@ -48,13 +48,15 @@ def test_out_naming_a_file_is_exit_2_with_a_message(tmp_path, capsys):
 @pytest.mark.slow
 def test_piper_is_deterministic_and_its_report_lists_only_what_it_used(tmp_path):
     from eval.engines.piper import PiperReference
+    from eval.engines.request import SynthesisItem
     from eval.report.markdown import make_report
     from eval.runs.run import RunConfig, run
 
     piper = PiperReference.load()
     reqs = [("The quick brown fox jumps over the lazy dog.", 1), ("Please call me back tomorrow.", 2)]
-    first = piper.synthesize(reqs, None, _no_shaping())
-    again = piper.synthesize(list(reversed(reqs)), None, _no_shaping())[::-1]  # another order, same text
+    items = [SynthesisItem(text, seed) for text, seed in reqs]
+    first = piper.synthesize(items, None, _no_shaping())
+    again = piper.synthesize(list(reversed(items)), None, _no_shaping())[::-1]  # another order, same text
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a.audio, b.audio)
     s = write_set(tmp_path / "p.jsonl", [("p1", reqs[0][0])])

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from eval.engines.base import EvalEngine, Synthesis
+from eval.engines.request import SynthesisItem
 from eval.report.failures import flags
 from eval.report.summary import load_table, write_outputs
 from eval.runs.measure import measure
@@ -39,7 +40,7 @@ def piper():
 
 
 def _speak(piper, text: str) -> tuple[np.ndarray, int]:
-    s = piper.synthesize([(text, 0)], None, RunConfig().stream)[0]
+    s = piper.synthesize([SynthesisItem(text, 0)], None, RunConfig().stream)[0]
     return s.audio, s.sample_rate
 
 
@@ -76,9 +77,9 @@ class Constructed(EvalEngine):
     def describe(self):
         return {"engine": self.name, "model": "piper-constructed", "random_weights": False}
 
-    def synthesize(self, requests, sampling, stream):
+    def synthesize(self, items, sampling, stream):
         out = []
-        for _text, seed in requests:
+        for seed in (item.seed for item in items):
             a, sr = self.audio[self.case_of[seed]]
             out.append(Synthesis(audio=a, sample_rate=sr, frames=None, stop_frame=None,
                                  p_stop=None, seed=seed, gen_s=0.0, decode_s=0.0, ttfa_s=0.0))

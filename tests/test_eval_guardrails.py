@@ -14,6 +14,7 @@ from eval_fixtures import rows_of
 
 from eval.cli import main
 from eval.engines.served import GepardServer, ServerError, extensions_for
+from eval.engines.request import SynthesisItem
 from eval.runs.run import RunConfig, run
 from eval.runs.seeds import utterance_seed
 from gepard_demo.serving.protocol import delta_event, sse_event
@@ -132,7 +133,7 @@ def test_served_guardrails_are_refused_where_the_server_would_drop_them():
     server = GepardServer("http://vllm.invalid", transport=httpx.MockTransport(_vllm_like(posts)))
     for s in (SamplingSettings(repetition_penalty=1.2), SamplingSettings(force_stop_frames="auto")):
         with pytest.raises(ServerError, match="takes no guardrails"):
-            server.synthesize([("Hello.", 1)], s, StreamSettings())
+            server.synthesize([SynthesisItem("Hello.", 1)], s, StreamSettings())
     assert posts == []
     assert extensions_for([server], SamplingSettings(repetition_window=8)) == {}  # the window alone changes nothing
 

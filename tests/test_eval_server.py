@@ -21,6 +21,7 @@ from test_speaker_prefix import voice_like
 
 from eval.cli import main
 from eval.engines.served import GepardServer, ServerError, extensions_for
+from eval.engines.request import SynthesisItem
 from eval.runs.run import RunConfig, run
 from eval.runs.seeds import utterance_seed
 from gepard_demo.serving.protocol import delta_event, sse_event
@@ -153,7 +154,7 @@ def test_guidance_is_refused_where_the_server_would_drop_it(tmp_path):
 
     server = GepardServer("http://vllm.invalid", transport=httpx.MockTransport(vllm_like))
     with pytest.raises(ServerError, match="takes no guidance"):
-        server.synthesize([("Hello.", 1)], SamplingSettings(cfg_scale=2.0), StreamSettings())
+        server.synthesize([SynthesisItem("Hello.", 1)], SamplingSettings(cfg_scale=2.0), StreamSettings())
     assert posts == []
     assert extensions_for([server], SamplingSettings()) == {}  # CFG off: nothing extra, nothing refused
 

@@ -183,6 +183,7 @@ class Interrupted(Exception):
 
 
 def test_an_interrupted_eval_pool_hangs_up_its_requests(speech_server, endless):  # noqa: F811
+    from eval.engines.request import SynthesisItem
     from eval.engines.served import GepardServer, ServerPool
 
     port, scheduler = speech_server
@@ -200,8 +201,8 @@ def test_an_interrupted_eval_pool_hangs_up_its_requests(speech_server, endless):
     try:
         threading.Thread(target=interrupt_once_busy, daemon=True).start()
         with pytest.raises(Interrupted):  # the run's loop, stopped while both requests are out
-            for _ in pool.synthesize_each([("Never ends.", endless), ("Waits behind it.", 9)], SamplingSettings(),
-                                          StreamSettings()):
+            items = [SynthesisItem("Never ends.", endless), SynthesisItem("Waits behind it.", 9)]
+            for _ in pool.synthesize_each(items, SamplingSettings(), StreamSettings()):
                 pass
     finally:
         signal.signal(signal.SIGUSR1, previous)

@@ -83,6 +83,7 @@ def trailing_insertions(ref_norm: str, hyp_norm: str) -> int:
 
 def _piper_audio(items, out: Path) -> tuple[dict, int]:
     from eval.engines.piper import PiperReference
+    from eval.engines.request import SynthesisItem
     from eval.scoring.audio import read_mono, write_wav_atomic
     from gepard_demo.settings import SamplingSettings, StreamSettings
 
@@ -93,7 +94,7 @@ def _piper_audio(items, out: Path) -> tuple[dict, int]:
         p = folder / f"{u.id}.wav"
         if not p.is_file():
             engine = engine or PiperReference.load()
-            s = engine.synthesize([(u.text, 0)], SamplingSettings(), StreamSettings())[0]
+            s = engine.synthesize([SynthesisItem(u.text, 0, uid=u.id)], SamplingSettings(), StreamSettings())[0]
             write_wav_atomic(p, s.audio, s.sample_rate)
         audio[u.id], sr = read_mono(p)
     return audio, sr

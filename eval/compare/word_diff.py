@@ -2,13 +2,15 @@
 error with its time (from both runs' word alignment, eval/runs/words.py), for compare.md.
 
 One line a run: matched words as they are, `[a → b @1.2 s]` b heard for a, `[−a b @1.2 s]` words
-not heard (where they belong), `[+a b @1.2–2.0 s]` words heard that the text does not have."""
+not heard (where they belong), `[+a b @1.2–2.0 s]` words heard that the text does not have. The
+text's words are as written on a read run (eval/scoring/word_alignment.py: "St.", not "saint")."""
 
 from __future__ import annotations
 
 from itertools import groupby
 
 from eval.runs.words import load_words
+from eval.scoring.word_alignment import text_words_of
 
 MOST = 10
 
@@ -31,9 +33,9 @@ def render(ops: list[dict] | None) -> str:
         if op == "ok":
             out.append(" ".join(o["hyp"] for o in g))
         elif op == "sub":
-            out += [f"[{o['ref']} → {o['hyp']}{_at([o])}]" for o in g]
+            out += [f"[{o.get('written', o['ref'])} → {o['hyp']}{_at([o])}]" for o in g]
         elif op == "del":
-            out.append(f"[−{' '.join(o['ref'] for o in g)}{_at(g)}]")
+            out.append(f"[−{' '.join(text_words_of(g))}{_at(g)}]")
         else:
             out.append(f"[+{' '.join(o['hyp'] for o in g)}{_at(g)}]")
     return " ".join(out) or "(nothing heard)"

@@ -1,6 +1,9 @@
-"""What eval needs from a TTS engine: `EvalEngine.synthesize(requests, sampling, stream)` turns a
-batch of (text, seed) into `Synthesis` results; `EvalEngine` is the base each engine subclasses. The engines live
-beside this file (local.py, piper.py, served.py, files.py); `eval.engines.load_engine` picks one by name.
+"""What eval needs from a TTS engine: `SpeechEngine.synthesize(items, sampling, stream)` turns a
+batch of `SynthesisItem`s (eval/engines/request.py: text, seed, voice, id) into `Synthesis` results;
+`EvalEngine` is the base each engine subclasses, and each engine's module ends with a line that
+has the type checker hold it to `SpeechEngine`. The engines live beside this file (local.py,
+piper.py, served.py, files.py; the Eval tab's in eval/ui/common.py); `eval.engines.load_engine`
+picks one by name.
 
 Timing definitions (seconds, wall clock, on whatever else the machine is doing):
 - gen_s: the row's generation time; in a batch it runs from the batch start until this row
@@ -21,8 +24,8 @@ Timing definitions (seconds, wall clock, on whatever else the machine is doing):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -30,39 +33,11 @@ from gepard_demo.model.guards.ending import Ended
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.units import wire_trace
 
-if TYPE_CHECKING:
-    import torch
+from eval.engines.request import SynthesisItem
 
+if TYPE_CHECKING:
     from gepard_demo.model.seams import Engine
     from gepard_demo.streaming.seams import TurnLock
-
-
-@dataclass(frozen=True)
-class VoiceRef:
-    """A saved voice (gepard_demo/voice/library.py) as a request's reference: its name, and the
-    folder read here for its prefix (local engines) and its clip (speaker similarity). A server is
-    sent the name and speaks in its own saved voice of that name."""
-
-    name: str
-    folder: str | None
-
-    def _library(self):
-        from gepard_demo.voice.library import VoiceLibrary, VoiceError
-
-        if self.folder is None:
-            raise VoiceError(f"voice {self.name!r}: no --voices-dir to read it from", "voice")
-        return VoiceLibrary(self.folder)
-
-    def prefix(self) -> torch.Tensor:
-        return self._library().prefix(self.name)
-
-    def clip(self) -> np.ndarray:
-        """Its trimmed clip, mono float32 at 22.05 kHz."""
-        return self._library().clip(self.name)
-
-
-# A request's reference voice: a recording's path, or a saved voice.
-Reference = str | VoiceRef
 
 
 class EngineError(RuntimeError):
@@ -90,8 +65,9 @@ class Synthesis(Ended):
     # force_stopped follow from it; None (Piper, files) leaves them None too.
     ended_by: str | None = None
     force_stop: int | None = None  # the frame count it would be force-stopped at ("auto" resolved), None: off
-    entropy: list[float] | None = None  # belief entropy per decode step (the stop step included), nats
-    nll: list[float] | None = None  # the committed frame's NLL per frame, nats
+    # None in a trace: a step a server could not report.
+    entropy: Sequence[float | None] | None = None  # belief entropy per decode step (the stop step included), nats
+    nll: Sequence[float | None] | None = None  # the committed frame's NLL per frame, nats
 
     @property
     def duration_s(self) -> float:
@@ -105,7 +81,7 @@ class Synthesis(Ended):
         """The row's onset-entropy probe (gepard_demo/model/guards/probe.py): the traces rounded to 4
         decimals (entropy per decode step, the stop step included; NLL per committed frame) and
         their summary (mean entropy over frames 0-9 and 40-59, and the drop); None without them."""
-        out = {"entropy": wire_trace(self.entropy), "nll": wire_trace(self.nll), "entropy_onset": None,
+        out: dict[str, object] = {"entropy": wire_trace(self.entropy), "nll": wire_trace(self.nll), "entropy_onset": None,
                "entropy_settled": None, "entropy_drop": None}
         if self.entropy:
             from gepard_demo.model.guards.probe import summary
@@ -114,40 +90,71 @@ class Synthesis(Ended):
         return out
 
 
-class EvalEngine:
-    """What a run and a sweep ask of an engine. A subclass gives `name`, `describe` and
-    `synthesize`; the rest have defaults that a subclass overrides where it does better."""
+class SpeechEngine(Protocol):
+    """What a run, a sweep and the Eval tab ask of an engine: every eval engine takes the same
+    items whole (eval/engines/request.py) and refuses, naming the field, what it cannot honour."""
 
     name: str
 
     def describe(self) -> dict:
         """The engine's identity for the run's environment.json (model, revision, device...)."""
-        raise NotImplementedError
+        ...
 
-    def synthesize(self, requests: list[tuple[str, int]], sampling: SamplingSettings, stream: StreamSettings,
-                   refs: list[Reference | None] | None = None) -> list[Synthesis]:
-        """One batch of (text, seed), in order. refs: per request, a reference recording or saved
-        voice to speak it in (None: the default voice); an engine without cloning is never passed it."""
-        raise NotImplementedError
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
+        """One batch, in order."""
+        ...
 
-    def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings, stream: StreamSettings,
-                        refs: list[Reference | None] | None = None, batch_size: int = 4,
-                        ids: list[str] | None = None) -> Iterator[tuple[int, Synthesis]]:
-        """(index, Synthesis) of each request as it ends, in any order; ids: the utterances' ids
-        (engines that look audio up by id use them). Here: batches of batch_size, in order."""
-        for start in range(0, len(requests), batch_size):
-            part = refs[start : start + batch_size] if refs else None
-            voice = {"refs": part} if part and any(part) else {}
-            results = self.synthesize(requests[start : start + batch_size], sampling, stream, **voice)
-            for j, s in enumerate(results):
-                yield start + j, s
+    def synthesize_each(self, items: list[SynthesisItem], sampling: SamplingSettings, stream: StreamSettings,
+                        batch_size: int = 4) -> Iterator[tuple[int, Synthesis]]:
+        """(index, Synthesis) of each item as it ends, in any order."""
+        ...
 
     def gepard(self) -> Engine | None:
         """The GepardEngine behind this engine (its tokenizer and prompt, for checks that read
         them), or None where there is none here (a server, Piper, files)."""
-        return None
+        ...
 
-    def trace_source(self) -> tuple[EvalEngine, TurnLock | None] | None:
+    def trace_source(self) -> tuple[SpeechEngine, TurnLock | None] | None:
         """(a GepardLocal, lock or None) a one-pass threshold sweep regenerates its sources on
         (eval/sweeps/thresholds.py), or None: every sweep point is then run on its own."""
+        ...
+
+
+class EvalEngine:
+    """The base of eval's engines (`SpeechEngine`'s surface). A subclass gives `name`, `describe`
+    and `synthesize`; the rest have defaults that a subclass overrides where it does better."""
+
+    name: str
+
+    def describe(self) -> dict:
+        raise NotImplementedError
+
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
+        raise NotImplementedError
+
+    def synthesize_each(self, items: list[SynthesisItem], sampling: SamplingSettings, stream: StreamSettings,
+                        batch_size: int = 4) -> Iterator[tuple[int, Synthesis]]:
+        """Here: batches of batch_size, in order."""
+        for start in range(0, len(items), batch_size):
+            for j, s in enumerate(self.synthesize(items[start : start + batch_size], sampling, stream)):
+                yield start + j, s
+
+    def gepard(self) -> Engine | None:
         return None
+
+    def trace_source(self) -> tuple[SpeechEngine, TurnLock | None] | None:
+        return None
+
+
+def refuse_refs(items: list[SynthesisItem], engine: str) -> None:
+    """An EngineError naming `SynthesisItem.ref` when an item asks for a voice `engine` cannot clone."""
+    asked = next((item for item in items if item.ref is not None), None)
+    if asked is not None:
+        raise EngineError(f"SynthesisItem.ref: --engine {engine} cannot speak in a reference voice ({asked.ref!r}, "
+                          f"asked for {asked.uid or asked.text[:40]!r}); local, local-stream and server can")
+
+
+if TYPE_CHECKING:
+    _EvalEngine_is_a_SpeechEngine: type[SpeechEngine] = EvalEngine

@@ -19,12 +19,19 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import soundfile as sf
 
 from eval.engines.base import EngineError, EvalEngine, Synthesis
+from eval.engines.request import SynthesisItem
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+if TYPE_CHECKING:
+    from eval.engines.base import SpeechEngine
 
 AUDIO = (".wav", ".flac", ".ogg", ".mp3")
 
@@ -57,16 +64,23 @@ class AudioFiles(EvalEngine):
             raise EngineError(f"--files {self.source} has no audio for {len(missing)} of the set's {len(ids)} "
                               f"utterances: {', '.join(missing)}")
 
-    def synthesize(self, requests, sampling, stream, refs=None):
-        raise EngineError("--engine files reads audio by utterance id: a run hands it the set's ids")
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
+        return [s for _, s in self.synthesize_each(items, sampling, stream)]
 
-    def synthesize_each(self, requests, sampling, stream, refs=None, batch_size: int = 4, ids=None):
-        """Each utterance's file, looked up by id: every id checked before the first is read."""
-        if ids is None:
-            self.synthesize(requests, sampling, stream)
-        self.check(ids)
-        for i, (uid, (_, seed)) in enumerate(zip(ids, requests)):
-            yield i, self._one(self.path_for(uid), seed)
+    def synthesize_each(self, items: list[SynthesisItem], sampling: SamplingSettings, stream: StreamSettings,
+                        batch_size: int = 4) -> Iterator[tuple[int, Synthesis]]:
+        """Each utterance's file, looked up by its item's `uid`: every id checked before the first is
+        read. An item's `ref` is not spoken here (the audio exists): the run keeps it for speaker similarity."""
+        ids = [item.uid for item in items]
+        if None in ids:
+            raise EngineError("SynthesisItem.uid: --engine files reads audio by utterance id; a run hands it the "
+                              "set's ids")
+        self.check([uid for uid in ids if uid is not None])
+        for i, item in enumerate(items):
+            path = self.path_for(item.uid or "")
+            assert path is not None  # check() named every id without a file
+            yield i, self._one(path, item.seed)
 
     def _one(self, path: Path, seed: int) -> Synthesis:
         try:
@@ -94,3 +108,7 @@ def _manifest(path: Path) -> dict[str, Path]:
         p = Path(row["path"])
         out[str(row["id"])] = p if p.is_absolute() else (path.parent / p)
     return out
+
+
+if TYPE_CHECKING:
+    _AudioFiles_is_a_SpeechEngine: type[SpeechEngine] = AudioFiles

@@ -20,11 +20,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from eval.engines.base import EvalEngine, Reference, Synthesis, VoiceRef
-from gepard_demo.settings import StreamSettings
+from eval.engines.base import EvalEngine, SpeechEngine, Synthesis
+from eval.engines.request import SynthesisItem, VoiceRef, refs_of
+from gepard_demo.settings import SamplingSettings, StreamSettings
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import torch
+
     from gepard_demo.model.seams import AudioCodec, Engine
+    from gepard_demo.streaming.seams import TurnLock
+
+# Per item, its speaker prefix (None: the default voice); None for the whole batch: all default.
+Speakers = list["torch.Tensor | None"] | None
 
 
 class GepardLocal(EvalEngine):
@@ -37,9 +46,10 @@ class GepardLocal(EvalEngine):
         self.codec = codec
         self._prefixer = None  # built on the first reference voice
 
-    def speakers(self, refs: list[Reference | None] | None) -> list | None:
-        """Speaker prefixes for reference recordings and saved voices (None: the default voice)."""
-        if not refs or not any(refs):
+    def speakers(self, items: list[SynthesisItem]) -> Speakers:
+        """Speaker prefixes for the items' reference recordings and saved voices (None: the default voice)."""
+        refs = refs_of(items)
+        if refs is None:
             return None
         return [None if r is None else r.prefix() if isinstance(r, VoiceRef) else self._prefixer_().from_file(r).tokens
                 for r in refs]
@@ -74,22 +84,25 @@ class GepardLocal(EvalEngine):
             "device": info.device, "dtype": info.dtype, "codec_source": self.engine.codec_source(),
         }
 
-    def synthesize(self, requests, sampling, stream, refs=None):
-        return self.synthesize_with(requests, sampling, stream, self.speakers(refs))
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
+        return self.synthesize_with(items, sampling, stream, self.speakers(items))
 
-    def synthesize_with(self, requests, sampling, stream, speakers=None):
-        """synthesize() with the speaker prefixes already made (None: the default voice)."""
-        settings = [sampling.replace(seed=seed) for _, seed in requests]
-        results = self.engine.generate([text for text, _ in requests], settings, speakers=speakers)
-        return [self.synthesis(text, r, stream) for (text, _), r in zip(requests, results)]
+    def synthesize_with(self, items: list[SynthesisItem], sampling: SamplingSettings, stream: StreamSettings,
+                        speakers: Speakers = None) -> list[Synthesis]:
+        """synthesize() with the items' speaker prefixes already made (None: the default voice)."""
+        settings = [sampling.replace(seed=item.seed) for item in items]
+        results = self.engine.generate([item.text for item in items], settings, speakers=speakers)
+        return [self.synthesis(item.text, r, stream) for item, r in zip(items, results)]
 
     def gepard(self) -> Engine:
         return self.engine
 
-    def trace_source(self):
+    def trace_source(self) -> tuple[SpeechEngine, TurnLock | None] | None:
         return self, None
 
-    def synthesize_each(self, requests, sampling, stream, refs=None, batch_size: int = 4, ids=None):
+    def synthesize_each(self, items: list[SynthesisItem], sampling: SamplingSettings, stream: StreamSettings,
+                        batch_size: int = 4) -> Iterator[tuple[int, Synthesis]]:
         """(index, Synthesis) of each utterance as it ends: all of them through one running batch
         of up to batch_size rows (gepard_demo.batching), a finished row's place going to the next
         utterance at once, and each decoded here while the batch runs on. The rows equal
@@ -97,12 +110,12 @@ class GepardLocal(EvalEngine):
         from gepard_demo.batching.scheduler import BatchScheduler
         from gepard_demo.host_settings import BatchingSettings
 
-        speakers = self.speakers(refs)
-        texts = [text for text, _ in requests]
-        settings = [sampling.replace(seed=seed) for _, seed in requests]
+        speakers = self.speakers(items)
+        texts = [item.text for item in items]
+        settings = [sampling.replace(seed=item.seed) for item in items]
         shared = isinstance(self.engine, BatchScheduler)  # the app's: its callers share it
-        scheduler = self.engine if shared else BatchScheduler(self.engine, BatchingSettings(max_batch=batch_size,
-                                                                                             admission="cap"))
+        scheduler = self.engine if isinstance(self.engine, BatchScheduler) else BatchScheduler(
+            self.engine, BatchingSettings(max_batch=batch_size, admission="cap"))
         try:
             for i, r in scheduler.generate_each(texts, settings, speakers):
                 yield i, self.synthesis(texts[i], r, stream)
@@ -144,10 +157,11 @@ class GepardLocal(EvalEngine):
         return r.first_frame_s + (k - 1) * step + (time.perf_counter() - t0)
 
 
-def synthesize_resident(resident, requests, sampling, stream, speakers=None):
+def synthesize_resident(resident, items: list[SynthesisItem], sampling: SamplingSettings, stream: StreamSettings,
+                        speakers: Speakers = None) -> list[Synthesis]:
     """One eval batch inside a GPU call (gepard_demo/zerogpu: a module-level function, so the call
-    pickles it by name): GepardLocal on the engine and codec the GPU holds."""
-    return GepardLocal(resident.engine, resident.codec).synthesize_with(requests, sampling, stream, speakers)
+    pickles it by name): GepardLocal on the engine and codec the GPU holds; `speakers` made outside."""
+    return GepardLocal(resident.engine, resident.codec).synthesize_with(items, sampling, stream, speakers)
 
 
 class GepardStreaming(GepardLocal):
@@ -155,16 +169,17 @@ class GepardStreaming(GepardLocal):
 
     name = "local-stream"
 
-    def synthesize(self, requests, sampling, stream, refs=None):
-        speakers = self.speakers(refs) or [None] * len(requests)
-        return [self.stream_one(text, seed, speaker, sampling, stream)
-                for (text, seed), speaker in zip(requests, speakers)]
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
+        speakers = self.speakers(items) or [None] * len(items)
+        return [self.stream_one(item.text, item.seed, speaker, sampling, stream)
+                for item, speaker in zip(items, speakers)]
 
     # One visitor at a time: what the app's path gives a listener alone (ttfa_s measured so);
     # several at once is benchmarks/concurrency.py's: the base's batch-by-batch loop.
     synthesize_each = EvalEngine.synthesize_each
 
-    def trace_source(self):
+    def trace_source(self) -> tuple[SpeechEngine, TurnLock | None] | None:
         return None  # a sweep streams every point as a visitor would hear it
 
     @staticmethod
@@ -192,3 +207,8 @@ class GepardStreaming(GepardLocal):
             ended_by=st.outcome, force_stop=self._cap(sampling, text, st.segments),
             entropy=[float(h) for h in st.entropy], nll=[float(x) for x in st.nll],
         )
+
+
+if TYPE_CHECKING:
+    _GepardLocal_is_a_SpeechEngine: type[SpeechEngine] = GepardLocal
+    _GepardStreaming_is_a_SpeechEngine: type[SpeechEngine] = GepardStreaming

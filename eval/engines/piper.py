@@ -13,10 +13,16 @@ ttfa_s: time until Piper yields its first audio chunk (its first sentence).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from eval.engines.base import EvalEngine, Synthesis
+from eval.engines.base import EvalEngine, Synthesis, refuse_refs
+from eval.engines.request import SynthesisItem
+from gepard_demo.settings import SamplingSettings, StreamSettings
+
+if TYPE_CHECKING:
+    from eval.engines.base import SpeechEngine
 
 
 class PiperReference(EvalEngine):
@@ -52,9 +58,14 @@ class PiperReference(EvalEngine):
                 "piper_tts": version("piper-tts"), "noise_scale": self.NOISE_SCALE,
                 "noise_w_scale": self.NOISE_W_SCALE, "deterministic": True}
 
-    def synthesize(self, requests, sampling, stream):
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings | None,
+                   stream: StreamSettings) -> list[Synthesis]:
+        """Each item's speech (sampling is not Piper's: None is taken too); an item with a `ref` is
+        refused, naming it: Piper speaks in its one voice."""
+        refuse_refs(items, self.name)
         out = []
-        for text, _seed in requests:
+        for item in items:
+            text = item.text
             t0 = time.perf_counter()
             ttfa, parts = None, []
             for chunk in self.voice.synthesize(text, self.syn_config):
@@ -73,3 +84,7 @@ class PiperReference(EvalEngine):
                                  stop_frame=None, p_stop=None, seed=None, gen_s=gen_s,
                                  decode_s=time.perf_counter() - t1, ttfa_s=ttfa or gen_s))
         return out
+
+
+if TYPE_CHECKING:
+    _PiperReference_is_a_SpeechEngine: type[SpeechEngine] = PiperReference

@@ -35,11 +35,12 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from eval.engines.base import EngineError, EvalEngine, Reference, Synthesis, VoiceRef
+from eval.engines.base import EngineError, EvalEngine, Synthesis
+from eval.engines.request import SynthesisItem, VoiceRef
 from gepard_demo.serving.client import (
     ServedEnd,
     ServedFeatures,
@@ -97,11 +98,11 @@ def _server_error(exc: SpeechServerError) -> ServerError:
 
 
 
-def voice_fields(refs: list[Reference | None] | None, n: int) -> list[dict]:
-    """Per utterance, the fields that speak it in its voice: a recording as the `ref_audio` data URL
+def voice_fields(items: list[SynthesisItem]) -> list[dict]:
+    """Per item, the fields that speak it in its voice: a recording as the `ref_audio` data URL
     (each file read once, however many utterances or servers use it), a saved voice by name
     (`voice`), or none (the default voice)."""
-    refs = refs or [None] * n
+    refs = [item.ref for item in items]
     urls: dict[str, str] = {}
     for ref in dict.fromkeys(r for r in refs if isinstance(r, str)):
         try:
@@ -112,10 +113,10 @@ def voice_fields(refs: list[Reference | None] | None, n: int) -> list[dict]:
             for r in refs]
 
 
-def check_voices(servers: list["GepardServer"], refs: list[Reference | None] | None) -> None:
+def check_voices(servers: list["GepardServer"], items: list[SynthesisItem]) -> None:
     """Every saved voice asked for is listed by every server, before the first request: a server
     that does not list it would refuse it, or speak the default voice instead (vLLM-Omni's Gepard)."""
-    names = dict.fromkeys(r.name for r in refs or [] if isinstance(r, VoiceRef))
+    names = dict.fromkeys(item.ref.name for item in items if isinstance(item.ref, VoiceRef))
     for server in servers:
         for name in names:
             try:
@@ -148,6 +149,7 @@ class GepardServer(EvalEngine):
         """What it takes beyond vLLM-Omni's protocol (read once)."""
         if self._features is None:
             self._entry()
+        assert self._features is not None  # _entry() sets it or raises
         return self._features
 
     def _entry(self) -> dict:
@@ -164,19 +166,21 @@ class GepardServer(EvalEngine):
         return {"engine": self.name, "server_url": self.url, "model": first.get("id"),
                 "random_weights": first.get("random_weights"), "models": models}
 
-    def synthesize(self, requests, sampling, stream, refs=None):
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
         check_server_settings(sampling, stream)
         guidance = extensions_for([self], sampling)
-        check_voices([self], refs)
-        voices = voice_fields(refs, len(requests))
-        return [self.one(text, seed, sampling.max_frames, v, guidance) for (text, seed), v in zip(requests, voices)]
+        check_voices([self], items)
+        voices = voice_fields(items)
+        return [self.one(item.text, item.seed, sampling.max_frames, v, guidance) for item, v in zip(items, voices)]
 
     def one(self, text: str, seed: int, max_frames: int, voice: dict | None = None,
             guidance: dict | None = None, result: StreamResult | None = None) -> Synthesis:
         """One utterance; `voice`: its voice's fields (voice_fields);
         `guidance`: extensions_for's fields; `result`: its `hang_up()` ends the request from
         another thread (what it returns then is cut short: the caller drops it)."""
-        result, done = result or StreamResult(), {}
+        result = result or StreamResult()
+        done: dict = {}  # the server's done event, filled by the stream
         t0 = time.perf_counter()
         try:
             parts = list(self.client.stream(text, seed=seed, max_new_tokens=max_frames, mode="sse", result=result,
@@ -223,34 +227,34 @@ class ServerPool(EvalEngine):
         return {**live, "server_urls": [s.url for s in self.servers], "concurrency": self.concurrency,
                 "servers": described}
 
-    def synthesize(self, requests, sampling, stream, refs=None):
-        out = [None] * len(requests)
-        for i, s in self.synthesize_each(requests, sampling, stream, refs):
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
+        out: list[Synthesis | None] = [None] * len(items)
+        for i, s in self.synthesize_each(items, sampling, stream):
             out[i] = s
-        return out
+        return [s for s in out if s is not None]  # every index is yielded, or synthesize_each raised
 
-    def synthesize_each(self, requests: list[tuple[str, int]], sampling: SamplingSettings,
-                        stream: StreamSettings, refs: list[Reference | None] | None = None,
-                        batch_size: int | None = None, ids=None) -> Iterator[tuple[int, Synthesis]]:
-        """(index, result) as each utterance finishes, in any order. Raises ServerError once no
+    def synthesize_each(self, items: list[SynthesisItem], sampling: SamplingSettings, stream: StreamSettings,
+                        batch_size: int = 4) -> Iterator[tuple[int, Synthesis]]:
+        """(index, result) as each item finishes, in any order. Raises ServerError once no
         server is left (after yielding everything that finished) or when a request is refused.
-        refs: per utterance, a reference recording to speak it in (None: the default voice).
-        batch_size, ids: not used: a pool's requests in flight are `concurrency` per server."""
+        An item's `ref`: the voice its request asks for (voice_fields).
+        batch_size: not used: a pool's requests in flight are `concurrency` per server."""
         check_server_settings(sampling, stream)
         live = [s for s in self.servers if s.url not in self.dead]
         guidance = extensions_for(live, sampling)
-        check_voices(live, refs)
-        voices = voice_fields(refs, len(requests))
+        check_voices(live, items)
+        voices = voice_fields(items)
         work: queue.Queue = queue.Queue()
-        for i, (text, seed) in enumerate(requests):
-            work.put((i, (text, seed, voices[i])))
+        for i, item in enumerate(items):
+            work.put((i, (item.text, item.seed, voices[i])))
         done: queue.Queue = queue.Queue()
         stop = threading.Event()
         lock = threading.Lock()
-        left = len(requests)
+        left = len(items)
         in_flight: set[StreamResult] = set()  # hung up when the consumer stops, so no server keeps them
 
-        outstanding = [len(requests)]  # utterances not finished yet (queued or in flight)
+        outstanding = [len(items)]  # utterances not finished yet (queued or in flight)
 
         def slot(server: GepardServer) -> None:
             while not stop.is_set() and server.url not in self.dead:
@@ -338,3 +342,10 @@ def load_server_engine(urls: list[str] | tuple[str, ...], model: str, timeout: f
     if len(errors) == len(pool.servers):
         raise errors[0]
     return pool
+
+
+if TYPE_CHECKING:
+    from eval.engines.base import SpeechEngine
+
+    _GepardServer_is_a_SpeechEngine: type[SpeechEngine] = GepardServer
+    _ServerPool_is_a_SpeechEngine: type[SpeechEngine] = ServerPool

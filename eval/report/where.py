@@ -11,7 +11,8 @@ say where:
 - catastrophic: how many words are wrong and the first one, with its time;
 - leading_silence / trailing_silence: the silence before the first / after the last heard word.
 An entry whose words cannot tell (no transcript, a frame loop the transcript does not show, a
-server error) gets no line.
+server error) gets no line. The text's words are quoted as written where the row was read
+(text_normalization: "$5.50", not Whisper's normalized words; eval/scoring/word_alignment.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from eval.report.failures import ENTRIES, flags
+from eval.scoring.word_alignment import text_words_of
 
 LONG_GAP_S = 1.0  # failures.py's LONG_PAUSE_S
 
@@ -28,7 +30,7 @@ def _t(x: float | None) -> str:
 
 
 def _quote(ops: list[dict], key: str) -> str:
-    words = [o[key] for o in ops if o[key]]
+    words = text_words_of(ops) if key == "ref" else [o[key] for o in ops if o[key]]
     return '"' + " ".join(words[:8]) + (" ..." if len(words) > 8 else "") + '"'
 
 
@@ -90,7 +92,8 @@ def wrong_where(ops: list[dict]) -> str | None:
     if not wrong:
         return None
     o = wrong[0]
-    what = {"sub": f'"{o["hyp"]}" heard for "{o["ref"]}"', "del": f'"{o["ref"]}" not heard',
+    ref = o.get("written", o["ref"])
+    what = {"sub": f'"{o["hyp"]}" heard for "{ref}"', "del": f'"{ref}" not heard',
             "ins": f'"{o["hyp"]}" added'}[o["op"]]
     n_ref = sum(x["ref"] is not None for x in ops)
     return f"{len(wrong)} word errors over {n_ref} words; the first at {_t(o['s'])} s: {what}"

@@ -29,6 +29,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from tqdm import tqdm
@@ -38,9 +39,12 @@ from eval.runs.checks import input_error, text_repetition_error, voices_error
 from eval.runs.environment import environment
 from eval.runs.rows import row_settings, row_spoken, save_audio
 from eval.runs.seeds import DEFAULT_BASE_SEED, sample_seed
-from eval.engines.base import Reference, VoiceRef
+from eval.engines.request import Reference, SynthesisItem, VoiceRef
 from eval.runs.sets import SetError, Utterance, expand_samples, expand_voices, load_set, resolve_set_path
 from gepard_demo.settings import SamplingSettings, StreamSettings
+
+if TYPE_CHECKING:
+    from eval.engines.base import SpeechEngine
 
 # Changing any of these between a run and its resume would mix two experiments in one folder.
 IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio", "seeds", "voices")
@@ -235,10 +239,10 @@ def _load_engine(cfg: RunConfig, log):
                        server_timeout=cfg.server_timeout, concurrency=cfg.server_concurrency, log=log)
 
 
-def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=print) -> Path:
-    """Synthesize every utterance of cfg.set that has no row yet in run_dir.
+def run(cfg: RunConfig, run_dir: str | Path, engine: SpeechEngine | None = None, progress=None, log=print) -> Path:
+    """Synthesize every utterance of cfg.set that has no row yet in run_dir, each a SynthesisItem.
 
-    engine: an eval.engines.EvalEngine (loaded from cfg when None; only if work is left).
+    engine: an eval.engines.base.SpeechEngine (loaded from cfg when None; only if work is left).
     progress: optional callable(done, total) (the Gradio tab); tqdm is shown on stderr too.
     """
     run_dir = Path(run_dir)
@@ -262,10 +266,9 @@ def run(cfg: RunConfig, run_dir: str | Path, engine=None, progress=None, log=pri
             # Every utterance handed over at once, each row written as it ends (any order): a
             # server pool, a running batch, batch after batch, or files looked up by id (eval/engines).
             seeds = [sample_seed(cfg.base_seed, u.sentence_id, u.sample) for u in pending]
-            refs = [reference(u, cfg) for u in pending]
-            for i, s in engine.synthesize_each([(u.text, sd) for u, sd in zip(pending, seeds)], cfg.sampling,
-                                               cfg.stream, refs, batch_size=cfg.batch_size, ids=[u.id for u in pending]):
-                rows.keep(pending[i], seeds[i], s, refs[i])
+            batch = [SynthesisItem(u.text, sd, reference(u, cfg), u.id) for u, sd in zip(pending, seeds)]
+            for i, s in engine.synthesize_each(batch, cfg.sampling, cfg.stream, batch_size=cfg.batch_size):
+                rows.keep(pending[i], seeds[i], s, batch[i].ref)
         rows.bar.close()
         write_json_atomic(run_dir / "status.json", {"done": rows.done, "errors": len(error_rows(run_dir)),
                                                     "total": len(items), "complete": rows.done == len(items)})

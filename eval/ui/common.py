@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval.engines.base import EvalEngine
+from eval.engines.base import EvalEngine, SpeechEngine, Synthesis
+from eval.engines.request import SynthesisItem, VoiceRef, refs_of
 from eval.runs.run import RunError
+from gepard_demo.settings import SamplingSettings, StreamSettings
 
 if TYPE_CHECKING:
+    from gepard_demo.model.seams import Engine
+    from gepard_demo.streaming.seams import TurnLock
     from gepard_demo.ui.hosts.gpu_host import GpuHost
     from gepard_demo.ui.hosts.model_host import EngineFacts
 
@@ -55,24 +59,27 @@ class EvalLimits:
 class LockedEngine(EvalEngine):
     """An eval engine that holds the app's engine lock while it synthesizes a batch."""
 
-    def __init__(self, inner, lock):
+    def __init__(self, inner: SpeechEngine, lock: TurnLock | None):
         self.inner, self.lock, self.name = inner, lock, inner.name
 
     def describe(self) -> dict:
         return self.inner.describe()
 
-    def gepard(self):
+    def gepard(self) -> Engine | None:
         return self.inner.gepard()
 
-    def trace_source(self):
+    def trace_source(self) -> tuple[SpeechEngine, TurnLock | None] | None:
         return self.inner, self.lock
 
-    def synthesize(self, requests, sampling, stream, refs=None):
-        voice = {} if refs is None else {"refs": refs}
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
         if self.lock is None:
-            return self.inner.synthesize(requests, sampling, stream, **voice)
-        with self.lock:
-            return self.inner.synthesize(requests, sampling, stream, **voice)
+            return self.inner.synthesize(items, sampling, stream)
+        self.lock.acquire()
+        try:
+            return self.inner.synthesize(items, sampling, stream)
+        finally:
+            self.lock.release()
 
 
 class GpuBatchEngine(EvalEngine):
@@ -90,19 +97,24 @@ class GpuBatchEngine(EvalEngine):
                 "random_weights": info.random_weights, "device": info.device, "dtype": info.dtype,
                 "codec_source": self.host.engine.codec_source(), "gpu_calls": self.host.gpu.name}
 
-    def gepard(self):
+    def gepard(self) -> Engine | None:
         return self.host.engine  # config and tokenizer only: its forward passes run in GPU calls
 
-    def synthesize(self, requests, sampling, stream, refs=None):
+    def synthesize(self, items: list[SynthesisItem], sampling: SamplingSettings,
+                   stream: StreamSettings) -> list[Synthesis]:
         from eval.engines.local import synthesize_resident
 
         voices = self.host.voices()
-        speakers = None if not refs or not any(refs) else [None if r is None else voices.speaker(r) for r in refs]
-        guided = len(requests) if sampling.guided else 0
-        duration_s = self.host.budget.batch_s(len(requests), sampling.max_frames, guided, self.host.starts.estimate())
+        refs = refs_of(items)
+        # A saved voice's prefix is read from its folder here, as GepardLocal does; a recording's is made
+        # by the host's voices (its compressor, in a GPU call where it has one).
+        speakers = None if refs is None else [None if r is None else r.prefix() if isinstance(r, VoiceRef)
+                                              else voices.speaker(r) for r in refs]
+        guided = len(items) if sampling.guided else 0
+        duration_s = self.host.budget.batch_s(len(items), sampling.max_frames, guided, self.host.starts.estimate())
         with self.host.lock:  # the Eval tab's runs take turns among themselves (a visitor's Generate does not wait)
             try:
-                return self.host.gpu.call(synthesize_resident, requests, sampling, stream, speakers,
+                return self.host.gpu.call(synthesize_resident, items, sampling, stream, speakers,
                                           duration_s=duration_s)
             except Exception as exc:
                 line = self.host.explain(exc)
@@ -163,3 +175,8 @@ def chart_images(paths) -> list:
         with Image.open(p) as im:
             out.append((im.copy(), Path(p).stem))
     return out
+
+
+if TYPE_CHECKING:
+    _LockedEngine_is_a_SpeechEngine: type[SpeechEngine] = LockedEngine
+    _GpuBatchEngine_is_a_SpeechEngine: type[SpeechEngine] = GpuBatchEngine

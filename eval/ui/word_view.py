@@ -20,16 +20,45 @@ def newest_tag(run_dir: Path) -> str | None:
     return max(tags, key=lambda t: (run_dir / "asr" / t / "scores.jsonl").stat().st_mtime) if tags else None
 
 
-def words_html(ops: list[dict], player: str = "#eval-failed-audio", note: str = "") -> str:
-    spans = []
+def groups(ops: list[dict]) -> list[list[dict]]:
+    """The ops shown as one word each: the ops of one written token together (a read row's `wi`:
+    "$5.50" over the words it became), every other op alone."""
+    out: list[list[dict]] = []
     for o in ops:
-        word = o["hyp"] if o["op"] in ("ok", "sub", "ins") else o["ref"]
-        when = "" if o["s"] is None else f" at {o['s']:.2f} s"
-        title = {"ok": f"heard{when}", "sub": f"heard for \"{o['ref']}\"{when}", "del": f"not heard; it belongs{when}",
-                 "ins": f"heard, not in the text{when}"}[o["op"]]
-        seek = "" if o["s"] is None else f" data-seek='{o['s']}'"
-        spans.append(f"<span class='gepard-w' data-op='{o['op']}'{seek} title='{html.escape(title, quote=True)}'>"
-                     f"{html.escape(word or '')}</span>")
+        if out and o.get("wi") is not None and out[-1][-1].get("wi") == o["wi"]:
+            out[-1].append(o)
+        else:
+            out.append([o])
+    return out
+
+
+def _span(group: list[dict]) -> str:
+    """One shown word: its text, its op (the worst of its ops), its time and what the title says."""
+    first = group[0]
+    times = [(o["s"], o["e"]) for o in group if o["s"] is not None]
+    s, e = (times[0][0], times[-1][1]) if times else (None, None)
+    when = "" if s is None else f" at {s:.2f} s"
+    op = first["op"] if len(group) == 1 else next((k for k in ("sub", "del") if any(o["op"] == k for o in group)), "ok")
+    if "written" in first:  # a read row: the written token, over the span of what was heard for it
+        heard = " ".join(o["hyp"] for o in group if o["hyp"])
+        said = f", read as \"{first['spoken']}\"" if first.get("spoken") else ""
+        word = first["written"]
+        when = "" if s is None else f" at {s:.2f}\u2013{e:.2f} s"
+        title = (f"written \"{word}\"{said}; " + (f"heard \"{heard}\"{when}" if op != "del" or heard else
+                                                   f"not heard; it belongs{when}"))
+        if op == "sub":
+            title += f" (for \"{' '.join(o['ref'] for o in group if o['ref'])}\")"
+    else:
+        word = first["hyp"] if op in ("ok", "sub", "ins") else first["ref"]
+        title = {"ok": f"heard{when}", "sub": f"heard for \"{first['ref']}\"{when}",
+                 "del": f"not heard; it belongs{when}", "ins": f"heard, not in the text{when}"}[op]
+    seek = "" if s is None else f" data-seek='{s}'"
+    return (f"<span class='gepard-w' data-op='{op}'{seek} title='{html.escape(title, quote=True)}'>"
+            f"{html.escape(word or '')}</span>")
+
+
+def words_html(ops: list[dict], player: str = "#eval-failed-audio", note: str = "") -> str:
+    spans = [_span(group) for group in groups(ops)]
     c = counts(ops)
     line = (f"{c['sub']} substituted, {c['del']} not heard, {c['ins']} added; click a word to hear it. {LEGEND}"
             + (f" ({html.escape(note)})" if note else ""))
