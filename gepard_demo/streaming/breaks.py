@@ -19,7 +19,12 @@ from .text_input import TextError
 MAX_BREAK_S = 5.0
 MAX_BREAKS_S = 30.0
 
+BEFORE_WORDS = "comes before any words; a break stands between two parts of the text"
+ENDS_WITH_BREAK = "input: the text ends with a break; a break stands between two parts of the text"
+
 _ANY_BREAK = re.compile(r"<\s*break\b[^>]*>", re.IGNORECASE)
+_LEAD = re.compile(r"\s*(<\s*break\b[^>]*>)\s*", re.IGNORECASE)
+_TRAIL = re.compile(r"\s*(<\s*break\b[^>]*>)\s*$", re.IGNORECASE)
 _BREAK = re.compile(r"<break\s+time\s*=\s*(['\"])(\d+(?:\.\d+)?|\.\d+)\s*(ms|s)\1\s*/?>")
 
 
@@ -56,14 +61,37 @@ def split_breaks(text: str) -> list[Part]:
         elif parts:
             parts[-1] = Part(parts[-1].text, parts[-1].pause_s + seconds)
         else:
-            raise TextError(f"input: {m.group(0)!r} comes before any words; a break stands between two parts of the text")
+            raise TextError(f"input: {m.group(0)!r} {BEFORE_WORDS}")
         at = m.end()
-    if total > MAX_BREAKS_S:
-        raise TextError(f"input: the breaks add up to {total:g} s; at most {MAX_BREAKS_S:g} s in one text")
+    check_total(total)
     rest = text[at:].strip()
     if parts and not rest:
-        raise TextError("input: the text ends with a break; a break stands between two parts of the text")
+        raise TextError(ENDS_WITH_BREAK)
     return [*parts, Part(rest)] if rest or not parts else parts
+
+
+def edge_breaks(unit: str) -> tuple[float, str, float]:
+    """A unit of text that came in pieces (the speech WebSocket's, text_feed's), its breaks' tags in
+    it: the silence before its words, the words (a break between them kept, for split_breaks),
+    the silence after them. A unit of breaks alone: (their silence, "", 0.0). TextError naming
+    `input` for a malformed or over-long break at an edge."""
+    lead = trail = 0.0
+    while m := _LEAD.match(unit):
+        lead, unit = lead + _seconds(m.group(1)), unit[m.end():]
+    while unit and (m := _TRAIL.search(unit)):
+        trail, unit = trail + _seconds(m.group(1)), unit[:m.start()]
+    return lead, unit.strip(), trail
+
+
+def break_seconds(text: str) -> float:
+    """All the silence a text's breaks ask for (each checked as split_breaks checks it)."""
+    return sum(_seconds(m.group(0)) for m in _ANY_BREAK.finditer(text))
+
+
+def check_total(total_s: float) -> None:
+    """The breaks of one text (or one utterance of a stream) together: at most MAX_BREAKS_S."""
+    if total_s > MAX_BREAKS_S:
+        raise TextError(f"input: the breaks add up to {total_s:g} s; at most {MAX_BREAKS_S:g} s in one text")
 
 
 def pause_samples(pause_s: float, sample_rate: int) -> int:
