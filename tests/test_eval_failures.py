@@ -28,7 +28,12 @@ pytestmark = pytest.mark.slow
 
 SENTENCE = "I bought fresh bread and milk from the store."
 LOOPED = "I bought fresh bread and milk from the store the store the store the store."
-CASES = ("clean", "looped_tail", "inner_pause", "trailing_silence", "truncated", "silence", "noise")
+CASES = ("clean", "looped_tail", "inner_pause", "trailing_silence", "truncated", "silence", "noise", "asked_pause",
+         "pause_elsewhere")
+# The inner pause's audio, its text asking for the 2 s there (after "bread": the middle third's
+# gap), or at the end of the sentence, where the audio has none.
+TEXTS = {"asked_pause": 'I bought fresh bread <break time="2s"/> and milk from the store.',
+         "pause_elsewhere": 'I bought fresh bread and milk from the <break time="2s"/> store.'}
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +61,8 @@ def constructed(piper) -> dict[str, tuple[np.ndarray, int]]:
         "clean": (clean, sr),
         "looped_tail": (looped, sr),
         "inner_pause": (np.concatenate([clean[:cut], np.zeros(2 * sr, np.float32), clean[cut:]]), sr),
+        "asked_pause": (np.concatenate([clean[:cut], np.zeros(2 * sr, np.float32), clean[cut:]]), sr),
+        "pause_elsewhere": (np.concatenate([clean[:cut], np.zeros(2 * sr, np.float32), clean[cut:]]), sr),
         "trailing_silence": (np.concatenate([clean, np.zeros(2 * sr, np.float32)]), sr),
         "truncated": (clean[: int(0.35 * len(clean))], sr),
         "silence": (np.zeros(3 * sr, np.float32), sr),
@@ -89,7 +96,7 @@ class Constructed(EvalEngine):
 def table(piper, tmp_path_factory):
     d = tmp_path_factory.mktemp("failures")
     set_file = d / "set.jsonl"
-    set_file.write_text("".join(json.dumps({"id": c, "text": SENTENCE}) + "\n" for c in CASES))
+    set_file.write_text("".join(json.dumps({"id": c, "text": TEXTS.get(c, SENTENCE)}) + "\n" for c in CASES))
     cfg = RunConfig(engine="piper", set=str(set_file), batch_size=len(CASES))
     run(cfg, d / "run", engine=Constructed(constructed(piper), cfg.base_seed), log=lambda m: None)
     tag = score(d / "run", ASRSettings(backend="faster-whisper", model="tiny.en"), log=lambda m: None)
@@ -122,6 +129,14 @@ def test_an_inner_pause_is_a_long_pause_that_asr_does_not_see(table):
     assert df.loc["inner_pause", "wer"] <= df.loc["clean", "wer"] + 0.2
 
 
+def test_a_pause_the_text_asked_for_is_not_a_long_pause_but_one_elsewhere_is(table):
+    """Only the silence beyond what a <break> asked for, at its place, counts (timing.unasked_gaps)."""
+    df = table[0]
+    assert "long_pause" not in fired(table, "asked_pause") and df.loc["asked_pause", "longest_pause_s"] < 0.5
+    assert "long_pause" in fired(table, "pause_elsewhere")
+    assert df.loc["pause_elsewhere", "longest_pause_s"] == df.loc["inner_pause", "longest_pause_s"]
+
+
 def test_trailing_silence(table):
     assert fired(table, "trailing_silence") == {"trailing_silence"}
     assert 1.8 < table[0].loc["trailing_silence", "trailing_silence_s"] < 2.3
@@ -140,9 +155,10 @@ def test_pure_silence_and_noise_have_no_speech(table):
 def test_the_report_lists_each_failure_with_its_wav(table):
     _, summary = write_outputs(table[2])
     f = summary["overall"]["failures"]
-    assert f["long_pause"]["ids"] == ["inner_pause"] and f["long_pause"]["k"] == 1 and f["long_pause"]["n"] >= 5
+    assert f["long_pause"]["ids"] == ["inner_pause", "pause_elsewhere"] and f["long_pause"]["k"] == 2
+    assert f["long_pause"]["n"] >= 5
     assert f["loop"]["ids"] == ["looped_tail"]
-    lo, hi = wilson(1, f["long_pause"]["n"])
+    lo, hi = wilson(2, f["long_pause"]["n"])
     assert (f["long_pause"]["ci_low"], f["long_pause"]["ci_high"]) == pytest.approx((lo, hi))
     assert summary["overall"]["naturalness"]["dnsmos_ovrl"]["n"] >= 4  # the clips with speech
 
