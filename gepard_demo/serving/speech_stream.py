@@ -13,6 +13,10 @@ Unit k of an utterance takes the seed segment k of a long text takes (streaming/
 `segment_seed`, from the config's seed, else the server's `--seed`, else one drawn per
 utterance): each unit's audio is what a REST request of that text and seed gives.
 
+A `<break time="500ms"/>` (streaming/breaks.py) inside a unit is its session's silence; one at a
+unit's start or end is the unit's own leading or trailing zeros, exact, and a unit of breaks
+alone is a unit of silence, so the splitter's units stay the wheel's.
+
 A closed socket, at any moment, cancels every unit the connection started (their rows leave the
 batch at the next step) and ends the connection's tasks.
 """
@@ -328,11 +332,7 @@ class _Sender:
                 else:
                     await self.ws.send_bytes(data)
         if config.word_timestamps:  # after the audio: nothing the sound waits on
-            alignment = None if unit.session is None else await anyio.to_thread.run_sync(
-                timestamps.align_session, self.aligner, unit.session)
-            words = [] if unit.session is None else None if alignment is None else [
-                {**w, "start_ms": w["start_ms"] + _ms(unit.lead), "end_ms": w["end_ms"] + _ms(unit.lead)}
-                for w in timestamps.wire_timestamps(alignment)]  # after the unit's leading silence
+            words = await self._words(unit)
             await self.ws.send_json(sp.audio_chunk(unit.utterance, unit.index, chunk_id, 0, _ms(sent // 2), b"", words))
         elif not config.stream_audio:
             audio = np.concatenate(parts) if parts else np.zeros(0, np.float32)
@@ -340,6 +340,20 @@ class _Sender:
             sent = len(data)
             await self.ws.send_bytes(data)
         return sent
+
+    async def _words(self, unit: _Unit) -> list[dict] | None:
+        """The unit's words for its closing audio.chunk, placed after its leading silence ([]: a
+        unit of silence alone; None: the alignment failed)."""
+        if unit.session is None:
+            return []
+        aligner = self.aligner
+        assert aligner is not None, "a config asking for words was refused without an aligner (_configure)"
+        alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, unit.session)
+        if alignment is None:
+            return None
+        lead = _ms(unit.lead)
+        return [{**w, "start_ms": w["start_ms"] + lead, "end_ms": w["end_ms"] + lead}
+                for w in timestamps.wire_timestamps(alignment)]
 
     async def drain(self) -> None:
         """Until everything queued is sent, or the sender has stopped (the client is gone)."""
