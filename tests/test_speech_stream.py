@@ -194,6 +194,28 @@ def test_a_break_at_a_units_edge_is_its_exact_silence_even_cut_across_messages(s
     assert _lsb_apart(whole[0][1][:-8820], _rest(port, "Hi there", segment_seed(5, 0))) <= 1
 
 
+def test_the_pages_text_written_to_the_server_keeps_its_break_exact(served):
+    """The page's "as written" mode in front of this server (served_written.py): the words, the
+    tag cut in two among them, go over the WebSocket; the page plays the break's exact zeros
+    between the sentences."""
+    from gepard_demo.serving.client import SpeechClient
+    from gepard_demo.serving.served_written import ServedWrittenSession
+    from gepard_demo.settings import SamplingSettings
+    from gepard_demo.streaming.seams import SessionRequest
+
+    port, _ = served
+    client = SpeechClient(f"http://127.0.0.1:{port}")
+    request = SessionRequest('Hello there. <break time="500ms"/> How are you?', SamplingSettings(seed=5, max_frames=FRAMES),
+                             STREAM, words_per_s=100.0)
+    session = ServedWrittenSession(client, request)
+    audio = (np.concatenate([c.samples for c in session]) * 32768.0).round().astype("<i2").tobytes()
+    client.close()
+    first = _rest(port, "Hello there.", segment_seed(session.sampling.seed, 0))
+    assert session.segments == ["Hello there.", '<break time="500ms"/> How are you?'] and session.stats.complete
+    assert _lsb_apart(audio[:len(first)], first) <= 1 and audio[len(first):len(first) + 22050] == bytes(22050)
+    assert _lsb_apart(audio[len(first) + 22050:], _rest(port, "How are you?", segment_seed(session.sampling.seed, 1))) <= 1
+
+
 def test_a_bad_break_at_a_units_edge_is_refused_naming_input(served):
     port, _ = served
     got = _talk(port, [_config(), {"type": "input.text", "text": 'One. <break time="9s"/> Two. <break time="x"/> Three.'},
