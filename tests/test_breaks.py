@@ -56,6 +56,7 @@ def test_breaks_are_bounded_and_named(tiny_engine):
                       (f'{FIRST} <break time="soon"/> {SECOND}', "not a break"),
                       (f"{FIRST} <break/> {SECOND}", "not a break"),
                       (f'{FIRST} <break time="0ms"/> {SECOND}', "more than 0"),
+                      (f'{FIRST} <break time="1s"', "not a break"),  # the text ends inside the tag
                       (f'<break time="1s"/> {FIRST}', "before any words"),
                       (f'{FIRST} <break time="1s"/>', "ends with a break"),
                       (" ".join([FIRST] + ['<break time="5s"/> x'] * 7), "add up to 35 s")]:
@@ -63,7 +64,8 @@ def test_breaks_are_bounded_and_named(tiny_engine):
             plan(text, SAMPLING)
         assert str(err.value).startswith("input:")
     for text, why in [(f'<break time="1s"/> {FIRST}', "before any words"), (f'{FIRST} <break time="1s"/>', "ends with"),
-                      (f'{FIRST} <break time="1 minute"/> {SECOND}', "not a break"), (f'{FIRST} <break time="7s"/> x', "at most 5")]:
+                      (f'{FIRST} <break time="1 minute"/> {SECOND}', "not a break"), (f'{FIRST} <break time="7s"/> x', "at most 5"),
+                      (f'{FIRST} <break time="1s" {SECOND}', "not a break")]:
         with pytest.raises(TextError, match=why) as err:  # written as it comes: the same refusals
             plan(text, SAMPLING, words_per_s=5.0)
         assert str(err.value).startswith("input:")

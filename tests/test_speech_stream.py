@@ -224,6 +224,9 @@ def test_a_bad_break_at_a_units_edge_is_refused_naming_input(served):
     assert len(errors) == 3 and all("input: " in e for e in errors), errors
     assert "at most 5 s" in errors[0] and "not a break" in errors[1] and "add up to 35 s" in errors[2]
     assert [u[2]["error"] for u in _units(got)] == [False, True, True] + [False] * 6 + [True]  # the 7th 5 s: over 30
+    cut_off = _talk(port, [_config(), {"type": "input.text", "text": 'Hello there. <break ti'}, {"type": "input.done"}])
+    assert [u[2]["error"] for u in _units(cut_off)] == [False, True]  # the stream ended inside the tag: not read aloud
+    assert [m["message"] for m in cut_off if isinstance(m, dict) and m["type"] == "error"][0].count("input: ") == 1
 
 
 def test_word_timestamps_without_an_aligner_is_refused_as_the_wheel_words_it(served):

@@ -22,9 +22,11 @@ MAX_BREAKS_S = 30.0
 BEFORE_WORDS = "comes before any words; a break stands between two parts of the text"
 ENDS_WITH_BREAK = "input: the text ends with a break; a break stands between two parts of the text"
 
-_ANY_BREAK = re.compile(r"<\s*break\b[^>]*>", re.IGNORECASE)
-_LEAD = re.compile(r"\s*(<\s*break\b[^>]*>)\s*", re.IGNORECASE)
-_TRAIL = re.compile(r"\s*(<\s*break\b[^>]*>)\s*$", re.IGNORECASE)
+# A tag, or one the text ends inside (a stream cut off mid-tag): refused, never read aloud.
+_TAG = r"<\s*break\b[^>]*(?:>|$)"
+_ANY_BREAK = re.compile(_TAG, re.IGNORECASE)
+_LEAD = re.compile(rf"\s*({_TAG})\s*", re.IGNORECASE)
+_TRAIL = re.compile(rf"\s*({_TAG})\s*$", re.IGNORECASE)
 _BREAK = re.compile(r"<break\s+time\s*=\s*(['\"])(\d+(?:\.\d+)?|\.\d+)\s*(ms|s)\1\s*/?>")
 
 
