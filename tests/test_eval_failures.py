@@ -238,3 +238,19 @@ def test_dnsmos_scores_every_row_by_default_whatever_the_machine_does(table, tmp
     assert ids(d) == ids(busy_copy)
     with pytest.raises(ValueError, match="dnsmos must be one of"):
         measure(d, dnsmos="auto")
+
+
+def test_where_places_a_long_pause_past_the_silence_the_text_asked_for():
+    """report/where.py places a long pause as the rule counts it: a 2 s gap a <break> asked for
+    after "five" gives way to the real 1.5 s one after "two"."""
+    from eval.report.where import pause_where
+    from eval.scoring.timing import asked_pauses
+
+    ops, t = [], 0.0
+    for k, word in enumerate("one two three four five six seven eight".split()):
+        ops.append({"op": "ok", "ref": word, "hyp": word, "s": t, "e": t + 0.4})
+        t += 0.5 + {1: 1.5, 4: 2.0}.get(k, 0.0)
+    assert pause_where(ops).startswith('a 2.1 s pause between "five" and "six"')
+    asked = asked_pauses('one two three four five <break time="2s"/> six seven eight')
+    assert asked == [(5 / 8, 2.0)]
+    assert pause_where(ops, asked=asked) == 'a 1.6 s pause between "two" and "three" (0.9-2.5 s)'
