@@ -6,7 +6,12 @@ takes it inside plain text) becomes exact silence of that length between the par
 between them, round(seconds x sample rate) zero samples, so the stream, the stats and the word
 timestamps shift by it. Each break is at most MAX_BREAK_S and their sum at most MAX_BREAKS_S; a
 malformed or over-long break, or one with no words on one side, is a TextError (the server's 400
-naming `input`). Any other tag is read as text.
+naming `input`); so is a text that ends inside a break's tag. Any other tag is read as text.
+
+Text that comes in pieces (written as it comes: plan.py; the speech WebSocket: serving/
+speech_stream.py) is cut into units with its tags in them; `edge_breaks` takes a unit's breaks at
+its start and end off as the silence between it and its neighbours, its inner ones stay for
+split_breaks.
 """
 
 from __future__ import annotations
