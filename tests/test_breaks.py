@@ -16,6 +16,7 @@ from gepard_demo.streaming.breaks import split_breaks
 from gepard_demo.streaming.plan import plan
 from gepard_demo.streaming.seams import SessionRequest
 from gepard_demo.streaming.session import SynthesisSession
+from gepard_demo.streaming.text_feed import pieces
 from gepard_demo.streaming.text_input import TextError
 
 STREAM = StreamSettings(first_chunk_frames=4, chunk_frames=8)
@@ -55,14 +56,42 @@ def test_breaks_are_bounded_and_named(tiny_engine):
                       (f'{FIRST} <break time="soon"/> {SECOND}', "not a break"),
                       (f"{FIRST} <break/> {SECOND}", "not a break"),
                       (f'{FIRST} <break time="0ms"/> {SECOND}', "more than 0"),
+                      (f'{FIRST} <break time="1s"', "not a break"),  # the text ends inside the tag
                       (f'<break time="1s"/> {FIRST}', "before any words"),
                       (f'{FIRST} <break time="1s"/>', "ends with a break"),
                       (" ".join([FIRST] + ['<break time="5s"/> x'] * 7), "add up to 35 s")]:
         with pytest.raises(TextError, match=why) as err:
             plan(text, SAMPLING)
         assert str(err.value).startswith("input:")
-    with pytest.raises(TextError, match="written as it comes"):
-        plan(f'{FIRST} <break time="1s"/> {SECOND}', SAMPLING, words_per_s=5.0)
+    for text, why in [(f'<break time="1s"/> {FIRST}', "before any words"), (f'{FIRST} <break time="1s"/>', "ends with"),
+                      (f'{FIRST} <break time="1 minute"/> {SECOND}', "not a break"), (f'{FIRST} <break time="7s"/> x', "at most 5"),
+                      (f'{FIRST} <break time="1s" {SECOND}', "not a break")]:
+        with pytest.raises(TextError, match=why) as err:  # written as it comes: the same refusals
+            plan(text, SAMPLING, words_per_s=5.0)
+        assert str(err.value).startswith("input:")
+
+
+def test_a_break_in_text_written_as_it_comes_is_its_exact_silence(tiny_engine, tiny_codec):
+    """The text written word by word (text_feed.pieces cuts the tag in two: `<break` and
+    ` time="1.5s"/>`): the same units and frames as without the break, exactly its zeros between;
+    a break inside a sentence cuts it there."""
+    def written(text):
+        request = SessionRequest(text, SAMPLING, STREAM, words_per_s=500.0)
+        session = SynthesisSession(tiny_engine, tiny_codec, request)
+        return session, session.run()
+
+    tag, samples = '<break time="1.5s"/>', 33075
+    assert pieces(tag) == ["<break", ' time="1.5s"/>']
+    plain, plain_audio = written(f"{FIRST} {SECOND}")
+    broken, audio = written(f"{FIRST} {tag} {SECOND}")
+    assert plain.segments == broken.segments == [FIRST, SECOND] and broken.pauses == (1.5, 0.0)
+    cut = plain.stats.segment_frames[0] * tiny_codec.samples_per_frame
+    assert len(audio) == len(plain_audio) + samples
+    assert np.array_equal(audio[:cut], plain_audio[:cut]) and not audio[cut:cut + samples].any()
+    assert np.array_equal(audio[cut + samples:], plain_audio[cut:])
+    assert broken.stats.segment_pauses == [samples, 0] and broken.text == f"{FIRST} {SECOND}"
+    inner = plan('One two <break time="250ms"/> three. Four.', SAMPLING, words_per_s=5.0)
+    assert inner.segments == ["One two", "three.", "Four."] and inner.pauses == (0.25, 0.0, 0.0)
 
 
 def test_other_tags_are_read_as_text_and_breaks_add_up():

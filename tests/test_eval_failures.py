@@ -29,7 +29,12 @@ pytestmark = pytest.mark.slow
 
 SENTENCE = "I bought fresh bread and milk from the store."
 LOOPED = "I bought fresh bread and milk from the store the store the store the store."
-CASES = ("clean", "looped_tail", "inner_pause", "trailing_silence", "truncated", "silence", "noise")
+CASES = ("clean", "looped_tail", "inner_pause", "trailing_silence", "truncated", "silence", "noise", "asked_pause",
+         "pause_elsewhere")
+# The inner pause's audio, its text asking for the 2 s there (after "bread": the middle third's
+# gap), or at the end of the sentence, where the audio has none.
+TEXTS = {"asked_pause": 'I bought fresh bread <break time="2s"/> and milk from the store.',
+         "pause_elsewhere": 'I bought fresh bread and milk from the <break time="2s"/> store.'}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +62,8 @@ def constructed(piper) -> dict[str, tuple[np.ndarray, int]]:
         "clean": (clean, sr),
         "looped_tail": (looped, sr),
         "inner_pause": (np.concatenate([clean[:cut], np.zeros(2 * sr, np.float32), clean[cut:]]), sr),
+        "asked_pause": (np.concatenate([clean[:cut], np.zeros(2 * sr, np.float32), clean[cut:]]), sr),
+        "pause_elsewhere": (np.concatenate([clean[:cut], np.zeros(2 * sr, np.float32), clean[cut:]]), sr),
         "trailing_silence": (np.concatenate([clean, np.zeros(2 * sr, np.float32)]), sr),
         "truncated": (clean[: int(0.35 * len(clean))], sr),
         "silence": (np.zeros(3 * sr, np.float32), sr),
@@ -90,7 +97,7 @@ class Constructed(EvalEngine):
 def table(piper, tmp_path_factory):
     d = tmp_path_factory.mktemp("failures")
     set_file = d / "set.jsonl"
-    set_file.write_text("".join(json.dumps({"id": c, "text": SENTENCE}) + "\n" for c in CASES))
+    set_file.write_text("".join(json.dumps({"id": c, "text": TEXTS.get(c, SENTENCE)}) + "\n" for c in CASES))
     cfg = RunConfig(engine="piper", set=str(set_file), batch_size=len(CASES))
     run(cfg, d / "run", engine=Constructed(constructed(piper), cfg.base_seed), log=lambda m: None)
     tag = score(d / "run", ASRSettings(backend="faster-whisper", model="tiny.en"), log=lambda m: None)
@@ -123,6 +130,14 @@ def test_an_inner_pause_is_a_long_pause_that_asr_does_not_see(table):
     assert df.loc["inner_pause", "wer"] <= df.loc["clean", "wer"] + 0.2
 
 
+def test_a_pause_the_text_asked_for_is_not_a_long_pause_but_one_elsewhere_is(table):
+    """Only the silence beyond what a <break> asked for, at its place, counts (timing.unasked_gaps)."""
+    df = table[0]
+    assert "long_pause" not in fired(table, "asked_pause") and df.loc["asked_pause", "longest_pause_s"] < 0.5
+    assert "long_pause" in fired(table, "pause_elsewhere")
+    assert df.loc["pause_elsewhere", "longest_pause_s"] == df.loc["inner_pause", "longest_pause_s"]
+
+
 def test_trailing_silence(table):
     assert fired(table, "trailing_silence") == {"trailing_silence"}
     assert 1.8 < table[0].loc["trailing_silence", "trailing_silence_s"] < 2.3
@@ -141,9 +156,10 @@ def test_pure_silence_and_noise_have_no_speech(table):
 def test_the_report_lists_each_failure_with_its_wav(table):
     _, summary = write_outputs(table[2])
     f = summary["overall"]["failures"]
-    assert f["long_pause"]["ids"] == ["inner_pause"] and f["long_pause"]["k"] == 1 and f["long_pause"]["n"] >= 5
+    assert f["long_pause"]["ids"] == ["inner_pause", "pause_elsewhere"] and f["long_pause"]["k"] == 2
+    assert f["long_pause"]["n"] >= 5
     assert f["loop"]["ids"] == ["looped_tail"]
-    lo, hi = wilson(1, f["long_pause"]["n"])
+    lo, hi = wilson(2, f["long_pause"]["n"])
     assert (f["long_pause"]["ci_low"], f["long_pause"]["ci_high"]) == pytest.approx((lo, hi))
     assert summary["overall"]["naturalness"]["dnsmos_ovrl"]["n"] >= 4  # the clips with speech
 
@@ -223,3 +239,19 @@ def test_dnsmos_scores_every_row_by_default_whatever_the_machine_does(table, tmp
     assert ids(d) == ids(busy_copy)
     with pytest.raises(ValueError, match="dnsmos must be one of"):
         measure(d, dnsmos="auto")
+
+
+def test_where_places_a_long_pause_past_the_silence_the_text_asked_for():
+    """report/where.py places a long pause as the rule counts it: a 2 s gap a <break> asked for
+    after "five" gives way to the real 1.5 s one after "two"."""
+    from eval.report.where import pause_where
+    from eval.scoring.timing import asked_pauses
+
+    ops, t = [], 0.0
+    for k, word in enumerate("one two three four five six seven eight".split()):
+        ops.append({"op": "ok", "ref": word, "hyp": word, "s": t, "e": t + 0.4})
+        t += 0.5 + {1: 1.5, 4: 2.0}.get(k, 0.0)
+    assert pause_where(ops).startswith('a 2.1 s pause between "five" and "six"')
+    asked = asked_pauses('one two three four five <break time="2s"/> six seven eight')
+    assert asked == [(5 / 8, 2.0)]
+    assert pause_where(ops, asked=asked) == 'a 1.6 s pause between "two" and "three" (0.9-2.5 s)'

@@ -172,6 +172,63 @@ def test_a_bad_config_names_its_field_and_the_previous_config_stays(served):
     assert [u[0]["sentence_text"] for u in _units(got)] == ["Still served."]
 
 
+def test_a_break_at_a_units_edge_is_its_exact_silence_even_cut_across_messages(served):
+    """Sentence units: a break after a sentence's end starts the next unit (its leading silence),
+    one at the utterance's end is a unit of silence alone; with `none` a break that ends the text
+    is the unit's trailing silence. Each exactly round(s x 22050) zero samples beside the unit's
+    own audio (its REST answer, as above); the tags come cut across input.text messages."""
+    port, _ = served
+    got = _talk(port, [_config(), {"type": "input.text", "text": "Hello there. <bre"},
+                       {"type": "input.text", "text": 'ak time="500ms"/> How are you? <break t'},
+                       {"type": "input.text", "text": 'ime="1s"/>'}, {"type": "input.done"}])
+    units = _units(got)
+    assert [u[0]["sentence_text"] for u in units] == ["Hello there.", '<break time="500ms"/> How are you?',
+                                                       '<break time="1s"/>']
+    assert got[-1]["total_sentences"] == 3 and not any(u[2]["error"] for u in units)
+    lead = units[1][1]
+    assert lead[:22050] == bytes(22050) and _lsb_apart(lead[22050:], _rest(port, "How are you?", segment_seed(5, 1))) <= 1
+    assert units[2][1] == bytes(44100)  # 1 s: 22050 samples, 2 bytes each
+    whole = _units(_talk(port, [_config(split_granularity="none"), {"type": "input.text", "text": "Hi there <break "},
+                                {"type": "input.text", "text": 'time="200ms"/>'}, {"type": "input.done"}]))
+    assert len(whole) == 1 and whole[0][1][-8820:] == bytes(8820)  # 200 ms: 4410 samples after the words
+    assert _lsb_apart(whole[0][1][:-8820], _rest(port, "Hi there", segment_seed(5, 0))) <= 1
+
+
+def test_the_pages_text_written_to_the_server_keeps_its_break_exact(served):
+    """The page's "as written" mode in front of this server (served_written.py): the words, the
+    tag cut in two among them, go over the WebSocket; the page plays the break's exact zeros
+    between the sentences."""
+    from gepard_demo.serving.client import SpeechClient
+    from gepard_demo.serving.served_written import ServedWrittenSession
+    from gepard_demo.settings import SamplingSettings
+    from gepard_demo.streaming.seams import SessionRequest
+
+    port, _ = served
+    client = SpeechClient(f"http://127.0.0.1:{port}")
+    request = SessionRequest('Hello there. <break time="500ms"/> How are you?', SamplingSettings(seed=5, max_frames=FRAMES),
+                             STREAM, words_per_s=100.0)
+    session = ServedWrittenSession(client, request)
+    audio = (np.concatenate([c.samples for c in session]) * 32768.0).round().astype("<i2").tobytes()
+    client.close()
+    first = _rest(port, "Hello there.", segment_seed(session.sampling.seed, 0))
+    assert session.segments == ["Hello there.", '<break time="500ms"/> How are you?'] and session.stats.complete
+    assert _lsb_apart(audio[:len(first)], first) <= 1 and audio[len(first):len(first) + 22050] == bytes(22050)
+    assert _lsb_apart(audio[len(first) + 22050:], _rest(port, "How are you?", segment_seed(session.sampling.seed, 1))) <= 1
+
+
+def test_a_bad_break_at_a_units_edge_is_refused_naming_input(served):
+    port, _ = served
+    got = _talk(port, [_config(), {"type": "input.text", "text": 'One. <break time="9s"/> Two. <break time="x"/> Three.'},
+                       {"type": "input.text", "text": " " + '<break time="5s"/> Four. ' * 7}, {"type": "input.done"}])
+    errors = [m["message"] for m in got if isinstance(m, dict) and m["type"] == "error"]
+    assert len(errors) == 3 and all("input: " in e for e in errors), errors
+    assert "at most 5 s" in errors[0] and "not a break" in errors[1] and "add up to 35 s" in errors[2]
+    assert [u[2]["error"] for u in _units(got)] == [False, True, True] + [False] * 6 + [True]  # the 7th 5 s: over 30
+    cut_off = _talk(port, [_config(), {"type": "input.text", "text": 'Hello there. <break ti'}, {"type": "input.done"}])
+    assert [u[2]["error"] for u in _units(cut_off)] == [False, True]  # the stream ended inside the tag: not read aloud
+    assert [m["message"] for m in cut_off if isinstance(m, dict) and m["type"] == "error"][0].count("input: ") == 1
+
+
 def test_word_timestamps_without_an_aligner_is_refused_as_the_wheel_words_it(served):
     port, _ = served
     got = _talk(port, [_config(word_timestamps=True)], until="error")

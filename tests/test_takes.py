@@ -95,6 +95,35 @@ def test_a_long_texts_take_is_recut_segment_by_segment(tiny_engine, tiny_codec, 
     assert len(audio) == len(direct.audio()) and np.max(np.abs(audio - direct.audio())) <= 1e-5
 
 
+def test_a_recut_keeps_the_takes_breaks_exact(tiny_engine, tiny_codec):  # noqa: F811
+    # A <break> between the parts: the re-cut at a lower threshold is the direct run at it, the
+    # break's 0.5 s of zeros where the first part's kept frames now end.
+    from gepard_demo.settings import SamplingSettings, StreamSettings
+    from gepard_demo.streaming.session import SynthesisSession
+    from gepard_demo.streaming.seams import SessionRequest
+    from gepard_demo.ui.takes import Take, recut_take
+
+    text = '<break time="500ms"/> '.join(", ".join([s] * 11) + ". " for s in ("A first part of a take", "And a second"))
+    sampling = SamplingSettings(seed=9, max_frames=40, stop_threshold=0.99, temperature=0.7)
+    stream = StreamSettings(first_chunk_frames=7, chunk_frames=9, fade_ms=20)
+    session = SynthesisSession(tiny_engine, tiny_codec, SessionRequest(text, sampling, stream))
+    session.run()
+    st = session.stats.as_dict()
+    assert st["segment_frames"] == [40, 40] and st["segment_pauses"] == [11025, 0]
+    t = Take(1, session.text, {}, session.sampling, stream, st, session.codes(), None, "tiny")
+    same, _ = recut_take(t, 0.99, tiny_codec)
+    assert len(same) == len(session.audio()) and np.max(np.abs(same - session.audio())) <= 1e-5
+    first, second = st["p_stop"][:40], st["p_stop"][40:]
+    low = round(min(max(first[1:35]), max(second[1:35])) - 0.005, 3)
+    audio, d = recut_take(t, low, tiny_codec)
+    direct = SynthesisSession(tiny_engine, tiny_codec, SessionRequest(text, sampling.replace(stop_threshold=low), stream))
+    direct.run()
+    assert direct.stats.ended_by == ["stop", "stop"] and d.frames == direct.stats.frames < 80
+    assert len(audio) == len(direct.audio()) and np.max(np.abs(audio - direct.audio())) <= 1e-5
+    cut = direct.stats.segment_frames[0] * tiny_codec.samples_per_frame
+    assert not audio[cut:cut + 11025].any() and audio[cut - 200:cut].any()
+
+
 def test_a_recut_matches_a_direct_run_at_the_lower_threshold(take, tiny_engine, tiny_codec):  # noqa: F811
     from gepard_demo.streaming.session import SynthesisSession
     from gepard_demo.streaming.seams import SessionRequest

@@ -99,18 +99,22 @@ def test_the_websocket_sends_pcm_chunks_then_the_same_words_in_a_closing_chunk(p
     whole = json.loads(_speak(piper_server).headers["X-Word-Timestamps"])
     url = str(piper_server.base_url).replace("http://", "ws://") + "/v1/audio/speech/stream"
 
-    async def talk():
+    async def talk(text):
         got = []
         async with websockets.connect(url, max_size=None) as ws:
             for m in ({"type": "session.config", "response_format": "pcm", "stream_audio": True,
-                       "word_timestamps": True, "seed": 3}, {"type": "input.text", "text": SPEECH.text},
+                       "word_timestamps": True, "seed": 3}, {"type": "input.text", "text": text},
                       {"type": "input.done"}):
                 await ws.send(json.dumps(m))
             while (m := json.loads(await asyncio.wait_for(ws.recv(), 120)))["type"] != "session.done":
                 got.append(m)
         return got
 
-    got = asyncio.run(talk())
+    # A break that starts the unit: 1 s of zeros first, the same words 1000 ms later.
+    led = [m for m in asyncio.run(talk('<break time="1s"/> ' + SPEECH.text)) if m["type"] == "audio.chunk"]
+    assert b"".join(base64.b64decode(c["audio_b64"]) for c in led)[:44100] == bytes(44100)
+    assert led[-1]["timestamps"] == [{**w, "start_ms": w["start_ms"] + 1000, "end_ms": w["end_ms"] + 1000} for w in whole]
+    got = asyncio.run(talk(SPEECH.text))
     assert got[0]["type"] == "audio.start" and got[0]["word_timestamps"] is True and got[-1]["type"] == "audio.done"
     chunks = [m for m in got if m["type"] == "audio.chunk"]
     *audio, closing = chunks

@@ -7,7 +7,8 @@ say where:
   'the words lost after 2.3 s: "the park today"' (the time: where the last heard word ended);
 - runaway: the words heard past the text's end, 'talking on past the text from 4.0 s: "..."';
 - long_pause: the longest gap between two heard words, 'a 1.4 s pause between "park" and
-  "today" (2.1-3.5 s)' (word edges sit on Silero's pauses: gepard_demo/alignment/refine.py);
+  "today" (2.1-3.5 s)' (word edges sit on Silero's pauses: gepard_demo/alignment/refine.py), less
+  the silence a <break> in the text asked for there, as the failure rule counts it;
 - catastrophic: how many words are wrong and the first one, with its time;
 - leading_silence / trailing_silence: the silence before the first / after the last heard word.
 An entry whose words cannot tell (no transcript, a frame loop the transcript does not show, a
@@ -20,6 +21,7 @@ from __future__ import annotations
 import pandas as pd
 
 from eval.report.failures import ENTRIES, flags
+from eval.scoring.timing import asked_pauses, unasked_gaps
 from eval.scoring.word_alignment import text_words_of
 
 LONG_GAP_S = 1.0  # failures.py's LONG_PAUSE_S
@@ -77,14 +79,17 @@ def past_end_where(ops: list[dict]) -> str | None:
     return f"talking on past the text from {_t(tail[0]['s'])} s: {_quote(tail, 'hyp')}"
 
 
-def pause_where(ops: list[dict], min_s: float = LONG_GAP_S) -> str | None:
-    heard = [o for o in ops if o["hyp"] and o["s"] is not None]
-    gaps = [(b["s"] - a["e"], a, b) for a, b in zip(heard, heard[1:])]
-    gaps = [g for g in gaps if g[0] >= min_s]
+def pause_where(ops: list[dict], min_s: float = LONG_GAP_S, asked: list[tuple[float, float]] | None = None) -> str | None:
+    """The longest gap between heard words, less what the text's breaks asked for at its place
+    (timing.unasked_gaps, on the words' spans as it runs on the VAD's)."""
+    heard = [o for o in ops if o["hyp"] and o["s"] is not None and o["e"] is not None]
+    left = unasked_gaps([(o["s"], o["e"]) for o in heard], asked or [])
+    gaps = [(g, a, b) for g, a, b in zip(left, heard, heard[1:]) if g >= min_s]
     if not gaps:
         return None
     gap, a, b = max(gaps, key=lambda g: g[0])
-    return f'a {gap:.1f} s pause between "{a["hyp"]}" and "{b["hyp"]}" ({_t(a["e"])}-{_t(b["s"])} s)'
+    beyond = " beyond the break the text asked for" if gap < b["s"] - a["e"] - 1e-9 else ""
+    return f'a {gap:.1f} s pause{beyond} between "{a["hyp"]}" and "{b["hyp"]}" ({_t(a["e"])}-{_t(b["s"])} s)'
 
 
 def wrong_where(ops: list[dict]) -> str | None:
@@ -110,8 +115,10 @@ def edge_where(ops: list[dict], audio_s: float | None, leading: bool) -> str | N
     return f'{audio_s - heard[-1]["e"]:.1f} s after the last word ("{heard[-1]["hyp"]}", which ends at {_t(heard[-1]["e"])} s)'
 
 
-def describe(entry: str, ops: list[dict], audio_s: float | None = None) -> str | None:
-    """One failure entry of one utterance, placed in time (None: its words cannot tell)."""
+def describe(entry: str, ops: list[dict], audio_s: float | None = None,
+             asked: list[tuple[float, float]] | None = None) -> str | None:
+    """One failure entry of one utterance, placed in time (None: its words cannot tell); asked:
+    the pauses its text's breaks asked for (timing.asked_pauses)."""
     if entry == "loop":
         return loop_where(ops)
     if entry == "truncated":
@@ -119,7 +126,7 @@ def describe(entry: str, ops: list[dict], audio_s: float | None = None) -> str |
     if entry == "runaway":
         return past_end_where(ops) or loop_where(ops)
     if entry == "long_pause":
-        return pause_where(ops)
+        return pause_where(ops, asked=asked)
     if entry == "catastrophic":
         return lost_where(ops) or loop_where(ops) or wrong_where(ops)
     if entry in ("leading_silence", "trailing_silence"):
@@ -140,7 +147,7 @@ def where_in_time(df: pd.DataFrame, words: dict[str, dict]) -> dict[str, dict[st
         audio_s = row.get("audio_s", row.get("duration_s"))
         for entry in ENTRIES:
             if fl.at[i, entry] is True:
-                line = describe(entry, w["ops"], audio_s)
+                line = describe(entry, w["ops"], audio_s, asked_pauses(str(row.get("text") or "")))
                 if line:
                     out.setdefault(entry, {})[row["id"]] = line
     return out

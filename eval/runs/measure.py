@@ -28,7 +28,7 @@ from eval.runs.run import synthesized_rows
 from eval.scoring.audio import read_mono, to_16k
 from eval.scoring.loops import frame_loop
 from eval.scoring.naturalness import dnsmos as dnsmos_scores
-from eval.scoring.timing import SpeechTiming
+from eval.scoring.timing import SpeechTiming, asked_pauses
 
 DNSMOS_MODES = ("on", "off")
 
@@ -52,7 +52,7 @@ def measure(run_dir: str | Path, dnsmos: str = "on", progress=None, log=print) -
         audio16k = to_16k(audio, sr)
         if row["id"] not in have["measures"]:
             t0 = time.process_time()
-            out = {"id": row["id"], **timing.measure(audio16k, row["words"])}
+            out = {"id": row["id"], **timing.measure(audio16k, row["words"], asked_pauses(row["text"]))}
             if row.get("codes"):
                 out.update(frame_loop(np.load(run_dir / row["codes"]), audio, sr))
             out["measure_s"] = time.process_time() - t0

@@ -13,6 +13,10 @@ Unit k of an utterance takes the seed segment k of a long text takes (streaming/
 `segment_seed`, from the config's seed, else the server's `--seed`, else one drawn per
 utterance): each unit's audio is what a REST request of that text and seed gives.
 
+A `<break time="500ms"/>` (streaming/breaks.py) inside a unit is its session's silence; one at a
+unit's start or end is the unit's own leading or trailing zeros, exact, and a unit of breaks
+alone is a unit of silence, so the splitter's units stay the wheel's.
+
 A closed socket, at any moment, cancels every unit the connection started (their rows leave the
 batch at the next step) and ends the connection's tasks.
 """
@@ -34,6 +38,7 @@ from gepard_demo.serving import timestamps
 from gepard_demo.serving.operations import ServerMetrics
 from gepard_demo.serving.protocol import encode_audio, pcm16
 from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
+from gepard_demo.streaming.breaks import break_seconds, check_total, edge_breaks, pause_samples
 from gepard_demo.streaming.segments import segment_seed
 from gepard_demo.streaming.text_splitter import TextSplitter
 from gepard_demo.units import SAMPLE_RATE
@@ -69,6 +74,8 @@ class _Unit:
     refused: str | None = None
     chunks: asyncio.Queue = field(default_factory=asyncio.Queue)
     task: asyncio.Task | None = None
+    lead: int = 0  # samples of silence before its words (a <break> at its start: breaks.edge_breaks)
+    trail: int = 0  # and after them (a <break> at its end)
 
 
 class SpeechStreamHandler:
@@ -101,6 +108,7 @@ class _Connection:
         self.units_sent = 0  # units of this utterance so far
         self.open = False  # from an utterance's first text to its input.done
         self.seed: int | None = None  # this utterance's seed (unit k: segment_seed(seed, k))
+        self.break_s = 0.0  # the silence this utterance's breaks asked for so far (at most breaks.MAX_BREAKS_S)
         self.generating = asyncio.Semaphore(1 + handler.ahead)
         self.units: set[_Unit] = set()
         self.sending = _Sender(ws, self.service.aligner)
@@ -153,6 +161,7 @@ class _Connection:
                 self._start(unit)
             self._say(sp.session_done(self.utterance, self.units_sent))
             self.utterance, self.units_sent, self.open, self.seed = self.utterance + 1, 0, False, None
+            self.break_s = 0.0
         elif kind == "session.close":
             return "close"
         else:
@@ -187,14 +196,27 @@ class _Connection:
             self.seed = given[0] if given else secrets.randbelow(2**53)
         unit = _Unit(self.utterance, self.units_sent, text, self.config)
         self.units_sent += 1
-        body = sp.sentence_body(self.config, self.extensions, text, segment_seed(self.seed, unit.index))
         try:
-            # The voice this connection read at its config: a voice deleted since stays this session's.
-            served = self.service.check(body, voice_held=self.speaker is not None)
-            unit.session = self.service.session(served, self.speaker)
+            # A break at the unit's edge is silence between units: the unit's own, before or after
+            # its words, exact; one inside it the unit's session makes (plan.py). A unit of breaks
+            # alone is its silence.
+            lead, words, trail = edge_breaks(text)
+            self.break_s += break_seconds(text)
+            check_total(self.break_s)
+            unit.lead, unit.trail = pause_samples(lead, SAMPLE_RATE), pause_samples(trail, SAMPLE_RATE)
+            if words:
+                body = sp.sentence_body(self.config, self.extensions, words, segment_seed(self.seed, unit.index))
+                # The voice this connection read at its config: a voice deleted since stays this session's.
+                served = self.service.check(body, voice_held=self.speaker is not None)
+                unit.session = self.service.session(served, self.speaker)
         except REFUSALS as exc:
             unit.refused = refusal(exc)[0]
             self.metrics.refused()
+        if unit.refused is None and unit.lead:
+            unit.chunks.put_nowait(np.zeros(unit.lead, np.float32))
+        if unit.refused is None and unit.session is None:
+            unit.chunks.put_nowait(np.zeros(unit.trail, np.float32))
+            unit.chunks.put_nowait(_END)
         if unit.session is not None:
             self.units.add(unit)
             unit.task = asyncio.create_task(self._generate(unit))
@@ -208,6 +230,7 @@ class _Connection:
                 while (chunk := await anyio.to_thread.run_sync(next, it, None)) is not None:
                     if len(chunk.samples):
                         unit.chunks.put_nowait(chunk.samples)
+            unit.chunks.put_nowait(np.zeros(unit.trail, np.float32))
             unit.chunks.put_nowait(_END)
         except Exception as exc:  # noqa: BLE001  told to the client in the unit's turn
             log.exception("speech stream: a unit failed")
@@ -296,6 +319,8 @@ class _Sender:
         while (item := await unit.chunks.get()) is not _END:
             if isinstance(item, Exception):
                 raise _UnitFailed(f"{type(item).__name__}: {item}", sent)
+            if not len(item):
+                continue
             parts.append(item)
             if config.stream_audio:
                 data, start = pcm16(item), sent // 2
@@ -307,8 +332,7 @@ class _Sender:
                 else:
                     await self.ws.send_bytes(data)
         if config.word_timestamps:  # after the audio: nothing the sound waits on
-            alignment = await anyio.to_thread.run_sync(timestamps.align_session, self.aligner, unit.session)
-            words = None if alignment is None else timestamps.wire_timestamps(alignment)
+            words = await self._words(unit)
             await self.ws.send_json(sp.audio_chunk(unit.utterance, unit.index, chunk_id, 0, _ms(sent // 2), b"", words))
         elif not config.stream_audio:
             audio = np.concatenate(parts) if parts else np.zeros(0, np.float32)
@@ -316,6 +340,20 @@ class _Sender:
             sent = len(data)
             await self.ws.send_bytes(data)
         return sent
+
+    async def _words(self, unit: _Unit) -> list[dict] | None:
+        """The unit's words for its closing audio.chunk, placed after its leading silence ([]: a
+        unit of silence alone; None: the alignment failed)."""
+        if unit.session is None:
+            return []
+        aligner = self.aligner
+        assert aligner is not None, "a config asking for words was refused without an aligner (_configure)"
+        alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, unit.session)
+        if alignment is None:
+            return None
+        lead = _ms(unit.lead)
+        return [{**w, "start_ms": w["start_ms"] + lead, "end_ms": w["end_ms"] + lead}
+                for w in timestamps.wire_timestamps(alignment)]
 
     async def drain(self) -> None:
         """Until everything queued is sent, or the sender has stopped (the client is gone)."""

@@ -68,6 +68,13 @@ class ChunkDecoder:
         out, self.held = self.held[:cut], self.held[cut:]
         return out
 
+    def pause(self, samples: int) -> np.ndarray:
+        """A break's silence (breaks.py): the pending frames and the held tail as they are (the
+        speech goes on after it: no fade), then `samples` zeros."""
+        said = self.decode_pending() if self.pending else np.zeros(0, dtype=np.float32)
+        held, self.held = self.held, np.zeros(0, dtype=np.float32)
+        return np.concatenate([said, held, np.zeros(samples, dtype=np.float32)])
+
     def finish(self, end_of_speech: EndOfSpeech) -> np.ndarray:
         """The utterance's last samples: what is pending, then the held tail faded and the silence."""
         tail = self.decode_pending(last=True) if self.pending else np.zeros(0, dtype=np.float32)
@@ -112,23 +119,27 @@ class ChunkDecoder:
         self.decoder.close()  # a pooled codec stream leaves its pool
 
 
-def decode_frames(codec: AudioCodec, codes: np.ndarray, stream: StreamSettings) -> np.ndarray:
+def decode_frames(codec: AudioCodec, codes: np.ndarray, stream: StreamSettings,
+                  pauses: dict[int, int] | None = None) -> np.ndarray:
     """A whole utterance's frames -> its audio, exactly as a session streams them: this decoder,
-    the session's chunk cuts (pacing.chunk_sizes), its end. The page's re-cut of a take plays this."""
+    the session's chunk cuts (pacing.next_chunk_frames), its breaks, its end. pauses: after so
+    many frames, so many samples of a break's silence (a take's segment ends and segment_pauses).
+    The page's re-cut of a take plays this."""
     import torch
 
     from gepard_demo.codec import apply_end_of_speech
 
-    from .pacing import chunk_sizes
+    from .pacing import next_chunk_frames
 
-    decoder = ChunkDecoder(codec, stream, SynthesisStats())
-    parts, start = [], 0
+    decoder, pauses = ChunkDecoder(codec, stream, SynthesisStats()), pauses or {}
+    parts = []
     try:
-        for size in chunk_sizes(stream, len(codes)):
-            for frame in torch.from_numpy(np.asarray(codes[start:start + size], dtype=np.int64)):
-                decoder.add(frame)
-            parts.append(decoder.decode_pending())
-            start += size
+        for n, frame in enumerate(torch.from_numpy(np.asarray(codes, dtype=np.int64)), start=1):
+            decoder.add(frame)
+            if len(decoder.pending) >= next_chunk_frames(stream, decoder.pending_start) or n == len(codes):
+                parts.append(decoder.decode_pending())
+            if pauses.get(n) and n < len(codes):
+                parts.append(decoder.pause(pauses[n]))
         parts.append(decoder.finish(apply_end_of_speech))
     finally:
         decoder.close()

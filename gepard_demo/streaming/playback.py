@@ -74,9 +74,7 @@ class Playback:
         """A break's silence (breaks.py): the frames pending and the held tail as they are (the
         speech goes on after it: no fade), then `samples` zeros; and the frame they start at."""
         frame_start = self.dec.pending_start
-        said = self.dec.decode_pending() if self.dec.pending else np.zeros(0, dtype=np.float32)
-        held, self.dec.held = self.dec.held, np.zeros(0, dtype=np.float32)
-        return np.concatenate([said, held, np.zeros(samples, dtype=np.float32)]), frame_start
+        return self.dec.pause(samples), frame_start
 
     def final(self) -> tuple[np.ndarray, int]:
         """The frames that did not fill a chunk and the held tail, with the end shaped."""

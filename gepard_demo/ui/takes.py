@@ -269,7 +269,10 @@ def recut_take(take: Take, threshold: float, codec: AudioCodec) -> tuple[np.ndar
     derived, kept = take.recut_parts(threshold)
     starts = np.cumsum([0] + [n for _, _, n, _ in take.segments()])
     codes = np.concatenate([take.codes[a:a + k] for a, k in zip(starts, kept)])
-    return decode_frames(codec, codes, take.stream), derived
+    # Each segment's break after it, where its kept frames now end: the same silence, exact.
+    paused = take.stats.get("segment_pauses")
+    pauses = dict(zip(np.cumsum(kept).tolist(), [int(p) for p in paused] if isinstance(paused, list) else []))
+    return decode_frames(codec, codes, take.stream, pauses), derived
 
 
 def recut_resident(resident: Resident, take: Take, threshold: float) -> tuple[np.ndarray, Derived]:
