@@ -44,6 +44,16 @@ if TYPE_CHECKING:
 MAX_TAKES = 10
 
 
+def _list(value: Json) -> list:
+    """A stats list (SynthesisStats.as_dict's), [] where absent."""
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _number(value: Json) -> float:
+    """A stats number, 0 where absent (a count, seconds)."""
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
 @dataclass(frozen=True, eq=False)  # identity: Gradio hashes State values to see them change
 class Take:
     number: int
@@ -61,7 +71,7 @@ class Take:
 
     @property
     def p_stop(self) -> list[float]:
-        return list(self.stats.get("p_stop") or [])
+        return _list(self.stats.get("p_stop"))
 
     @property
     def label(self) -> str:
@@ -91,9 +101,9 @@ class Take:
     def segments(self) -> list[tuple[str, list[float], int, bool]]:
         """Per text segment: its text, its p_stop steps, its frames, whether its stop fired."""
         texts, st = self.texts(), self.stats
-        frames, ends = list(st.get("segment_frames") or []), list(st.get("ended_by") or [])
+        frames, ends = [int(n) for n in _list(st.get("segment_frames"))], _list(st.get("ended_by"))
         if len(texts) == 1 and not frames:  # a take from before segments were counted
-            return [(self.text, self.p_stop, int(st["frames"]), bool(st["stop_fired"]))]
+            return [(self.text, self.p_stop, int(_number(st["frames"])), bool(st["stop_fired"]))]
         out, step = [], 0
         for text, n, end in zip(texts, frames, ends):
             steps = n + (1 if end == STOP else 0)
@@ -131,8 +141,8 @@ class Take:
             return "this take's frames were not kept (a served model sends audio only)"
         if not self.stats.get("frames"):
             return "this take has no frames"
-        segments = int(self.stats.get("segments", 1))
-        if segments > 1 and len(self.stats.get("segment_frames") or []) != segments:
+        segments = int(_number(self.stats.get("segments", 1)))
+        if segments > 1 and len(_list(self.stats.get("segment_frames"))) != segments:
             return "this long text was stopped before its last segment: there is no whole take to re-cut"
         return None
 
@@ -182,8 +192,9 @@ def table_rows(takes: list[Take] | None) -> list[list[Json]]:
         text = text if len(text) <= 48 else text[:47] + "…"
         values = values_of(t.sampling, SHOWN_SETTINGS)
         rows.append([t.number, text, *(_cell(name, v) for name, v in values.items()), st.get("frames"), t.ended(),
-                     round(st.get("audio_s") or 0.0, 2), _round(st.get("rtf"), 3),
-                     _round(st.get("ttfa_s") and st["ttfa_s"] * 1000, 0), _round(st.get("entropy_drop"), 3)])
+                     round(_number(st.get("audio_s")), 2), _round(st.get("rtf"), 3),
+                     _round(_number(st["ttfa_s"]) * 1000 if st.get("ttfa_s") is not None else None, 0),
+                     _round(st.get("entropy_drop"), 3)])
     return rows
 
 
@@ -226,7 +237,7 @@ def settings_json(take: Take) -> str:
     doc = {"take": take.number, "text": take.text, "model": take.model, "seed": take.sampling.seed,
            "sampling": asdict(take.sampling), "stream": asdict(take.stream),
            "reference_voice": bool(take.controls.get("ref_audio")), "synth": synth_command(take),
-           "stats": stats, **{k: list(take.stats.get(k) or []) for k in traces}}
+           "stats": stats, **{k: _list(take.stats.get(k)) for k in traces}}
     return json.dumps(doc, indent=2, default=str)
 
 
@@ -267,6 +278,8 @@ def recut_take(take: Take, threshold: float, codec: AudioCodec) -> tuple[np.ndar
     """The take's audio at another threshold, from its own frames. ValueError (naming
     the stop threshold, with the reach) when the threshold needs frames the take did not make."""
     derived, kept = take.recut_parts(threshold)
+    if take.codes is None:  # recut_parts refused it first (recut_refusal)
+        raise ValueError("no re-cut: this take's frames were not kept")
     starts = np.cumsum([0] + [n for _, _, n, _ in take.segments()])
     codes = np.concatenate([take.codes[a:a + k] for a, k in zip(starts, kept)])
     # Each segment's break after it, where its kept frames now end: the same silence, exact.
