@@ -134,6 +134,7 @@ def test_subtitles_cue_by_sentence_and_pause_and_leave_out_what_no_word_times():
         "WEBVTT\n\nNOTE not in the audio (unaligned): Gone too.\n\n00:00:00.500 --> 00:00:00.900\nHello lost.\n")
 
 
+@pytest.mark.slow
 def test_loading_the_aligner_leaves_the_engines_numbers_alone(tiny_cache_dir, tmp_path):
     """Whisper's DTW is numba code compiled with parallel=True; numba's OpenMP layer, once started,
     moved the engine's p_stop in the 8th digit when torch runs on fewer threads than the cores (the

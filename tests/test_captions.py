@@ -91,6 +91,7 @@ def test_noise_gets_no_timestamps_and_the_page_says_why(tiny_engine, tiny_codec,
     assert got["words"] == [] and got["summary"] == NO_SPEECH
 
 
+@pytest.mark.slow
 def test_a_segment_is_aligned_as_soon_as_its_audio_is_complete_and_feeding_never_waits(tiny_engine, aligner):  # noqa: F811
     """A two-segment text, each segment its own Piper sentences padded to the frame budget: the
     first segment's words are there while the session has not gone past the second's first chunk,

@@ -20,6 +20,20 @@ def run_cli(*args, cache_dir):
                           capture_output=True, text=True, timeout=300)
 
 
+def refusal(*args, cache_dir, monkeypatch, capsys) -> tuple[int, str]:
+    """A refusal through the command's own main(), in this process: (exit code, stderr). The same
+    parsing and checks as a subprocess, without a new interpreter importing torch for each one."""
+    from gepard_demo.__main__ import main
+
+    monkeypatch.setenv("GEPARD_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("GEPARD_MODEL", "tiny")
+    try:
+        code = main(list(args))
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
 def test_synth_writes_a_wav_and_one_json_line(tiny_cache_dir, tmp_path):
     out = tmp_path / "out.wav"
     proc = run_cli("synth", "Hello world, this is Gepard.", "-o", str(out), "--seed", "3",
@@ -44,13 +58,15 @@ def test_synth_without_an_output_says_it_writes_nothing(tiny_cache_dir, tmp_path
     assert row["wav"] is None and row["traces"] is None and row["frames"] == 6
 
 
-def test_synth_rejects_bad_settings_and_empty_text(tiny_cache_dir):
-    proc = run_cli("synth", "Hello", "--temperature", "-1", cache_dir=tiny_cache_dir)
-    assert proc.returncode == 2 and "temperature" in proc.stderr
-    proc = run_cli("synth", "   ", cache_dir=tiny_cache_dir)
-    assert proc.returncode == 2 and "empty" in proc.stderr.lower()
+def test_synth_rejects_bad_settings_and_empty_text(tiny_cache_dir, monkeypatch, capsys):
+    code, err = refusal("synth", "Hello", "--temperature", "-1", cache_dir=tiny_cache_dir, monkeypatch=monkeypatch,
+                        capsys=capsys)
+    assert code == 2 and "temperature" in err
+    code, err = refusal("synth", "   ", cache_dir=tiny_cache_dir, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2 and "empty" in err.lower()
 
 
+@pytest.mark.slow
 def test_make_tiny_writes_the_published_layout(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gepard_demo", "make-tiny", str(tmp_path / "ck")],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -60,6 +76,7 @@ def test_make_tiny_writes_the_published_layout(tmp_path):
             "nemo-nano-codec-tiny.nemo"} <= names
 
 
+@pytest.mark.slow
 def test_synth_in_a_reference_voice_with_cfg(tiny_cache_dir, tmp_path):
     import numpy as np
 
@@ -82,6 +99,7 @@ def test_synth_in_a_reference_voice_with_cfg(tiny_cache_dir, tmp_path):
     assert proc.returncode == 2 and "cfg_scale" in proc.stderr
 
 
+@pytest.mark.slow
 def test_synth_with_the_guardrails_says_how_it_ended_and_carries_the_probe(tiny_cache_dir, tmp_path):
     out = tmp_path / "out.wav"
     traces = tmp_path / "traces.json"
@@ -111,14 +129,15 @@ def test_synth_with_the_guardrails_says_how_it_ended_and_carries_the_probe(tiny_
     (["--force-stop-frames", "50", "--max-frames", "40"], "force_stop_frames"),
     (["--force-stop-frames", "later"], "force_stop_frames"),
 ])
-def test_synth_refuses_bad_guardrails_naming_the_field(tiny_cache_dir, flags, field):
-    proc = run_cli("synth", "Hello", *flags, cache_dir=tiny_cache_dir)
-    assert proc.returncode == 2 and field in proc.stderr, proc.stderr
+def test_synth_refuses_bad_guardrails_naming_the_field(tiny_cache_dir, flags, field, monkeypatch, capsys):
+    code, err = refusal("synth", "Hello", *flags, cache_dir=tiny_cache_dir, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2 and field in err, err
 
 
-def test_synth_refuses_auto_on_a_text_without_words(tiny_cache_dir):
-    proc = run_cli("synth", "🙂 🙂", "--force-stop-frames", "auto", cache_dir=tiny_cache_dir)
-    assert proc.returncode == 2 and "force_stop_frames" in proc.stderr and "has none" in proc.stderr
+def test_synth_refuses_auto_on_a_text_without_words(tiny_cache_dir, monkeypatch, capsys):
+    code, err = refusal("synth", "🙂 🙂", "--force-stop-frames", "auto", cache_dir=tiny_cache_dir,
+                        monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2 and "force_stop_frames" in err and "has none" in err
 
 
 def test_serve_with_no_flags_listens_on_loopback_8091_with_the_checkpoints_settings(tiny_model_dir, monkeypatch):
@@ -171,6 +190,7 @@ def test_synth_without_a_seed_uses_a_fresh_one_and_prints_it(tiny_model_dir, tmp
     assert len(other) != len(first) or not (other == first).all()  # another seed, other samples
 
 
+@pytest.mark.slow
 def test_synth_reads_a_chapter_from_a_text_file_and_names_a_file_that_is_not_utf8(tiny_cache_dir, tmp_path):
     part = ", ".join(["A long chapter read from a file"] * 11) + "."
     (tmp_path / "chapter.txt").write_text(f"{part} {part} {part}", encoding="utf-8")
@@ -186,6 +206,7 @@ def test_synth_reads_a_chapter_from_a_text_file_and_names_a_file_that_is_not_utf
     assert proc.returncode == 2 and "latin1.txt is not UTF-8 text" in proc.stderr
 
 
+@pytest.mark.slow
 def test_synth_in_a_saved_voice_is_synth_with_its_clip(tiny_cache_dir, tiny_engine, tiny_model_dir, tmp_path):
     from test_speaker_prefix import voice_like, wav_bytes
 

@@ -97,6 +97,7 @@ def _fake_sweep(tmp_path):
     return out
 
 
+@pytest.mark.slow
 def test_sweep_heatmaps_small_multiples_marks_and_best_point(tmp_path):
     out = _fake_sweep(tmp_path)
     assert default_point({"temperature": [0.3, 0.7], "cfg_scale": [1.0, 2.0], "stop_threshold": [0.3, 0.5]}) == \

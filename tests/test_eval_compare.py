@@ -189,6 +189,7 @@ def test_what_cannot_be_compared_is_refused_or_compared_on_the_common_part(runs,
     assert compare_runs(unseeded, half).pairs == 40 and not any("seeds" in n for n in compare_runs(unseeded, half).notes)
 
 
+@pytest.mark.slow
 def test_the_exit_code_through_the_cli_process(runs, tmp_path):
     """With no --gate and no --out: the default gate lets the overall corpus WER rise by nothing
     beyond noise, so 5 sentences of 60 losing one word each (+0.64 points; in the bootstrap at

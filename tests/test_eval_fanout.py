@@ -20,7 +20,9 @@ from eval_fixtures import rows_of
 from eval.cli import main
 from gepard_demo.settings import StreamSettings
 
-pytestmark = pytest.mark.numerics  # results depend on the CPU's kernels: make test-isa runs it under other ISAs
+# numerics: results depend on the CPU's kernels (make test-isa runs it under other ISAs); slow: several
+# real servers, each loading the model
+pytestmark = [pytest.mark.numerics, pytest.mark.slow]
 
 LIMIT, FRAMES = "6", "12"
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,6 +26,7 @@ def _run(tiny_cache_dir, out, *extra) -> int:
                  *extra])
 
 
+@pytest.mark.slow
 def test_rows_say_how_they_ended_and_carry_the_probe(tiny_cache_dir, tiny_engine, tmp_path):
     out = tmp_path / "r"
     assert _run(tiny_cache_dir, out, "--set", "smoke", "--limit", "3", "--max-frames", "80",
@@ -66,6 +67,7 @@ def test_bad_guardrail_settings_are_exit_2_naming_the_field(tiny_cache_dir, tmp_
     assert "force_stop_frames must be 'off', 'auto' or a whole number of frames" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_auto_on_a_wordless_text_goes_to_errors_and_the_run_goes_on(tiny_cache_dir, tmp_path):
     s = tmp_path / "set.jsonl"
     # symbols the app speaks (it refuses only whitespace and punctuation), but no word to scale "auto" from
@@ -81,6 +83,7 @@ def test_auto_on_a_wordless_text_goes_to_errors_and_the_run_goes_on(tiny_cache_d
     assert [r["id"] for r in rows_of(tmp_path / "off")] == ["dots", "word"]
 
 
+@pytest.mark.slow
 def test_text_repetition_off_is_refused_where_it_changes_nothing(tiny_cache_dir, tmp_path, capsys):
     long = tmp_path / "long.txt"  # 25 and 30 tiny tokens: never repeated (tiny: below 13)
     long.write_text("Good morning, Doctor Nakamura.\nThe quick brown fox jumps over the lazy dog near the river bank today.\n")
@@ -100,6 +103,7 @@ def test_text_repetition_off_is_refused_where_it_changes_nothing(tiny_cache_dir,
     assert "different sampling" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_guardrails_are_part_of_the_identity_and_old_folders_resume(tiny_cache_dir, tmp_path, capsys):
     out = tmp_path / "r"
     args = ("--set", "smoke", "--limit", "2", "--max-frames", "20", "--repetition-penalty", "1.2")
@@ -167,6 +171,7 @@ def test_served_rows_carry_what_our_server_says(tmp_path):
     assert r["settings"]["guardrails"] == {"repetition_penalty": 1.2, "repetition_window": 32, "force_stop_frames": 64}
 
 
+@pytest.mark.slow
 def test_local_stream_rows_say_what_the_batched_ones_say(tiny_cache_dir, tmp_path):
     args = ("--set", "smoke", "--limit", "3", "--max-frames", "80", "--force-stop-frames", "25", "--batch-size", "1")
     assert _run(tiny_cache_dir, tmp_path / "b", *args) == 0

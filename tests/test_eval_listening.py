@@ -94,6 +94,7 @@ def test_win_rates_with_wilson_intervals_and_the_report(runs_dir):
     assert json.loads((s.folder / "listening.json").read_text())["votes"] == 20
 
 
+@pytest.mark.slow
 def test_bradley_terry_orders_three_runs_with_intervals(runs_dir):
     s = Session.open(runs_dir, "three", ["old", "new", "third"], seed=5)
     assert len(s.pairs) == 3 * len(TEXTS)  # every pair of runs, for every sentence

@@ -39,6 +39,7 @@ def test_k_samples_with_their_own_seeds_and_sample_zero_is_the_one_sample_run(ti
         run(cfg.__class__(**{**cfg.__dict__, "seeds": 2}), tmp_path / "k3", engine=engine, log=lambda m: None)
 
 
+@pytest.mark.slow
 def test_a_killed_multi_sample_run_resumes_to_the_same_rows(tiny_cache_dir, tmp_path):
     args = ["run", "--model", "tiny", "--model-cache", str(tiny_cache_dir), "--set", "smoke", "--limit", "2",
             "--seeds", "2", "--max-frames", "8", "--seed", "5"]

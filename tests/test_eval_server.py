@@ -56,6 +56,7 @@ def _dead_url() -> str:
     return f"http://127.0.0.1:{free_port()}"  # nothing listens there once the probe socket closed
 
 
+@pytest.mark.slow
 def test_served_run_equals_the_local_streaming_run(server_url, tiny_cache_dir, tmp_path):
     served = tmp_path / "served"
     assert _run(served, server_url) == 0
@@ -97,6 +98,7 @@ def test_served_run_equals_the_local_streaming_run(server_url, tiny_cache_dir, t
     assert (served / "status.json").is_file()
 
 
+@pytest.mark.slow
 def test_served_run_with_a_reference_voice_equals_the_local_one(server_url, tiny_cache_dir, tmp_path):
     """--ref-audio through the served engine: the file goes as `ref_audio`, the served tiny
     clones with its own compressor, and the audio equals the local streaming run's with the
@@ -121,6 +123,7 @@ def test_served_run_with_a_reference_voice_equals_the_local_one(server_url, tiny
         assert len(wa) != len(wp) or np.max(np.abs(wa - wp)) > 1e-3, "the reference changed nothing"
 
 
+@pytest.mark.slow
 def test_served_run_with_guidance_equals_the_local_one(server_url, tiny_cache_dir, tmp_path):
     """--cfg-scale through the served engine goes as our cfg_scale / cfg_frames fields (the
     server says it takes them) and the audio equals the local streaming run's with the same

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 import soundfile as sf
 from eval_fixtures import rows_of
 
@@ -35,6 +36,7 @@ def test_capped_follows_the_engine_order():
     assert source_cap([twelve, auto], "...") == 12  # "auto" has nothing to scale from: that point errors
 
 
+@pytest.mark.slow
 def test_one_pass_force_stops_equal_direct_runs(tmp_path, tiny_engine):
     from gepard_demo.codec import load_codec
 
@@ -68,6 +70,7 @@ def test_one_pass_force_stops_equal_direct_runs(tmp_path, tiny_engine):
     assert ends == {"stop", "force_stop", "budget"}, ends
 
 
+@pytest.mark.slow
 def test_a_sweep_over_the_guardrail_axes(tmp_path, tiny_cache_dir):
     out = tmp_path / "sw"
     assert main(["sweep", "--out", str(out), "--model", "tiny", "--model-cache", str(tiny_cache_dir), "--limit", "2",

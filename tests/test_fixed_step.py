@@ -253,6 +253,7 @@ def test_the_scheduler_runs_the_fixed_step_and_a_closed_stream_leaves(tiny_engin
         assert not any(s.tables.active.any() for free in tiny_engine.shapes._free.values() for s in free)
 
 
+@pytest.mark.slow
 def test_synth_makes_the_same_audio_with_either_loop(tiny_cache_dir, tmp_path):
     """`synth --cuda-graphs on` (the fixed-shape step, eager on a CPU) and `off`: a real process
     each, the same seed, the same samples."""

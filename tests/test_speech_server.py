@@ -209,6 +209,7 @@ def batching_server(tiny_engine, tiny_codec):  # noqa: F811
     app.state.scheduler.close()
 
 
+@pytest.mark.slow
 @pytest.mark.numerics
 def test_concurrent_requests_decode_together_and_each_equals_its_solo_run(batching_server, tiny_engine, tiny_codec):  # noqa: F811
     """Four seeded requests sent at once share the running batch (the scheduler's batch held all

@@ -113,6 +113,7 @@ def _lsb_apart(a: bytes, b: bytes) -> int:
     return int(np.abs(x - y).max())
 
 
+@pytest.mark.slow
 def test_the_connection_serves_utterance_after_utterance_and_a_whole_file_each(served):
     port, _ = served
     got = _talk(port, [_config(response_format="wav", stream_audio=False, split_granularity="none"),

@@ -244,6 +244,7 @@ def test_apply_speed_records_the_pick_and_wraps_the_engine(fresh_engine):
         torch.set_num_threads(1)
 
 
+@pytest.mark.slow
 def test_synth_prints_its_speed_pick_and_honours_precision(tiny_cache_dir):
     import json
     import os

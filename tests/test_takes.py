@@ -141,6 +141,7 @@ def test_a_recut_matches_a_direct_run_at_the_lower_threshold(take, tiny_engine, 
     assert len(audio) == len(direct.audio()) and np.max(np.abs(audio - direct.audio())) <= 1e-5
 
 
+@pytest.mark.slow
 def test_settings_json_makes_the_take_again_with_synth(take, tmp_path):
     from gepard_demo.ui.takes import settings_json
 
