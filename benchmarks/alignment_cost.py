@@ -7,7 +7,7 @@ are interleaved round by round so drift hits all alike. The target (issue 35): a
 per audio-s with the default weights on 2 vCPU (--threads 2).
 
 Boundary error, on Piper pieces each spoken alone and cut to its own sound at -40 dBFS
-(tests/alignment_fixtures.py), so a piece's true start and end are where its samples were put:
+(tests/support/alignment_fixtures.py), so a piece's true start and end are where its samples were put:
 - next to silences: pieces with silences of known length between them; the error of the first
   word's start and the last word's end of each piece: 12 sentences of the core set with 0.3-1.0 s
   between them, and 8 words spoken alone with 0.25-0.5 s between them;
@@ -53,9 +53,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from alignment_fixtures import (FIRST_SAMPLE_SHIFTS_MS, FIRST_WORD_SENTENCES, HISSING_PAIRS, RATE,  # noqa: E402
+from tests.support.alignment_fixtures import (FIRST_SAMPLE_SHIFTS_MS, FIRST_WORD_SENTENCES, HISSING_PAIRS, RATE,  # noqa: E402
                                 WORD_GAPS, WORDS, at_first_sample, boundary_errors, core_sentences, cut,
                                 join_errors, joined, say, spoken, thirds, utterance_errors)
 

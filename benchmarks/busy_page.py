@@ -32,11 +32,11 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
 import httpx  # noqa: E402
-from app_fixtures import args, client_at, free_port, new_id, wait_for_port  # noqa: E402
-from processes import spawn, stop_process  # noqa: E402
+from tests.support.app_fixtures import args, client_at, free_port, new_id, wait_for_port  # noqa: E402
+from tests.support.processes import spawn, stop_process  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 CAUSES = {"this address already has": "per-client", "too many Generates running on this server": "in all"}

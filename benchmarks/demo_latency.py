@@ -41,9 +41,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
-from app_fixtures import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the browser tests' Chromium and its flags)
+from tests.support.app_fixtures import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the browser tests' Chromium and its flags)
 from gepard_demo.speed.flags import add_speed_flags  # noqa: E402
 from quick import add_quick  # noqa: E402
 TARGET_OVERHEAD_MS = 300.0

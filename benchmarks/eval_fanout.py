@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO)]
 
 import numpy as np  # noqa: E402
 import soundfile as sf  # noqa: E402
@@ -32,7 +32,7 @@ from eval.engines.request import SynthesisItem  # noqa: E402
 from eval.engines.served import load_server_engine  # noqa: E402
 from eval.runs.run import RunConfig, run  # noqa: E402
 from gepard_demo.settings import SamplingSettings  # noqa: E402
-from processes import spawn, stop_process  # noqa: E402
+from tests.support.processes import spawn, stop_process  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 

@@ -31,10 +31,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import httpx  # noqa: E402
-import app_fixtures  # noqa: E402
+from tests.support import app_fixtures  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 

@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO)]
 
 from eval.load.folder import run_load  # noqa: E402
 from eval.load.runner import LoadConfig  # noqa: E402
 from eval.runs.sets import load_set  # noqa: E402
-from processes import start_server, stop_process  # noqa: E402
+from tests.support.processes import start_server, stop_process  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 
@@ -39,7 +39,7 @@ def serve(size: str, port: int, admission: str, schedule: str, device: str, max_
     from gepard_demo.serving.server import build_speech_app
     from gepard_demo.settings import StreamSettings
     from gepard_demo.host_settings import BatchingSettings
-    from random_models import random_engine
+    from tests.support.random_models import random_engine
 
     engine, codec = random_engine(size, device)
     sampling = engine.default_sampling().replace(stop_threshold=0.999)  # random weights: the budget ends each request

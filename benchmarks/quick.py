@@ -1,4 +1,4 @@
-"""--quick, the one flag every benchmark takes (tests/test_benchmarks.py runs each script with it).
+"""--quick, the one flag every benchmark takes (tests/benchmarks/test_benchmarks.py runs each script with it).
 
 A quick run proves that a script still works end to end, through the same functions its full run
 measures, on the tiny model (never the full-size one), with fewer frames, rounds and sizes: seconds,

@@ -39,8 +39,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from processes import spawn, stop_process  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from tests.support.processes import spawn, stop_process  # noqa: E402
 from quick import add_quick  # noqa: E402
 TEXT = "Hold the line for a while."
 SHORT = {"input": "Next.", "max_new_tokens": 8, "seed": 2}

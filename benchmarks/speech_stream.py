@@ -29,14 +29,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
+sys.path[:0] = [str(REPO)]
 
 import httpx  # noqa: E402
 
 from gepard_demo.serving.stream_client import StreamingSpeech  # noqa: E402
 from gepard_demo.streaming.segments import segment_seed  # noqa: E402
 from gepard_demo.units import SAMPLE_RATE  # noqa: E402
-from processes import start_server, stop_process  # noqa: E402
+from tests.support.processes import start_server, stop_process  # noqa: E402
 from quick import add_quick  # noqa: E402
 
 PARAGRAPH = ("The river was quiet this morning. A heron stood in the shallows and watched the water. "
@@ -52,7 +52,7 @@ def serve(size: str, port: int) -> None:
     from gepard_demo.serving.server import build_speech_app
     from gepard_demo.settings import StreamSettings
     from gepard_demo.host_settings import BatchingSettings
-    from random_models import random_engine
+    from tests.support.random_models import random_engine
 
     engine, codec = random_engine(size)
     sampling = engine.default_sampling().replace(stop_threshold=0.999)  # random weights: the budget ends each unit

@@ -13,7 +13,7 @@ run eagerly under the same scopes, so the count there is what a GPU would launch
 and the device's gaps need a device: on a CPU they read 0.
 
 benchmarks/gpu_check.sh runs this on CUDA (its "timeline" section); benchmarks/session_overhead.py
-counts ops with `summarise` on a CPU; tests/test_stream_timeline.py checks both paths on a CPU.
+counts ops with `summarise` on a CPU; tests/benchmarks/test_stream_timeline.py checks both paths on a CPU.
 
 Run: python3 benchmarks/stream_timeline.py [--device cuda] [--frames 64] [--out DIR] [--quick]
 --quick: the tiny model and codec, 24 frames (the device as given: the dry run uses the CPU).

@@ -2,7 +2,7 @@
 
 A ZeroGPU Space's `spaces` talks to a device API (SPACES_ZERO_DEVICE_API_URL) to report the Space
 ready, schedule each call, let its worker use the GPU and release it. This script serves those
-endpoints on 127.0.0.1 (tests/zerogpu_device.py, answering as spaces 0.51 expects), starts app.py
+endpoints on 127.0.0.1 (tests/support/zerogpu_device.py, answering as spaces 0.51 expects), starts app.py
 on the tiny model with SPACES_ZERO_GPU=true and checks, in order; any failed check or error is a
 failure (exit 1):
 
@@ -16,7 +16,7 @@ failure (exit 1):
 4. a refusal: a quota that cannot cover the ask comes back as one line that says what to do.
 
 Where it runs the call: on an NVIDIA GPU with a CUDA build of torch, on the GPU (the API hands
-out its UUID); with a CPU build of torch, on the CPU through tests/app_child.py's shim (the
+out its UUID); with a CPU build of torch, on the CPU through tests/support/app_child.py's shim (the
 least that lets a CPU torch through spaces' CUDA steps; the test suite runs the same). A CUDA
 build without a GPU cannot run the call: the script says so and fails.
 
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
 from quick import add_quick  # noqa: E402
 
@@ -54,7 +54,7 @@ def gpu_uuid() -> str | None:
 def args_for(text: str, frames: int, seed: int = 7) -> list:
     """The page's /generate arguments (tests/app_fixtures.args: every declared control, in order),
     a fixed seed and a stop threshold the tiny model never reaches, so each call makes `frames`."""
-    from app_fixtures import args
+    from tests.support.app_fixtures import args
 
     return args("", text=text, max_frames=frames, seed=seed, stop_threshold=0.99, silence_ms=0)
 
@@ -64,11 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     from gradio_client import Client
     from gradio_client.exceptions import AppError
 
-    from app_fixtures import free_port, wait_for_port
-    from processes import spawn, stop_process
+    from tests.support.app_fixtures import free_port, wait_for_port
+    from tests.support.processes import spawn, stop_process
     from gepard_demo.settings import SamplingSettings
     from gepard_demo.zerogpu.budget import GpuBudget
-    from zerogpu_device import GPU_UUID, QUOTA, DeviceApi, spaces_app_command, spaces_env, wait_until
+    from tests.support.zerogpu_device import GPU_UUID, QUOTA, DeviceApi, spaces_app_command, spaces_env, wait_until
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frames", type=int, default=40)

@@ -2,7 +2,7 @@
 
 Entry point: `python -m eval {run,score,report,compare,listening,sweep,stream-chart,tail-chart,sets,load}` (cli.py; its flags: parser.py).
 
-Packages, lower first (each imports only those above it; tests/test_layout.py keeps it so):
+Packages, lower first (each imports only those above it; tests/house/test_layout.py keeps it so):
 - jsonio.py  crash-safe files: atomic writes, JSONL rows appended one a write
 - progress.py  the long commands' progress bars (tqdm, on stderr), with the time left
 - scoring/   ASR, text normalisation, metrics, bootstrap, speaker similarity

@@ -16,7 +16,7 @@ The subpackages follow the data path, text -> front end -> prompt -> talker fram
 - serving/    vLLM-Omni's speech API: protocol, our server, a client
 - ui/         the Gradio page, the PCM route and the browser player
 
-Imports point one way, down this list (settings lowest, ui highest); tests/test_layout.py keeps
+Imports point one way, down this list (settings lowest, ui highest); tests/house/test_layout.py keeps
 them so. Each module is described once, in docs/DESIGN.md's tree; other packages import from the
 module itself, so a thin client never pays for torch it does not use.
 """

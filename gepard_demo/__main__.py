@@ -269,7 +269,7 @@ def voice_library(args: argparse.Namespace):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Every subcommand and its flags (tests/test_docs.py checks the docs' commands against it)."""
+    """Every subcommand and its flags (tests/docs/test_docs.py checks the docs' commands against it)."""
     parser = argparse.ArgumentParser(prog="python -m gepard_demo", description="Gepard-1.0 TTS on CPU or one GPU")
     sub = parser.add_subparsers(dest="cmd", required=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hold_fixtures import install_endless_seed
+from tests.support.hold_fixtures import install_endless_seed
 
 from gepard_demo.model.checkpoints.tiny import LAYOUTS, ensure_tiny
 from gepard_demo.model.engine import GepardEngine

@@ -208,7 +208,7 @@ def test_synth_reads_a_chapter_from_a_text_file_and_names_a_file_that_is_not_utf
 
 @pytest.mark.slow
 def test_synth_in_a_saved_voice_is_synth_with_its_clip(tiny_cache_dir, tiny_engine, tiny_model_dir, tmp_path):
-    from test_speaker_prefix import voice_like, wav_bytes
+    from tests.support.sound import voice_like, wav_bytes
 
     from gepard_demo.model.checkpoints.tiny import TINY_CODEC_FILE
     from gepard_demo.serving.voices import Upload, VoiceShelf

@@ -4,7 +4,7 @@ then makes it again as a take (gepard_demo.ui.page.speak_link.SpeakLink does the
 What a row can give depends on what made it (eval.runs.rows.row_settings):
 - a local engine's row: everything (sampling with its seed, guidance, streaming, the voice), so
   the take's frames are the row's (up to batch-shape rounding when the run batched several
-  utterances on a GPU, facts §3; on this project's CPU runs they are equal, tests/test_eval_tab_browser.py);
+  utterances on a GPU, facts §3; on this project's CPU runs they are equal, tests/page/test_eval_tab_browser.py);
 - a served row: its seed and frame budget (the server fixed the rest; the page keeps its own);
 - a Piper or files row: the text and seed only (that audio was not made by Gepard).
 """

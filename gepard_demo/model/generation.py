@@ -20,7 +20,7 @@ mask: the model always builds the linear-attention mask too, which asks the cach
 `has_previous_state()`, and a cache without linear-attention layers raises. So for that layout
 the loop builds the full-attention mask itself with transformers' own `create_causal_mask` and
 passes the model its mask mapping (`{"full_attention": mask}`), which the model uses as given.
-The hybrid layout keeps the plain 2-D mask. tests/test_padded_batch.py fails if either path
+The hybrid layout keeps the plain 2-D mask. tests/model/test_padded_batch.py fails if either path
 stops matching solo runs after a transformers upgrade.
 """
 

@@ -12,7 +12,7 @@ Shared by our server (`server.py`), eval's served engine and the app's served mo
   one vLLM-Omni uses through soundfile, and the one `synth` writes its WAV with.
 - SSE events (`speech.audio.delta` / `.done` / `.error`): writing and parsing.
 
-`tests/test_speech_conformance.py` loads vLLM-Omni's own request model and adapter rules from
+`tests/serving/test_conformance.py` loads vLLM-Omni's own request model and adapter rules from
 the installed wheel and checks a corpus of requests against this module and the server.
 Deliberate differences are listed in README.md (section "Serving").
 """
@@ -34,7 +34,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from gepard_demo.settings import EXTENSION_GROUPS
 from gepard_demo.units import SAMPLE_RATE  # Gepard's native rate; the only one served (sample_rate is refused)
 
-PROTOCOL = "vllm-omni==0.30.0"  # the wheel whose protocol this is (tests/vllm_omni_reference.py reads it)
+PROTOCOL = "vllm-omni==0.30.0"  # the wheel whose protocol this is (tests/support/vllm_omni_reference.py reads it)
 SPEECH_PATH = "/v1/audio/speech"
 MODELS_PATH = "/v1/models"
 VOICES_PATH = "/v1/audio/voices"  # vLLM-Omni's voice library (serving/voices.py)

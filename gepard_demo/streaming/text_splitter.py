@@ -1,6 +1,6 @@
 """Text that arrives in pieces (a language model's tokens) cut into units to speak: vLLM-Omni's
 speech WebSocket splitter (`speech_text_splitter.py` in the 0.30 wheel), rule for rule, so a
-client sees the same sentences from our server as from vLLM-Omni (tests/test_text_splitter.py
+client sees the same sentences from our server as from vLLM-Omni (tests/streaming/test_text_splitter.py
 checks it against the wheel's own on hard cases). It is the house's one sentence rule: a long
 text's segments are packed from the same sentences (`sentences`, used by text_input.split_text),
 so an abbreviation at a segment's edge stays with its sentence there as it does here.

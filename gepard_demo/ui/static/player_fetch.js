@@ -6,7 +6,7 @@
 //
 // The queue route's states are declared once, in Python (queue_line.QueueState): they come with
 // the player's config (queueStates), and this file reads them as `this.states.<name>`, never as
-// its own string literals (tests/test_queue_states.py holds the two sides to the same names).
+// its own string literals (tests/ui/jobs/test_queue_line.py holds the two sides to the same names).
 //
 // Loaded before player.js, which builds it (window.gepardPlayerParts.PlayerFetch).
 (function (parts) {
