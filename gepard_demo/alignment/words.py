@@ -5,7 +5,7 @@ the whitespace and Chinese-mixed path it uses without qwen_asr): split on whites
 letters and digits of any script and the apostrophe, drop a piece left empty (punctuation, emoji),
 and make each CJK ideograph a word of its own. `X-Word-Timestamps` lists exactly these words, so a
 client that re-segments the request's text the same way pairs them up
-(tests/test_word_timestamps_protocol.py checks the cut against the wheel's).
+(tests/serving/test_timestamps.py checks the cut against the wheel's).
 
 Each `TextWord` also keeps the piece as written ("Dr.", "9:30,"): the page and subtitles show
 it; Whisper is given it without the punctuation at its edges (`whisper_text`).
