@@ -61,10 +61,10 @@ def load_from_args(args: argparse.Namespace):
     # Until the speed pick sets it: loading and quantizing are not worth more threads.
     torch.set_num_threads(max(1, args.threads))
     dtype = load_dtype(args.device, args.precision)
-    engine = GepardEngine.load(args.model, device=args.device, dtype=dtype, cache_dir=args.cache_dir)
-    speed = speed_for(engine, args.device, args.precision, args.threads, args.pipeline, args.codec_precision,
+    loaded = GepardEngine.load(args.model, device=args.device, dtype=dtype, cache_dir=args.cache_dir)
+    speed = speed_for(loaded, args.device, args.precision, args.threads, args.pipeline, args.codec_precision,
                       args.cuda_graphs)
-    engine = apply_speed(engine, speed)
+    engine = apply_speed(loaded, speed)
     sampling, stream = settings_from_args(args, engine.default_sampling(), StreamSettings())
     sampling = sampling.replace(seed=args.seed)
     codec = load_codec(args.codec or engine.codec_source(), backend=args.codec_backend, device=args.device)

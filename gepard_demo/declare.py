@@ -28,7 +28,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Protocol
 
 # The page's groups of controls, in the order Generate takes them after the text: the Sampling
 # accordion, the Streaming one, "Voice and guidance" (after its reference clip), and the
@@ -163,7 +163,13 @@ def range_of(cls: type, name: str) -> Range | None:
     return next(f.metadata.get("range") for f in dataclasses.fields(cls) if f.name == name)
 
 
-def out_of_range(settings: object) -> tuple[str, str] | None:
+class Declared(Protocol):
+    """A settings dataclass (what dataclasses.fields reads): its fields carry the declarations."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+def out_of_range(settings: Declared) -> tuple[str, str] | None:
     """The first setting (in field order) whose value is outside its Range, as (name, message);
     None when all are inside. An unset value (None) and a word ("auto") are their setting's
     own check (a Range holds numbers)."""

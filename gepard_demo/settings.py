@@ -10,12 +10,11 @@ from __future__ import annotations
 import dataclasses
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
-from .declare import Control, Range, declared, in_effect, out_of_range, served_as, setting, values_of
+from .declare import Control, Declared, Range, declared, in_effect, out_of_range, served_as, setting, values_of
 from .text.front_end import NEMO, TEXT_NORMALIZATIONS, library_available
 from .text.lexicon import LexiconError, parse_cached
-
 # 4096 frames is about 190 s: the same upper bound vLLM-Omni's speech endpoint accepts for
 # max_new_tokens.
 MAX_FRAMES_LIMIT = 4096
@@ -54,7 +53,7 @@ def check_field(cond: bool, field: str, message: str) -> None:
         raise SettingsError(message, field)
 
 
-def check_ranges(settings: object) -> None:
+def check_ranges(settings: Declared) -> None:
     """Refuse, naming the field, the first value outside its declared Range (declare.py)."""
     if (bad := out_of_range(settings)) is not None:
         raise SettingsError(bad[1], bad[0])
@@ -113,7 +112,7 @@ def _real(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
 
 
-def is_whole(x) -> bool:
+def is_whole(x: object) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 

@@ -76,8 +76,8 @@ class Aligner:
     @property
     def models(self) -> list[tuple[Whisper, Tokenizer]]:
         """(model, tokenizer) per member of the weights, in their order (loaded on first use)."""
-        self.load()
-        return list(self._models)
+        with self._lock, _no_denormals():
+            return list(self._load())
 
     def load(self) -> "Aligner":
         """Load the weights now (else the first align does): a converted checkpoint is cached."""
@@ -85,7 +85,8 @@ class Aligner:
             self._load()
         return self
 
-    def _load(self) -> None:
+    def _load(self) -> list[tuple[Whisper, Tokenizer]]:
+        """Under the lock: the members, loaded on the first call."""
         if self._models is None:
             from .whisper_align import align_window, load_whisper, piece_tokens
 
@@ -97,6 +98,7 @@ class Aligner:
             for model, tokenizer in models:
                 align_window(model, tokenizer, noise, piece_tokens(tokenizer, ["warm", "up"]))
             self._models = models
+        return self._models
 
     def align(self, audio: np.ndarray, sample_rate: int, text: str) -> Alignment:
         t0 = time.perf_counter()
@@ -115,8 +117,7 @@ class Aligner:
         if sum(e - s for s, e in speech) < MIN_SPEECH_S:
             return done(note=NO_SPEECH)
         with self._lock, _no_denormals():
-            self._load()
-            raw = median_spans([r for model, tokenizer in self._models for r in _raw_spans(model, tokenizer, x, words)])
+            raw = median_spans([r for model, tokenizer in self._load() for r in _raw_spans(model, tokenizer, x, words)])
         from .refine import refine
 
         return done(refine(words, raw, speech, self.settings.low_confidence, level, hiss(x)))
@@ -143,7 +144,7 @@ def _raw_spans(model, tokenizer, x: np.ndarray, words: list[TextWord]) -> list[l
             j += 1
         got = align_window(model, tokenizer, x[int(t * ASR_RATE): int(end * ASR_RATE)], tokens[i:j])
         if last_window and j == len(tokens):
-            keep = j - 1
+            keep: int | None = j - 1
         else:
             timed = [k for k, r in enumerate(got[0]) if r.end > r.start and t + r.end <= end - MARGIN_S]
             keep = i + timed[-1] if timed else None

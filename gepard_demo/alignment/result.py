@@ -34,6 +34,11 @@ class AlignedWord:
     def timed(self) -> bool:
         return self.start is not None
 
+    @property
+    def span(self) -> tuple[float, float] | None:
+        """(start, end) in seconds; None when unaligned."""
+        return None if self.start is None or self.end is None else (self.start, self.end)
+
 
 @dataclass(frozen=True)
 class Alignment:
@@ -53,9 +58,9 @@ class Alignment:
     def shifted(self, seconds: float) -> "Alignment":
         """The same words with every span moved by `seconds` (a segment placed in its utterance)."""
         def move(w: AlignedWord) -> AlignedWord:
-            if not w.timed:
+            if (span := w.span) is None:
                 return w
-            return dataclasses.replace(w, start=w.start + seconds, end=w.end + seconds)
+            return dataclasses.replace(w, start=span[0] + seconds, end=span[1] + seconds)
 
         return dataclasses.replace(self, words=tuple(move(w) for w in self.words))
 
@@ -95,9 +100,9 @@ def wire_timestamps(alignment: Alignment) -> list[dict]:
     ended: the count still matches the text's words (vLLM-Omni's clients pair them by position)."""
     out, last = [], 0
     for w in alignment.words:
-        if w.timed:
-            start = max(last, int(round(w.start * 1000)))
-            end = max(start, int(round(w.end * 1000)))
+        if (span := w.span) is not None:
+            start = max(last, int(round(span[0] * 1000)))
+            end = max(start, int(round(span[1] * 1000)))
         else:
             start = end = last
         out.append({"word": w.word, "start_ms": start, "end_ms": end})

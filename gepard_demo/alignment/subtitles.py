@@ -18,21 +18,22 @@ PAUSE_S = 0.8
 def cues(alignment: Alignment) -> tuple[list[tuple[float, float, str]], list[str]]:
     """([(start, end, text)], the words left out because no cue could time them)."""
     groups: list[list[AlignedWord]] = [[]]
-    last_end = None
+    last_end: float | None = None
     for w in alignment.words:
-        cur = groups[-1]
-        if cur and w.timed and last_end is not None and w.start - last_end >= PAUSE_S:
+        cur, span = groups[-1], w.span
+        if cur and span is not None and last_end is not None and span[0] - last_end >= PAUSE_S:
             groups.append([])
         groups[-1].append(w)
-        if w.timed:
-            last_end = w.end
+        if span is not None:
+            last_end = span[1]
         if len(groups[-1]) >= MAX_WORDS or w.written.rstrip("\"')]”’").endswith((".", "!", "?")):
             groups.append([])
-    out, lost = [], []
+    out: list[tuple[float, float, str]] = []
+    lost: list[str] = []
     for g in groups:
-        timed = [w for w in g if w.timed]
-        if timed:
-            out.append((timed[0].start, max(timed[-1].end, timed[0].start + 0.001), " ".join(w.written for w in g)))
+        spans = [s for s in (w.span for w in g) if s is not None]
+        if spans:
+            out.append((spans[0][0], max(spans[-1][1], spans[0][0] + 0.001), " ".join(w.written for w in g)))
         else:
             lost += [w.written for w in g]
     return out, lost

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from .speech import ASR_RATE
 
 if TYPE_CHECKING:
-    from whisper.model import Whisper
+    from whisper.model import AudioEncoder, Whisper
     from whisper.tokenizer import Tokenizer
 
 FRAME_S = 0.02  # one DTW step: two mel frames of 10 ms
@@ -68,8 +68,8 @@ def load_whisper(weights: str, cache_dir: str | None, trim_context: bool) -> tup
     # (measured: the tiny model's p_stop moved in the 8th digit, so a seed replayed after the first
     # alignment could draw another frame). Its own workqueue layer leaves the process's OpenMP
     # alone; the DTW has no parallel loop to lose. Only a layer not yet started can be chosen.
-    if numba.config.THREADING_LAYER == "default":
-        numba.config.THREADING_LAYER = "workqueue"
+    if numba.config.THREADING_LAYER == "default":  # type: ignore[attr-defined]  # numba.config sets it at import
+        numba.config.THREADING_LAYER = "workqueue"  # type: ignore[attr-defined]
     path = openai_checkpoint(weights, Path(cache_dir) if cache_dir else DEFAULT_CACHE)
     model = whisper.load_model(str(path), device="cpu")
     name = Path(weights).name
@@ -85,7 +85,7 @@ def load_whisper(weights: str, cache_dir: str | None, trim_context: bool) -> tup
 class TrimmedEncoder(torch.nn.Module):
     """openai-whisper's AudioEncoder.forward on any even number of mel frames up to the window."""
 
-    def __init__(self, encoder: torch.nn.Module):
+    def __init__(self, encoder: AudioEncoder):
         super().__init__()
         self.inner = encoder
 

@@ -41,6 +41,14 @@ class StreamDecoder(ABC):
     def push(self, codes: Codes) -> np.ndarray:
         """(n, 32) codes -> float32 samples for exactly those n frames."""
 
+    def carry(self) -> dict:
+        """The stream's state as plain CPU values (picklable), for another call to go on from."""
+        raise NotImplementedError(f"{type(self).__name__} does not hand its state over")
+
+    def resume(self, carried: dict) -> StreamDecoder:
+        """Go on from `carry()`'s values (this stream's own kind's); returns itself."""
+        raise NotImplementedError(f"{type(self).__name__} does not go on from a carried state")
+
     def push_last(self, codes: Codes) -> np.ndarray:
         """The stream's last push: the same samples; a graphed stream may pad it into a graph it
         has (codec/graphed.py) and take no push after it."""

@@ -292,8 +292,7 @@ class DecodeBatch:
 
 
 def _fed(st: _Live) -> torch.Tensor:
-    """The frame a live row feeds back next (sample() committed it before advance() reads it)."""
-    assert st.codes is not None, "advance() feeds only rows sample() gave a frame"
+    assert st.codes is not None, "advance() feeds back only the frames sample() committed"
     return st.codes
 
 
@@ -334,7 +333,8 @@ def prefill(talker: GepardTalker, requests: dict[int, BatchRequest]) -> Prefille
     with torch.inference_mode():
         embeds = talker.embed_prompt(ids, speaker_rows)
         if replayed:  # the frames made before, fed after the prompt in the same prefill
-            frames = torch.stack([_replay(requests[h]) for h, _ in rows]).to(device)
+            # Every row's (_replayed: a group goes on from one frame count, so none lacks them).
+            frames = torch.stack([f for h, _ in rows if (f := requests[h].replay) is not None]).to(device)
             fed = talker.embed_frame(frames.flatten(0, 1)).view(len(rows), replayed, -1)
             embeds = torch.cat([embeds, fed.to(embeds.dtype)], dim=1)
         padded = bool((mask == 0).any())  # a padding-free prefill needs no mask: the fast path
@@ -346,16 +346,10 @@ def prefill(talker: GepardTalker, requests: dict[int, BatchRequest]) -> Prefille
 
 
 def _prompt(request: BatchRequest, unconditional: bool) -> list[int]:
-    """A row's prompt: the request's, or its guidance branch's (a row `prefill` made for it)."""
-    if not unconditional:
-        return request.prompt
-    assert request.unconditional is not None, "a guidance row only for a guided request"
-    return request.unconditional
-
-
-def _replay(request: BatchRequest) -> torch.Tensor:
-    assert request.replay is not None, "a group goes on from its frames only when each request has them"
-    return request.replay
+    """A row's prompt: the request's, or its guidance branch's (prefill makes that row for a guided one)."""
+    prompt = request.unconditional if unconditional else request.prompt
+    assert prompt is not None
+    return prompt
 
 
 def _replayed(requests: list[BatchRequest]) -> int:

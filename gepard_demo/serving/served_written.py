@@ -43,6 +43,7 @@ class ServedWrittenSession(ServedSession):
         if request.words_per_s is None:
             raise ValueError("ServedWrittenSession needs request.words_per_s (ServedSession sends the text at once)")
         super().__init__(client, request, features=features)
+        self.words_per_s = request.words_per_s
         self.written = write(self.text, request.words_per_s)
         self.segments = list(self.written.units)
         self.stats.segments = len(self.segments)
@@ -58,11 +59,13 @@ class ServedWrittenSession(ServedSession):
 
     async def _talk(self, events: queue.Queue) -> None:
         """The connection: words sent at their moments, every event handed to the page's thread."""
+        t0 = self._t0
+        assert t0 is not None  # set before the connection's thread starts
         async with StreamingSpeech(self.client.url, **self._config()) as speech:
 
             async def feed() -> None:
                 for k, piece in enumerate(pieces(self.text)):
-                    await asyncio.sleep(max(0.0, self._t0 + k / self.written.words_per_s - time.perf_counter()))
+                    await asyncio.sleep(max(0.0, t0 + k / self.words_per_s - time.perf_counter()))
                     await speech.send(piece)
                 await speech.finish()
 
@@ -135,7 +138,7 @@ class ServedWrittenSession(ServedSession):
         """The page's long-text line (streaming/segments.py's fields): the sentences the server has
         sent whole, where each ends in the audio, and when each was written."""
         done = len(self._ends_s)
-        n = len(self.segments)
+        n = len(self.written.units)  # this session's segments
         return {"segments": n, "segment": min(done, n - 1), "generated": [k < done for k in range(n)],
                 "ahead_s": 0.0, "rate": None, "text_rate": None, "ends_s": list(self._ends_s),
                 "written_s": list(self.written.written_s)}

@@ -210,6 +210,7 @@ async def _whole(request: Request, session: SynthesisSession, req: SpeechRequest
         return Response(status_code=499)
     headers = {**headers, **report_headers(run_report(session.stats))}
     if req.word_timestamps:  # after the audio is made: nothing a Stop or hang-up waits on
+        assert aligner is not None  # word_timestamps without one is refused (timestamps.py's field rule)
         alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, session)
         headers.update(timestamp_headers(alignment) if alignment is not None else timestamps.failed_headers())
     data, media = encode_audio(audio, req.response_format)
@@ -243,6 +244,7 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest, metrics: S
             first = False
             yield out(pcm16(chunk.samples))
         if sse and req.word_timestamps and session.stats.complete:  # after every audio delta
+            assert aligner is not None  # as in _whole
             alignment = await anyio.to_thread.run_sync(timestamps.align_session, aligner, session)
             yield timestamps.timestamps_event(alignment)
         if sse:

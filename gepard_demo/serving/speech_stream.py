@@ -191,10 +191,12 @@ class _Connection:
     def _start(self, text: str) -> None:
         """A unit closed: its session starts now (as a row of the running batch, once fewer than
         1 + ahead units are generating), its audio is sent in its turn."""
+        config = self.config
+        assert config is not None  # text before a session.config is refused where it arrives
         if self.seed is None:  # the config's, else the server's --seed, else a fresh one per utterance
-            given = [s for s in (self.config.seed, self.service.sampling.seed) if s is not None]
+            given = [s for s in (config.seed, self.service.sampling.seed) if s is not None]
             self.seed = given[0] if given else secrets.randbelow(2**53)
-        unit = _Unit(self.utterance, self.units_sent, text, self.config)
+        unit = _Unit(self.utterance, self.units_sent, text, config)
         self.units_sent += 1
         try:
             # A break at the unit's edge is silence between units: the unit's own, before or after
@@ -205,7 +207,7 @@ class _Connection:
             check_total(self.break_s)
             unit.lead, unit.trail = pause_samples(lead, SAMPLE_RATE), pause_samples(trail, SAMPLE_RATE)
             if words:
-                body = sp.sentence_body(self.config, self.extensions, words, segment_seed(self.seed, unit.index))
+                body = sp.sentence_body(config, self.extensions, words, segment_seed(self.seed, unit.index))
                 # The voice this connection read at its config: a voice deleted since stays this session's.
                 served = self.service.check(body, voice_held=self.speaker is not None)
                 unit.session = self.service.session(served, self.speaker)
@@ -219,14 +221,14 @@ class _Connection:
             unit.chunks.put_nowait(_END)
         if unit.session is not None:
             self.units.add(unit)
-            unit.task = asyncio.create_task(self._generate(unit))
+            unit.task = asyncio.create_task(self._generate(unit, unit.session))
         self._say(unit)
 
-    async def _generate(self, unit: _Unit) -> None:
+    async def _generate(self, unit: _Unit, session: SynthesisSession) -> None:
         failed = False
         try:
             async with self.generating:
-                it = iter(unit.session)
+                it = iter(session)
                 while (chunk := await anyio.to_thread.run_sync(next, it, None)) is not None:
                     if len(chunk.samples):
                         unit.chunks.put_nowait(chunk.samples)
@@ -241,10 +243,10 @@ class _Connection:
             # not hold off: the count and the discard must not wait on the close to be made.
             try:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(unit.session.close)
+                    await anyio.to_thread.run_sync(session.close)
             finally:
                 self.units.discard(unit)
-                self.metrics.ended(unit.session, failed)
+                self.metrics.ended(session, failed)
 
     # -- ending ----------------------------------------------------------------------------
 
@@ -262,12 +264,15 @@ class _Connection:
 
     async def close(self) -> None:
         """Every unit this connection started stops (its rows leave the batch), and the sender ends."""
-        units = list(self.units)
-        for unit in units:
-            unit.session.cancel()  # from any thread: the row leaves the batch at the next step
-            unit.task.cancel()
+        tasks = []
+        for unit in list(self.units):  # each with its session and task (_start adds it with them)
+            if unit.session is not None:
+                unit.session.cancel()  # from any thread: the row leaves the batch at the next step
+            if unit.task is not None:
+                unit.task.cancel()
+                tasks.append(unit.task)
         self.sending.task.cancel()
-        await asyncio.gather(*[u.task for u in units], self.sending.task, return_exceptions=True)
+        await asyncio.gather(*tasks, self.sending.task, return_exceptions=True)
 
 
 class _Sender:

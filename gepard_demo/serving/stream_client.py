@@ -118,6 +118,7 @@ class StreamingSpeech:
             if kind == "audio" and on_audio is not None:
                 on_audio(len(frame) // 2)
             elif kind == "done":
+                assert unit is not None  # events() names the unit each "done" ends
                 yield unit
 
     async def events(self) -> AsyncIterator[tuple[str, Unit | None, bytes]]:

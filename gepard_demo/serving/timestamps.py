@@ -89,7 +89,7 @@ def align_session(aligner: Aligner, session: SynthesisSession) -> Alignment | No
     """A finished session's words; None (logged) when the alignment itself failed."""
     try:
         st = session.stats
-        return align_segments(aligner, session.audio(), session.sample_rate, list(session.segments),
+        return align_segments(aligner, session.audio(), session.sample_rate, list(session.segments or [session.text]),
                               list(st.segment_frames) or [st.frames], session.samples_per_frame, list(st.segment_pauses),
                               session.sampling)
     except Exception:  # noqa: BLE001  the audio is still answered; the client is told there are none

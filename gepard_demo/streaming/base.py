@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 if TYPE_CHECKING:
-    from gepard_demo.alignment.result import Alignment
     from gepard_demo.settings import SamplingSettings, StreamSettings
 
     from .chunks import AudioChunk
@@ -33,7 +32,7 @@ class OnceIterableSession:
     sampling: SamplingSettings
     stream: StreamSettings | None = None
     segments: list[str] | None = None  # a long text's parts, each its own request (None: the text whole)
-    word_alignment: Alignment | None = None  # the words a server sent after the audio (a served session's)
+    word_alignment: object = None  # the words a server sent after the audio (a served session's Alignment)
 
     def __init__(self) -> None:
         self._cancel = threading.Event()

@@ -4,13 +4,13 @@ process boundary pickled (gepard_demo/zerogpu)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import copy
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gepard_demo.declare import values_of
 from gepard_demo.model.guards.ending import FORCE_STOP, RUNAWAY_ENDS, STOP, utterance_end
 
 if TYPE_CHECKING:
@@ -152,7 +152,10 @@ class SynthesisStats:
 
     def copy(self) -> "SynthesisStats":
         """A copy whose lists are its own (what a carry hands the next call)."""
-        return replace(self, **{name: list(value) for name, value in values_of(self, _LISTS).items()})
+        out = copy.copy(self)
+        for name in _LISTS:
+            setattr(out, name, list(getattr(self, name)))
+        return out
 
 
 _LISTS = ("p_stop", "entropy", "nll", "ended_by", "segment_frames", "segment_pauses", "gpu_asks_s", "text_waits_s")

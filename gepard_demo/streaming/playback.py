@@ -33,8 +33,10 @@ class Playback:
         """t0: when the request started (the chunks' and stats' clock); end_of_speech: the end's
         shaping (None: the codec package's, codec/tail.py)."""
         if end_of_speech is None:
-            from gepard_demo.codec import apply_end_of_speech as end_of_speech
-        self.end_of_speech = end_of_speech
+            from gepard_demo.codec import apply_end_of_speech
+
+            end_of_speech = apply_end_of_speech
+        self.end_of_speech: EndOfSpeech = end_of_speech
         self.t0, self.dec, self.stream, self.stats = t0, dec, stream, stats
         self.sample_rate = dec.sample_rate
         self.ended_by: list[str] = []  # per segment ended so far: "stop", "budget", "force_stop" or "cancel"

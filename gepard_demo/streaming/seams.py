@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from gepard_demo.alignment.result import Alignment
     from gepard_demo.codec.fsq import Codes
     from gepard_demo.settings import SamplingSettings, StreamSettings
     from gepard_demo.voice.reference_audio import PageAudio
@@ -105,12 +104,19 @@ class Session(Protocol):
 
     text: str
     sampling: SamplingSettings
-    stream: StreamSettings | None
-    segments: list[str] | None
     stats: SynthesisStats
     sample_rate: int
     keep_audio: bool
-    word_alignment: Alignment | None
+
+    # Read-only here: a session that always decodes (or always cuts its text) says so in its own type.
+    @property
+    def stream(self) -> StreamSettings | None: ...
+
+    @property
+    def segments(self) -> list[str] | None: ...
+
+    @property
+    def word_alignment(self) -> object: ...  # a served session's alignment.result.Alignment (a layer above)
 
     def __iter__(self) -> Iterator[AudioChunk]: ...
 

@@ -64,6 +64,8 @@ def segment_seed(seed: int, index: int) -> int:
 
 def segment_sampling(sampling: SamplingSettings, index: int) -> SamplingSettings:
     """The settings segment `index` is generated with (the request's, with its segment seed)."""
+    if sampling.seed is None:  # else every unseeded text's later segments would share seeds
+        raise ValueError("segment seeds come from the request's seed: make it concrete first (with_concrete_seed)")
     return sampling.replace(seed=segment_seed(sampling.seed, index))
 
 

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from gepard_demo.model.frames import FrameSource
     from gepard_demo.model.generation import FrameStep
     from gepard_demo.model.seams import AudioCodec, FrameEngine
+    from gepard_demo.settings import StreamSettings
 
     from .seams import Handover
 
@@ -76,6 +77,9 @@ class SynthesisSession(OnceIterableSession):
     (segments.SegmentReader), so it frees the engine even when nobody resumes the iteration. The
     end fade reaches back past a short final chunk (decoding.py holds its samples back).
     """
+
+    stream: StreamSettings  # it decodes here, always
+    segments: list[str]  # its text's segments (one for a short text)
 
     def __init__(
         self, engine: FrameEngine, codec: AudioCodec, request: SessionRequest, *, look_ahead: int = 0,
@@ -210,7 +214,7 @@ class SynthesisSession(OnceIterableSession):
                 return None
             if step is None:  # ended without saying why: cancelled, else the budget
                 return CANCEL if self._cancel.is_set() else BUDGET
-            if self._record.take(step):
+            if self._record.take(step) and step.codes is not None:  # take(): True for a committed frame
                 play.add(step.codes)
                 seg_codes.append(step.codes)
             if self._step_events:

@@ -78,7 +78,8 @@ class TextSplitter:
         return self._cut(flush=True)
 
     def _cut(self, flush: bool) -> list[str]:
-        text, marks, units = self._text, MARKS[self.granularity], []
+        text, marks = self._text, MARKS[self.granularity]
+        units: list[str] = []
         start, i, n = 0, self._seen, len(text)
         while i < n:
             if text[i] not in marks or _in_number(text, i) or _abbreviated(text, i):

@@ -110,7 +110,7 @@ class CaptionDesk:
         job = self._job(job_id, session)
         if self.aligner is None:  # the server's words, sent after the audio
             words = session.word_alignment
-            job.parts[0] = words if words is not None else Alignment(note="the server sent no words for this one")
+            job.parts[0] = words if isinstance(words, Alignment) else Alignment(note="the server sent no words for this one")
             job.expected = 1
             job.done.set()
             return

@@ -133,6 +133,8 @@ def sinusoidal_positions(length: int, dim: int) -> torch.Tensor:
 class RefCompressor(nn.Module):
     """(B, T_ref, 32) per-dim codes (+ mask) -> (B, K, d_model) speaker prefix."""
 
+    _half: torch.Tensor  # the buffer __init__ registers, typed (nn.Module's lookup says Tensor | Module)
+
     def __init__(self, cfg: CompressorConfig, levels: tuple[int, ...]):
         super().__init__()
         self.cfg = cfg

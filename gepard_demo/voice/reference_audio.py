@@ -201,7 +201,7 @@ def read_reference_file(path: str | Path) -> bytes:
     return p.read_bytes()
 
 
-def decode_base64_audio(value: str) -> bytes:
+def decode_base64_audio(value: object) -> bytes:
     """vLLM-Omni's `ref_audio` request field: base64 of an audio file, or a data URL
     (`data:audio/wav;base64,...`). Raises ReferenceAudioError for anything else."""
     import base64

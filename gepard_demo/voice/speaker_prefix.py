@@ -152,12 +152,12 @@ class SpeakerPrefixer:
             if hit is not None:
                 self.hits += 1
                 return hit
-            pending = self._pending.get(key)
-            owner = pending is None
-            if owner:
-                pending = self._pending[key] = Future()
-        if not owner:
-            return pending.result()
+            waiting = self._pending.get(key)
+            if waiting is None:  # this caller makes it; the others wait for its future
+                pending: Future = Future()
+                self._pending[key] = pending
+        if waiting is not None:
+            return waiting.result()
         try:
             audio, rate = load()
             prefix = self.compute(audio, rate, key)

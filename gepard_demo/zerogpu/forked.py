@@ -19,7 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -48,7 +48,7 @@ class Forked:
 
     # -- main process ---------------------------------------------------------------------------
 
-    def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
+    def stream(self, request: tasks.StreamRequest) -> Generator[tasks.StreamItem]:
         worker = self._take()
         try:
             worker.start(("stream", request))

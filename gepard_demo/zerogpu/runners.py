@@ -14,9 +14,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from typing import Callable, Iterator, Protocol, TypeVar
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from . import tasks
 from .resident import Resident
@@ -30,7 +29,7 @@ class GpuRunner(Protocol):
     name: str  # how a run's record names the runner
     resident: Resident
 
-    def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]: ...
+    def stream(self, request: tasks.StreamRequest) -> Generator[tasks.StreamItem]: ...
 
     def call(self, fn: Callable[..., R], *args: object, duration_s: float = 60.0) -> R: ...
 
@@ -41,7 +40,7 @@ class InProcess:
     def __init__(self, resident: Resident):
         self.resident = resident
 
-    def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
+    def stream(self, request: tasks.StreamRequest) -> Generator[tasks.StreamItem]:
         return tasks.stream(self.resident, request)
 
     def call(self, fn: Callable[..., R], *args: object, duration_s: float = 60.0) -> R:
@@ -59,11 +58,11 @@ class ZeroGpu:
         self.resident = resident
         # Bound methods: ZeroGPU forks the worker from this process, so `self` (and the resident
         # placed at start-up) is already there; only the request is pickled.
-        self._stream: Callable[[tasks.StreamRequest], Iterator[tasks.StreamItem]] = spaces.GPU(
+        self._stream: Callable[[tasks.StreamRequest], Generator[tasks.StreamItem]] = spaces.GPU(
             duration=self._stream_duration)(self._stream_task)
         self._call: Callable[..., object] = spaces.GPU(duration=self._call_duration)(self._call_task)
 
-    def stream(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
+    def stream(self, request: tasks.StreamRequest) -> Generator[tasks.StreamItem]:
         return self._stream(request)
 
     def call(self, fn: Callable[..., R], *args: object, duration_s: float = 60.0) -> R:
@@ -72,7 +71,7 @@ class ZeroGpu:
 
     # -- inside the worker ---------------------------------------------------------------------
 
-    def _stream_task(self, request: tasks.StreamRequest) -> Iterator[tasks.StreamItem]:
+    def _stream_task(self, request: tasks.StreamRequest) -> Generator[tasks.StreamItem]:
         self.resident.gate.open = True  # this process's copy: the worker holds the GPU now
         yield from tasks.stream(self.resident, request)
 

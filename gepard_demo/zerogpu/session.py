@@ -49,6 +49,7 @@ WORKER_FIELDS = ("frames", "stop_frame", "p_stop", "gen_time_s", "decode_time_s"
 
 
 class GpuSession(OnceIterableSession):
+    segments: list[str]  # its text's segments, each planned into the GPU calls
     def __init__(self, runner: GpuRunner, request: SessionRequest, *, sample_rate: int, speed: str | None = None,
                  budget: GpuBudget = GpuBudget(), starts: StartTimes | None = None):
         """request: the utterance, taken whole (its speaker a (K, hidden) CPU prefix or None; its
@@ -107,6 +108,7 @@ class GpuSession(OnceIterableSession):
         try:
             while not self._cancel.is_set():
                 request = self.request(carry)
+                assert request.ask_s is not None  # request() sizes every call it makes
                 st.gpu_asks_s.append(request.ask_s)
                 yield from self._call(request, t0)
                 carry = self._carried
