@@ -214,11 +214,12 @@ def load_in_background(settings: AlignmentSettings) -> CaptionDesk:
     the weights); weights that cannot be had turn captions off, with the reason on the page."""
     from gepard_demo.alignment.aligner import Aligner
 
-    desk = CaptionDesk(Aligner(settings))
+    aligner = Aligner(settings)
+    desk = CaptionDesk(aligner)
 
     def load() -> None:
         try:
-            desk.aligner.load()
+            aligner.load()
         except Exception as exc:  # noqa: BLE001  no weights here: the page says so instead of failing
             log.warning("captions off: %s", exc)
             desk.off_reason = f"captions are off: the aligner's weights could not be loaded ({exc})"

@@ -133,5 +133,5 @@ def serve(app: FastAPI, host: str, port: int, blocks: gr.Blocks | None = None,
                                            timeout_graceful_shutdown=2, proxy_headers=True,
                                            forwarded_allow_ips=trusted_proxies))
     if blocks is not None:
-        blocks.server = server
+        blocks.server = server  # type: ignore[assignment]  # gradio's Server drops the signal handlers we keep
     server.run()

@@ -74,6 +74,16 @@ class Take:
         return _list(self.stats.get("p_stop"))
 
     @property
+    def entropy(self) -> list[float]:
+        return _list(self.stats.get("entropy"))
+
+    @property
+    def stop_frame(self) -> int | None:
+        """The frame its stop fired at; None where it did not."""
+        frame = self.stats.get("stop_frame")
+        return int(frame) if self.stats.get("stop_fired") and isinstance(frame, (int, float)) else None
+
+    @property
     def label(self) -> str:
         return " · ".join([f"#{self.number}", *tagged(self.sampling), f"{self.stats.get('audio_s', 0):.1f} s"])
 

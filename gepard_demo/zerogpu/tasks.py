@@ -148,16 +148,14 @@ def process_age_s() -> float | None:
         return None
 
 
-def speaker_prefix(resident: Resident, samples: np.ndarray, rate: int) -> Prefix | Failure:
-    """The prefix of a reference the main process already decoded and checked."""
-    try:
-        if resident.prefixer is None:
-            raise RuntimeError(resident.no_cloning or "this model cannot clone a voice")
-        t0 = time.perf_counter()
-        prefix = resident.prefixer.from_array(samples, rate)
-        return Prefix(prefix.tokens.detach().cpu(), prefix.seconds, prefix.frames, time.perf_counter() - t0)
-    except Exception as exc:  # noqa: BLE001
-        return Failure.of(exc)
+def speaker_prefix(resident: Resident, samples: np.ndarray, rate: int) -> Prefix:
+    """The prefix of a reference the main process already decoded and checked (a runner's `call`:
+    what it raises comes back as a Failure)."""
+    if resident.prefixer is None:
+        raise RuntimeError(resident.no_cloning or "this model cannot clone a voice")
+    t0 = time.perf_counter()
+    prefix = resident.prefixer.from_array(samples, rate)
+    return Prefix(prefix.tokens.detach().cpu(), prefix.seconds, prefix.frames, time.perf_counter() - t0)
 
 
 def call(resident: Resident, fn: Callable[..., R], args: tuple) -> R | Failure:

@@ -67,6 +67,12 @@ class GpuHost(EngineFacts):
     starts: StartTimes = field(default_factory=StartTimes)  # cold starts measured: the asks budget for them
     concurrency: int = 4
     own_turn = True
+    # The resident's, for config and model info only: their forward passes are gated (resident.py).
+    engine: Engine = field(init=False)
+    codec: Codec = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.engine, self.codec = self.resident.engine, self.resident.codec
 
     @classmethod
     def around(cls, host: ModelHost, mode: str, budget: GpuBudget = GpuBudget(), concurrency: int = 4,
@@ -85,14 +91,6 @@ class GpuHost(EngineFacts):
                    concurrency=concurrency)
 
     # -- what needs no GPU ------------------------------------------------------------------------
-
-    @property
-    def engine(self) -> Engine:
-        return self.resident.engine  # config and model info only: its forward passes are gated
-
-    @property
-    def codec(self) -> Codec:
-        return self.resident.codec
 
     def __call__(self) -> Engine:
         return self.engine  # the Eval tab's engine provider; it sends batches through self.gpu

@@ -88,7 +88,7 @@ class ServedHost(PageHost):
     @property
     def info(self) -> ModelInfo:
         e = self.entry
-        return ModelInfo(name=e.get("id"), path=self.url, revision=e.get("revision"),
+        return ModelInfo(name=str(e.get("id") or ""), path=self.url, revision=e.get("revision"),
                          random_weights=bool(e.get("random_weights", False)),
                          device=e.get("device", "server"), dtype=e.get("dtype", "?"))
 

@@ -126,7 +126,7 @@ class DemoController:
             return gr.skip()
         path = getattr(upload, "name", upload)
         try:
-            return read_text_file(path, self.registry.traffic.max_text_chars)
+            return read_text_file(str(path), self.registry.traffic.max_text_chars)
         except (TextError, OSError) as exc:
             raise self._rejected("Text file not accepted", exc) from None
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from gepard_demo.bounded import Bounded
 
 if TYPE_CHECKING:
+    from gepard_demo.streaming.segments import Progress
     from gepard_demo.ui.jobs.mailbox import Job
 
 KEPT_JOB_OVERHEAD = 1024  # bytes a kept job costs beside its audio: its fields and bookkeeping
@@ -42,7 +43,7 @@ class KeptJobs:
         self.keep_s = keep_s
         self._jobs: OrderedDict[str, tuple[Job, int, float]] = OrderedDict()  # id -> (job, cost, finished at)
         self._bytes = 0
-        self._gone: Bounded[str, tuple[str, dict | None]] = Bounded(remember)  # id -> (why it is not here, progress)
+        self._gone: Bounded[str, tuple[str, Progress | None]] = Bounded(remember)  # id -> (why it is not here, progress)
         self.dropped: Counter[str] = Counter()  # jobs let go unheard, by cause: "memory", "age"
 
     @property
@@ -61,7 +62,7 @@ class KeptJobs:
         entry = self._gone.get(job_id)
         return entry[0] if entry else None
 
-    def progress(self, job_id: str) -> dict | None:
+    def progress(self, job_id: str) -> Progress | None:
         """A long text's last progress, once its audio is let go (None: none, or not let go)."""
         entry = self._gone.get(job_id)
         return entry[1] if entry else None
@@ -91,7 +92,7 @@ class KeptJobs:
         if job_id in self._jobs:
             self._let_go(job_id, None, "its audio was already sent to a listener and freed")
 
-    def forget(self, job_id: str, why: str, progress: dict | None = None) -> None:
+    def forget(self, job_id: str, why: str, progress: Progress | None = None) -> None:
         """An id with no job here (its Generate was refused, or freed elsewhere): remember why."""
         self._gone[job_id] = (why, progress)
 

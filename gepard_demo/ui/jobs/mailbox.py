@@ -22,6 +22,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from gepard_demo.streaming.seams import Session
+    from gepard_demo.streaming.segments import Progress
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Job:
     claimed: bool = False  # a producer has taken it
     error: str | None = None
     session: Session | None = None  # the running session, to cancel it on Stop
-    last_progress: dict | None = None  # a long text's progress when it finished (its session is let go)
+    last_progress: Progress | None = None  # a long text's progress when it finished (its session is let go)
     client: str = ""  # who asked for it (an address: audio_route.client_of)
     nbytes: int = 0  # PCM bytes put so far
     on_finish: Callable[["Job"], None] | None = None  # the registry's: it moves the job to the kept ones

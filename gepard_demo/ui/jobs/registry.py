@@ -16,13 +16,16 @@ import asyncio
 import re
 import threading
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from gepard_demo.bounded import Bounded
 from gepard_demo.host_settings import TrafficSettings
 from gepard_demo.ui.jobs.kept_jobs import KeptJobs
 from gepard_demo.ui.jobs.listeners import Listeners, Waiter, wake_all
 from gepard_demo.ui.jobs.mailbox import Job
+
+if TYPE_CHECKING:
+    from gepard_demo.streaming.segments import Progress
 
 __all__ = ["JOB_ID_RE", "JOB_ID_RULE", "Busy", "Job", "JobError", "JobGone", "JobRegistry", "TooManyListeners"]
 
@@ -228,7 +231,7 @@ class JobRegistry:
         with self._lock:
             return self._lookup(job_id)
 
-    def finished_progress(self, job_id: str) -> dict | None:
+    def finished_progress(self, job_id: str) -> Progress | None:
         """A finished long text's last progress, kept after its job is let go (None: none)."""
         with self._lock:
             return self._kept.progress(job_id)

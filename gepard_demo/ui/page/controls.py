@@ -78,6 +78,8 @@ def default_values() -> dict[str, Json]:
 def _number(name: str, value: object) -> float:
     if value is None or isinstance(value, bool) or isinstance(value, str) and not value.strip():
         raise SettingsError(f"{name} is empty", name)
+    if not isinstance(value, (int, float, str)):
+        raise SettingsError(f"{name} must be a number, got {value!r}", name)
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -113,13 +115,14 @@ def _read(cls: type[S], name: str, c: Control, values: Mapping[str, object]) -> 
     if c.widget == "checkbox":
         return bool(value)
     if c.widget == "radio":
-        choices = declared(cls)[name].choices
+        choices = declared(cls)[name].choices or ()
         if str(value) not in choices:
             raise SettingsError(f"{name} must be one of {', '.join(choices)}, got {value!r}", name)
         return str(value)
     if c.widget == "text":
         try:
-            return declared(cls)[name].read(value)
+            # The box's text; a value from the API is read as it came (a TypeError below).
+            return declared(cls)[name].read(cast(str, value))
         except SettingsError:
             raise
         except (TypeError, ValueError):

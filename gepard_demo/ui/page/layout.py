@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, cast
 
 import gradio as gr
 from gradio.components import Component
@@ -26,7 +26,7 @@ from gepard_demo.ui.page.reading_preview import build_preview, wire_preview
 from gepard_demo.ui.page.speak_link import SPEAK_TAB_ID, SpeakLink
 from gepard_demo.ui.page.take_panel import TakeHandlers, build_takes_panel, wire_takes
 from gepard_demo.ui.page.saved_voices import VISITOR_KEY, VisitorVoices, wire_saved_voices
-from gepard_demo.ui.page.voice import build_voice_group, wire_voice_events
+from gepard_demo.ui.page.voice import PageVoices, build_voice_group, wire_voice_events
 from gepard_demo.ui.words_route import WORDS_PREFIX
 from gepard_demo.units import EXPECTED_BASE_S, EXPECTED_PER_WORD_S, Json
 
@@ -197,7 +197,8 @@ def stream_controls(values: dict[str, Json]) -> dict[str, Component]:
                 label="Start buffer: automatic (from the generation rate the player measures and the text's length)")
     gr.Slider(0, 10000, value=0, step=100, elem_id="gepard-prebuffer",
               label="Player start buffer (ms) when automatic is off: 0 starts on the first chunk")
-    c["decode_mode"].change(lambda m: gr.update(interactive=m == "lookback"), c["decode_mode"], c["lookback_frames"],
+    decode_mode = cast(gr.Radio, c["decode_mode"])  # its declared widget
+    decode_mode.change(lambda m: gr.update(interactive=m == "lookback"), c["decode_mode"], c["lookback_frames"],
                             queue=False, show_progress="hidden", api_visibility="private")
     return c
 
@@ -259,15 +260,19 @@ def build_demo(
                 with gr.Tab("Eval", id="eval"):
                     if eval_tab_error:
                         gr.Markdown(f"The Eval tab could not be built: `{html.escape(eval_tab_error)}`")
-                    else:
+                    elif eval_tab is not None:
                         eval_tab(host, speak=SpeakLink(controls, tabs))
         wire_events(controller, controls, job_id, generate_btn, stop_btn, results, host.concurrency)
         wire_speak(controller, controls, job_id, host.concurrency)  # the API's own way in (README)
         wire_takes(panel, TakeHandlers(host, controller), controls)
         wire_preview(preview, text, controls["text_normalization"], controls["lexicon_entries"])
-        wire_voice_events(controller.voices, controls["ref_audio"], ref_status)
+        ref_audio = cast(gr.Audio, controls["ref_audio"])  # its declared widget (voice.py)
+        wire_voice_events(controller.voices, ref_audio, ref_status)
         if saved_voices is not None:
-            wire_saved_voices(saved_voices, controller.voices, picker, visitor, controls["ref_audio"], demo)
+            voices = controller.voices
+            # A page with saved voices makes its voices here or in its GPU calls, and built the picker.
+            assert isinstance(voices, PageVoices) and picker is not None and visitor is not None
+            wire_saved_voices(saved_voices, voices, picker, visitor, ref_audio, demo)
         upload.upload(controller.read_text_file, [upload], [text], show_progress="minimal", api_name="read_text_file")
     return demo
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import gradio as gr
+from gradio.data_classes import FileData
 import numpy as np
 
 from gepard_demo.voice.library import SUFFIX, SavedVoice, VoiceError, VoiceLibrary
@@ -50,8 +51,11 @@ RATE = 22050  # a saved clip's rate (the library keeps it at the codec's)
 
 
 class MadePrefix(Protocol):
-    tokens: torch.Tensor  # (K, hidden)
-    seconds: float  # the reference's length after trimming
+    @property
+    def tokens(self) -> torch.Tensor: ...  # (K, hidden)
+
+    @property
+    def seconds(self) -> float: ...  # the reference's length after trimming
 
 
 class PageVoices(Protocol):
@@ -268,9 +272,10 @@ def wire_saved_voices(shelf: VisitorVoices, voices: PageVoices, ui: SavedVoicesU
             return gr.skip(), gr.skip(), "**Pick a saved voice to delete first.**"
         held = shelf.is_clip(token, name, audio)
         try:  # where a pick put its clip in Gradio's cache: the box's own postprocess names the file
-            cached = Path(ref_audio.postprocess(shelf.clip(token, name)).path)
-        except (VoiceError, AttributeError, TypeError):
-            cached = None
+            data = ref_audio.postprocess(shelf.clip(token, name))
+        except (VoiceError, TypeError):
+            data = None
+        cached = Path(data.path) if isinstance(data, FileData) and data.path else None
         gone = shelf.delete(token, name)
         if gone and cached is not None:  # its URL serves nothing from now on
             shutil.rmtree(cached.parent, ignore_errors=True)

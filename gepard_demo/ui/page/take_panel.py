@@ -118,8 +118,7 @@ def reach_words(take: Take | None, threshold: float) -> str:
 
 def ab_plot(a: Take | None, b: Take | None, threshold: float) -> str:
     """A's and B's p_stop traces in one plot, the threshold line at the re-cut's."""
-    traces = [Trace(f"{name} #{t.number}", tuple(t.p_stop),
-                    t.stats.get("stop_frame") if t.stats.get("stop_fired") else None, tuple(t.stats.get("entropy") or ()))
+    traces = [Trace(f"{name} #{t.number}", tuple(t.p_stop), t.stop_frame, tuple(t.entropy))
               for name, t in (("A", a), ("B", b)) if t is not None]
     return pstop_svg(traces, threshold, plot_id="ab") if traces else ""
 

@@ -57,6 +57,8 @@ class PageVoices:
             prefix = self.prefix(ref_audio)
         except ReferenceAudioError as exc:
             return f"**Reference voice not usable:** {exc}"
+        if prefix is None:  # a clip that holds nothing to prepare: the default voice
+            return ""
         return (f"Reference ready: {prefix.seconds:.1f} s of it used ({prefix.frames} codec frames), "
                 f"prepared{self.made_where} in {prefix.compute_s:.1f} s; Generate speaks in this voice.")
 
@@ -73,7 +75,7 @@ class VoiceCloning(PageVoices):
 
     def __init__(self, host: EngineHolder):
         self.host = host
-        self._prefixer = None
+        self._prefixer: SpeakerPrefixer | None = None
         self._error: str | None = None
         self._lock = threading.Lock()
 
