@@ -18,14 +18,19 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.rcsetup import cycler  # noqa: E402  (matplotlib.cycler: the same, validating, function)
 
 from eval.jsonio import replace_atomic  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -34,10 +39,11 @@ BACKGROUND = "#ffffff"
 TEXT = "#1a1a1a"
 GREY = "#777777"
 
-STYLE = {
+# Keyed by matplotlib's rc names: the type check holds each key to them.
+STYLE: dict[RcKeyType, Any] = {
     "figure.facecolor": BACKGROUND, "axes.facecolor": BACKGROUND, "savefig.facecolor": BACKGROUND,
     "savefig.transparent": False, "text.color": TEXT, "axes.labelcolor": TEXT, "axes.edgecolor": "#444444",
-    "xtick.color": TEXT, "ytick.color": TEXT, "axes.prop_cycle": matplotlib.cycler(color=list(OKABE_ITO)),
+    "xtick.color": TEXT, "ytick.color": TEXT, "axes.prop_cycle": cycler(color=list(OKABE_ITO)),
     "font.size": 9, "axes.titlesize": 10, "figure.titlesize": 12, "axes.grid": True, "grid.color": "#dddddd",
     "grid.linewidth": 0.6, "legend.framealpha": 0.9,
 }

@@ -81,7 +81,7 @@ def trailing_insertions(ref_norm: str, hyp_norm: str) -> int:
     return trailing_edits(jiwer.process_words(ref_norm, hyp_norm).alignments[0])[1]
 
 
-def _piper_audio(items, out: Path) -> tuple[dict, int]:
+def _piper_audio(items, out: Path) -> tuple[dict[str, np.ndarray], int]:
     from eval.engines.piper import PiperReference
     from eval.engines.request import SynthesisItem
     from eval.scoring.audio import read_mono, write_wav_atomic
@@ -89,7 +89,9 @@ def _piper_audio(items, out: Path) -> tuple[dict, int]:
 
     folder = out / "piper"
     folder.mkdir(parents=True, exist_ok=True)
-    audio, sr, engine = {}, None, None
+    audio: dict[str, np.ndarray] = {}
+    sr: int | None = None
+    engine = None
     for u in tqdm(items, desc="tail-chart Piper speech", unit="utt"):
         p = folder / f"{u.id}.wav"
         if not p.is_file():
@@ -97,6 +99,7 @@ def _piper_audio(items, out: Path) -> tuple[dict, int]:
             s = engine.synthesize([SynthesisItem(u.text, 0, uid=u.id)], SamplingSettings(), StreamSettings())[0]
             write_wav_atomic(p, s.audio, s.sample_rate)
         audio[u.id], sr = read_mono(p)
+    assert sr is not None  # items come from load_set, which refuses an empty set: a clip was read
     return audio, sr
 
 

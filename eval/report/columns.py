@@ -64,7 +64,7 @@ def reward_columns(df: pd.DataFrame) -> pd.DataFrame:
     if "hyp" not in df:
         return df
     col = lambda name: df[name] if name in df else pd.Series([None] * len(df), index=df.index)  # noqa: E731
-    out = []
+    out: list[dict] = []  # per row: reward()'s parts, or {} where there is no reward
     for text, hyp, frames, dur, settings, runaway, sim, err in zip(
             df["text"], df["hyp"], df["frames"], df["duration_s"], col("settings"), col("runaway"),
             col("speaker_sim"), col("server_error")):

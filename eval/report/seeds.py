@@ -28,6 +28,8 @@ Every bootstrap CI elsewhere in a multi-sample summary resamples sentences (summ
 
 from __future__ import annotations
 
+from typing import NotRequired, TypedDict
+
 import pandas as pd
 
 from eval.report.failures import flags
@@ -35,13 +37,39 @@ from eval.scoring.bootstrap import ratio_ci
 from eval.scoring.rates import Count
 
 
-def seeds_summary(df: pd.DataFrame, replicates: int, seed: int, worst: int = 10) -> dict | None:
+class _Measures(TypedDict):
+    """summary.json's "seeds" but its worst sentences (the module docstring says what each key
+    is); the keys marked NotRequired are there only when the run has the columns they need."""
+
+    samples_per_sentence: int
+    sentences: int
+    p_fail_mean: float
+    always_fail: int
+    sometimes_fail: int
+    never_fail: int
+    duration_spread_s: float
+    f0_spread_hz: float | None
+    wer_single_sample: NotRequired[dict]  # Interval.as_dict() (eval/scoring/bootstrap.py)
+    wer_best_of_k: NotRequired[dict]
+    oracle_wer: NotRequired[float]
+    mean_wer: NotRequired[float]
+    wer_best_by_reward: NotRequired[dict]
+    reward_best: NotRequired[float]
+    reward_mean: NotRequired[float]
+    any_clean: NotRequired[dict]  # Count.as_dict() (eval/scoring/rates.py)
+
+
+class SeedsSummary(_Measures):
+    worst: list[dict[str, object]]  # {"sentence", "p_fail", "samples", "wer_mean", "wer_min", "reward_best"}
+
+
+def seeds_summary(df: pd.DataFrame, replicates: int, seed: int, worst: int = 10) -> SeedsSummary | None:
     if "sentence" not in df or df["sentence"].isna().any() or df["sentence"].nunique() == len(df):
         return None
     d = df.assign(failed=flags(df)["any"].astype("boolean"))
     per = d.groupby("sentence", sort=True)
     p_fail = per["failed"].mean()
-    out = {
+    out: _Measures = {
         "samples_per_sentence": int(per.size().median()), "sentences": int(per.ngroups),
         "p_fail_mean": float(p_fail.mean()),
         "always_fail": int((p_fail == 1).sum()), "sometimes_fail": int(((p_fail > 0) & (p_fail < 1)).sum()),
@@ -71,6 +99,5 @@ def seeds_summary(df: pd.DataFrame, replicates: int, seed: int, worst: int = 10)
                           "wer_min": per["wer"].min() if "wer" in d else None,
                           "reward_best": per["reward"].max() if "reward" in d else None})
     table = table.sort_values(["p_fail", "wer_mean"], ascending=False).head(worst)
-    out["worst"] = [{"sentence": s, **{k: (None if pd.isna(v) else float(v)) for k, v in r.items()}}
-                    for s, r in table.iterrows()]
-    return out
+    return SeedsSummary(**out, worst=[{"sentence": s, **{k: (None if pd.isna(v) else float(v)) for k, v in r.items()}}
+                                      for s, r in table.iterrows()])

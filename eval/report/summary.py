@@ -156,7 +156,9 @@ def _share(series: pd.Series, replicates: int, seed: int, clusters: pd.Series | 
     if s.empty:
         return None
     if clusters is not None:
-        return {**_rate(s, replicates, seed, clusters), "k": int(s.sum())}
+        rate = _rate(s, replicates, seed, clusters)
+        assert rate is not None  # _rate is None only on an empty series, and s is not empty
+        return {**rate, "k": int(s.sum())}
     c = Count(int(s.sum()), int(s.size)).as_dict()
     return {"value": c["rate"], "ci_low": c["ci_low"], "ci_high": c["ci_high"], "k": c["k"], "n": c["n"],
             "interval": "wilson"}

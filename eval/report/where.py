@@ -37,7 +37,8 @@ def _quote(ops: list[dict], key: str) -> str:
 
 
 def _runs(ops: list[dict], op: str) -> list[list[dict]]:
-    runs, cur = [], []
+    runs: list[list[dict]] = []
+    cur: list[dict] = []
     for o in ops:
         if o["op"] == op:
             cur.append(o)
@@ -57,7 +58,7 @@ def loop_where(ops: list[dict]) -> str | None:
 
 
 def lost_where(ops: list[dict]) -> str | None:
-    tail = []
+    tail: list[dict] = []
     for o in reversed(ops):
         if o["op"] == "del":
             tail.insert(0, o)
@@ -69,7 +70,7 @@ def lost_where(ops: list[dict]) -> str | None:
 
 
 def past_end_where(ops: list[dict]) -> str | None:
-    tail = []
+    tail: list[dict] = []
     for o in reversed(ops):
         if o["op"] != "ins":
             break

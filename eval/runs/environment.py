@@ -15,7 +15,7 @@ PACKAGES = (
 
 
 def package_versions() -> dict[str, str | None]:
-    out = {}
+    out: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             out[name] = version(name)

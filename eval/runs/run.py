@@ -45,6 +45,7 @@ from gepard_demo.settings import SamplingSettings, StreamSettings
 
 if TYPE_CHECKING:
     from eval.engines.base import SpeechEngine
+    from gepard_demo.voice.similarity import SpeakerSimilarity
 
 # Changing any of these between a run and its resume would mix two experiments in one folder.
 IDENTITY_KEYS = ("engine", "model", "set_sha256", "sampling", "stream", "base_seed", "ref_audio", "seeds", "voices")
@@ -344,7 +345,7 @@ class _Rows:
     def __init__(self, run_dir: Path, cfg: RunConfig, total: int, done: int, progress):
         self.run_dir, self.cfg, self.total, self.done, self.progress = run_dir, cfg, total, done, progress
         self.bar = tqdm(total=total, initial=done, desc=f"synth {run_dir.name}", unit="utt")
-        self._similarity = None  # loaded on the first reference
+        self._similarity: SpeakerSimilarity | None = None  # loaded on the first reference
         self._missing: set[str] = set()  # saved voices with no local clip
 
     def keep(self, u: Utterance, seed: int, s, ref: Reference | None = None) -> None:
@@ -369,6 +370,7 @@ class _Rows:
         from gepard_demo.units import SAMPLE_RATE
         from gepard_demo.voice.library import VoiceError
 
+        assert self._similarity is not None  # keep() loads it before it asks here
         if ref.name in self._missing:
             return None
         try:

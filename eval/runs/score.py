@@ -16,7 +16,7 @@ from tqdm import tqdm
 from eval.jsonio import append_jsonl, read_jsonl, write_json_atomic
 from eval.runs.environment import package_versions
 from eval.runs.run import synthesized_rows
-from eval.scoring.asr import ASRSettings, Transcriber
+from eval.scoring.asr import ASRSettings, SpeechToText, Transcriber
 from eval.scoring.audio import read_mono
 from eval.scoring.metrics import word_errors
 from eval.scoring.normalize import normalize
@@ -55,7 +55,7 @@ def score_row(row: dict, hyp: str) -> dict:
     return out
 
 
-def score(run_dir: str | Path, settings: ASRSettings, transcriber: Transcriber | None = None,
+def score(run_dir: str | Path, settings: ASRSettings, transcriber: SpeechToText | None = None,
           cache: Path = DEFAULT_CACHE, progress=None, log=print, words: bool = True) -> str:
     """Score every unscored row; returns the ASR tag (the folder under <run>/asr/). words: then
     align each scored row's words in time (eval/runs/words.py), the rows without them."""
@@ -77,6 +77,7 @@ def score(run_dir: str | Path, settings: ASRSettings, transcriber: Transcriber |
         })
     bar = tqdm(total=len(rows), initial=len(have), desc=f"asr {tag}", unit="utt")
     for i, row in enumerate(todo):
+        assert transcriber is not None  # made above whenever there is a row to score
         audio, sr = read_mono(run_dir / row["wav"])
         t0 = time.perf_counter()
         hyp = transcriber.transcribe(audio, sr)

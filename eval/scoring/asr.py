@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -109,6 +110,16 @@ class OpenAIWhisperASR:
             if self.settings.threads:
                 torch.set_num_threads(self.settings.threads)
             return self._model.transcribe(audio16k, **opts)["text"].strip()
+
+
+class SpeechToText(Protocol):
+    """What scoring asks of an ASR (eval/runs/score.py): a Transcriber, or a CachedTranscriber in
+    front of one (eval/scoring/transcript_cache.py)."""
+
+    @property
+    def model_path(self) -> Path: ...
+
+    def transcribe(self, audio: np.ndarray, sample_rate: int) -> str: ...
 
 
 class Transcriber:

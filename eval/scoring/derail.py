@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import TypedDict
 
 
 class DerailRuleError(ValueError):
@@ -76,10 +77,18 @@ def onset(entropy: list[float], rule: DerailRule) -> float | None:
     return m if m is not None and m > 0 else None
 
 
-def judge(entropy: list[float] | None, frames: int | None, rule: DerailRule = DerailRule()) -> dict:
+class Verdict(TypedDict):
+    """One row's judgement: its keys become the report's columns (eval/report/columns.py)."""
+
+    derail: bool | None
+    derail_ratio: float | None
+    derail_at: int | None
+
+
+def judge(entropy: list[float] | None, frames: int | None, rule: DerailRule = DerailRule()) -> Verdict:
     """{"derail": True / False / None, "derail_ratio": the highest window mean / onset (None: not
     judged), "derail_at": the end frame of the first window over the threshold (None: none)}."""
-    out = {"derail": None, "derail_ratio": None, "derail_at": None}
+    out: Verdict = {"derail": None, "derail_ratio": None, "derail_at": None}
     if not entropy or frames is None:
         return out
     trace = list(entropy[: int(frames)])
@@ -96,7 +105,8 @@ def judge(entropy: list[float] | None, frames: int | None, rule: DerailRule = De
             out["derail_at"] = t
     if not ratios:
         return out
-    out.update(derail=out["derail_at"] is not None, derail_ratio=round(max(ratios), 4))
+    out["derail"] = out["derail_at"] is not None
+    out["derail_ratio"] = round(max(ratios), 4)
     return out
 
 

@@ -85,9 +85,9 @@ def reward(text: str, hyp: str, dur: float, truncated: bool | None, sim: float |
         cer = 1.0 if empty else float(jiwer.cer(ref_n, hyp_n))
     expected = w.sec_base + w.sec_per_word * max(1, word_count(text))
     dur_min, dur_max = expected * w.dur_min_ratio, expected * w.dur_max_ratio
-    has_sim = sim is not None and sim == sim
+    sim_cost = w.w_sim * (1.0 - float(sim)) if sim is not None and sim == sim else 0.0  # NaN: not measured
     r = (-w.w_wer * wer - w.w_over * max(0.0, dur - dur_max) - w.w_short * (1.0 if dur < dur_min else 0.0)
-         - w.w_empty * (1.0 if empty else 0.0) - (w.w_sim * (1.0 - float(sim)) if has_sim else 0.0))
+         - w.w_empty * (1.0 if empty else 0.0) - sim_cost)
     clean = wer <= w.clean_max_wer and dur_min <= dur <= dur_max and not bool(truncated) and not empty
     return {"reward": r, "clean": bool(clean), "reward_wer": wer, "reward_cer": cer, "empty_asr": empty,
             "reward_dur_s": dur, "dur_min": dur_min, "dur_max": dur_max}

@@ -85,7 +85,8 @@ def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thres
         for t in thresholds:
             if t > source_threshold:
                 continue
-            trunc, run = [], []
+            trunc: list[bool] = []
+            run: list[bool] = []
             for _, r in g.iterrows():
                 p = _trace(r["p_stop"])
                 cap = r.get("force_stop")  # a force-stopped source tells every lower threshold too (stop_rule)
@@ -94,6 +95,7 @@ def tradeoff(rows: pd.DataFrame, source_threshold: float, max_frames: int, thres
                 sr = r.get("sample_rate")
                 dur = d.frames * SAMPLES_PER_FRAME / float(sr if sr and not pd.isna(sr) else SAMPLE_RATE) + silence_ms / 1000.0
                 trunc.append(dur / expected_speech_s(int(r["words"])) < TRUNCATION_RATIO)
+                assert d.runaway is not None  # a derived utterance knows how it ended (Derived.ended_by is a str)
                 run.append(d.runaway)
             if not trunc:
                 continue

@@ -170,6 +170,9 @@ def default_point(axes: dict[str, list]) -> dict:
         if same:
             out[name] = same[0]
             continue
+        if want is None:  # no default to be near: the first grid value
+            out[name] = values[0]
+            continue
         try:
             out[name] = min(values, key=lambda v: (abs(float(v) - float(want)), float(v)))
         except (TypeError, ValueError):  # not numbers (None, text): the first grid value

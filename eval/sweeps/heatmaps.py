@@ -23,6 +23,7 @@ Files in <out>/charts/: sweep_<metric>.png + .csv (the drawn numbers, one row pe
 from __future__ import annotations
 
 import json
+from collections.abc import Set
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,7 @@ def _tables(out: Path, df: pd.DataFrame, tag: str | None, derail=None) -> dict[s
     return {run: load_table(out / run, tag, **({"derail": derail} if derail else {}))[0] for run in df["run"]}
 
 
-def paired_marks(df: pd.DataFrame, tables: dict[str, pd.DataFrame], default_run: str, ids: set | None = None) -> pd.DataFrame:
+def paired_marks(df: pd.DataFrame, tables: dict[str, pd.DataFrame], default_run: str, ids: Set[str] | None = None) -> pd.DataFrame:
     """Per point and metric: delta vs the default point, its 95% CI, and the mark (+, - or '')."""
     base = tables[default_run]
     rows = []

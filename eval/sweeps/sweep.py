@@ -99,7 +99,7 @@ def _synthesize(cfg: SweepConfig, out: Path, points: list[dict], engine, say, lo
     source = engine.trace_source() if cfg.one_pass and cfg.base.ref_audio is None else None
     one_pass = source is not None
     stats = {"points": len(points), "one_pass": one_pass, "sources_generated": 0, "decodes": 0, "rows": 0}
-    if one_pass:
+    if source is not None:  # one_pass
         from eval.sweeps.thresholds import TraceStore, one_pass_points
 
         store = TraceStore(out / "traces", *source)
@@ -115,9 +115,9 @@ def _synthesize(cfg: SweepConfig, out: Path, points: list[dict], engine, say, lo
 
         if one_pass:
             log(f"sweep one-pass: {', '.join(d.name for _, d in cfgs)} from one generation at the highest threshold")
-            c = one_pass_points(cfgs, store, progress=sub, log=log)
-            stats["decodes"] += c["decodes"]
-            stats["rows"] += c["rows"]
+            counts = one_pass_points(cfgs, store, progress=sub, log=log)
+            stats["decodes"] += counts["decodes"]
+            stats["rows"] += counts["rows"]
         else:
             for k, (c, d) in enumerate(cfgs):
                 log(f"sweep point {first + k + 1} of {len(points)}: {d.name}")

@@ -48,6 +48,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import torch
@@ -98,13 +99,20 @@ class Trace:
         return int(self.codes.shape[0])
 
 
+class _Probe(TypedDict, total=False):
+    """A trace file's probe arrays: both, or neither (a trace recorded without the probe)."""
+
+    entropy: np.ndarray
+    nll: np.ndarray
+
+
 def save_trace(path: Path, t: Trace) -> None:
     meta = {"source_threshold": t.source_threshold, "gen_time_s": t.gen_time_s,
             "first_frame_s": t.first_frame_s, "seed": t.seed, "force_stop": t.force_stop}
     import io
 
     buf = io.BytesIO()
-    probe = {} if t.entropy is None else {"entropy": np.asarray(t.entropy, np.float64), "nll": np.asarray(t.nll, np.float64)}
+    probe: _Probe = {} if t.entropy is None else {"entropy": np.asarray(t.entropy, np.float64), "nll": np.asarray(t.nll, np.float64)}
     np.savez(buf, codes=t.codes.numpy().astype(np.int16), p_stop=np.asarray(t.p_stop, np.float64),
              meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **probe)
     write_bytes_atomic(path, buf.getvalue())
@@ -176,14 +184,18 @@ def source_cap(samplings: list[SamplingSettings], text: str) -> int | None:
     any point is off (a force stop only truncates: the frames are the same up to it, so a longer
     run tells every shorter cap), else the largest cap among them ("auto" resolved per text; a
     point "auto" cannot apply to is left out: it goes to errors.jsonl)."""
-    caps = []
+    caps: list[int] = []
+    off = False
     for s in samplings:
         try:
             cap = force_stop_for(s, text)
         except ValueError:
             continue
-        caps.append(None if cap is None else min(cap, s.max_frames))  # past the budget a cap changes nothing
-    return None if not caps or None in caps else max(caps)
+        if cap is None:
+            off = True
+        else:
+            caps.append(min(cap, s.max_frames))  # past the budget a cap changes nothing
+    return None if not caps or off else max(caps)
 
 
 def capped(d: Derived, force_stop: int | None, max_frames: int) -> Derived:

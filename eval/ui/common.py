@@ -129,6 +129,9 @@ def eval_engine_from_provider(engine_provider: EngineFacts, engine_name: str = "
 
         return PiperReference.load()
     if engine_provider.gpu is not None:
+        from gepard_demo.ui.hosts.gpu_host import GpuHost  # loaded already: the provider is one
+
+        assert isinstance(engine_provider, GpuHost)  # the one host with a GPU runner (PageHost.gpu)
         return GpuBatchEngine(engine_provider)
     from eval.engines.local import GepardLocal
 

@@ -77,9 +77,10 @@ def servable_copy(path: Path) -> str:
     return str(out)
 
 
-def wire_open(button: gr.Button, inputs: list[Component], pick: Callable[..., tuple[str, str]],
+def wire_open(button: gr.Button, inputs: list[Component], pick: Callable[..., tuple[str | None, str | None]],
               speak: SpeakLink | None, note: gr.Markdown, runs_dir: str) -> None:
-    """button.click: pick(*inputs) -> (run, utterance id) is opened in the demo, then generated.
+    """button.click: pick(*inputs) -> (run, utterance id) is opened in the demo, then generated
+    (either None or empty: no row picked yet, refused).
     speak None (the tab built outside the app): the button says there is no demo to open."""
     import gradio as gr
 

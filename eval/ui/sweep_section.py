@@ -44,6 +44,17 @@ SWEEP_HEADERS = {"run": "point", "n": "n", "wer_corpus": "WER", "wer_ci_low": "W
                  "duration_ratio_median": "median length ratio", "stop_lag_ms_median": "median stop lag ms"}
 
 
+def _box_text(name: str, values: tuple) -> str:
+    """A default axis's values as its box shows them: each as its flag writes it, spaces between."""
+    text = declared(SamplingSettings)[name]
+    words = []
+    for v in values:
+        word = text.write(v)
+        assert word is not None, f"{name}={v!r}"  # None: an unset value; settings.py's sweep defaults are numbers
+        words.append(word)
+    return " ".join(words)
+
+
 def _axis_values(text: str, name: str) -> tuple:
     """A default axis's box: its values separated by spaces or commas, each read as its flag reads it."""
     from eval.sweeps.grid import axis_words
@@ -115,13 +126,12 @@ def run_sweep_ui(engine_provider: EngineFacts, runs_dir, name: str, form: Mappin
                  extra_axes: str, progress: Callable[[float, str], None] | None = None,
                  limits: EvalLimits = EvalLimits()):
     """Run (or resume) a sweep with the app's engine; returns (name, *view_sweep(...)). form: the
-    tab's (tab.RUN_FIELDS and settings_form.FORM_NAMES): the points vary the axes over its settings.
+    tab's (settings_form.RUN_FIELDS and FORM_NAMES): the points vary the axes over its settings.
     axes: each default axis's box (grid.DEFAULT_AXES) by name; extra_axes: NAME=V1,V2 specs."""
-    from eval.scoring.asr import ASRSettings
     from eval.sweeps.grid import DEFAULT_AXES, SweepConfig, parse_axes
     from eval.sweeps.sweep import sweep
     from eval.ui.common import eval_engine_from_provider
-    from eval.ui.settings_form import read_settings_form
+    from eval.ui.settings_form import read_run_fields, read_settings_form
 
     sampling, stream = read_settings_form(form)
     name = (name or "").strip() or time.strftime("sweep-%Y%m%d-%H%M%S")
@@ -129,16 +139,16 @@ def run_sweep_ui(engine_provider: EngineFacts, runs_dir, name: str, form: Mappin
         raise ValueError(f"sweep name {name!r}: use letters, digits, '.', '_' or '-'")
     extra = parse_axes([a for a in re.split(r"[;\n]+", extra_axes or "") if a.strip()])
     engine = eval_engine_from_provider(engine_provider, "local")
-    limit = form["limit"]
-    base = RunConfig(engine="local", model=engine.describe()["model"], set=form["set_file"] or form["set_name"],
-                     sampling=sampling, stream=stream, batch_size=int(form["batch_size"]), base_seed=int(form["base_seed"]),
-                     limit=int(limit) if limit else None)
+    fields = read_run_fields(form)
+    base = RunConfig(engine="local", model=engine.describe()["model"], set=fields.set,
+                     sampling=sampling, stream=stream, batch_size=fields.batch_size, base_seed=fields.base_seed,
+                     limit=fields.limit)
     # One-pass thresholds read the engine in this process; behind a GPU boundary each point runs
     # through GPU calls instead.
     swept = tuple((n, _axis_values(axes.get(n, ""), n)) for n in DEFAULT_AXES) + extra
     cfg = SweepConfig(base=base, swept=swept, one_pass=engine_provider.gpu is None)
     limits.check(len(load_set(base.set, base.limit)), base.sampling.max_frames, base.batch_size, len(cfg.points()))
-    asr = ASRSettings(backend=form["asr_backend"], model=form["asr_model"], vad=bool(form["vad"]))
+    asr = fields.asr()
     sweep(cfg, Path(runs_dir) / "sweeps" / name, asr=asr, engine=engine, log=lambda m: None, progress=progress)
     return (name, *view_sweep(runs_dir, name))
 
@@ -158,8 +168,7 @@ def build_sweep_section(engine_provider: EngineFacts, runs_dir: str | Path, limi
                     "best point (held-out sentences excluded), stop-head calibration. How to read them: eval/README.md.")
         with gr.Row():
             name = gr.Textbox(label="Sweep name (blank: timestamp; an existing name resumes it)")
-            write = declared(SamplingSettings)
-            boxes = {n: gr.Textbox(value=" ".join(write[n].write(v) for v in values), label=axis_words(n).capitalize())
+            boxes = {n: gr.Textbox(value=_box_text(n, values), label=axis_words(n).capitalize())
                      for n, values in DEFAULT_AXES.items()}
             extra = gr.Textbox(value="", label="Extra axes (NAME=V1,V2; separate several with ';'), e.g. "
                                                    "repetition-penalty=1,1.15,1.3; force-stop-frames=off,auto")

@@ -41,15 +41,12 @@ from eval.ui.load_section import build_load_section
 from eval.ui.runs_view import WIDE, list_runs, row_audio, row_choices, run_folder, shown_table, view_run
 from eval.ui.word_view import row_words as row_words_view
 from eval.ui.sweep_section import build_sweep_section
-from eval.ui.settings_form import build_settings_form, read_settings_form
+from eval.ui.settings_form import RUN_FIELDS, build_settings_form, read_run_fields, read_settings_form
 
 if TYPE_CHECKING:
     from gepard_demo.ui.hosts.model_host import EngineFacts
     from gepard_demo.ui.page.speak_link import SpeakLink
     from gepard_demo.units import Json
-
-# The form's own fields, before its settings (settings_form.FORM_NAMES): a run's set, engine and ASR.
-RUN_FIELDS = ("set_name", "set_file", "limit", "batch_size", "base_seed", "engine_name", "asr_backend", "asr_model", "vad")
 
 
 def run_eval(engine_provider: EngineFacts, runs_dir, name: str, form: Mapping[str, Json],
@@ -59,16 +56,16 @@ def run_eval(engine_provider: EngineFacts, runs_dir, name: str, form: Mapping[st
     (a setting out of range: SettingsError naming it, as the CLI's)."""
     from eval.runs.measure import measure
     from eval.runs.score import score
-    from eval.scoring.asr import ASRSettings
 
     sampling, stream = read_settings_form(form)
     name = (name or "").strip() or time.strftime("ui-%Y%m%d-%H%M%S")
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
         raise ValueError(f"run name {name!r}: use letters, digits, '.', '_' or '-'")
-    engine_name, limit = form["engine_name"], form["limit"]
+    fields = read_run_fields(form)
+    engine_name = fields.engine_name
     cfg = RunConfig(engine=engine_name, model=engine_name == "piper" and "en_US-joe-medium" or "app",
-                    set=form["set_file"] or form["set_name"], sampling=sampling, stream=stream,
-                    batch_size=int(form["batch_size"]), base_seed=int(form["base_seed"]), limit=int(limit) if limit else None)
+                    set=fields.set, sampling=sampling, stream=stream,
+                    batch_size=fields.batch_size, base_seed=fields.base_seed, limit=fields.limit)
     limits.check(len(load_set(cfg.set, cfg.limit)), cfg.sampling.max_frames, cfg.batch_size)
     engine = eval_engine_from_provider(engine_provider, engine_name)
     if engine_name == "local":
@@ -76,8 +73,7 @@ def run_eval(engine_provider: EngineFacts, runs_dir, name: str, form: Mapping[st
     out = Path(runs_dir) / name
     say = progress or (lambda frac, desc: None)
     run(cfg, out, engine=engine, progress=lambda done, total: say(0.6 * done / total, f"synthesis {done}/{total}"), log=lambda m: None)
-    asr = ASRSettings(backend=form["asr_backend"], model=form["asr_model"], vad=bool(form["vad"]))
-    score(out, asr, progress=lambda done, total: say(0.6 + 0.3 * done / total, f"ASR {done}/{total}"), log=lambda m: None)
+    score(out, fields.asr(), progress=lambda done, total: say(0.6 + 0.3 * done / total, f"ASR {done}/{total}"), log=lambda m: None)
     measure(out, progress=lambda done, total: say(0.9 + 0.06 * done / total, f"audio measures {done}/{total}"),
             log=lambda m: None)
     say(0.97, "report")

@@ -53,6 +53,18 @@ def test_the_forms_refuse_bad_guardrails_naming_the_field(provider, tmp_path):
     assert not (tmp_path / "bad").exists() and not (tmp_path / "sweeps").exists()
 
 
+def test_the_forms_refuse_an_emptied_run_field_naming_it(provider, tmp_path):
+    """An emptied Dropdown or Number gives None: both forms refuse it naming the field, before
+    anything is written (eval/ui/settings_form.read_run_fields)."""
+    for field, error in (("set_name", ValueError), ("asr_model", ValueError), ("batch_size", TypeError)):
+        form = {**ARGS, field: None}
+        with pytest.raises(error, match=field):
+            run_eval(provider, tmp_path, "empty", form)
+        with pytest.raises(error, match=field):
+            run_sweep_ui(provider, tmp_path, "empty", form, {"temperature": "0.5", "stop_threshold": "0.5"}, "")
+    assert not (tmp_path / "empty").exists() and not (tmp_path / "sweeps").exists()
+
+
 def test_the_tab_has_the_guardrail_inputs(provider, tmp_path):
     import gradio as gr
 
