@@ -45,7 +45,7 @@ def measure(run_dir: str | Path, dnsmos: str = "on", progress=None, log=print) -
     scoring = dnsmos != "off"
     todo = [r for r in rows if r["id"] not in have["measures"] or (scoring and r["id"] not in have["dnsmos"])]
     timing = SpeechTiming()
-    counts = {"measured": 0, "dnsmos": 0, "dnsmos_cost": None}
+    measured = scored = 0
     dns_cpu = dns_audio = 0.0
     for i, row in enumerate(tqdm(todo, desc=f"measures {run_dir.name}", unit="utt")):
         audio, sr = read_mono(run_dir / row["wav"])
@@ -57,21 +57,21 @@ def measure(run_dir: str | Path, dnsmos: str = "on", progress=None, log=print) -
                 out.update(frame_loop(np.load(run_dir / row["codes"]), audio, sr))
             out["measure_s"] = time.process_time() - t0
             append_jsonl(files["measures"], out)
-            counts["measured"] += 1
+            measured += 1
         if scoring and row["id"] not in have["dnsmos"]:
             t0 = time.process_time()
             scores = dnsmos_scores(audio16k)
             spent = time.process_time() - t0
             append_jsonl(files["dnsmos"], {"id": row["id"], **scores, "dnsmos_s": spent})
-            counts["dnsmos"] += 1
+            scored += 1
             dns_cpu, dns_audio = dns_cpu + spent, dns_audio + len(audio16k) / 16000
-            counts["dnsmos_cost"] = dns_cpu / max(dns_audio, 1e-9)
         if progress:
             progress(i + 1, len(todo))
-    if counts["dnsmos"]:
-        log(f"DNSMOS scored {counts['dnsmos']} utterances: {counts['dnsmos_cost']:.2f} CPU-s per audio-s on this machine "
+    cost = dns_cpu / max(dns_audio, 1e-9) if scored else None  # CPU-s per audio-s
+    if cost is not None:
+        log(f"DNSMOS scored {scored} utterances: {cost:.2f} CPU-s per audio-s on this machine "
             f"({dns_cpu:.1f} CPU-s); `--dnsmos off` skips it for quick runs")
-    return counts
+    return {"measured": measured, "dnsmos": scored, "dnsmos_cost": cost}
 
 
 def load_measures(run_dir: str | Path) -> list[dict]:

@@ -27,12 +27,16 @@ No speech found: spans is 0 and every other figure is None (the failure table's 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from eval.scoring.audio import ASR_RATE, speech_spans
 from gepard_demo.streaming.breaks import split_breaks
 from gepard_demo.streaming.text_input import TextError
+
+if TYPE_CHECKING:
+    from swift_f0 import SwiftF0
 
 PAUSE_S = 0.25
 VOICED = 0.5
@@ -73,7 +77,7 @@ class SpeechTiming:
     """Measures utterances; holds one pitch tracker (about 20 ms to build)."""
 
     def __init__(self) -> None:
-        self._f0 = None
+        self._f0: SwiftF0 | None = None
 
     def pitch(self, audio16k: np.ndarray):
         if self._f0 is None:

@@ -1,5 +1,5 @@
 """The type checker holds the seams: a class whose method differs from its Protocol's fails
-`make typecheck` (mypy.ini, .ci/typecheck.py). Checked on the real tree with one module shadowed by
+`make typecheck` (mypy.ini). Checked on the real tree with one module shadowed by
 an edited copy (mypy's --shadow-file), so nothing in the checkout changes."""
 
 from __future__ import annotations

@@ -31,15 +31,21 @@ class _Provider:
 
 
 class _CountingLock:
+    """A TurnLock (streaming/seams.py) that counts its turns."""
+
     def __init__(self):
         self._lock, self.entered = threading.Lock(), 0
 
-    def __enter__(self):
-        self._lock.acquire()
-        self.entered += 1
+    def acquire(self, blocking=True, timeout=-1, abort=None):
+        got = self._lock.acquire(blocking, timeout)
+        self.entered += got
+        return got
 
-    def __exit__(self, *exc):
+    def release(self):
         self._lock.release()
+
+    def locked(self):
+        return self._lock.locked()
 
 
 @pytest.fixture(scope="module")
