@@ -5,8 +5,8 @@
 #            that fork a GPU worker alone)
 # make typecheck: mypy over gepard_demo/ and eval/ (mypy.ini): 0 errors; make test runs it first
 # make test-fast: the edit-test loop: every test but the browser's, the forking ones and the slow ones
-#            (pytest.ini's markers), in two workers: under its 3-minute aim (about 2 min 20 s here,
-#            2026-12-06: 5 min 10 s quiet before 29 tests were marked slow, which took 55% of its CPU time)
+#            (pytest.ini's markers), in two workers: under its 3-minute aim (2 min 50 s wall, 1345 tests,
+#            on this 2-vCPU AMD EPYC at load ~1, 2026-12-06; 5 min 10 s before 29 tests were marked slow)
 # make test-slowed: the whole suite with a busy loop pinned on each core (.ci/slowed.sh), as the
 #            pool's slowest host runs it: the check before a submission that no test assumes speed
 # make test-isa: the numerics-sensitive tests again under the pool's other CPU kinds' instruction

@@ -28,13 +28,16 @@ Every bootstrap CI elsewhere in a multi-sample summary resamples sentences (summ
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
 from eval.report.failures import flags
 from eval.scoring.bootstrap import ratio_ci
 from eval.scoring.rates import Count
+
+if TYPE_CHECKING:  # typing's own from 3.11; the annotations are never evaluated (__future__)
+    from typing_extensions import NotRequired
 
 
 class _Measures(TypedDict):
