@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gepard_demo.model.guards.ending import STOP
+
 from .breaks import pause_samples
 
 if TYPE_CHECKING:
@@ -30,6 +32,8 @@ class Record:
         st = self.stats
         st.p_stop.append(float(step.p_stop))
         st.entropy.append(float(step.entropy))
+        if step.done == STOP:  # the stop head ended it: the utterance is the frames before this step
+            st.stop_frame = st.frames
         if step.codes is None:
             return False
         st.nll.append(float(step.nll) if step.nll is not None else float("nan"))

@@ -30,7 +30,7 @@ at a chunk boundary after so many frames, or at its segment's end when more foll
 what the next call needs in `.carry`, and the next session (in another process, the next GPU
 call) goes on from there. Its talker resumes the segment from the frames
 it already has (a FrameRequest's resume), its codec stream from the carried state
-(decoding.py), so the chunks of all the calls join into one stream. A frame source may also end
+(playback.py), so the chunks of all the calls join into one stream. A frame source may also end
 a call itself: one whose iterator ends with `paused` set has made all this call may make of its
 segment (zerogpu/batched.py), and the session hands over there, mid-chunk if need be.
 """
@@ -42,14 +42,13 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from gepard_demo.model.guards.ending import BUDGET, CANCEL, STOP
+from gepard_demo.model.guards.ending import BUDGET, CANCEL
 from gepard_demo.streaming.base import OnceIterableSession
 from gepard_demo.streaming.text_input import MAX_TEXT_CHARS, SEGMENT_CHARS
 
 from .chunks import AudioChunk, StepEvent, SynthesisStats, stack_codes
-from .decoding import ChunkDecoder, EndOfSpeech
 from .plan import plan
-from .playback import Playback
+from .playback import EndOfSpeech, Playback
 from .record import Record
 from .seams import SessionRequest
 from .segments import Progress, SegmentReader, SegmentSources
@@ -75,7 +74,7 @@ class SynthesisSession(OnceIterableSession):
     thread: the iterating thread notices it before the next decode step, closes the engine's frame
     iterator (which frees the engine) and ends. `close()` also closes the iterator itself
     (segments.SegmentReader), so it frees the engine even when nobody resumes the iteration. The
-    end fade reaches back past a short final chunk (decoding.py holds its samples back).
+    end fade reaches back past a short final chunk (playback.py holds its samples back).
     """
 
     stream: StreamSettings  # it decodes here, always
@@ -88,7 +87,7 @@ class SynthesisSession(OnceIterableSession):
         """request: the utterance, taken whole (seams.SessionRequest; its speaker a (K, hidden) prefix or None).
         look_ahead: segments of a long text generated ahead of the one playing (segments.py): the
         host's, as its running batch allows. segment_chars: where a long text is cut (text_input.py).
-        end_of_speech: the end's shaping, when a caller fixes it (decoding.py); None: the stream's.
+        end_of_speech: the end's shaping, when a caller fixes it (playback.py); None: the stream's.
         calls: where this call of a several-call utterance starts and ends (module docstring); None: one call."""
         text, sampling, stream, speaker = request.text, request.sampling, request.stream, request.prefix()
         planned = plan(text, sampling, max_text_chars=request.max_text_chars or MAX_TEXT_CHARS,
@@ -142,7 +141,7 @@ class SynthesisSession(OnceIterableSession):
         self._cancel.set()
         self._sources.cancel()  # every segment's request, the ones made ahead too
         if self._playback is not None:
-            self._playback.dec.cancel()
+            self._playback.cancel()
 
     def close(self) -> None:
         """Cancel and free the engine (waits for the decode step in flight, if any)."""
@@ -180,16 +179,16 @@ class SynthesisSession(OnceIterableSession):
             raise
         finally:
             self._reader.close()  # also when the consumer stops iterating early (GeneratorExit at a yield)
-            play.dec.close()
+            play.close()
             if not self.stats.complete:
                 self.stats.cancelled = self._cancel.is_set()
-                play.finish(self.samples_per_frame)
+                play.count_end(self.samples_per_frame)
 
     def _begin(self) -> tuple[Playback, int, np.ndarray | None]:
         """This call's playback; the segment it starts in, and the frames of it an earlier call made."""
         t0 = self._request_start if self._request_start is not None else time.perf_counter()
-        dec = ChunkDecoder(self.codec, self.stream, self.stats, self.engine.note_decode)
-        play = self._playback = Playback(t0, dec, self.stream, self.stats, self._end_of_speech)
+        play = self._playback = Playback(self.codec, self.stream, self.stats, t0=t0, end_of_speech=self._end_of_speech,
+                                         note_decode=self.engine.note_decode)
         if self.writing is not None:
             self.writing.start(t0)
         first, replay = self.calls.start(play) if self.calls is not None else (0, None)
@@ -229,8 +228,6 @@ class SynthesisSession(OnceIterableSession):
                     self._hand_over(play, seg_no, seg_codes)  # mid-segment, at a chunk boundary
                     return None
             if step.done is not None:
-                if step.done == STOP:
-                    self.stats.stop_frame = self.stats.frames
                 return step.done
 
     def _read(self, play: Playback, frames: FrameSource) -> FrameStep | None:
@@ -245,7 +242,7 @@ class SynthesisSession(OnceIterableSession):
         chunk = play.chunk(samples, frame_start, final)
         self._keep(samples)
         if self.writing is not None and len(samples):
-            self.stats.text_waits_s += self.writing.sent(play.dec.pending_start)
+            self.stats.text_waits_s += self.writing.sent(play.pending_start)
         if self.stats.ttfa_s is not None and not self._sources.released:
             self._sources.refill(released=True)  # the first audio is out: the next segments may start
         return chunk
@@ -263,7 +260,7 @@ class SynthesisSession(OnceIterableSession):
         samples, frame_start = play.final()
         self._record.complete()
         chunk = self._emit(play, samples, frame_start, True)
-        play.finish(self.samples_per_frame)
+        play.count_end(self.samples_per_frame)
         return chunk
 
     def _hand_over(self, play: Playback, segment: int, segment_codes: list[Codes] | None) -> None:

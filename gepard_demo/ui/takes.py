@@ -30,7 +30,7 @@ from gepard_demo.model.guards.stop_rule import Derived, recut, recut_limit
 from gepard_demo.declare import declared, may_be_unset, page_controls, tagged, takes_a_word, values_of
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.settings_flags import setting_args
-from gepard_demo.streaming.decoding import decode_frames
+from gepard_demo.streaming.playback import decode_frames
 from gepard_demo.streaming.text_feed import write
 from gepard_demo.streaming.text_input import split_text
 

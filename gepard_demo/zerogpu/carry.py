@@ -5,7 +5,7 @@ several calls in turn. `CallBounds` is what a call's SynthesisSession is told: t
 it goes on from (None: the utterance's start), and where it must hand over: after `call_frames`
 frames (at a chunk boundary) or at the end of its segment (`one_segment`), or where its frame
 source pauses (batched.py: the call made all it may of that segment). The carry holds the playing
-segment's frames, the codec's state (streaming/decoding.ChunkDecoder.carry), what was counted and
+segment's frames, the codec's state (streaming/playback.Playback.carry), what was counted and
 the later segments' frames made ahead (`SegmentFrames`), so the calls' chunks join without a seam:
 every frame and sample is made exactly once, in order.
 """
@@ -42,7 +42,7 @@ class SegmentFrames:
 class SessionCarry:
     """Where an utterance stopped at the end of one call, for the next call to go on from it
     (SynthesisSession(calls=CallBounds(resume=...))): the segment it is in and the frames that segment has, the
-    codec side (decoding.ChunkDecoder.carry), and what the session had counted. Every frame and
+    codec side (playback.Playback.carry), and what the session had counted. Every frame and
     sample of the utterance is made exactly once, in order, across the calls."""
 
     segment: int  # the segment the next call works on
@@ -78,8 +78,7 @@ class CallBounds:
         from its start); the codec stream and the segments' ends go on from the carry."""
         if self.resume is None:
             return 0, None
-        playback.dec.resume(self.resume.decoding)
-        playback.ended_by[:] = self.resume.ended_by
+        playback.resume(self.resume.decoding, self.resume.ended_by)
         return self.resume.segment, self.resume.segment_codes
 
     def ends_at_chunk(self, made: int) -> bool:
@@ -92,7 +91,7 @@ class CallBounds:
               stats: SynthesisStats, codes: np.ndarray) -> SessionCarry:
         """What the next call goes on from: this call ends in `segment`, having read `segment_codes` of it."""
         frames = np.asarray(stack_codes(segment_codes), dtype=np.int64) if segment_codes else None
-        return SessionCarry(segment, frames, playback.dec.carry(), list(playback.ended_by), stats.copy(),
+        return SessionCarry(segment, frames, playback.carry(), list(playback.ended_by), stats.copy(),
                             codes.astype(np.int64))
 
 

@@ -12,7 +12,7 @@ from gepard_demo.codec.graphed import CHUNK_SCOPE
 from gepard_demo.settings import SamplingSettings, StreamSettings
 from gepard_demo.speed.select import apply_codec_speed
 from gepard_demo.speed.settings import SpeedSettings
-from gepard_demo.streaming.decoding import decode_frames
+from gepard_demo.streaming.playback import decode_frames
 from gepard_demo.streaming.pacing import chunk_sizes, decode_sizes
 from gepard_demo.streaming.session import SynthesisSession
 from gepard_demo.streaming.seams import SessionRequest

@@ -49,10 +49,12 @@ def _playback(monkeypatch, *, first_chunk_at: float, audio_s: float, now: float)
     """A Playback whose first chunk came at `first_chunk_at` (clock s), with `audio_s` emitted, at `now`."""
     clock = Clock(now)
     monkeypatch.setattr(playback, "time", SimpleNamespace(perf_counter=clock.perf_counter))
-    dec = SimpleNamespace(sample_rate=RATE, emitted=int(audio_s * RATE))
+    codec = SimpleNamespace(sample_rate=RATE, streamer=lambda mode, lookback: SimpleNamespace())  # never pushed
     t0 = 100.0  # the request's start; its first chunk ttfa_s later
     stats = SynthesisStats(ttfa_s=first_chunk_at - t0)
-    return Playback(t0, dec, StreamSettings(), stats, end_of_speech=lambda *a: None), clock
+    play = Playback(codec, StreamSettings(), stats, t0=t0, end_of_speech=lambda *a: None)
+    play.emitted = int(audio_s * RATE)
+    return play, clock
 
 
 def test_a_stream_ahead_waits_until_it_is_max_ahead_of_real_time(monkeypatch):
@@ -84,7 +86,7 @@ def test_within_max_ahead_no_bound_or_no_first_chunk_never_waits(monkeypatch):
         play.hold_back(max_ahead, cancel)
         assert cancel.waits == []
     play.stats.ttfa_s = None
-    play.dec.emitted = 100 * RATE
+    play.emitted = 100 * RATE
     cancel = FakeCancel(clock, give_up=50)
     play.hold_back(2.0, cancel)
     assert cancel.waits == [] and clock.now == 103.0
