@@ -1,11 +1,10 @@
 """The requests in a scheduler's running batch, by their rows' handle: let in (their prefill, in
 groups), handed each step's frame, gone the step they end or are cancelled, or all failed at once
-when a step raises. The scheduler's thread calls each; `lock` is the scheduler's, taken where a
-caller's thread may look (a cancel, the load figures, the wait line's rule)."""
+when a step raises. The scheduler's thread calls each; what a caller's thread may look at too (a
+cancel, the load figures, the wait line's rule) it calls under its own lock, as each method says."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -19,8 +18,8 @@ if TYPE_CHECKING:
 
 
 class RunningRows:
-    def __init__(self, lock: threading.Condition, costs: Costs):
-        self.lock, self.costs = lock, costs
+    def __init__(self, costs: Costs):
+        self.costs = costs
         self.tickets: dict[int, Ticket] = {}  # handle -> ticket
 
     def __iter__(self) -> Iterator[Ticket]:
@@ -44,28 +43,31 @@ class RunningRows:
                 t.done = True
                 del self.tickets[h]
 
-    def admit(self, batch: DecodeLoop, tickets: list[Ticket]) -> None:
-        """Prefill newcomers together, those resuming from the same number of frames in one group."""
+    def admit(self, batch: DecodeLoop, tickets: list[Ticket]) -> list[tuple[int, Ticket]]:
+        """Prefill newcomers together, those resuming from the same number of frames in one group;
+        returns each one let in with its handle, for `register`. A group whose prefill fails ends."""
         groups: dict[int, list[Ticket]] = {}
         for t in tickets:
             groups.setdefault(t.request.resumed_from, []).append(t)
+        placed: list[tuple[int, Ticket]] = []
         for group in groups.values():
-            self._admit_group(batch, group)
+            t0 = time.perf_counter()
+            try:
+                handles = batch.admit([t.request for t in group])
+            except Exception as exc:  # noqa: BLE001 - this group's prefill failed: only its requests end
+                end(group, exc)
+                continue
+            self.costs.note_prefill(time.perf_counter() - t0, sum(t.prompt_tokens for t in group))
+            placed += zip(handles, group)
+        return placed
 
-    def _admit_group(self, batch: DecodeLoop, tickets: list[Ticket]) -> None:
-        t0 = time.perf_counter()
-        try:
-            handles = batch.admit([t.request for t in tickets])
-        except Exception as exc:  # noqa: BLE001 - this group's prefill failed: only its requests end
-            end(tickets, exc)
-            return
-        self.costs.note_prefill(time.perf_counter() - t0, sum(t.prompt_tokens for t in tickets))
-        with self.lock:
-            for h, t in zip(handles, tickets):
-                t.handle = h
-                self.tickets[h] = t
-                if t.cancelled:
-                    batch.cancel(h)
+    def register(self, batch: DecodeLoop, placed: list[tuple[int, Ticket]]) -> None:
+        """Under the scheduler's lock: the admitted are running (one cancelled meanwhile leaves at once)."""
+        for h, t in placed:
+            t.handle = h
+            self.tickets[h] = t
+            if t.cancelled:
+                batch.cancel(h)
 
     def hand_out(self, events: list[tuple[int, FrameStep]]) -> None:
         """Each request's step of the batch's sample, counted on its ticket, then handed to it."""
@@ -84,12 +86,11 @@ class RunningRows:
             if not t.cancelled:
                 t.on_step(t, step)
 
-    def fail(self, exc: BaseException) -> None:
-        """A step raised: every running request ends with it."""
-        with self.lock:
-            failed = list(self.tickets.values())
-            self.tickets.clear()
-        end(failed, exc)
+    def take_all(self) -> list[Ticket]:
+        """Under the scheduler's lock: every running ticket, gone from here (a failed step, a close)."""
+        taken = list(self.tickets.values())
+        self.tickets.clear()
+        return taken
 
 
 def end(tickets: list[Ticket], exc: BaseException) -> None:

@@ -58,7 +58,7 @@ class BatchScheduler(WrappedEngine):
         self._settings = settings
         self.costs = Costs()
         self._cond = threading.Condition()
-        self._rows = RunningRows(self._cond, self.costs)  # the requests in the batch
+        self._rows = RunningRows(self.costs)  # the requests in the batch
         self._line = WaitLine(engine, settings, self.costs, self._rows)  # the requests not yet in it
         self._numbers = itertools.count()
         self._closed = False
@@ -210,7 +210,9 @@ class BatchScheduler(WrappedEngine):
                 newcomers = self._line.admissible(batch)
             try:
                 if newcomers:
-                    self._rows.admit(batch, newcomers)
+                    placed = self._rows.admit(batch, newcomers)
+                    with self._cond:
+                        self._rows.register(batch, placed)
                 if not batch:
                     continue
                 t0 = time.perf_counter()
@@ -222,7 +224,9 @@ class BatchScheduler(WrappedEngine):
                 batch.advance()
                 self.costs.note_step(rows, time.perf_counter() - t0)
             except Exception as exc:  # noqa: BLE001 - handed to every request in the batch
-                self._rows.fail(exc)
+                with self._cond:
+                    failed = self._rows.take_all()
+                end(failed, exc)
                 batch.close()
                 batch = self.engine.new_batch()
         batch.close()
@@ -230,8 +234,7 @@ class BatchScheduler(WrappedEngine):
 
     def _end_all(self, exc: BaseException) -> None:
         with self._cond:
-            left = list(self._rows.tickets.values()) + self._line.waiting
-            self._rows.tickets.clear()
+            left = self._rows.take_all() + self._line.waiting
             self._line.waiting.clear()
         end(left, exc)
 
