@@ -74,7 +74,7 @@ from gepard_demo.serving.protocol import (
     sse_event,
     streaming_wav_header,
 )
-from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
+from gepard_demo.serving.service import REFUSALS, SpeechService, close_session, refusal
 from gepard_demo.serving.speech_stream import SpeechStreamHandler
 from gepard_demo.serving.stream_protocol import STREAM_PATH
 from gepard_demo.serving.voices import UPLOAD_BODY_BYTES, VoiceShelf, voice_router
@@ -260,7 +260,6 @@ async def _stream_body(session: SynthesisSession, req: SpeechRequest, metrics: S
         # A client that goes away cancels this generator: its row leaves the batch (the session
         # waits for the step in flight in its worker thread).
         try:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(session.close)
-        finally:  # counted even when a native cancel cuts the wait short (the shield holds off anyio's only)
+            await close_session(session)
+        finally:  # counted even when a cancel cuts the wait short
             metrics.ended(session, failed)

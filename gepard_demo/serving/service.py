@@ -72,6 +72,16 @@ def read_request(body: object, model_id: str, rules: tuple[FieldRule, ...], fixe
     return ServedRequest(speech, SessionRequest(speech.text, sampling, stream), ref_audio, ref_text_ignored)
 
 
+async def close_session(session: SynthesisSession) -> None:
+    """Close a session on a worker thread (it waits for the decode step in flight, then frees its
+    rows and its pooled codec stream). anyio's cancel (a client gone from a REST stream) waits for
+    it; a native one (a WebSocket hang-up cancels the unit's task), which no anyio shield holds off,
+    ends the wait only: the close is a task of its own and goes on."""
+    closing = asyncio.ensure_future(anyio.to_thread.run_sync(session.close))
+    with anyio.CancelScope(shield=True):
+        await asyncio.shield(closing)
+
+
 def refusal(exc: Exception) -> tuple[str, int, str | None]:
     """A refused request's error: its message, HTTP status and the field it names."""
     if isinstance(exc, RequestError):

@@ -37,7 +37,7 @@ from gepard_demo.serving import stream_protocol as sp
 from gepard_demo.serving import timestamps
 from gepard_demo.serving.operations import ServerMetrics
 from gepard_demo.serving.protocol import encode_audio, pcm16
-from gepard_demo.serving.service import REFUSALS, SpeechService, refusal
+from gepard_demo.serving.service import REFUSALS, SpeechService, close_session, refusal
 from gepard_demo.streaming.breaks import break_seconds, check_total, edge_breaks, pause_samples
 from gepard_demo.streaming.segments import segment_seed
 from gepard_demo.streaming.text_splitter import TextSplitter
@@ -239,11 +239,8 @@ class _Connection:
             unit.chunks.put_nowait(exc)
             failed = True
         finally:
-            # A hang-up cancels this task natively (close() below), which a shielded scope does
-            # not hold off: the count and the discard must not wait on the close to be made.
-            try:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(session.close)
+            try:  # a hang-up cancels this task natively (close() below): counted whatever the wait's fate
+                await close_session(session)
             finally:
                 self.units.discard(unit)
                 self.metrics.ended(session, failed)

@@ -169,16 +169,7 @@ def test_metrics_count_websocket_units(plain):
     client, port = plain
     before = _metrics(client)
 
-    async def talk():
-        async with websockets.connect(f"ws://127.0.0.1:{port}{STREAM_PATH}", max_size=None) as ws:
-            for m in ({"type": "session.config", "response_format": "pcm", "stream_audio": True, "seed": 3,
-                       "max_new_tokens": FRAMES}, {"type": "input.text", "text": "One."}, {"type": "input.done"}):
-                await ws.send(json.dumps(m))
-            while not isinstance(m := await asyncio.wait_for(ws.recv(), 120), str) or \
-                    json.loads(m)["type"] != "session.done":
-                pass
-
-    asyncio.run(talk())
+    asyncio.run(_one_unit(port))
     assert asyncio.run(_until(lambda: _count(_metrics(client), "gepard:requests_total", outcome="completed")
                               > _count(before, "gepard:requests_total", outcome="completed")))
 
@@ -200,21 +191,22 @@ def test_a_unit_still_closing_when_the_client_hangs_up_is_counted(plain, monkeyp
     client, port = plain
     before = _metrics(client)
 
-    async def talk():
-        async with websockets.connect(f"ws://127.0.0.1:{port}{STREAM_PATH}", max_size=None) as ws:
-            for m in ({"type": "session.config", "response_format": "pcm", "stream_audio": True, "seed": 3,
-                       "max_new_tokens": FRAMES}, {"type": "input.text", "text": "One."}, {"type": "input.done"}):
-                await ws.send(json.dumps(m))
-            while not isinstance(m := await asyncio.wait_for(ws.recv(), 120), str) or \
-                    json.loads(m)["type"] != "session.done":
-                pass
-        # leaving the block hangs up at once, the unit's close still sleeping
-
-    asyncio.run(talk())
-    assert closing, "the unit never closed: the race this test makes did not happen"
+    asyncio.run(_one_unit(port))  # it hangs up at session.done, the unit's close still sleeping
+    assert asyncio.run(_until(lambda: bool(closing), timeout_s=30)), "the unit never closed"
     assert asyncio.run(_until(lambda: _count(_metrics(client), "gepard:requests_total", outcome="completed")
                               > _count(before, "gepard:requests_total", outcome="completed"), timeout_s=30))
     assert _count(_metrics(client), "vllm:num_requests_running") == 0
+
+
+async def _one_unit(port: int) -> None:
+    """One utterance of one unit over the WebSocket, read to its session.done; then the client hangs up."""
+    async with websockets.connect(f"ws://127.0.0.1:{port}{STREAM_PATH}", max_size=None) as ws:
+        for m in ({"type": "session.config", "response_format": "pcm", "stream_audio": True, "seed": 3,
+                   "max_new_tokens": FRAMES}, {"type": "input.text", "text": "One."}, {"type": "input.done"}):
+            await ws.send(json.dumps(m))
+        while not isinstance(m := await asyncio.wait_for(ws.recv(), 120), str) or \
+                json.loads(m)["type"] != "session.done":
+            pass
 
 
 async def _until(check, timeout_s: float = 60.0) -> bool:
