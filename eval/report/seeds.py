@@ -28,7 +28,7 @@ Every bootstrap CI elsewhere in a multi-sample summary resamples sentences (summ
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 import pandas as pd
 
@@ -36,13 +36,10 @@ from eval.report.failures import flags
 from eval.scoring.bootstrap import ratio_ci
 from eval.scoring.rates import Count
 
-if TYPE_CHECKING:  # typing's own from 3.11; the annotations are never evaluated (__future__)
-    from typing_extensions import NotRequired
 
-
-class _Measures(TypedDict):
-    """summary.json's "seeds" but its worst sentences (the module docstring says what each key
-    is); the keys marked NotRequired are there only when the run has the columns they need."""
+class _Always(TypedDict):
+    """summary.json's "seeds" but its worst sentences (the module docstring says what each key is):
+    the keys every run has."""
 
     samples_per_sentence: int
     sentences: int
@@ -52,14 +49,19 @@ class _Measures(TypedDict):
     never_fail: int
     duration_spread_s: float
     f0_spread_hz: float | None
-    wer_single_sample: NotRequired[dict]  # Interval.as_dict() (eval/scoring/bootstrap.py)
-    wer_best_of_k: NotRequired[dict]
-    oracle_wer: NotRequired[float]
-    mean_wer: NotRequired[float]
-    wer_best_by_reward: NotRequired[dict]
-    reward_best: NotRequired[float]
-    reward_mean: NotRequired[float]
-    any_clean: NotRequired[dict]  # Count.as_dict() (eval/scoring/rates.py)
+
+
+class _Measures(_Always, total=False):
+    """And those there only when the run has the columns they need (NotRequired is 3.11's)."""
+
+    wer_single_sample: dict  # Interval.as_dict() (eval/scoring/bootstrap.py)
+    wer_best_of_k: dict
+    oracle_wer: float
+    mean_wer: float
+    wer_best_by_reward: dict
+    reward_best: float
+    reward_mean: float
+    any_clean: dict  # Count.as_dict() (eval/scoring/rates.py)
 
 
 class SeedsSummary(_Measures):

@@ -47,6 +47,12 @@ class _CountingLock:
     def locked(self):
         return self._lock.locked()
 
+    def __enter__(self):  # the sweep's own runs take it so
+        self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
 
 @pytest.fixture(scope="module")
 def provider(tiny_engine):
