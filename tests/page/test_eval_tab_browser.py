@@ -8,6 +8,7 @@ with a reference voice, guidance and its own sampling settings (noise: worse eve
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -217,6 +218,21 @@ def test_listening_test_is_blind_keeps_votes_and_survives_a_reload(browser, eval
     assert not errors, errors
 
 
+@contextlib.contextmanager
+def _eval_tab(browser, url: str, width: int):
+    """A page at `width` px on the Eval tab: (page, its JavaScript errors so far); closed after."""
+    ctx = browser.new_context(viewport={"width": width, "height": 1000})
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(url + "/", wait_until="load")
+        page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
+        page.get_by_role("tab", name="Eval").click()
+        yield page, errors
+    finally:
+        ctx.close()
+
 
 @pytest.mark.parametrize("width", [1400, 800])
 def test_the_per_utterance_table_keeps_each_header_word_whole(browser, eval_demo, width):  # noqa: F811
@@ -226,14 +242,7 @@ def test_the_per_utterance_table_keeps_each_header_word_whole(browser, eval_demo
 
     from eval.ui.runs_view import TABLE_HEADERS
 
-    ctx = browser.new_context(viewport={"width": width, "height": 1000})
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto(eval_demo.url + "/", wait_until="load")
-        page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
-        page.get_by_role("tab", name="Eval").click()
+    with _eval_tab(browser, eval_demo.url, width) as (page, errors):
         page.get_by_text("Earlier runs", exact=True).click()  # the accordion that holds the run picker
         choose(page, "eval-pick", NEW)
         page.get_by_role("button", name="Open", exact=True).click()
@@ -241,8 +250,6 @@ def test_the_per_utterance_table_keeps_each_header_word_whole(browser, eval_demo
         heads = page.evaluate(HEADERS, "#eval-table")
         ARTIFACTS.mkdir(exist_ok=True)
         page.locator("#eval-table").screenshot(path=str(ARTIFACTS / f"eval_table_{width}.png"))
-    finally:
-        ctx.close()
     assert not errors, errors
     assert [h["text"] for h in heads] == list(TABLE_HEADERS.values())
     assert not [h for h in heads if h["broken"]], heads
@@ -269,14 +276,7 @@ def test_the_sweeps_grid_table_keeps_each_header_word_whole(browser, eval_demo, 
 
     from eval.ui.sweep_section import SWEEP_COLUMNS, SWEEP_HEADERS
 
-    ctx = browser.new_context(viewport={"width": width, "height": 1000})
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto(eval_demo.url + "/", wait_until="load")
-        page.wait_for_function("() => window.gepardPlayer && document.querySelector('#gepard-generate')", timeout=60_000)
-        page.get_by_role("tab", name="Eval").click()
+    with _eval_tab(browser, eval_demo.url, width) as (page, errors):
         page.get_by_text(re.compile("^Sweep: ")).click()  # its accordion
         page.get_by_role("button", name="Refresh list").click()  # the sweep was made after the page was built
         choose(page, "eval-sweep-pick", grid_sweep)
@@ -285,8 +285,6 @@ def test_the_sweeps_grid_table_keeps_each_header_word_whole(browser, eval_demo, 
         heads = page.evaluate(HEADERS, "#eval-sweep-table")
         ARTIFACTS.mkdir(exist_ok=True)
         page.locator("#eval-sweep-table").screenshot(path=str(ARTIFACTS / f"eval_sweep_table_{width}.png"))
-    finally:
-        ctx.close()
     assert not errors, errors
     texts = [h["text"] for h in heads]
     assert texts[:2] == ["Temperature", "Stop threshold"] and texts[2:] == [SWEEP_HEADERS[c] for c in SWEEP_COLUMNS]
