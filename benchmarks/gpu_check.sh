@@ -17,7 +17,7 @@
 #
 # --dry-run: every section on the CPU with the tiny shapes (each script's --quick), no wheels and no
 # nvidia-smi, with this checkout's .venv; $OUT defaults to a new temporary folder. It proves the
-# command runs end to end without a GPU (tests/benchmarks/test_stream_timeline.py runs it).
+# command runs end to end without a GPU (tests/benchmarks/test_benchmarks.py runs it).
 set -uo pipefail
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1

@@ -18,7 +18,7 @@ frame beside it, and the ops launched per audio second by part (talker / codec /
 host reads (a sync each on a GPU) per frame.
 
 Run: .venv/bin/python benchmarks/session_overhead.py [--frames 64] [--rounds 3] [--ways eager graphed] [--json FILE]
---quick: the tiny model and codec, 24 frames, one round.
+--quick: the tiny model and codec, 12 frames (a whole chunk and a partial one), one round.
 Measure on a quiet machine.
 """
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    frames, rounds = (24, 1) if args.quick else (args.frames, args.rounds)
+    frames, rounds = (12, 1) if args.quick else (args.frames, args.rounds)
     engine = engine_for(args.quick, ensure_tiny(Path(tempfile.gettempdir()) / "gepard-bench-cache"))
     stop_head_off(engine)
     codec = codec_for(args.quick)

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
-import torch
+import os
+
+# One thread per process, children included (the CLI, an app, a server, a benchmark started as a
+# process inherit it): pytest-xdist's workers share two cores, and a child whose OpenMP started a
+# thread per core spun against the other worker (docs/DESIGN.md, "Tests that hold at any speed").
+# A test or script that sets its threads itself still does.
+os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 from tests.support.hold_fixtures import install_endless_seed
 
 from gepard_demo.model.checkpoints.tiny import LAYOUTS, ensure_tiny

@@ -1,6 +1,8 @@
 """Every script in benchmarks/ still runs: each one's --quick (benchmarks/quick.py), end to end, as
 a real process from the repo root. Nothing else runs them, and a benchmark that rots fails only
 when someone next measures with it (zerogpu_spaces.py's positional /generate arguments did).
+The scripts of the prepared GPU command (benchmarks/gpu_check.sh) run once, through its --dry-run,
+which passes each its --quick: that proves the command and them together.
 
 A new script is picked up by the glob; the tables below only say where a known one's files go and
 what its finished run prints. No timing is checked: a quick run's figures mean nothing.
@@ -8,6 +10,7 @@ what its finished run prints. No timing is checked: a quick run's figures mean n
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +24,10 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 HELPER = "quick.py"  # the flag's one home, not a benchmark
 SCRIPTS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if p.name != HELPER)
+GPU_CHECK = ROOT / "benchmarks" / "gpu_check.sh"
+# gpu_check.sh's sections, in its order: (section, script); the dry run runs these scripts' --quick.
+SECTIONS = [("timeline", "stream_timeline"), ("gpu_smoke", "gpu_smoke"), ("load_knee", "load_knee")]
+BY_GPU_CHECK = {script for _, script in SECTIONS}
 HANG_S = 300  # catches a hang; a quick run takes seconds (under a minute with a browser or a server)
 
 # Beyond --quick: tiny's cache (the session's) where a script takes it as a flag (the others that
@@ -83,6 +90,8 @@ def test_there_are_benchmarks_and_each_takes_quick():
     assert SCRIPTS
     lacking = [p.name for p in SCRIPTS if "add_quick(" not in p.read_text(encoding="utf-8")]
     assert not lacking, f"declare --quick through benchmarks/quick.py's add_quick: {lacking}"
+    check = GPU_CHECK.read_text(encoding="utf-8")
+    assert all(f"section {name} " in check and f"benchmarks/{script}.py" in check for name, script in SECTIONS)
 
 
 def run(cmd: list[str], env: dict) -> tuple[int, str, str]:
@@ -102,7 +111,8 @@ def run(cmd: list[str], env: dict) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-@pytest.mark.parametrize("script", [pytest.param(p, id=p.stem, marks=marks(p)) for p in SCRIPTS])
+@pytest.mark.parametrize("script", [pytest.param(p, id=p.stem, marks=marks(p)) for p in SCRIPTS
+                                    if p.stem not in BY_GPU_CHECK])
 def test_quick_run(script, tiny_cache_dir, tmp_path):
     extra = [a.format(cache=tiny_cache_dir, tmp=tmp_path) for a in EXTRA.get(script.stem, [])]
     env = {**os.environ, "GEPARD_CACHE_DIR": str(tiny_cache_dir), "HF_HUB_OFFLINE": "1"}
@@ -110,3 +120,35 @@ def test_quick_run(script, tiny_cache_dir, tmp_path):
     tail = f"\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-5000:]}"
     assert code == 0, f"{script.name} --quick exited {code}{tail}"
     assert out.strip() and PRINTS.get(script.stem, "") in out, f"{script.name} did not print its result{tail}"
+
+
+def test_the_gpu_check_dry_run_runs_every_section(tmp_path):
+    """bash benchmarks/gpu_check.sh --dry-run: each section on the CPU at tiny shapes, its files in $OUT."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1"}
+    proc = spawn(["bash", str(GPU_CHECK), "--dry-run"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=3 * HANG_S)
+    except subprocess.TimeoutExpired:
+        stop_process(proc)
+        out, err = proc.communicate()
+        pytest.fail(f"gpu_check.sh --dry-run still ran after {3 * HANG_S} s\n{out[-3000:]}")
+    assert proc.returncode == 0, err[-2000:]
+    sections = (tmp_path / "sections.txt").read_text().split("\n")
+    assert sections[:3] == [f"{name} 0" for name, _ in SECTIONS], out[-3000:]
+    for name, script in SECTIONS:
+        assert PRINTS[script] in (tmp_path / f"{name}.log").read_text(), f"{script}.py did not print its result"
+    timeline = json.loads((tmp_path / "timeline" / "timeline.json").read_text())
+    assert timeline["device"] == "cpu" and timeline["rows"] and "ops launched" in (tmp_path / "timeline" / "timeline.md").read_text()
+    assert (tmp_path / "load-knee").is_dir()
+    # gpu_smoke.py, what a GPU machine runs first, on the CPU: the picked precision passes the guard,
+    # both loops make the same greedy frames (fp32 and the pick; solo and a padded batch of 8), the
+    # fixed-shape step launches fewer ops, and the codec on the "device" is the CPU's.
+    r = json.loads((tmp_path / "gpu_smoke.json").read_text())
+    assert r["precision"] == "bf16" and r["guard"]["passes"] and r["codec_snr_db"] == float("inf")
+    assert {k: (s["frames"], s["rtf"] > 0) for k, s in r["stream"].items()} == {"growing": (43, True), "fixed": (43, True)}
+    for equal in (r["equality_fp32"], r["loops"]["equality"]):
+        assert (equal["solo"]["rows_equal"], equal["batch8"]["rows_equal"]) == ("1/1", "8/8")
+    assert r["loops"]["ops_per_step"]["fixed"]["launched_by_host"] < r["loops"]["ops_per_step"]["growing"]["launched_by_host"]
+    assert set(r["precisions"]) == {"fp32", "tf32", "low", "pick"}
+    assert set(r["memory"]) == {"1x100", "16x30"} and "guard vs fp32" in (tmp_path / "gpu_smoke.log").read_text()
