@@ -124,8 +124,8 @@ def test_a_visitors_saved_voices_are_theirs_alone(browser, public_demo, tmp_path
         _open_voices(a)
         assert _choices_become(a, ["Mine (4.0 s)"]) == ["Mine (4.0 s)"]  # the browser kept its token
         a.locator("#gepard-saved-voice input").click()
-        a.keyboard.press("ArrowDown")
-        a.keyboard.press("Enter")
+        # The option itself, once the list shows it: keys pressed before a loaded host drew the list pick nothing.
+        a.locator("ul[role=listbox] li", has_text="Mine (4.0 s)").click()
         _status(a, "its 4.0 s clip is the reference now")
         a.wait_for_function("() => document.querySelector('#gepard-ref-status')?.innerText.includes('Reference ready')",
                             timeout=60_000)
