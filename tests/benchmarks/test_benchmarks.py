@@ -116,7 +116,8 @@ def run(cmd: list[str], env: dict) -> tuple[int, str, str]:
 def test_quick_run(script, tiny_cache_dir, tmp_path):
     extra = [a.format(cache=tiny_cache_dir, tmp=tmp_path) for a in EXTRA.get(script.stem, [])]
     env = {**os.environ, "GEPARD_CACHE_DIR": str(tiny_cache_dir), "HF_HUB_OFFLINE": "1"}
-    code, out, err = run([sys.executable, str(script), "--quick", *extra], env)
+    # -X faulthandler: a native crash (a signal, not an exit code) prints each thread's Python stack.
+    code, out, err = run([sys.executable, "-X", "faulthandler", str(script), "--quick", *extra], env)
     tail = f"\n--- stdout ---\n{out[-3000:]}\n--- stderr ---\n{err[-5000:]}"
     assert code == 0, f"{script.name} --quick exited {code}{tail}"
     assert out.strip() and PRINTS.get(script.stem, "") in out, f"{script.name} did not print its result{tail}"
