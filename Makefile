@@ -28,6 +28,10 @@ $(VENV)/.demo-installed: $(PY) requirements.txt requirements-eval.txt
 	$(PIP) -r requirements.txt -c constraints.txt
 	$(PY) -c "import transformers, sys; from transformers import Qwen3_5ForCausalLM; print('transformers', transformers.__version__, 'has Qwen3.5')"
 	$(PY) -m gepard_demo normalize --build  # NeMo's grammars compiled once, not on a first visitor's request
+	# librosa's numba kernels compiled into their cache once, here: its explicitly typed ones compile when
+	# librosa.util is imported, and several processes doing that at once on a fresh install (the suite's
+	# workers) wrote a cache that later crashed a reader (SIGSEGV in librosa.util.localmin)
+	$(PY) -c "import numpy as n, librosa.util.utils; librosa.pyin(n.random.default_rng(0).standard_normal(22050).astype(n.float32), fmin=60, fmax=400, sr=22050)"
 	touch $@
 
 $(VENV)/.test-installed: $(VENV)/.demo-installed requirements-test.txt requirements-test-nodeps.txt requirements-nemo.txt
