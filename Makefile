@@ -1,8 +1,8 @@
 # make demo: set up .venv and launch the app on http://127.0.0.1:7860
 # make test: install the system packages the tests need (.ci/apt-packages.txt: as root or with
 #            passwordless sudo, else it stops and prints the command), set up .venv (+ test
-#            extras) and run the whole test suite (.ci/suite.sh: two workers, and beside them the
-#            modules that fork a GPU worker in a pytest process of their own)
+#            extras) and run the whole test suite (.ci/suite.sh: two workers, then the modules
+#            that fork a GPU worker alone)
 # make typecheck: mypy over gepard_demo/ and eval/ (mypy.ini): 0 errors; make test runs it first
 # make test-fast: the edit-test loop: every test but the browser's, the forking ones and the slow ones
 #            (pytest.ini's markers), in two workers: under its 3-minute aim (2 min 50 s wall, 1345 tests,
